@@ -1,0 +1,573 @@
+//! The archive: one SQLite database holding sources, cursors, records, rejects, prefix marks,
+//! scanned roots and the engine's own events.
+//!
+//! Every change the engine makes goes through one [`Tx`]: the records of a batch and the cursor
+//! past them commit together, so a crash at any instant loses nothing and duplicates nothing.
+
+use crate::error::{Error, IoContext, Result};
+use crate::fingerprint::{Fingerprint, Identity, Markers, Window};
+use crate::read::{Position, Record, Reject};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::ffi::OsStr;
+use std::fs::{DirBuilder, OpenOptions};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The page size of a new archive. 16 KiB is the middle ground between bulk backfill (larger
+/// pages keep a typical multi-kilobyte transcript record on one page) and the cost of a small
+/// live commit (which grows with the page size); see BENCHMARKS.md.
+const PAGE_SIZE: u32 = 16 * 1024;
+
+/// Schema migrations; `PRAGMA user_version` is the number applied.
+const MIGRATIONS: &[&str] = &[include_str!("archive/schema_v1.sql")];
+
+/// A source's row id.
+pub type SourceId = i64;
+
+/// Where a source's reading stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cursor {
+    /// The offset past the last archived line, and its markers.
+    pub position: Position,
+    /// The file as it was when it was last read; `None` before the first read.
+    pub fingerprint: Option<Fingerprint>,
+    /// Bytes after the cursor that formed no complete line at the last read.
+    pub held_back: u64,
+    /// Their first bytes (at most 64 KiB), kept so they can be recorded if the generation ends.
+    pub held_back_prefix: Vec<u8>,
+}
+
+/// One source as stored.
+#[derive(Clone, Debug)]
+pub struct SourceRow {
+    /// Row id.
+    pub id: SourceId,
+    /// The identity it owns.
+    pub identity: Identity,
+    /// Its current path.
+    pub path: PathBuf,
+    /// The watcher that found it.
+    pub harness: String,
+    /// Current generation.
+    pub generation: i64,
+    /// True once its file has disappeared or been replaced by another identity.
+    pub gone: bool,
+    /// Its cursor.
+    pub cursor: Cursor,
+    /// Records archived, all generations.
+    pub records: u64,
+    /// Lines rejected, all generations.
+    pub rejects: u64,
+    /// When a record was last archived (Unix ms).
+    pub last_archived_ms: Option<i64>,
+}
+
+/// A `seed` mark: the first `position.offset` bytes of this identity are history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrefixMark {
+    /// The file's identity when it was seeded.
+    pub identity: Identity,
+    /// The path it was seeded at.
+    pub path: PathBuf,
+    /// The resolved offset and the markers of the bytes before it.
+    pub position: Position,
+    /// How many records the prefix holds.
+    pub skipped_records: u64,
+}
+
+/// One archived record as exported.
+pub struct ExportRow {
+    /// Global sequence number.
+    pub seq: i64,
+    /// The source's watcher.
+    pub harness: String,
+    /// The source's current path.
+    pub path: PathBuf,
+    /// The generation the record belongs to.
+    pub generation: i64,
+    /// The record's offset in that generation.
+    pub offset: u64,
+    /// The record, verbatim.
+    pub record: Vec<u8>,
+}
+
+/// An open archive.
+pub struct Archive {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Archive {
+    /// Opens the archive at `path`, creating it (mode 0600, in a 0700 directory if the
+    /// directory is created too) when it does not exist, and applying migrations.
+    pub fn open(path: &Path) -> Result<Archive> {
+        let created = create_private(path)?;
+        Archive::connect(path, created)
+    }
+
+    /// Opens an archive that must already exist (for `status` and `export`).
+    pub fn open_existing(path: &Path) -> Result<Archive> {
+        if !path.exists() {
+            return Err(Error::NoArchive {
+                path: path.to_owned(),
+            });
+        }
+        Archive::connect(path, false)
+    }
+
+    fn connect(path: &Path, created: bool) -> Result<Archive> {
+        let conn = Connection::open(path).map_err(|source| Error::Archive {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut archive = Archive {
+            conn,
+            path: path.to_owned(),
+        };
+        archive.configure(created)?;
+        archive.migrate()?;
+        Ok(archive)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn db<T>(&self, result: rusqlite::Result<T>) -> Result<T> {
+        result.map_err(|source| Error::Archive {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    fn configure(&mut self, created: bool) -> Result<()> {
+        let conn = &self.conn;
+        self.db(conn.busy_timeout(Duration::from_secs(10)))?;
+        if created {
+            // Must precede WAL: once the file is in WAL mode a new page size is ignored.
+            self.db(conn.pragma_update(None, "page_size", PAGE_SIZE))?;
+        }
+        self.db(conn.pragma_update(None, "journal_mode", "WAL"))?;
+        self.db(conn.pragma_update(None, "synchronous", "NORMAL"))
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let found: i64 = self.db(self.conn.pragma_query_value(None, "user_version", |r| r.get(0)))?;
+        let known = MIGRATIONS.len() as i64;
+        if found > known {
+            return Err(Error::NewerSchema {
+                path: self.path.clone(),
+                found,
+                known,
+            });
+        }
+        for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate);
+            let tx = tx.map_err(|source| Error::Archive {
+                path: self.path.clone(),
+                source,
+            })?;
+            let applied = tx
+                .execute_batch(sql)
+                .and_then(|()| tx.pragma_update(None, "user_version", version as i64 + 1))
+                .and_then(|()| tx.commit());
+            self.db(applied)?;
+        }
+        Ok(())
+    }
+
+    /// Every source with its cursor.
+    pub fn sources(&self) -> Result<Vec<SourceRow>> {
+        let mut stmt = self.db(self.conn.prepare(
+            "SELECT s.id, s.dev, s.ino, s.path, s.harness, s.generation, s.gone, s.records,
+                    s.rejects, s.last_archived_ms, c.offset, c.head_len, c.head_hash, c.tail_len,
+                    c.tail_hash, c.size, c.mtime_ns, c.ctime_ns, c.held_back, c.held_back_prefix
+             FROM sources s JOIN cursors c ON c.source_id = s.id ORDER BY s.id",
+        ))?;
+        let rows = stmt.query_map([], |r| {
+            let identity = Identity {
+                dev: r.get::<_, i64>(1)? as u64,
+                ino: r.get::<_, i64>(2)? as u64,
+            };
+            let size: Option<i64> = r.get(15)?;
+            Ok(SourceRow {
+                id: r.get(0)?,
+                identity,
+                path: path_from_blob(r.get(3)?),
+                harness: r.get(4)?,
+                generation: r.get(5)?,
+                gone: r.get(6)?,
+                records: r.get::<_, i64>(7)? as u64,
+                rejects: r.get::<_, i64>(8)? as u64,
+                last_archived_ms: r.get(9)?,
+                cursor: Cursor {
+                    position: Position {
+                        offset: r.get::<_, i64>(10)? as u64,
+                        markers: Markers {
+                            head: window(r.get(11)?, r.get(12)?),
+                            tail: window(r.get(13)?, r.get(14)?),
+                        },
+                    },
+                    fingerprint: match size {
+                        None => None,
+                        Some(size) => Some(Fingerprint {
+                            identity,
+                            size: size as u64,
+                            mtime_ns: r.get(16)?,
+                            ctime_ns: r.get(17)?,
+                        }),
+                    },
+                    held_back: r.get::<_, i64>(18)? as u64,
+                    held_back_prefix: r.get(19)?,
+                },
+            })
+        });
+        let rows = self.db(rows)?;
+        self.db(rows.collect())
+    }
+
+    /// The prefix mark recorded for `identity`, if any.
+    pub fn prefix_mark(&self, identity: Identity) -> Result<Option<PrefixMark>> {
+        let row = self.conn.query_row(
+            "SELECT path, offset, head_len, head_hash, tail_len, tail_hash, skipped_records
+             FROM prefix_marks WHERE dev = ?1 AND ino = ?2",
+            params![identity.dev as i64, identity.ino as i64],
+            |r| {
+                Ok(PrefixMark {
+                    identity,
+                    path: path_from_blob(r.get(0)?),
+                    position: Position {
+                        offset: r.get::<_, i64>(1)? as u64,
+                        markers: Markers {
+                            head: window(r.get(2)?, r.get(3)?),
+                            tail: window(r.get(4)?, r.get(5)?),
+                        },
+                    },
+                    skipped_records: r.get::<_, i64>(6)? as u64,
+                })
+            },
+        );
+        self.db(row.optional())
+    }
+
+    /// True when `root` has been scanned before (the `end` start policy applies only to the
+    /// files present at a root's first scan).
+    pub fn root_scanned(&self, root: &Path) -> Result<bool> {
+        let found = self.conn.query_row(
+            "SELECT 1 FROM roots WHERE path = ?1",
+            [blob(root)],
+            |_| Ok(()),
+        );
+        Ok(self.db(found.optional())?.is_some())
+    }
+
+    /// Begins a write transaction.
+    pub fn write(&mut self) -> Result<Tx<'_>> {
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate);
+        let tx = tx.map_err(|source| Error::Archive {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(Tx {
+            tx,
+            path: &self.path,
+        })
+    }
+
+    /// Calls `each` for every archived record with `seq > since_seq`, in `seq` order,
+    /// optionally only those of sources whose current path is `path` or lies under it.
+    /// An `Err` from `each` stops the export and is returned.
+    pub fn export(
+        &self,
+        since_seq: i64,
+        path: Option<&Path>,
+        mut each: impl FnMut(ExportRow) -> std::io::Result<()>,
+    ) -> Result<std::io::Result<()>> {
+        let exact = path.map(blob);
+        let under = path.map(|p| {
+            let mut b = blob(p);
+            if !b.ends_with(b"/") {
+                b.push(b'/');
+            }
+            b
+        });
+        let mut stmt = self.db(self.conn.prepare(
+            "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record
+             FROM records r JOIN sources s ON s.id = r.source_id
+             WHERE r.seq > ?1 AND (?2 IS NULL OR s.path = ?2 OR substr(s.path, 1, ?3) = ?4)
+             ORDER BY r.seq",
+        ))?;
+        let len = under.as_ref().map_or(0, |u| u.len() as i64);
+        let mut rows = self.db(stmt.query(params![since_seq, exact, len, under]))?;
+        while let Some(r) = self.db(rows.next())? {
+            let row = self.db((|| {
+                Ok(ExportRow {
+                    seq: r.get(0)?,
+                    harness: r.get(1)?,
+                    path: path_from_blob(r.get(2)?),
+                    generation: r.get(3)?,
+                    offset: r.get::<_, i64>(4)? as u64,
+                    record: r.get(5)?,
+                })
+            })())?;
+            if let Err(e) = each(row) {
+                return Ok(Err(e));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Counts of rejects and events, for `status`.
+    pub fn totals(&self) -> Result<(u64, u64)> {
+        let n = self.conn.query_row(
+            "SELECT (SELECT count(*) FROM rejects), (SELECT count(*) FROM events)",
+            [],
+            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
+        );
+        self.db(n)
+    }
+}
+
+/// One write transaction. Dropped without [`Tx::commit`], it rolls back.
+pub struct Tx<'a> {
+    tx: rusqlite::Transaction<'a>,
+    path: &'a Path,
+}
+
+impl Tx<'_> {
+    fn db<T>(&self, result: rusqlite::Result<T>) -> Result<T> {
+        result.map_err(|source| Error::Archive {
+            path: self.path.to_owned(),
+            source,
+        })
+    }
+
+    /// Adds a source at generation 0 with its first cursor; returns its id.
+    pub fn insert_source(
+        &self,
+        identity: Identity,
+        path: &Path,
+        harness: &str,
+        cursor: &Cursor,
+    ) -> Result<SourceId> {
+        self.db(self.tx.execute(
+            "INSERT INTO sources (dev, ino, path, harness, generation, gone, created_ms)
+             VALUES (?1, ?2, ?3, ?4, 0, 0, ?5)",
+            params![identity.dev as i64, identity.ino as i64, blob(path), harness, now_ms()],
+        ))?;
+        let id = self.tx.last_insert_rowid();
+        self.put_cursor(id, cursor)?;
+        Ok(id)
+    }
+
+    /// Records a source's identity, path, generation and gone flag.
+    pub fn update_source(
+        &self,
+        id: SourceId,
+        identity: Identity,
+        path: &Path,
+        generation: i64,
+        gone: bool,
+    ) -> Result<()> {
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "UPDATE sources SET dev = ?2, ino = ?3, path = ?4, generation = ?5, gone = ?6
+             WHERE id = ?1",
+        ))?;
+        let n = stmt.execute(params![
+            id,
+            identity.dev as i64,
+            identity.ino as i64,
+            blob(path),
+            generation,
+            gone
+        ]);
+        self.db(n).map(drop)
+    }
+
+    /// Stores a source's cursor.
+    pub fn put_cursor(&self, id: SourceId, cursor: &Cursor) -> Result<()> {
+        let m = &cursor.position.markers;
+        let fp = cursor.fingerprint.as_ref();
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "INSERT OR REPLACE INTO cursors (source_id, offset, head_len, head_hash, tail_len,
+                 tail_hash, size, mtime_ns, ctime_ns, held_back, held_back_prefix, updated_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        ))?;
+        let n = stmt.execute(params![
+            id,
+            cursor.position.offset as i64,
+            m.head.len as i64,
+            m.head.hash as i64,
+            m.tail.len as i64,
+            m.tail.hash as i64,
+            fp.map(|f| f.size as i64),
+            fp.map(|f| f.mtime_ns),
+            fp.map(|f| f.ctime_ns),
+            cursor.held_back as i64,
+            cursor.held_back_prefix,
+            now_ms()
+        ]);
+        self.db(n).map(drop)
+    }
+
+    /// Appends records of one generation; they take the next `seq` numbers.
+    pub fn insert_records(&self, id: SourceId, generation: i64, records: &[Record]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "INSERT INTO records (source_id, generation, offset, record) VALUES (?1, ?2, ?3, ?4)",
+        ))?;
+        for r in records {
+            self.db(stmt.execute(params![id, generation, r.offset as i64, r.bytes]))?;
+        }
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "UPDATE sources SET records = records + ?2, last_archived_ms = ?3 WHERE id = ?1",
+        ))?;
+        self.db(stmt.execute(params![id, records.len() as i64, now_ms()]))
+            .map(drop)
+    }
+
+    /// Records rejected lines (and held-back bytes of an ended generation).
+    pub fn insert_rejects(&self, id: SourceId, generation: i64, rejects: &[Reject]) -> Result<()> {
+        if rejects.is_empty() {
+            return Ok(());
+        }
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "INSERT INTO rejects (source_id, generation, offset, length, reason, raw, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        ))?;
+        for r in rejects {
+            let row = params![id, generation, r.offset as i64, r.length as i64, r.reason, r.raw, now_ms()];
+            self.db(stmt.execute(row))?;
+        }
+        let mut stmt =
+            self.db(self.tx.prepare_cached("UPDATE sources SET rejects = rejects + ?2 WHERE id = ?1"))?;
+        self.db(stmt.execute(params![id, rejects.len() as i64])).map(drop)
+    }
+
+    /// Appends to the lifecycle log.
+    pub fn event(&self, source: Option<SourceId>, kind: &str, path: &Path, detail: &str) -> Result<()> {
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "INSERT INTO events (at_ms, source_id, kind, path, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+        ))?;
+        self.db(stmt.execute(params![now_ms(), source, kind, blob(path), detail]))
+            .map(drop)
+    }
+
+    /// Stores a prefix mark, replacing any earlier one for the same identity; returns the
+    /// offset of the one replaced.
+    pub fn put_prefix_mark(&self, mark: &PrefixMark) -> Result<Option<u64>> {
+        let id = mark.identity;
+        let old: Option<i64> = self.db(
+            self.tx
+                .query_row(
+                    "SELECT offset FROM prefix_marks WHERE dev = ?1 AND ino = ?2",
+                    params![id.dev as i64, id.ino as i64],
+                    |r| r.get(0),
+                )
+                .optional(),
+        )?;
+        let m = &mark.position.markers;
+        self.db(self.tx.execute(
+            "INSERT OR REPLACE INTO prefix_marks (dev, ino, path, offset, head_len, head_hash,
+                 tail_len, tail_hash, skipped_records, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            params![
+                id.dev as i64,
+                id.ino as i64,
+                blob(&mark.path),
+                mark.position.offset as i64,
+                m.head.len as i64,
+                m.head.hash as i64,
+                m.tail.len as i64,
+                m.tail.hash as i64,
+                mark.skipped_records as i64,
+                now_ms()
+            ],
+        ))?;
+        Ok(old.map(|o| o as u64))
+    }
+
+    /// Deletes the prefix mark of `identity` (a mark is used once).
+    pub fn remove_prefix_mark(&self, identity: Identity) -> Result<()> {
+        self.db(self.tx.execute(
+            "DELETE FROM prefix_marks WHERE dev = ?1 AND ino = ?2",
+            params![identity.dev as i64, identity.ino as i64],
+        ))
+        .map(drop)
+    }
+
+    /// Remembers that `root` has had its first scan.
+    pub fn mark_root_scanned(&self, root: &Path) -> Result<()> {
+        self.db(self.tx.execute(
+            "INSERT OR IGNORE INTO roots (path, first_scan_ms) VALUES (?1, ?2)",
+            params![blob(root), now_ms()],
+        ))
+        .map(drop)
+    }
+
+    /// Commits everything done in this transaction.
+    pub fn commit(self) -> Result<()> {
+        let path = self.path.to_owned();
+        self.tx
+            .commit()
+            .map_err(|source| Error::Archive { path, source })
+    }
+}
+
+/// Creates the archive file 0600 (and its directory 0700) if it does not exist; true if it
+/// was created. SQLite gives the `-wal` and `-shm` files the database file's mode.
+fn create_private(path: &Path) -> Result<bool> {
+    if path.exists() {
+        return Ok(false);
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .at_path(dir)?;
+    }
+    // umask 077 while creating, so no other bits can appear even for an instant.
+    let old = unsafe { libc::umask(0o077) };
+    let created = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path);
+    unsafe { libc::umask(old) };
+    match created {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(Error::Io {
+            path: path.to_owned(),
+            source: e,
+        }),
+    }
+}
+
+fn window(len: i64, hash: i64) -> Window {
+    Window {
+        len: len as u64,
+        hash: hash as u64,
+    }
+}
+
+fn blob(path: &Path) -> Vec<u8> {
+    path.as_os_str().as_bytes().to_vec()
+}
+
+fn path_from_blob(bytes: Vec<u8>) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(&bytes))
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,112 @@
+//! Library errors: what stops a command, each carrying the path a user needs to act on.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Errors that end a command (the archive cannot be used, the arguments are wrong, a watcher
+/// definition is broken). Problems with a single transcript are not errors of this kind: the
+/// engine logs them with the path, counts them and records them in the archive's events.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading or writing a file or directory failed.
+    #[error("{path}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// SQLite reported an error on the archive.
+    #[error("archive {path}")]
+    Archive {
+        /// The archive database.
+        path: PathBuf,
+        /// The underlying error.
+        source: rusqlite::Error,
+    },
+    /// Another `transcript-sync run` holds the archive's lock.
+    #[error(
+        "archive {path} is in use by another `transcript-sync run`{}; stop it first or pass another --db",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Locked {
+        /// The archive database.
+        path: PathBuf,
+        /// The holder's pid, as it wrote it into the lock file.
+        pid: Option<u32>,
+    },
+    /// The archive was written by a newer release.
+    #[error(
+        "archive {path} has schema version {found}, newer than this build understands ({known}); upgrade transcript-sync"
+    )]
+    NewerSchema {
+        /// The archive database.
+        path: PathBuf,
+        /// The version found in `PRAGMA user_version`.
+        found: i64,
+        /// The newest version this build knows.
+        known: i64,
+    },
+    /// A read-only command was pointed at an archive that does not exist.
+    #[error("no archive at {path}; run `transcript-sync run` first, or pass --db")]
+    NoArchive {
+        /// The archive database that was looked for.
+        path: PathBuf,
+    },
+    /// `seed` was asked to mark a file whose identity the archive already tracks.
+    #[error(
+        "{path} is already tracked (source {source_id}, generation {generation}, cursor at offset {offset}); a prefix mark only applies to a file the archive has not seen"
+    )]
+    AlreadyTracked {
+        /// The file given to `seed`.
+        path: PathBuf,
+        /// The source that owns this identity.
+        source_id: i64,
+        /// Its current generation.
+        generation: i64,
+        /// Its cursor offset.
+        offset: u64,
+    },
+    /// A path that must be a regular file is something else.
+    #[error("{path} is not a regular file")]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A built-in watcher definition does not parse.
+    #[error("watcher definition watchers/{name}.toml is invalid")]
+    Watcher {
+        /// The watcher's file stem.
+        name: String,
+        /// The parse error.
+        source: toml::de::Error,
+    },
+    /// A glob pattern does not compile.
+    #[error("invalid glob {glob:?}")]
+    Glob {
+        /// The pattern.
+        glob: String,
+        /// The parse error.
+        source: globset::Error,
+    },
+    /// The home directory is needed to find the built-in roots or the archive, and is unknown.
+    #[error("HOME is not set; set it, or pass --db and --watch")]
+    NoHome,
+}
+
+/// Shorthand for results of this library.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attaches a path to an `io::Error`.
+pub(crate) trait IoContext<T> {
+    fn at_path(self, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn at_path(self, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })
+    }
+}
