@@ -525,13 +525,7 @@ fn create_private(path: &Path) -> Result<bool> {
     if path.exists() {
         return Ok(false);
     }
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .at_path(dir)?;
-    }
+    ensure_dir(path)?;
     // umask 077 while creating, so no other bits can appear even for an instant.
     let old = unsafe { libc::umask(0o077) };
     let created = OpenOptions::new()
@@ -547,6 +541,19 @@ fn create_private(path: &Path) -> Result<bool> {
             path: path.to_owned(),
             source: e,
         }),
+    }
+}
+
+/// Creates the archive's directory (0700, and any missing parents) if it does not exist. An
+/// existing directory is left as it is.
+pub fn ensure_dir(archive: &Path) -> Result<()> {
+    match archive.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        Some(dir) => DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .at_path(dir),
+        None => Ok(()),
     }
 }
 

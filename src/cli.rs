@@ -1,0 +1,279 @@
+//! The command line: argument definitions and what each command does.
+
+use crate::archive::Archive;
+use crate::engine::{Engine, EngineOptions};
+use crate::envelope::write_envelope;
+use crate::error::{Error, Result};
+use crate::harness::{self, absolute};
+use crate::lock::ArchiveLock;
+use crate::read::ReadLimits;
+use crate::seed::{self, StartAt};
+use crate::status;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Archive AI coding agents' JSONL session transcripts: every complete record, exactly once,
+/// in order, into a local SQLite archive.
+#[derive(Debug, Parser)]
+#[command(name = "transcript-sync", version, propagate_version = true)]
+#[command(after_help = "Logs go to stderr; set RUST_LOG (error, warn, info, debug) to change how much.")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Archive the transcripts of the built-in watchers (Claude Code, Codex CLI) or of --watch.
+    Run(RunArgs),
+    /// Mark the records now in a file as history that is not to be archived.
+    #[command(
+        long_about = "Mark the records now in a file as history that is not to be archived.\n\n\
+        Safe protocol: write the prefix, seed it, then start the writer (or rename the file into \
+        the watched tree). Records appended after `seed` are archived, even if they arrive \
+        before the daemon first looks at the file. The mark is resolved once, now, against the \
+        bytes on disk; it is used once, when the file first becomes a source."
+    )]
+    Seed(SeedArgs),
+    /// Print archived records as JSON lines, in seq order.
+    Export(ExportArgs),
+    /// Show where each source stands: generation, cursor, lag, held-back bytes, counts.
+    Status(StatusArgs),
+}
+
+/// Where the archive is.
+#[derive(Debug, Args)]
+pub struct ArchiveArg {
+    /// The archive database [default: $XDG_DATA_HOME/transcript-sync/archive.db]
+    #[arg(long, value_name = "PATH", env = "TRANSCRIPT_SYNC_DB")]
+    pub db: Option<PathBuf>,
+}
+
+/// Arguments of `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Watch this directory instead of the built-in watchers (repeatable).
+    #[arg(long, value_name = "DIR")]
+    watch: Vec<PathBuf>,
+    /// Which files under each --watch directory are transcripts.
+    #[arg(long, value_name = "GLOB", default_value = "**/*.jsonl", requires = "watch")]
+    glob: String,
+    /// Where files present at a directory's first scan start; later files always start at 0.
+    #[arg(long, value_enum, default_value_t = StartPolicy::Beginning)]
+    start_at: StartPolicy,
+    /// Read every file once, up to the size it has when it is read, then exit.
+    #[arg(long)]
+    once: bool,
+    /// Lines longer than this are rejected (bytes; K, M, G suffixes allowed).
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
+    record_limit: u64,
+    /// Commit after about this many bytes of one file, then move to the next file.
+    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_size)]
+    batch_bytes: u64,
+}
+
+/// The start policy, as typed.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum StartPolicy {
+    /// Archive everything already in the files.
+    Beginning,
+    /// Skip what the files hold at the first scan; archive what is appended.
+    End,
+}
+
+/// Arguments of `seed`.
+#[derive(Debug, Args)]
+pub struct SeedArgs {
+    /// The transcript whose current records are history.
+    path: PathBuf,
+    /// Mark only the first N bytes (rounded to the end of the record holding byte N).
+    #[arg(long, value_name = "N")]
+    prefix_bytes: Option<u64>,
+    #[command(flatten)]
+    archive: ArchiveArg,
+}
+
+/// Arguments of `export`.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Only sources whose current path is this file or lies under this directory.
+    #[arg(long, value_name = "P")]
+    path: Option<PathBuf>,
+    /// Only records with a seq greater than N.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    since_seq: i64,
+}
+
+/// Arguments of `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a parsed command line. `Err` is fatal and names the path involved.
+pub fn execute(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Run(args) => run(args),
+        Command::Seed(args) => seed(args),
+        Command::Export(args) => export(args),
+        Command::Status(args) => status(args),
+    }
+}
+
+fn env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
+}
+
+fn archive_path(arg: &ArchiveArg) -> Result<PathBuf> {
+    match &arg.db {
+        Some(db) => Ok(absolute(db)),
+        None => crate::config::default_archive(&env),
+    }
+}
+
+fn run(args: RunArgs) -> Result<()> {
+    let db = archive_path(&args.archive)?;
+    let roots = if args.watch.is_empty() {
+        harness::builtin_roots(&env)?
+    } else {
+        harness::watch_roots(&args.watch, &args.glob)?
+    };
+    crate::archive::ensure_dir(&db)?;
+    let _lock = ArchiveLock::acquire(&db)?;
+    let archive = Archive::open(&db)?;
+    log::info!("archive path={db:?}");
+    for r in &roots {
+        log::info!("watching path={:?} harness={}", r.path, r.harness);
+    }
+    let options = EngineOptions {
+        limits: ReadLimits {
+            record_limit: args.record_limit,
+            batch_bytes: args.batch_bytes.max(1),
+        },
+        start_at: match args.start_at {
+            StartPolicy::Beginning => StartAt::Beginning,
+            StartPolicy::End => StartAt::End,
+        },
+    };
+    let mut engine = Engine::new(archive, options)?;
+    let report = engine.run_pass(&roots)?;
+    for (path, bytes) in &report.held_back {
+        log::info!("held back path={path:?} bytes={bytes} (an incomplete last line, archived once it ends with a newline)");
+    }
+    log::info!("pass complete {report}");
+    if !args.once {
+        log::info!("live watching is not available in this version; exiting after one pass");
+    }
+    Ok(())
+}
+
+fn seed(args: SeedArgs) -> Result<()> {
+    let db = archive_path(&args.archive)?;
+    let path = absolute(&args.path);
+    let mut archive = Archive::open(&db)?;
+    let seeded = seed::seed_prefix(&mut archive, &path, args.prefix_bytes)?;
+    for w in &seeded.warnings {
+        log::warn!("{w} path={path:?}");
+    }
+    if let Some(old) = seeded.replaced {
+        log::warn!("replaced an earlier prefix mark at offset {old} path={path:?}");
+    }
+    println!(
+        "seeded {}: history ends at offset {} ({} records); archive {}",
+        path.display(),
+        seeded.offset,
+        seeded.records,
+        db.display()
+    );
+    Ok(())
+}
+
+fn export(args: ExportArgs) -> Result<()> {
+    let db = archive_path(&args.archive)?;
+    let archive = Archive::open_existing(&db)?;
+    let filter = args.path.as_deref().map(absolute);
+    let stdout = io::stdout().lock();
+    let mut out = BufWriter::with_capacity(256 * 1024, stdout);
+    let written = archive
+        .export(args.since_seq, filter.as_deref(), |row| write_envelope(&mut out, &row))?
+        .and_then(|()| out.flush());
+    stdout_result(written)
+}
+
+fn status(args: StatusArgs) -> Result<()> {
+    let db = archive_path(&args.archive)?;
+    let archive = Archive::open_existing(&db)?;
+    let st = status::status(&archive)?;
+    let mut out = io::stdout().lock();
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &st)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        status::write_text(&mut out, &st)
+    };
+    stdout_result(written)
+}
+
+/// A reader that closed the pipe early is not an error (`export | head`).
+fn stdout_result(written: io::Result<()>) -> Result<()> {
+    match written {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(source) => Err(Error::Io {
+            path: Path::new("<stdout>").to_owned(),
+            source,
+        }),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Parses `123`, `64K`, `64KiB`, `8M`, `1G` (powers of 1024).
+fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (try 1048576, 64K or 8M)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("{text:?} has an unknown unit (use K, M or G)")),
+    };
+    n.checked_mul(1 << shift)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes() {
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert_eq!(parse_size("2KiB"), Ok(2048));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("5X").is_err());
+    }
+}

@@ -1,0 +1,658 @@
+//! The sync pass: discovered files → sources → verified, exact reads → committed batches.
+//!
+//! A pass plans every file first (by identity, then by path), so a file moved within the roots
+//! keeps its source even when a new file takes its old name in the same pass. Work then runs
+//! in turns: each turn reads at most one batch from one file and commits it, and a file with
+//! more to read goes to the back of the queue.
+
+use crate::archive::{Archive, Cursor, SourceId, SourceRow};
+use crate::discover::{Candidate, discover};
+use crate::error::Result;
+use crate::fingerprint::{Fingerprint, Identity};
+use crate::harness::Root;
+use crate::open::open_regular;
+use crate::read::{Batch, Mismatch, ReadLimits, Reject, read_complete_records};
+use crate::seed::{SeedOrigin, StartAt, seed_new_source};
+use crate::sources::Sources;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fmt;
+use std::fs::{File, Metadata};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// How often a file may be found to name another inode between `lstat` and `open` before the
+/// pass gives up on it (the next pass tries again).
+const MAX_ATTEMPTS: u8 = 3;
+
+/// Engine settings.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineOptions {
+    /// Record limit and batch size.
+    pub limits: ReadLimits,
+    /// Start policy for files present at a root's first scan.
+    pub start_at: StartAt,
+}
+
+/// What one pass did; every skip, reset and drop is counted here and logged.
+#[derive(Clone, Debug, Default)]
+pub struct PassReport {
+    /// Transcript files found.
+    pub files: u64,
+    /// Files not opened because their fingerprint equals their cursor's.
+    pub unchanged: u64,
+    /// Files opened and read.
+    pub opened: u64,
+    /// Records archived.
+    pub records: u64,
+    /// Lines rejected (held-back bytes of ended generations included).
+    pub rejects: u64,
+    /// White-space-only lines skipped.
+    pub blank_lines: u64,
+    /// Bytes read from transcripts.
+    pub bytes_read: u64,
+    /// Sources created.
+    pub new_sources: u64,
+    /// Generations started on truncation or rewrite.
+    pub new_generations: u64,
+    /// Sources marked gone.
+    pub gone: u64,
+    /// Paths matching a glob that were not read (not regular files, unlistable).
+    pub passed_over: u64,
+    /// Files that could not be opened or read.
+    pub errors: u64,
+    /// Held-back bytes per file after the pass.
+    pub held_back: BTreeMap<PathBuf, u64>,
+}
+
+impl fmt::Display for PassReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "files={} opened={} unchanged={} records={} rejects={} blank_lines={} bytes_read={} \
+             new_sources={} new_generations={} gone={} passed_over={} errors={} \
+             held_back_files={} held_back_bytes={}",
+            self.files,
+            self.opened,
+            self.unchanged,
+            self.records,
+            self.rejects,
+            self.blank_lines,
+            self.bytes_read,
+            self.new_sources,
+            self.new_generations,
+            self.gone,
+            self.passed_over,
+            self.errors,
+            self.held_back.len(),
+            self.held_back.values().sum::<u64>()
+        )
+    }
+}
+
+/// How a file found by the scan relates to the archive.
+#[derive(Clone, Copy, Debug)]
+enum Plan {
+    /// Its identity belongs to this source.
+    Known(SourceId),
+    /// Its identity is new, but this live source had its path.
+    PathMatch(SourceId),
+    /// Neither.
+    New,
+}
+
+/// One file's place in the pass queue.
+struct Work {
+    path: PathBuf,
+    meta: Metadata,
+    root: usize,
+    plan: Plan,
+    /// The size the file had at its first read in this pass; later turns stop there.
+    target: Option<u64>,
+    attempts: u8,
+}
+
+enum Step {
+    Done,
+    Again(Work),
+}
+
+/// The result of opening a planned file.
+enum Opened {
+    /// The planned file, as a regular file on an owned handle.
+    File(File, Metadata),
+    /// Nothing to read now (logged and counted).
+    Skip,
+    /// The path names another inode than planned; the work was planned again.
+    Replanned,
+}
+
+/// The engine: owns the archive and the in-memory source table.
+pub struct Engine {
+    archive: Archive,
+    sources: Sources,
+    options: EngineOptions,
+    report: PassReport,
+}
+
+impl Engine {
+    /// Loads every source and cursor from `archive`.
+    pub fn new(archive: Archive, options: EngineOptions) -> Result<Engine> {
+        let sources = Sources::new(archive.sources()?);
+        for s in sources.iter().filter(|s| !s.gone) {
+            log::debug!(
+                "seeded path={:?} offset={} source={} skipped_records=0",
+                s.path,
+                s.cursor.position.offset,
+                SeedOrigin::Persisted
+            );
+        }
+        Ok(Engine {
+            archive,
+            sources,
+            options,
+            report: PassReport::default(),
+        })
+    }
+
+    /// The archive.
+    pub fn archive(&self) -> &Archive {
+        &self.archive
+    }
+
+    /// Scans `roots` and reads every changed file up to the size it has when it is first read
+    /// in this pass. `Err` only for archive failures; problems with single files are logged,
+    /// counted in the report and recorded as events.
+    pub fn run_pass(&mut self, roots: &[Root]) -> Result<PassReport> {
+        self.report = PassReport::default();
+        let found = discover(roots);
+        for p in &found.passed {
+            log::warn!("passed over path={:?} reason={}", p.path, p.why);
+        }
+        for r in &found.missing_roots {
+            log::info!("root does not exist yet path={r:?}");
+        }
+        self.report.passed_over = found.passed.len() as u64;
+        self.report.files = found.candidates.len() as u64;
+        let first_scan = roots
+            .iter()
+            .map(|r| self.archive.root_scanned(&r.path).map(|seen| !seen))
+            .collect::<Result<Vec<_>>>()?;
+        let (mut queue, claimed) = self.plan(found.candidates);
+        let unlisted: Vec<&Path> = found.unlisted.iter().map(PathBuf::as_path).collect();
+        self.mark_missing_gone(roots, &claimed, &unlisted)?;
+        while let Some(work) = queue.pop_front() {
+            match self.step(work, &first_scan, roots)? {
+                Step::Done => {}
+                Step::Again(work) => queue.push_back(work),
+            }
+        }
+        self.finish_pass(roots)?;
+        Ok(std::mem::take(&mut self.report))
+    }
+
+    fn finish_pass(&mut self, roots: &[Root]) -> Result<()> {
+        let tx = self.archive.write()?;
+        for r in roots.iter().filter(|r| r.path.is_dir()) {
+            tx.mark_root_scanned(&r.path)?;
+        }
+        tx.commit()?;
+        let under_roots = |s: &&SourceRow| roots.iter().any(|r| s.path.starts_with(&r.path));
+        for s in self.sources.iter().filter(under_roots) {
+            if !s.gone && s.cursor.held_back > 0 {
+                self.report.held_back.insert(s.path.clone(), s.cursor.held_back);
+            }
+        }
+        Ok(())
+    }
+
+    /// Matches candidates to sources: first by identity (moves, aliases), then, for the rest,
+    /// by path (replacements).
+    fn plan(&self, mut candidates: Vec<Candidate>) -> (VecDeque<Work>, HashSet<SourceId>) {
+        candidates.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut seen = HashMap::<Identity, PathBuf>::new();
+        let mut claimed = HashSet::new();
+        let mut queue = VecDeque::new();
+        let mut unknown = Vec::new();
+        for c in candidates {
+            let identity = Identity::of(&c.meta);
+            if let Some(first) = seen.get(&identity) {
+                log::info!("same file under two paths path={:?} alias_of={first:?}", c.path);
+                continue;
+            }
+            seen.insert(identity, c.path.clone());
+            match self.sources.by_identity(identity) {
+                Some(id) => {
+                    claimed.insert(id);
+                    queue.push_back(work(c, Plan::Known(id)));
+                }
+                None => unknown.push(c),
+            }
+        }
+        for c in unknown {
+            let plan = match self.sources.live_by_path(&c.path) {
+                Some(id) if claimed.insert(id) => Plan::PathMatch(id),
+                _ => Plan::New,
+            };
+            queue.push_back(work(c, plan));
+        }
+        (queue, claimed)
+    }
+
+    fn mark_missing_gone(
+        &mut self,
+        roots: &[Root],
+        claimed: &HashSet<SourceId>,
+        unlisted: &[&Path],
+    ) -> Result<()> {
+        let missing: Vec<SourceId> = self
+            .sources
+            .iter()
+            .filter(|s| !s.gone && !claimed.contains(&s.id))
+            .filter(|s| roots.iter().any(|r| s.path.starts_with(&r.path)))
+            .filter(|s| !unlisted.iter().any(|u| s.path.starts_with(u)))
+            .map(|s| s.id)
+            .collect();
+        for id in missing {
+            self.end_source(id, "source_gone", "no longer found under its root")?;
+        }
+        Ok(())
+    }
+
+    fn step(&mut self, work: Work, first_scan: &[bool], roots: &[Root]) -> Result<Step> {
+        match work.plan {
+            Plan::Known(id) => self.step_known(work, id),
+            Plan::PathMatch(id) => self.step_path_match(work, id),
+            Plan::New => {
+                let root = work.root;
+                self.step_new(work, first_scan[root], &roots[root].harness)
+            }
+        }
+    }
+
+    fn step_known(&mut self, mut work: Work, id: SourceId) -> Result<Step> {
+        let src = self.source(id);
+        if !src.gone && src.cursor.fingerprint == Some(Fingerprint::of(&work.meta)) {
+            let src = src.clone();
+            self.report.unchanged += 1;
+            self.follow_move(&src, &work.path)?;
+            return Ok(Step::Done);
+        }
+        match self.open_owned(&mut work)? {
+            Opened::File(file, meta) => self.read_source(work, id, &file, &meta),
+            Opened::Skip => Ok(Step::Done),
+            Opened::Replanned => Ok(Step::Again(work)),
+        }
+    }
+
+    /// Verifies source `id`'s cursor against the handle and reads the next batch.
+    fn read_source(&mut self, mut work: Work, id: SourceId, file: &File, meta: &Metadata) -> Result<Step> {
+        let src = self.source(id).clone();
+        work.plan = Plan::Known(id);
+        let size = work.target.map_or(meta.size(), |t| t.min(meta.size()));
+        work.target = Some(size);
+        match read_complete_records(file, &src.cursor.position, size, &self.options.limits) {
+            Err(e) => self.read_failed(&work.path, &e),
+            Ok(Ok(batch)) => self.commit_batch(work, &src, meta, batch),
+            Ok(Err(mismatch)) if src.gone || moved(&src, &work.path) => {
+                // The inode now holds another file: a reused inode, not this source.
+                if !src.gone {
+                    let why = format!("its inode now holds another file at {:?}", work.path);
+                    self.end_source(id, "source_gone", &why)?;
+                }
+                log::info!("reused inode path={:?} old_source={id} ({mismatch})", work.path);
+                work.plan = Plan::New;
+                work.target = None;
+                Ok(Step::Again(work))
+            }
+            Ok(Err(mismatch)) => {
+                self.new_generation(&src, &work.path, mismatch)?;
+                work.target = None;
+                self.read_source(work, id, file, meta)
+            }
+        }
+    }
+
+    fn step_path_match(&mut self, mut work: Work, old: SourceId) -> Result<Step> {
+        let (file, meta) = match self.open_owned(&mut work)? {
+            Opened::File(file, meta) => (file, meta),
+            Opened::Skip => return Ok(Step::Done),
+            Opened::Replanned => return Ok(Step::Again(work)),
+        };
+        let src = self.source(old).clone();
+        let size = meta.size();
+        match read_complete_records(&file, &src.cursor.position, size, &self.options.limits) {
+            Err(e) => self.read_failed(&work.path, &e),
+            Ok(Ok(batch)) => {
+                // Same bytes up to the cursor under a new identity: an atomic save that only
+                // appended, or a device number that changed across a reboot.
+                let identity = Identity::of(&meta);
+                let detail = format!(
+                    "identity {} -> {}; marker windows match at offset {}",
+                    show(src.identity),
+                    show(identity),
+                    src.cursor.position.offset
+                );
+                log::info!("continued path={:?} source={old} {detail}", work.path);
+                let tx = self.archive.write()?;
+                tx.event(Some(old), "continued", &work.path, &detail)?;
+                tx.update_source(old, identity, &src.path, src.generation, false)?;
+                tx.commit()?;
+                let updated = SourceRow { identity, ..src };
+                self.sources.put(updated.clone());
+                work.target = Some(size);
+                work.plan = Plan::Known(old);
+                self.commit_batch(work, &updated, &meta, batch)
+            }
+            Ok(Err(mismatch)) => {
+                let why = format!("replaced by a new file ({mismatch} for the old cursor)");
+                self.end_source(old, "replaced", &why)?;
+                work.plan = Plan::New;
+                Ok(Step::Again(work))
+            }
+        }
+    }
+
+    fn step_new(&mut self, mut work: Work, first_scan: bool, harness: &str) -> Result<Step> {
+        let (file, meta) = match self.open_owned(&mut work)? {
+            Opened::File(file, meta) => (file, meta),
+            Opened::Skip => return Ok(Step::Done),
+            Opened::Replanned => return Ok(Step::Again(work)),
+        };
+        let identity = Identity::of(&meta);
+        if let Some(id) = self.sources.by_identity(identity).filter(|id| !self.source(*id).gone) {
+            work.plan = Plan::Known(id);
+            return Ok(Step::Again(work));
+        }
+        let start_at = self.options.start_at;
+        let seed = seed_new_source(&self.archive, &file, meta.size(), identity, start_at, first_scan)?;
+        let seed = match seed {
+            Ok(seed) => seed,
+            Err(e) => return self.read_failed(&work.path, &e),
+        };
+        let cursor = Cursor {
+            position: seed.position,
+            ..Cursor::default()
+        };
+        let detail = format!(
+            "offset={} source={} skipped_records={}",
+            seed.position.offset, seed.origin, seed.skipped_records
+        );
+        let tx = self.archive.write()?;
+        let id = tx.insert_source(identity, &work.path, harness, &cursor)?;
+        if let Some((mark, why)) = &seed.rejected_mark {
+            log::warn!(
+                "prefix mark not used path={:?} mark_offset={} reason={why}",
+                work.path,
+                mark.position.offset
+            );
+            tx.event(Some(id), "prefix_mismatch", &work.path, why)?;
+        }
+        if seed.origin == SeedOrigin::Prefix || seed.rejected_mark.is_some() {
+            tx.remove_prefix_mark(identity)?;
+        }
+        tx.event(Some(id), "seeded", &work.path, &detail)?;
+        tx.commit()?;
+        log::info!("seeded path={:?} {detail}", work.path);
+        self.report.new_sources += 1;
+        self.sources.put(SourceRow {
+            id,
+            identity,
+            path: work.path.clone(),
+            harness: harness.to_owned(),
+            generation: 0,
+            gone: false,
+            cursor,
+            records: 0,
+            rejects: 0,
+            last_archived_ms: None,
+        });
+        self.read_source(work, id, &file, &meta)
+    }
+
+    /// Opens the work's path and checks that the handle is the regular file that was planned.
+    fn open_owned(&mut self, work: &mut Work) -> Result<Opened> {
+        let opened = open_regular(&work.path).and_then(|f| f.metadata().map(|m| (f, m)));
+        let (file, meta) = match opened {
+            Ok(pair) => pair,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                log::info!("vanished before it was read path={:?}", work.path);
+                return Ok(Opened::Skip);
+            }
+            Err(e) => return self.read_failed(&work.path, &e).map(|_| Opened::Skip),
+        };
+        if !meta.file_type().is_file() {
+            log::warn!("passed over path={:?} reason=not a regular file when opened", work.path);
+            self.report.passed_over += 1;
+            return Ok(Opened::Skip);
+        }
+        if Identity::of(&meta) != Identity::of(&work.meta) {
+            return Ok(self.replan(work, meta));
+        }
+        self.report.opened += 1;
+        Ok(Opened::File(file, meta))
+    }
+
+    /// The path names another inode than the one planned: plan again from the handle's view.
+    fn replan(&mut self, work: &mut Work, meta: Metadata) -> Opened {
+        work.attempts += 1;
+        if work.attempts >= MAX_ATTEMPTS {
+            log::warn!("kept changing while being read path={:?}; retried next pass", work.path);
+            self.report.errors += 1;
+            return Opened::Skip;
+        }
+        log::debug!("path changed between scan and open path={:?}", work.path);
+        let identity = Identity::of(&meta);
+        work.plan = match self.sources.by_identity(identity) {
+            Some(id) => Plan::Known(id),
+            None => Plan::New,
+        };
+        work.meta = meta;
+        work.target = None;
+        Opened::Replanned
+    }
+
+    fn read_failed(&mut self, path: &Path, e: &io::Error) -> Result<Step> {
+        log::warn!("cannot read path={path:?} error={e}; retried next pass");
+        self.report.errors += 1;
+        let tx = self.archive.write()?;
+        tx.event(None, "unreadable", path, &e.to_string())?;
+        tx.commit()?;
+        Ok(Step::Done)
+    }
+
+    /// Commits one batch with the cursor past it.
+    fn commit_batch(
+        &mut self,
+        work: Work,
+        src: &SourceRow,
+        meta: &Metadata,
+        batch: Batch,
+    ) -> Result<Step> {
+        let path_moved = src.path != work.path && moved(src, &work.path);
+        let fingerprint = Fingerprint::of(meta);
+        let caught_up = batch.finished && work.target == Some(fingerprint.size);
+        let cursor = Cursor {
+            position: crate::read::Position {
+                offset: batch.end,
+                markers: batch.markers,
+            },
+            // A cursor that has not reached the size it saw must not look up to date.
+            fingerprint: caught_up.then_some(fingerprint),
+            held_back: batch.held_back,
+            held_back_prefix: batch.held_back_prefix.clone(),
+        };
+        let path = if path_moved { &work.path } else { &src.path };
+        let tx = self.archive.write()?;
+        tx.insert_records(src.id, src.generation, &batch.records)?;
+        tx.insert_rejects(src.id, src.generation, &batch.rejects)?;
+        for r in &batch.rejects {
+            let detail = format!("offset={} length={} {}", r.offset, r.length, r.reason);
+            tx.event(Some(src.id), "reject", path, &detail)?;
+        }
+        if src.gone {
+            tx.event(Some(src.id), "source_returned", path, "found again, marker windows match")?;
+        }
+        if path_moved {
+            let detail = format!("from {:?}", src.path);
+            tx.event(Some(src.id), "moved", path, &detail)?;
+        }
+        if src.gone || path_moved {
+            tx.update_source(src.id, src.identity, path, src.generation, false)?;
+        }
+        tx.put_cursor(src.id, &cursor)?;
+        tx.commit()?;
+        self.after_commit(src, path, &batch, cursor);
+        if batch.finished {
+            Ok(Step::Done)
+        } else {
+            Ok(Step::Again(work))
+        }
+    }
+
+    fn after_commit(&mut self, src: &SourceRow, path: &Path, batch: &Batch, cursor: Cursor) {
+        for r in &batch.rejects {
+            log::warn!(
+                "rejected path={path:?} offset={} length={} reason={}",
+                r.offset,
+                r.length,
+                r.reason
+            );
+        }
+        if src.path != path {
+            log::info!("moved path={path:?} from={:?} source={}", src.path, src.id);
+        }
+        let r = &mut self.report;
+        r.records += batch.records.len() as u64;
+        r.rejects += batch.rejects.len() as u64;
+        r.blank_lines += batch.blank_lines;
+        r.bytes_read += batch.bytes_read;
+        let mut row = src.clone();
+        row.path = path.to_owned();
+        row.gone = false;
+        row.records += batch.records.len() as u64;
+        row.rejects += batch.rejects.len() as u64;
+        row.cursor = cursor;
+        self.sources.put(row);
+    }
+
+    /// Starts a new generation of the same identity (truncated or rewritten in place).
+    fn new_generation(&mut self, src: &SourceRow, path: &Path, why: Mismatch) -> Result<()> {
+        let generation = src.generation + 1;
+        let detail = format!(
+            "generation {} -> {generation}: {why}; cursor was at offset {}",
+            src.generation, src.cursor.position.offset
+        );
+        log::warn!("new generation path={path:?} source={} {detail}", src.id);
+        log::info!("seeded path={path:?} offset=0 source={} skipped_records=0", SeedOrigin::Beginning);
+        let tx = self.archive.write()?;
+        let ended = held_back_reject(src, &format!("generation ended: {why}"));
+        tx.insert_rejects(src.id, src.generation, &ended)?;
+        tx.event(Some(src.id), "generation_reset", path, &detail)?;
+        tx.update_source(src.id, src.identity, path, generation, false)?;
+        tx.put_cursor(src.id, &Cursor::default())?;
+        tx.commit()?;
+        self.report.new_generations += 1;
+        self.report.rejects += ended.len() as u64;
+        self.sources.put(SourceRow {
+            generation,
+            path: path.to_owned(),
+            gone: false,
+            rejects: src.rejects + ended.len() as u64,
+            cursor: Cursor::default(),
+            ..src.clone()
+        });
+        Ok(())
+    }
+
+    /// Marks a source gone (its archive stays), recording its held-back bytes.
+    fn end_source(&mut self, id: SourceId, kind: &str, why: &str) -> Result<()> {
+        let src = self.source(id).clone();
+        log::info!("{kind} path={:?} source={id} reason={why}; its records stay archived", src.path);
+        let ended = held_back_reject(&src, &format!("generation ended: {why}"));
+        for r in &ended {
+            log::warn!(
+                "held-back bytes recorded as a reject path={:?} offset={} length={}",
+                src.path,
+                r.offset,
+                r.length
+            );
+        }
+        let tx = self.archive.write()?;
+        tx.insert_rejects(id, src.generation, &ended)?;
+        tx.event(Some(id), kind, &src.path, why)?;
+        tx.update_source(id, src.identity, &src.path, src.generation, true)?;
+        tx.commit()?;
+        self.report.gone += 1;
+        self.report.rejects += ended.len() as u64;
+        self.sources.put(SourceRow {
+            gone: true,
+            rejects: src.rejects + ended.len() as u64,
+            ..src
+        });
+        Ok(())
+    }
+
+    /// Records a new path for an unchanged source whose old path no longer names it.
+    fn follow_move(&mut self, src: &SourceRow, path: &Path) -> Result<()> {
+        if src.path == path || !moved(src, path) {
+            return Ok(());
+        }
+        log::info!("moved path={path:?} from={:?} source={}", src.path, src.id);
+        let tx = self.archive.write()?;
+        tx.event(Some(src.id), "moved", path, &format!("from {:?}", src.path))?;
+        tx.update_source(src.id, src.identity, path, src.generation, false)?;
+        tx.commit()?;
+        self.sources.put(SourceRow {
+            path: path.to_owned(),
+            ..src.clone()
+        });
+        Ok(())
+    }
+
+    fn source(&self, id: SourceId) -> &SourceRow {
+        self.sources
+            .get(id)
+            .expect("a planned source id comes from the source table")
+    }
+}
+
+fn work(c: Candidate, plan: Plan) -> Work {
+    Work {
+        path: c.path,
+        meta: c.meta,
+        root: c.root,
+        plan,
+        target: None,
+        attempts: 0,
+    }
+}
+
+/// True when `src` is found at `path` and its recorded path no longer names its identity.
+fn moved(src: &SourceRow, path: &Path) -> bool {
+    if src.path == path {
+        return false;
+    }
+    match std::fs::symlink_metadata(&src.path) {
+        Ok(meta) => Identity::of(&meta) != src.identity,
+        Err(_) => true,
+    }
+}
+
+/// The held-back bytes of a generation that ends, as a reject (empty when there are none).
+fn held_back_reject(src: &SourceRow, reason: &str) -> Vec<Reject> {
+    let c = &src.cursor;
+    if c.held_back == 0 {
+        return Vec::new();
+    }
+    vec![Reject {
+        offset: c.position.offset,
+        length: c.held_back,
+        reason: format!("incomplete record never completed; {reason}"),
+        raw: c.held_back_prefix.clone(),
+    }]
+}
+
+fn show(id: Identity) -> String {
+    format!("{}:{}", id.dev, id.ino)
+}

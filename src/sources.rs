@@ -1,0 +1,66 @@
+//! The engine's in-memory view of the archive's sources, indexed by identity and by path.
+
+use crate::archive::{SourceId, SourceRow};
+use crate::fingerprint::Identity;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// All sources, with indexes kept in step with every change.
+#[derive(Default)]
+pub struct Sources {
+    rows: HashMap<SourceId, SourceRow>,
+    by_identity: HashMap<Identity, Vec<SourceId>>,
+    by_path: HashMap<PathBuf, SourceId>,
+}
+
+impl Sources {
+    /// Builds the table from the archive's rows.
+    pub fn new(rows: Vec<SourceRow>) -> Sources {
+        let mut sources = Sources::default();
+        for row in rows {
+            sources.put(row);
+        }
+        sources
+    }
+
+    /// The source with this id.
+    pub fn get(&self, id: SourceId) -> Option<&SourceRow> {
+        self.rows.get(&id)
+    }
+
+    /// Every source.
+    pub fn iter(&self) -> impl Iterator<Item = &SourceRow> {
+        self.rows.values()
+    }
+
+    /// The source that owns `identity`: a live one if any, else the newest gone one.
+    pub fn by_identity(&self, identity: Identity) -> Option<SourceId> {
+        let ids = self.by_identity.get(&identity)?;
+        let live = ids.iter().copied().find(|id| !self.rows[id].gone);
+        live.or_else(|| ids.iter().copied().max())
+    }
+
+    /// The live source whose current path is `path`.
+    pub fn live_by_path(&self, path: &Path) -> Option<SourceId> {
+        let id = *self.by_path.get(path)?;
+        let row = &self.rows[&id];
+        (!row.gone && row.path == path).then_some(id)
+    }
+
+    /// Inserts or replaces a source, updating the indexes.
+    pub fn put(&mut self, row: SourceRow) {
+        if let Some(old) = self.rows.remove(&row.id) {
+            if let Some(ids) = self.by_identity.get_mut(&old.identity) {
+                ids.retain(|&id| id != old.id);
+            }
+            if self.by_path.get(&old.path) == Some(&old.id) {
+                self.by_path.remove(&old.path);
+            }
+        }
+        self.by_identity.entry(row.identity).or_default().push(row.id);
+        if !row.gone {
+            self.by_path.insert(row.path.clone(), row.id);
+        }
+        self.rows.insert(row.id, row);
+    }
+}

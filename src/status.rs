@@ -1,0 +1,157 @@
+//! `status`: where each source stands, from the archive and a fresh `lstat`.
+
+use crate::archive::{Archive, SourceRow};
+use crate::error::Result;
+use crate::fingerprint::Identity;
+use serde::Serialize;
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// One source's line in the status.
+#[derive(Debug, Serialize)]
+pub struct SourceStatus {
+    /// Source id.
+    pub source: i64,
+    /// Current path.
+    pub path: String,
+    /// Watcher.
+    pub harness: String,
+    /// Current generation.
+    pub generation: i64,
+    /// Cursor offset.
+    pub cursor: u64,
+    /// The file's size now, if the path still names this source's identity.
+    pub size: Option<u64>,
+    /// `size − cursor`: bytes not yet archived (held-back bytes included).
+    pub lag: Option<u64>,
+    /// Bytes after the cursor that formed no complete line at the last read.
+    pub held_back: u64,
+    /// Records archived (all generations).
+    pub records: u64,
+    /// Lines rejected (all generations).
+    pub rejects: u64,
+    /// When a record was last archived, RFC 3339.
+    pub last_archived: Option<String>,
+    /// True when the file is gone or was replaced.
+    pub gone: bool,
+}
+
+/// The whole status.
+#[derive(Debug, Serialize)]
+pub struct Status {
+    /// The archive file.
+    pub archive: String,
+    /// Pid of the `run` holding the archive's lock, if any.
+    pub running_pid: Option<u32>,
+    /// Every source.
+    pub sources: Vec<SourceStatus>,
+    /// Totals.
+    pub totals: Totals,
+}
+
+/// Sums over all sources.
+#[derive(Debug, Default, Serialize)]
+pub struct Totals {
+    /// Sources, gone ones included.
+    pub sources: u64,
+    /// Sources whose files are gone.
+    pub gone: u64,
+    /// Records archived.
+    pub records: u64,
+    /// Lines rejected.
+    pub rejects: u64,
+    /// Held-back bytes.
+    pub held_back: u64,
+    /// Unarchived bytes of live sources.
+    pub lag: u64,
+    /// Lifecycle events recorded.
+    pub events: u64,
+}
+
+/// Gathers the status of `archive`.
+pub fn status(archive: &Archive) -> Result<Status> {
+    let sources: Vec<SourceStatus> = archive.sources()?.iter().map(source_status).collect();
+    let (_, events) = archive.totals()?;
+    let mut totals = Totals {
+        sources: sources.len() as u64,
+        events,
+        ..Totals::default()
+    };
+    for s in &sources {
+        totals.gone += u64::from(s.gone);
+        totals.records += s.records;
+        totals.rejects += s.rejects;
+        totals.held_back += s.held_back;
+        totals.lag += s.lag.unwrap_or(0);
+    }
+    Ok(Status {
+        archive: archive.path().display().to_string(),
+        running_pid: crate::lock::running_pid(archive.path()),
+        sources,
+        totals,
+    })
+}
+
+fn source_status(s: &SourceRow) -> SourceStatus {
+    let size = std::fs::symlink_metadata(&s.path)
+        .ok()
+        .filter(|m| Identity::of(m) == s.identity && !s.gone)
+        .map(|m| m.size());
+    let cursor = s.cursor.position.offset;
+    SourceStatus {
+        source: s.id,
+        path: s.path.to_string_lossy().into_owned(),
+        harness: s.harness.clone(),
+        generation: s.generation,
+        cursor,
+        size,
+        lag: size.map(|size| size.saturating_sub(cursor)),
+        held_back: s.cursor.held_back,
+        records: s.records,
+        rejects: s.rejects,
+        last_archived: s.last_archived_ms.map(|ms| {
+            let at = UNIX_EPOCH + Duration::from_millis(ms as u64);
+            humantime::format_rfc3339_seconds(at).to_string()
+        }),
+        gone: s.gone,
+    }
+}
+
+/// Writes the status as a table for people.
+pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
+    match st.running_pid {
+        Some(pid) => writeln!(out, "archive {} (run active, pid {pid})", st.archive)?,
+        None => writeln!(out, "archive {} (no run active)", st.archive)?,
+    }
+    writeln!(
+        out,
+        "{:>6} {:>4} {:>12} {:>12} {:>10} {:>8} {:>9} {:>7}  {:<20}  {:<11}  PATH",
+        "SOURCE", "GEN", "CURSOR", "SIZE", "LAG", "HELD", "RECORDS", "REJECTS", "LAST ARCHIVED", "HARNESS"
+    )?;
+    for s in &st.sources {
+        let dash = || "-".to_string();
+        let size = if s.gone { "gone".into() } else { s.size.map_or_else(dash, |v| v.to_string()) };
+        writeln!(
+            out,
+            "{:>6} {:>4} {:>12} {:>12} {:>10} {:>8} {:>9} {:>7}  {:<20}  {:<11}  {}",
+            s.source,
+            s.generation,
+            s.cursor,
+            size,
+            s.lag.map_or_else(dash, |v| v.to_string()),
+            s.held_back,
+            s.records,
+            s.rejects,
+            s.last_archived.clone().unwrap_or_else(dash),
+            s.harness,
+            s.path
+        )?;
+    }
+    let t = &st.totals;
+    writeln!(
+        out,
+        "total: sources={} gone={} records={} rejects={} held_back={} lag={} events={}",
+        t.sources, t.gone, t.records, t.rejects, t.held_back, t.lag, t.events
+    )
+}
