@@ -155,7 +155,9 @@ impl Archive {
     }
 
     fn migrate(&mut self) -> Result<()> {
-        let found: i64 = self.db(self.conn.pragma_query_value(None, "user_version", |r| r.get(0)))?;
+        let found: i64 = self.db(self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0)))?;
         let known = MIGRATIONS.len() as i64;
         if found > known {
             return Err(Error::NewerSchema {
@@ -165,7 +167,9 @@ impl Archive {
             });
         }
         for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate);
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate);
             let tx = tx.map_err(|source| Error::Archive {
                 path: self.path.clone(),
                 source,
@@ -256,17 +260,19 @@ impl Archive {
     /// True when `root` has been scanned before (the `end` start policy applies only to the
     /// files present at a root's first scan).
     pub fn root_scanned(&self, root: &Path) -> Result<bool> {
-        let found = self.conn.query_row(
-            "SELECT 1 FROM roots WHERE path = ?1",
-            [blob(root)],
-            |_| Ok(()),
-        );
+        let found =
+            self.conn
+                .query_row("SELECT 1 FROM roots WHERE path = ?1", [blob(root)], |_| {
+                    Ok(())
+                });
         Ok(self.db(found.optional())?.is_some())
     }
 
     /// Begins a write transaction.
     pub fn write(&mut self) -> Result<Tx<'_>> {
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate);
         let tx = tx.map_err(|source| Error::Archive {
             path: self.path.clone(),
             source,
@@ -356,7 +362,13 @@ impl Tx<'_> {
         self.db(self.tx.execute(
             "INSERT INTO sources (dev, ino, path, harness, generation, gone, created_ms)
              VALUES (?1, ?2, ?3, ?4, 0, 0, ?5)",
-            params![identity.dev as i64, identity.ino as i64, blob(path), harness, now_ms()],
+            params![
+                identity.dev as i64,
+                identity.ino as i64,
+                blob(path),
+                harness,
+                now_ms()
+            ],
         ))?;
         let id = self.tx.last_insert_rowid();
         self.put_cursor(id, cursor)?;
@@ -441,16 +453,32 @@ impl Tx<'_> {
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         ))?;
         for r in rejects {
-            let row = params![id, generation, r.offset as i64, r.length as i64, r.reason, r.raw, now_ms()];
+            let row = params![
+                id,
+                generation,
+                r.offset as i64,
+                r.length as i64,
+                r.reason,
+                r.raw,
+                now_ms()
+            ];
             self.db(stmt.execute(row))?;
         }
-        let mut stmt =
-            self.db(self.tx.prepare_cached("UPDATE sources SET rejects = rejects + ?2 WHERE id = ?1"))?;
-        self.db(stmt.execute(params![id, rejects.len() as i64])).map(drop)
+        let mut stmt = self.db(self
+            .tx
+            .prepare_cached("UPDATE sources SET rejects = rejects + ?2 WHERE id = ?1"))?;
+        self.db(stmt.execute(params![id, rejects.len() as i64]))
+            .map(drop)
     }
 
     /// Appends to the lifecycle log.
-    pub fn event(&self, source: Option<SourceId>, kind: &str, path: &Path, detail: &str) -> Result<()> {
+    pub fn event(
+        &self,
+        source: Option<SourceId>,
+        kind: &str,
+        path: &Path,
+        detail: &str,
+    ) -> Result<()> {
         let mut stmt = self.db(self.tx.prepare_cached(
             "INSERT INTO events (at_ms, source_id, kind, path, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
         ))?;
@@ -462,15 +490,14 @@ impl Tx<'_> {
     /// offset of the one replaced.
     pub fn put_prefix_mark(&self, mark: &PrefixMark) -> Result<Option<u64>> {
         let id = mark.identity;
-        let old: Option<i64> = self.db(
-            self.tx
-                .query_row(
-                    "SELECT offset FROM prefix_marks WHERE dev = ?1 AND ino = ?2",
-                    params![id.dev as i64, id.ino as i64],
-                    |r| r.get(0),
-                )
-                .optional(),
-        )?;
+        let old: Option<i64> = self.db(self
+            .tx
+            .query_row(
+                "SELECT offset FROM prefix_marks WHERE dev = ?1 AND ino = ?2",
+                params![id.dev as i64, id.ino as i64],
+                |r| r.get(0),
+            )
+            .optional())?;
         let m = &mark.position.markers;
         self.db(self.tx.execute(
             "INSERT OR REPLACE INTO prefix_marks (dev, ino, path, offset, head_len, head_hash,
@@ -547,7 +574,10 @@ fn create_private(path: &Path) -> Result<bool> {
 /// Creates the archive's directory (0700, and any missing parents) if it does not exist. An
 /// existing directory is left as it is.
 pub fn ensure_dir(archive: &Path) -> Result<()> {
-    match archive.parent().filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+    match archive
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+    {
         Some(dir) => DirBuilder::new()
             .recursive(true)
             .mode(0o700)

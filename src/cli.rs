@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 /// in order, into a local SQLite archive.
 #[derive(Debug, Parser)]
 #[command(name = "transcript-sync", version, propagate_version = true)]
-#[command(after_help = "Logs go to stderr; set RUST_LOG (error, warn, info, debug) to change how much.")]
+#[command(
+    after_help = "Logs go to stderr; set RUST_LOG (error, warn, info, debug) to change how much."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -61,7 +63,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     watch: Vec<PathBuf>,
     /// Which files under each --watch directory are transcripts.
-    #[arg(long, value_name = "GLOB", default_value = "**/*.jsonl", requires = "watch")]
+    #[arg(
+        long,
+        value_name = "GLOB",
+        default_value = "**/*.jsonl",
+        requires = "watch"
+    )]
     glob: String,
     /// Where files present at a directory's first scan start; later files always start at 0.
     #[arg(long, value_enum, default_value_t = StartPolicy::Beginning)]
@@ -169,7 +176,9 @@ fn run(args: RunArgs) -> Result<()> {
     let mut engine = Engine::new(archive, options)?;
     let report = engine.run_pass(&roots)?;
     for (path, bytes) in &report.held_back {
-        log::info!("held back path={path:?} bytes={bytes} (an incomplete last line, archived once it ends with a newline)");
+        log::info!(
+            "held back path={path:?} bytes={bytes} (an incomplete last line, archived once it ends with a newline)"
+        );
     }
     log::info!("pass complete {report}");
     if !args.once {
@@ -206,7 +215,9 @@ fn export(args: ExportArgs) -> Result<()> {
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(256 * 1024, stdout);
     let written = archive
-        .export(args.since_seq, filter.as_deref(), |row| write_envelope(&mut out, &row))?
+        .export(args.since_seq, filter.as_deref(), |row| {
+            write_envelope(&mut out, &row)
+        })?
         .and_then(|()| out.flush());
     stdout_result(written)
 }

@@ -12,7 +12,9 @@ const ARCHIVE_FILE: &str = "archive.db";
 pub fn default_archive(env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf> {
     let home = || env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let base = if cfg!(target_os = "macos") {
-        home().ok_or(Error::NoHome)?.join("Library/Application Support")
+        home()
+            .ok_or(Error::NoHome)?
+            .join("Library/Application Support")
     } else {
         match env("XDG_DATA_HOME").filter(|d| d.starts_with('/')) {
             Some(dir) => PathBuf::from(dir),

@@ -66,7 +66,10 @@ fn scan_root(index: usize, root: &Root, found: &mut Discovery) {
                 continue;
             }
         };
-        let relative = entry.path().strip_prefix(&root.path).unwrap_or(entry.path());
+        let relative = entry
+            .path()
+            .strip_prefix(&root.path)
+            .unwrap_or(entry.path());
         if entry.file_type().is_dir() || !root.glob.is_match(relative) {
             continue;
         }

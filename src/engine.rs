@@ -200,14 +200,17 @@ impl Engine {
         let under_roots = |s: &&SourceRow| roots.iter().any(|r| s.path.starts_with(&r.path));
         for s in self.sources.iter().filter(under_roots) {
             if !s.gone && s.cursor.held_back > 0 {
-                self.report.held_back.insert(s.path.clone(), s.cursor.held_back);
+                self.report
+                    .held_back
+                    .insert(s.path.clone(), s.cursor.held_back);
             }
         }
         Ok(())
     }
 
-    /// Matches candidates to sources: first by identity (moves, aliases), then, for the rest,
-    /// by path (replacements).
+    /// Matches candidates to sources: first to live sources by identity (moves, aliases),
+    /// then the rest by path (replacements), and only then to gone sources by identity (a
+    /// file that came back; a reused inode is told apart by its marker windows later).
     fn plan(&self, mut candidates: Vec<Candidate>) -> (VecDeque<Work>, HashSet<SourceId>) {
         candidates.sort_by(|a, b| a.path.cmp(&b.path));
         let mut seen = HashMap::<Identity, PathBuf>::new();
@@ -217,11 +220,14 @@ impl Engine {
         for c in candidates {
             let identity = Identity::of(&c.meta);
             if let Some(first) = seen.get(&identity) {
-                log::info!("same file under two paths path={:?} alias_of={first:?}", c.path);
+                log::info!(
+                    "same file under two paths path={:?} alias_of={first:?}",
+                    c.path
+                );
                 continue;
             }
             seen.insert(identity, c.path.clone());
-            match self.sources.by_identity(identity) {
+            match self.sources.live_by_identity(identity) {
                 Some(id) => {
                     claimed.insert(id);
                     queue.push_back(work(c, Plan::Known(id)));
@@ -230,9 +236,16 @@ impl Engine {
             }
         }
         for c in unknown {
-            let plan = match self.sources.live_by_path(&c.path) {
-                Some(id) if claimed.insert(id) => Plan::PathMatch(id),
-                _ => Plan::New,
+            let by_path = self
+                .sources
+                .live_by_path(&c.path)
+                .filter(|id| claimed.insert(*id));
+            let plan = match by_path {
+                Some(id) => Plan::PathMatch(id),
+                None => match self.sources.gone_by_identity(Identity::of(&c.meta)) {
+                    Some(id) => Plan::Known(id),
+                    None => Plan::New,
+                },
             };
             queue.push_back(work(c, plan));
         }
@@ -286,7 +299,13 @@ impl Engine {
     }
 
     /// Verifies source `id`'s cursor against the handle and reads the next batch.
-    fn read_source(&mut self, mut work: Work, id: SourceId, file: &File, meta: &Metadata) -> Result<Step> {
+    fn read_source(
+        &mut self,
+        mut work: Work,
+        id: SourceId,
+        file: &File,
+        meta: &Metadata,
+    ) -> Result<Step> {
         let src = self.source(id).clone();
         work.plan = Plan::Known(id);
         let size = work.target.map_or(meta.size(), |t| t.min(meta.size()));
@@ -300,7 +319,10 @@ impl Engine {
                     let why = format!("its inode now holds another file at {:?}", work.path);
                     self.end_source(id, "source_gone", &why)?;
                 }
-                log::info!("reused inode path={:?} old_source={id} ({mismatch})", work.path);
+                log::info!(
+                    "reused inode path={:?} old_source={id} ({mismatch})",
+                    work.path
+                );
                 work.plan = Plan::New;
                 work.target = None;
                 Ok(Step::Again(work))
@@ -360,12 +382,19 @@ impl Engine {
             Opened::Replanned => return Ok(Step::Again(work)),
         };
         let identity = Identity::of(&meta);
-        if let Some(id) = self.sources.by_identity(identity).filter(|id| !self.source(*id).gone) {
+        if let Some(id) = self.sources.live_by_identity(identity) {
             work.plan = Plan::Known(id);
             return Ok(Step::Again(work));
         }
         let start_at = self.options.start_at;
-        let seed = seed_new_source(&self.archive, &file, meta.size(), identity, start_at, first_scan)?;
+        let seed = seed_new_source(
+            &self.archive,
+            &file,
+            meta.size(),
+            identity,
+            start_at,
+            first_scan,
+        )?;
         let seed = match seed {
             Ok(seed) => seed,
             Err(e) => return self.read_failed(&work.path, &e),
@@ -422,7 +451,10 @@ impl Engine {
             Err(e) => return self.read_failed(&work.path, &e).map(|_| Opened::Skip),
         };
         if !meta.file_type().is_file() {
-            log::warn!("passed over path={:?} reason=not a regular file when opened", work.path);
+            log::warn!(
+                "passed over path={:?} reason=not a regular file when opened",
+                work.path
+            );
             self.report.passed_over += 1;
             return Ok(Opened::Skip);
         }
@@ -437,13 +469,16 @@ impl Engine {
     fn replan(&mut self, work: &mut Work, meta: Metadata) -> Opened {
         work.attempts += 1;
         if work.attempts >= MAX_ATTEMPTS {
-            log::warn!("kept changing while being read path={:?}; retried next pass", work.path);
+            log::warn!(
+                "kept changing while being read path={:?}; retried next pass",
+                work.path
+            );
             self.report.errors += 1;
             return Opened::Skip;
         }
         log::debug!("path changed between scan and open path={:?}", work.path);
         let identity = Identity::of(&meta);
-        work.plan = match self.sources.by_identity(identity) {
+        work.plan = match self.sources.live_by_identity(identity) {
             Some(id) => Plan::Known(id),
             None => Plan::New,
         };
@@ -491,7 +526,12 @@ impl Engine {
             tx.event(Some(src.id), "reject", path, &detail)?;
         }
         if src.gone {
-            tx.event(Some(src.id), "source_returned", path, "found again, marker windows match")?;
+            tx.event(
+                Some(src.id),
+                "source_returned",
+                path,
+                "found again, marker windows match",
+            )?;
         }
         if path_moved {
             let detail = format!("from {:?}", src.path);
@@ -544,7 +584,10 @@ impl Engine {
             src.generation, src.cursor.position.offset
         );
         log::warn!("new generation path={path:?} source={} {detail}", src.id);
-        log::info!("seeded path={path:?} offset=0 source={} skipped_records=0", SeedOrigin::Beginning);
+        log::info!(
+            "seeded path={path:?} offset=0 source={} skipped_records=0",
+            SeedOrigin::Beginning
+        );
         let tx = self.archive.write()?;
         let ended = held_back_reject(src, &format!("generation ended: {why}"));
         tx.insert_rejects(src.id, src.generation, &ended)?;
@@ -568,7 +611,10 @@ impl Engine {
     /// Marks a source gone (its archive stays), recording its held-back bytes.
     fn end_source(&mut self, id: SourceId, kind: &str, why: &str) -> Result<()> {
         let src = self.source(id).clone();
-        log::info!("{kind} path={:?} source={id} reason={why}; its records stay archived", src.path);
+        log::info!(
+            "{kind} path={:?} source={id} reason={why}; its records stay archived",
+            src.path
+        );
         let ended = held_back_reject(&src, &format!("generation ended: {why}"));
         for r in &ended {
             log::warn!(

@@ -87,7 +87,12 @@ pub fn watch_roots(dirs: &[PathBuf], glob: &str) -> Result<Vec<Root>> {
 }
 
 fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf> {
-    if let Some(dir) = w.home_env.as_deref().and_then(env).filter(|d| !d.is_empty()) {
+    if let Some(dir) = w
+        .home_env
+        .as_deref()
+        .and_then(env)
+        .filter(|d| !d.is_empty())
+    {
         return Ok(absolute(Path::new(&dir)));
     }
     let default = w.home_default.as_deref().unwrap_or("~");
@@ -166,9 +171,15 @@ mod tests {
         assert_eq!(
             roots,
             vec![
-                ("claude-code".into(), PathBuf::from("/home/u/.claude/projects")),
+                (
+                    "claude-code".into(),
+                    PathBuf::from("/home/u/.claude/projects")
+                ),
                 ("codex".into(), PathBuf::from("/data/codex/sessions")),
-                ("codex".into(), PathBuf::from("/data/codex/archived_sessions")),
+                (
+                    "codex".into(),
+                    PathBuf::from("/data/codex/archived_sessions")
+                ),
             ]
         );
     }

@@ -271,7 +271,10 @@ impl<'a> Scan<'a> {
         let bytes = line.strip_suffix(b"\r").unwrap_or(line);
         let offset = self.line_start;
         if bytes.len() as u64 > self.limits.record_limit {
-            self.reject_oversized(bytes.len() as u64, bytes[..bytes.len().min(REJECT_RAW_LIMIT)].to_vec());
+            self.reject_oversized(
+                bytes.len() as u64,
+                bytes[..bytes.len().min(REJECT_RAW_LIMIT)].to_vec(),
+            );
         } else if record::is_blank(bytes) {
             self.batch.blank_lines += 1;
         } else if let Err(reason) = record::validate(bytes) {
@@ -409,12 +412,23 @@ mod tests {
 
     #[test]
     fn splits_records_drops_cr_and_skips_blank_lines() {
-        let b = read_all(b"{\"a\":1}\r\n\n  \n[2]\n{\"c\"", &Position::default(), &LIMITS);
-        let got: Vec<_> = b.records.iter().map(|r| (r.offset, r.bytes.clone())).collect();
+        let b = read_all(
+            b"{\"a\":1}\r\n\n  \n[2]\n{\"c\"",
+            &Position::default(),
+            &LIMITS,
+        );
+        let got: Vec<_> = b
+            .records
+            .iter()
+            .map(|r| (r.offset, r.bytes.clone()))
+            .collect();
         assert_eq!(got, vec![(0, b"{\"a\":1}".to_vec()), (13, b"[2]".to_vec())]);
         assert_eq!(b.blank_lines, 2);
         assert_eq!(b.end, 17);
-        assert_eq!((b.held_back, b.held_back_prefix.as_slice()), (4, &b"{\"c\""[..]));
+        assert_eq!(
+            (b.held_back, b.held_back_prefix.as_slice()),
+            (4, &b"{\"c\""[..])
+        );
     }
 
     #[test]
@@ -426,7 +440,9 @@ mod tests {
         let f = file_with(&bytes);
         let mut pos = Position::default();
         for cut in [5u64, 900, 1500, 4000, bytes.len() as u64] {
-            let b = read_complete_records(&f, &pos, cut, &LIMITS).unwrap().unwrap();
+            let b = read_complete_records(&f, &pos, cut, &LIMITS)
+                .unwrap()
+                .unwrap();
             assert_eq!(b.markers, Markers::measure(&f, b.end).unwrap(), "cut {cut}");
             pos = Position {
                 offset: b.end,
@@ -473,7 +489,11 @@ mod tests {
             record_limit: 1000,
             batch_bytes: 20,
         };
-        let b = read_all(b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n", &Position::default(), &limits);
+        let b = read_all(
+            b"{\"a\":1}\n{\"b\":2}\n{\"c\":3}\n{\"d\":4}\n",
+            &Position::default(),
+            &limits,
+        );
         assert_eq!(b.records.len(), 3);
         assert_eq!(b.end, 24);
         assert!(!b.finished);
@@ -483,11 +503,29 @@ mod tests {
     fn boundary_finds_the_end_of_the_record_holding_an_offset() {
         let f = file_with(b"{\"a\":1}\n\n{\"b\":2}\n{\"c\"");
         let size = 22;
-        assert_eq!(find_boundary(&f, size, None).unwrap().1, Boundary { offset: 17, records: 2 });
+        assert_eq!(
+            find_boundary(&f, size, None).unwrap().1,
+            Boundary {
+                offset: 17,
+                records: 2
+            }
+        );
         let (hit, _) = find_boundary(&f, size, Some(3)).unwrap();
-        assert_eq!(hit, Some(Boundary { offset: 8, records: 1 }));
+        assert_eq!(
+            hit,
+            Some(Boundary {
+                offset: 8,
+                records: 1
+            })
+        );
         let (hit, _) = find_boundary(&f, size, Some(9)).unwrap();
-        assert_eq!(hit, Some(Boundary { offset: 9, records: 1 }));
+        assert_eq!(
+            hit,
+            Some(Boundary {
+                offset: 9,
+                records: 1
+            })
+        );
         assert_eq!(find_boundary(&f, size, Some(18)).unwrap().0, None);
     }
 }

@@ -143,7 +143,11 @@ pub struct Seeded {
 /// once, against the bytes on disk now: without `prefix_bytes`, the end of the last complete
 /// record; inside a complete record, the end of that record; past the last complete record,
 /// that record's end. Refused for an identity the archive already tracks.
-pub fn seed_prefix(archive: &mut Archive, path: &Path, prefix_bytes: Option<u64>) -> Result<Seeded> {
+pub fn seed_prefix(
+    archive: &mut Archive,
+    path: &Path,
+    prefix_bytes: Option<u64>,
+) -> Result<Seeded> {
     let file = crate::open::open_regular(path).at_path(path)?;
     let meta = file.metadata().at_path(path)?;
     if !meta.file_type().is_file() {

@@ -33,11 +33,17 @@ impl Sources {
         self.rows.values()
     }
 
-    /// The source that owns `identity`: a live one if any, else the newest gone one.
-    pub fn by_identity(&self, identity: Identity) -> Option<SourceId> {
+    /// The live source that owns `identity`.
+    pub fn live_by_identity(&self, identity: Identity) -> Option<SourceId> {
         let ids = self.by_identity.get(&identity)?;
-        let live = ids.iter().copied().find(|id| !self.rows[id].gone);
-        live.or_else(|| ids.iter().copied().max())
+        ids.iter().copied().find(|id| !self.rows[id].gone)
+    }
+
+    /// The newest gone source that owned `identity` (its file may have come back, or the
+    /// inode may have been reused by another file).
+    pub fn gone_by_identity(&self, identity: Identity) -> Option<SourceId> {
+        let ids = self.by_identity.get(&identity)?;
+        ids.iter().copied().filter(|id| self.rows[id].gone).max()
     }
 
     /// The live source whose current path is `path`.
@@ -57,7 +63,10 @@ impl Sources {
                 self.by_path.remove(&old.path);
             }
         }
-        self.by_identity.entry(row.identity).or_default().push(row.id);
+        self.by_identity
+            .entry(row.identity)
+            .or_default()
+            .push(row.id);
         if !row.gone {
             self.by_path.insert(row.path.clone(), row.id);
         }

@@ -127,11 +127,24 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
     writeln!(
         out,
         "{:>6} {:>4} {:>12} {:>12} {:>10} {:>8} {:>9} {:>7}  {:<20}  {:<11}  PATH",
-        "SOURCE", "GEN", "CURSOR", "SIZE", "LAG", "HELD", "RECORDS", "REJECTS", "LAST ARCHIVED", "HARNESS"
+        "SOURCE",
+        "GEN",
+        "CURSOR",
+        "SIZE",
+        "LAG",
+        "HELD",
+        "RECORDS",
+        "REJECTS",
+        "LAST ARCHIVED",
+        "HARNESS"
     )?;
     for s in &st.sources {
         let dash = || "-".to_string();
-        let size = if s.gone { "gone".into() } else { s.size.map_or_else(dash, |v| v.to_string()) };
+        let size = if s.gone {
+            "gone".into()
+        } else {
+            s.size.map_or_else(dash, |v| v.to_string())
+        };
         writeln!(
             out,
             "{:>6} {:>4} {:>12} {:>12} {:>10} {:>8} {:>9} {:>7}  {:<20}  {:<11}  {}",

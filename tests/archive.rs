@@ -1,0 +1,147 @@
+//! The archive file: permissions, the single-writer lock, and crash safety.
+
+use crate::util::*;
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+fn mode(p: &std::path::Path) -> u32 {
+    fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn a_new_archive_is_private_and_an_existing_directory_is_left_alone() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\n");
+    env.run_once(&[]);
+    assert_eq!(mode(&env.db), 0o600);
+    assert_eq!(mode(env.db.parent().unwrap()), 0o700);
+    let shared = env.dir.path().join("shared");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o755)).unwrap();
+    let db = shared.join("a.db");
+    let out = env
+        .cmd()
+        .args(["run", "--once", "--db"])
+        .arg(&db)
+        .arg("--watch")
+        .arg(&env.root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(mode(&shared), 0o755);
+    assert_eq!(mode(&db), 0o600);
+}
+
+#[test]
+fn a_second_run_on_the_same_archive_is_refused_with_the_holders_pid() {
+    let env = Env::new();
+    env.run_once(&[]);
+    let mut lock_path = env.db.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let mut lock = fs::OpenOptions::new().write(true).open(&lock_path).unwrap();
+    lock.try_lock().unwrap();
+    lock.set_len(0).unwrap();
+    writeln!(lock, "4242").unwrap();
+    let out = env.run_once_output(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("archive {} is in use", env.db.display())),
+        "{err}"
+    );
+    assert!(err.contains("(pid 4242)"), "{err}");
+}
+
+#[test]
+fn status_and_export_on_a_missing_archive_say_how_to_create_it() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args(["status", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no archive at"), "{}", stderr(&out));
+    assert!(!env.db.exists(), "status must not create an archive");
+}
+
+#[test]
+fn sigkill_during_a_large_backfill_then_a_rerun_loses_and_duplicates_nothing() {
+    let env = Env::new();
+    let mut all = Vec::new();
+    for f in 0..4 {
+        let recs = records(&format!("f{f}"), 5000);
+        env.write(&format!("f{f}.jsonl"), &lines(&recs));
+        all.push(recs);
+    }
+    // Tiny batches make thousands of commits, so the kill lands between two of them.
+    let mut child = env
+        .cmd()
+        .args(["run", "--once", "--batch-bytes", "256", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(&env.root)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let archived = env.db.exists() && archived_count(&env) > 100;
+        if archived {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no progress");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "finished before the kill"
+        );
+        std::thread::yield_now();
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let partial = archived_count(&env);
+    assert!(
+        partial < 20_000,
+        "the kill landed after the backfill ({partial})"
+    );
+    env.run_once(&[]);
+    for (f, recs) in all.iter().enumerate() {
+        assert_eq!(&env.records_of(&format!("f{f}.jsonl")), recs, "file {f}");
+    }
+}
+
+fn archived_count(env: &Env) -> u64 {
+    let Ok(conn) = rusqlite::Connection::open(&env.db) else {
+        return 0;
+    };
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    conn.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))
+        .map_or(0, |n| n as u64)
+}
+
+#[test]
+fn the_archive_is_wal_at_schema_1_and_a_newer_schema_is_refused() {
+    let env = Env::new();
+    env.run_once(&[]);
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    let v: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, 1);
+    let mode: String = conn
+        .pragma_query_value(None, "journal_mode", |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let out = env.run_once_output(&[]);
+    assert!(
+        stderr(&out).contains("has schema version 99, newer than this build understands"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,111 @@
+//! `export` and `status` as a user sees them.
+
+use crate::util::*;
+use serde_json::Value;
+
+#[test]
+fn export_filters_by_path_and_seq_and_prints_envelopes() {
+    let env = Env::new();
+    env.write("p1/a.jsonl", &lines(&records("a", 2)));
+    env.write("p2/b.jsonl", &lines(&records("b", 2)));
+    env.run_once(&[]);
+    let all = env.export(&[]);
+    assert_eq!(all.len(), 4);
+    let first: Value = serde_json::from_str(&all[0]).unwrap();
+    assert_eq!(first["seq"], 1);
+    assert_eq!(first["harness"], "generic");
+    assert_eq!(first["path"], env.path("p1/a.jsonl").to_str().unwrap());
+    assert_eq!(first["generation"], 0);
+    assert_eq!(first["offset"], 0);
+    assert_eq!(first["record"]["tag"], "a");
+    let dir = env.path("p2");
+    assert_eq!(env.export(&["--path", dir.to_str().unwrap()]).len(), 2);
+    let later = env.export(&["--since-seq", "3"]);
+    assert_eq!(later.len(), 1);
+    assert!(later[0].starts_with("{\"seq\":4,"));
+}
+
+#[test]
+fn export_into_a_closed_pipe_ends_quietly() {
+    let env = Env::new();
+    env.write("a.jsonl", &lines(&records("a", 50_000)));
+    env.run_once(&[]);
+    let mut child = env
+        .cmd()
+        .args(["export", "--db"])
+        .arg(&env.db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn status_reports_cursor_lag_held_back_and_counts() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\nbad\n{\"b\"");
+    env.run_once(&[]);
+    env.append("s.jsonl", b":2}\n{\"c\":3}\n");
+    let st = env.status();
+    let s = &st["sources"][0];
+    assert_eq!(s["path"], env.path("s.jsonl").to_str().unwrap());
+    assert_eq!(s["harness"], "generic");
+    assert_eq!(s["generation"], 0);
+    assert_eq!(s["cursor"], 12);
+    assert_eq!(s["size"], 28);
+    assert_eq!(s["lag"], 16);
+    assert_eq!(s["held_back"], 4);
+    assert_eq!(s["records"], 1);
+    assert_eq!(s["rejects"], 1);
+    assert!(s["last_archived"].as_str().unwrap().ends_with('Z'));
+    assert_eq!(st["totals"]["records"], 1);
+    assert_eq!(st["running_pid"], Value::Null);
+    let text = env
+        .cmd()
+        .args(["status", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("(no run active)"), "{text}");
+    assert!(
+        text.contains("total: sources=1 gone=0 records=1 rejects=1 held_back=4 lag=16"),
+        "{text}"
+    );
+}
+
+#[test]
+fn errors_name_the_path_and_exit_non_zero() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args(["seed", "/nonexistent/x.jsonl", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("/nonexistent/x.jsonl"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env
+        .cmd()
+        .args(["run", "--once", "--record-limit", "lots"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("is not a size"), "{}", stderr(&out));
+}
+
+#[test]
+fn logs_go_to_stderr_and_export_output_to_stdout_only() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\n");
+    let out = env.run_once_output(&[]);
+    assert!(out.stdout.is_empty());
+    assert!(stderr(&out).contains("pass complete"));
+}

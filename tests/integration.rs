@@ -1,0 +1,11 @@
+//! Integration tests: the real binary on real files in temp directories.
+
+mod archive;
+mod cli;
+mod generations;
+mod identity;
+mod model;
+mod reading;
+mod seeding;
+mod util;
+mod watchers;

@@ -1,0 +1,156 @@
+//! Appends, partial lines, blank lines, bad lines, special files, and no needless reads.
+
+use crate::util::*;
+use std::os::unix::net::UnixListener;
+
+#[test]
+fn appended_records_are_archived_once_across_runs() {
+    let env = Env::new();
+    let all = records("a", 6);
+    env.write("s.jsonl", &lines(&all[..3]));
+    env.run_once(&[]);
+    env.append("s.jsonl", &lines(&all[3..]));
+    env.run_once(&[]);
+    env.run_once(&[]);
+    assert_eq!(env.records(), all);
+}
+
+#[test]
+fn a_record_cut_at_any_byte_is_held_back_until_complete() {
+    // One file per cut point, multi-byte UTF-8 included, so every cut is tried in two runs.
+    let env = Env::new();
+    let record = r#"{"text":"héllo → wörld ✓ 𝄞","n":1}"#;
+    let bytes = format!("{record}\n").into_bytes();
+    for cut in 1..bytes.len() {
+        env.write(&format!("cut{cut:03}.jsonl"), &bytes[..cut]);
+    }
+    let log = env.run_once(&[]);
+    assert_eq!(counter(&log, "records"), 0, "nothing is complete yet");
+    assert_eq!(counter(&log, "held_back_files"), bytes.len() as u64 - 1);
+    for cut in 1..bytes.len() {
+        env.append(&format!("cut{cut:03}.jsonl"), &bytes[cut..]);
+    }
+    let log = env.run_once(&[]);
+    assert_eq!(counter(&log, "rejects"), 0, "{log}");
+    for cut in 1..bytes.len() {
+        assert_eq!(
+            env.records_of(&format!("cut{cut:03}.jsonl")),
+            vec![record.to_owned()],
+            "cut {cut}"
+        );
+    }
+}
+
+#[test]
+fn crlf_endings_and_blank_lines_are_not_part_of_records() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\r\n\n   \n{\"b\":2}\n");
+    let log = env.run_once(&[]);
+    assert_eq!(env.records(), vec![r#"{"a":1}"#, r#"{"b":2}"#]);
+    assert_eq!(counter(&log, "blank_lines"), 2);
+}
+
+#[test]
+fn bad_lines_are_rejected_logged_and_skipped_without_blocking_the_rest() {
+    let env = Env::new();
+    let deep = "[".repeat(100_000) + &"]".repeat(100_000);
+    let long = format!(r#"{{"big":"{}"}}"#, "x".repeat(300_000));
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(b"{\"ok\":1}\n");
+    bytes.extend_from_slice(b"not json at all\n");
+    bytes.extend_from_slice(b"{\"bad\":\"\xff\xfe\"}\n");
+    bytes.extend_from_slice(b"{\"nul\":1}\0\n");
+    bytes.extend_from_slice(format!("{deep}\n").as_bytes());
+    bytes.extend_from_slice(format!("{long}\n").as_bytes());
+    bytes.extend_from_slice(b"{\"ok\":2}\n");
+    env.write("s.jsonl", &bytes);
+    let log = env.run_once(&["--record-limit", "256K"]);
+    assert_eq!(env.records(), vec![r#"{"ok":1}"#, r#"{"ok":2}"#]);
+    assert_eq!(counter(&log, "rejects"), 5);
+    assert_log_has(&log, "WARN  rejected path=");
+    assert_log_has(&log, "offset=9 ");
+    let reasons = env.sql("SELECT reason FROM rejects ORDER BY offset");
+    assert!(reasons[3].contains("recursion limit"), "{reasons:?}");
+    assert!(
+        reasons[4].contains("longer than the record limit (262144 bytes)"),
+        "{reasons:?}"
+    );
+    let raw = env.sql("SELECT length(raw) || '/' || length FROM rejects ORDER BY offset");
+    assert_eq!(raw[3], "65536/200000", "raw bytes are capped at 64 KiB");
+    assert_eq!(
+        env.sql("SELECT count(*) FROM events WHERE kind = 'reject'"),
+        vec!["5"]
+    );
+}
+
+#[test]
+fn an_oversized_line_longer_than_a_batch_is_rejected_and_reading_goes_on() {
+    let env = Env::new();
+    let mut bytes = b"{\"before\":1}\n".to_vec();
+    bytes.extend(std::iter::repeat_n(b'x', 3 << 20));
+    bytes.extend_from_slice(b"\n{\"after\":1}\n");
+    env.write("s.jsonl", &bytes);
+    let log = env.run_once(&["--record-limit", "1M", "--batch-bytes", "64K"]);
+    assert_eq!(env.records(), vec![r#"{"before":1}"#, r#"{"after":1}"#]);
+    assert_eq!(counter(&log, "rejects"), 1);
+}
+
+#[test]
+fn fifos_and_sockets_named_jsonl_are_passed_over_without_blocking() {
+    let env = Env::new();
+    env.write("ok.jsonl", b"{\"a\":1}\n");
+    let fifo = env.path("pipe.jsonl");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let _socket = UnixListener::bind(env.path("sock.jsonl")).unwrap();
+    let log = env.run_once(&[]);
+    assert_eq!(env.records(), vec![r#"{"a":1}"#]);
+    assert_eq!(counter(&log, "passed_over"), 2);
+    assert_log_has(&log, "a FIFO");
+    assert_log_has(&log, "a socket");
+}
+
+#[test]
+fn an_unchanged_file_is_not_opened_again() {
+    let env = Env::new();
+    env.write("a.jsonl", &lines(&records("a", 3)));
+    env.write("b.jsonl", &lines(&records("b", 3)));
+    let log = env.run_once(&[]);
+    assert_eq!(counter(&log, "opened"), 2);
+    let log = env.run_once(&[]);
+    assert_eq!(
+        (counter(&log, "opened"), counter(&log, "unchanged")),
+        (0, 2)
+    );
+    env.append("a.jsonl", b"{\"more\":1}\n");
+    let log = env.run_once(&[]);
+    assert_eq!(
+        (counter(&log, "opened"), counter(&log, "unchanged")),
+        (1, 1)
+    );
+}
+
+#[test]
+fn a_file_is_read_only_up_to_its_size_when_opened_and_a_full_batch_yields_to_other_files() {
+    // Small batches: the big file is read in many turns, interleaved with the small ones, and
+    // its cursor is not taken for caught up until the last turn.
+    let env = Env::new();
+    let big = records("big", 2000);
+    env.write("big.jsonl", &lines(&big));
+    env.write("small.jsonl", &lines(&records("small", 2)));
+    env.run_once(&["--batch-bytes", "1K"]);
+    let seqs = env.sql(
+        "SELECT min(r.seq) FROM records r JOIN sources s ON s.id = r.source_id GROUP BY s.path ORDER BY s.path",
+    );
+    let (big_first, small_first): (i64, i64) = (seqs[0].parse().unwrap(), seqs[1].parse().unwrap());
+    assert!(
+        small_first < big_first + 100,
+        "small file waited for the big one: {seqs:?}"
+    );
+    assert_eq!(env.records_of("big.jsonl"), big);
+    let log = env.run_once(&[]);
+    assert_eq!(counter(&log, "opened"), 0);
+}

@@ -1,0 +1,106 @@
+//! The built-in watchers: Claude Code and Codex CLI, found under HOME or their variables.
+
+use crate::util::*;
+use std::fs;
+use std::path::Path;
+
+fn write(p: &Path, bytes: &[u8]) {
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, bytes).unwrap();
+}
+
+fn run_builtin(env: &Env, vars: &[(&str, &Path)]) -> String {
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--once", "--db"]).arg(&env.db);
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stderr(&out)
+}
+
+#[test]
+fn claude_code_sessions_and_subagents_are_archived_from_home() {
+    let env = Env::new();
+    let projects = env.dir.path().join("home/.claude/projects/-home-u-app");
+    write(&projects.join("s1.jsonl"), b"{\"type\":\"user\"}\n");
+    write(
+        &projects.join("s1/subagents/agent-a1.jsonl"),
+        b"{\"type\":\"assistant\"}\n",
+    );
+    write(&projects.join("notes.txt"), b"not a transcript\n");
+    let log = run_builtin(&env, &[]);
+    assert_log_has(&log, "harness=claude-code");
+    let out = env.export(&[]);
+    assert_eq!(out.len(), 2);
+    assert!(
+        out.iter()
+            .all(|l| l.contains("\"harness\":\"claude-code\""))
+    );
+}
+
+#[test]
+fn claude_config_dir_and_codex_home_move_the_roots() {
+    let env = Env::new();
+    let claude = env.dir.path().join("claude-elsewhere");
+    let codex = env.dir.path().join("codex-elsewhere");
+    write(&claude.join("projects/p/s.jsonl"), b"{\"c\":1}\n");
+    write(
+        &codex.join("sessions/2026/11/29/rollout-1.jsonl"),
+        b"{\"x\":1}\n",
+    );
+    run_builtin(
+        &env,
+        &[("CLAUDE_CONFIG_DIR", &claude), ("CODEX_HOME", &codex)],
+    );
+    let out = env.export(&[]);
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(out[0].contains("\"harness\":\"claude-code\""));
+    assert!(out[1].contains("\"harness\":\"codex\""));
+}
+
+#[test]
+fn a_codex_session_moved_to_archived_sessions_keeps_its_source() {
+    let env = Env::new();
+    let codex = env.dir.path().join("home/.codex");
+    let live = codex.join("sessions/2026/11/29/rollout-1.jsonl");
+    write(&live, b"{\"n\":1}\n");
+    run_builtin(&env, &[]);
+    let archived = codex.join("archived_sessions/rollout-1.jsonl");
+    fs::create_dir_all(archived.parent().unwrap()).unwrap();
+    fs::rename(&live, &archived).unwrap();
+    let log = run_builtin(&env, &[]);
+    assert_log_has(&log, "moved path=");
+    assert_eq!(env.export(&[]).len(), 1);
+    assert_eq!(
+        env.sql("SELECT path FROM sources"),
+        vec![archived.to_str().unwrap()]
+    );
+}
+
+#[test]
+fn a_copied_real_world_tree_is_reproduced_line_for_line_by_export() {
+    // Records as Claude Code writes them: long lines, nested content, unicode, escapes.
+    let env = Env::new();
+    let projects = env.dir.path().join("home/.claude/projects");
+    let mut expected = Vec::new();
+    for s in 0..5 {
+        let mut text = String::new();
+        for i in 0..40 {
+            let line = format!(
+                r#"{{"parentUuid":null,"isSidechain":false,"type":"assistant","sessionId":"s{s}","message":{{"role":"assistant","content":[{{"type":"text","text":"step {i}: ✓ \"quoted\" \\ back\n{}"}}]}},"uuid":"u{s}-{i}"}}"#,
+                "pad ".repeat(i * 50)
+            );
+            text.push_str(&line);
+            text.push('\n');
+            expected.push(line);
+        }
+        write(
+            &projects.join(format!("-home-u-p{s}/session-{s}.jsonl")),
+            text.as_bytes(),
+        );
+    }
+    run_builtin(&env, &[]);
+    assert_eq!(env.records(), expected);
+}
