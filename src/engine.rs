@@ -114,7 +114,7 @@ struct Work {
 
 enum Step {
     Done,
-    Again(Work),
+    Again(Box<Work>),
 }
 
 /// The result of opening a planned file.
@@ -184,7 +184,7 @@ impl Engine {
         while let Some(work) = queue.pop_front() {
             match self.step(work, &first_scan, roots)? {
                 Step::Done => {}
-                Step::Again(work) => queue.push_back(work),
+                Step::Again(work) => queue.push_back(*work),
             }
         }
         self.finish_pass(roots)?;
@@ -294,7 +294,7 @@ impl Engine {
         match self.open_owned(&mut work)? {
             Opened::File(file, meta) => self.read_source(work, id, &file, &meta),
             Opened::Skip => Ok(Step::Done),
-            Opened::Replanned => Ok(Step::Again(work)),
+            Opened::Replanned => Ok(Step::Again(Box::new(work))),
         }
     }
 
@@ -325,7 +325,7 @@ impl Engine {
                 );
                 work.plan = Plan::New;
                 work.target = None;
-                Ok(Step::Again(work))
+                Ok(Step::Again(Box::new(work)))
             }
             Ok(Err(mismatch)) => {
                 self.new_generation(&src, &work.path, mismatch)?;
@@ -339,7 +339,7 @@ impl Engine {
         let (file, meta) = match self.open_owned(&mut work)? {
             Opened::File(file, meta) => (file, meta),
             Opened::Skip => return Ok(Step::Done),
-            Opened::Replanned => return Ok(Step::Again(work)),
+            Opened::Replanned => return Ok(Step::Again(Box::new(work))),
         };
         let src = self.source(old).clone();
         let size = meta.size();
@@ -370,7 +370,7 @@ impl Engine {
                 let why = format!("replaced by a new file ({mismatch} for the old cursor)");
                 self.end_source(old, "replaced", &why)?;
                 work.plan = Plan::New;
-                Ok(Step::Again(work))
+                Ok(Step::Again(Box::new(work)))
             }
         }
     }
@@ -379,12 +379,12 @@ impl Engine {
         let (file, meta) = match self.open_owned(&mut work)? {
             Opened::File(file, meta) => (file, meta),
             Opened::Skip => return Ok(Step::Done),
-            Opened::Replanned => return Ok(Step::Again(work)),
+            Opened::Replanned => return Ok(Step::Again(Box::new(work))),
         };
         let identity = Identity::of(&meta);
         if let Some(id) = self.sources.live_by_identity(identity) {
             work.plan = Plan::Known(id);
-            return Ok(Step::Again(work));
+            return Ok(Step::Again(Box::new(work)));
         }
         let start_at = self.options.start_at;
         let seed = seed_new_source(
@@ -546,7 +546,7 @@ impl Engine {
         if batch.finished {
             Ok(Step::Done)
         } else {
-            Ok(Step::Again(work))
+            Ok(Step::Again(Box::new(work)))
         }
     }
 

@@ -292,7 +292,7 @@ fn complete_len(bytes: &[u8]) -> usize {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
     fn the_reader_loses_nothing_and_duplicates_nothing(
