@@ -94,8 +94,11 @@ fn main() {
             })
             .collect();
         lat.sort_by(f64::total_cmp);
-        conn.pragma_update(None, "wal_checkpoint", "TRUNCATE").unwrap();
-        let file = std::fs::metadata(dir.path().join(format!("p{page}.db"))).unwrap().len();
+        conn.pragma_update(None, "wal_checkpoint", "TRUNCATE")
+            .unwrap();
+        let file = std::fs::metadata(dir.path().join(format!("p{page}.db")))
+            .unwrap()
+            .len();
         println!(
             "{:>6} {:>14.0} {:>10.0}µs {:>10.0}µs {:>14.2}",
             page,

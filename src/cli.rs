@@ -161,7 +161,12 @@ fn run(args: RunArgs) -> Result<()> {
     let archive = Archive::open(&db)?;
     log::info!("archive path={db:?}");
     for r in &roots {
-        log::info!("watching path={:?} harness={}", r.path, r.harness);
+        log::info!(
+            "watching path={:?} harness={} ({})",
+            r.path,
+            r.harness,
+            r.description
+        );
     }
     let options = EngineOptions {
         limits: ReadLimits {

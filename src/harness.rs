@@ -50,6 +50,8 @@ pub struct Root {
     pub path: PathBuf,
     /// The watcher's name.
     pub harness: String,
+    /// What the watcher watches, for people.
+    pub description: String,
     /// Matches transcript paths relative to `path`.
     pub glob: GlobMatcher,
 }
@@ -73,7 +75,7 @@ pub fn builtin_roots(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Root>> 
     for w in watchers()?.into_iter().filter(|w| w.builtin) {
         let home = watcher_home(&w, env)?;
         for dir in &w.roots {
-            roots.push(root(home.join(dir), &w.name, &w.glob)?);
+            roots.push(root(home.join(dir), &w, &w.glob)?);
         }
     }
     Ok(roots)
@@ -81,8 +83,12 @@ pub fn builtin_roots(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Root>> 
 
 /// Roots for directories given with `--watch`, all of the generic harness.
 pub fn watch_roots(dirs: &[PathBuf], glob: &str) -> Result<Vec<Root>> {
+    let generic = watchers()?
+        .into_iter()
+        .find(|w| w.name == GENERIC)
+        .expect("watchers/generic.toml is embedded");
     dirs.iter()
-        .map(|d| root(absolute(d), GENERIC, glob))
+        .map(|d| root(absolute(d), &generic, glob))
         .collect()
 }
 
@@ -105,14 +111,15 @@ fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<Pat
     }
 }
 
-fn root(path: PathBuf, harness: &str, glob: &str) -> Result<Root> {
+fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
     let compiled = Glob::new(glob).map_err(|source| Error::Glob {
         glob: glob.to_owned(),
         source,
     })?;
     Ok(Root {
         path,
-        harness: harness.to_owned(),
+        harness: watcher.name.clone(),
+        description: watcher.description.clone(),
         glob: compiled.compile_matcher(),
     })
 }

@@ -1,17 +1,48 @@
-//! transcript-sync
-pub mod archive;
+//! transcript-sync: archive AI coding agents' JSONL session transcripts, every complete record
+//! exactly once and in order, into a local SQLite archive.
+//!
+//! # Architecture
+//!
+//! A pass runs the pipeline once, in the order of the modules:
+//!
+//! 1. [`harness`] turns the embedded watcher definitions (`watchers/*.toml`) or `--watch`
+//!    directories into [`Root`]s.
+//! 2. `discover` walks each root without following symlinks and lists the transcript files,
+//!    reporting whatever it passes over.
+//! 3. `engine` matches each file to a source in the archive — by identity (device, inode),
+//!    then by path — and skips any file whose [`Fingerprint`] (identity, size, mtime, ctime)
+//!    equals its cursor's.
+//! 4. `open` and `read` open a changed file as an owned handle, verify the cursor's marker
+//!    windows against it, and read exactly the complete lines of `[cursor, size on the handle)`
+//!    in bounded batches; `record` decides which lines are records.
+//! 5. `seed` decides where a new source starts: persisted cursor, prefix mark, start policy.
+//! 6. [`Archive`] commits each batch together with the cursor past it in one SQLite
+//!    transaction, so a crash at any instant loses and duplicates nothing.
+//!
+//! `export`, `status` and `seed` read and write the same archive while a `run` holds its lock.
+#![warn(missing_docs)]
+
+mod archive;
 pub mod cli;
-pub mod config;
-pub mod discover;
-pub mod engine;
-pub mod envelope;
-pub mod error;
-pub mod fingerprint;
-pub mod harness;
-pub mod lock;
-pub mod open;
-pub mod read;
-pub mod record;
-pub mod seed;
-pub mod sources;
-pub mod status;
+mod config;
+mod discover;
+mod engine;
+mod envelope;
+mod error;
+mod fingerprint;
+mod harness;
+mod lock;
+mod open;
+mod read;
+mod record;
+mod seed;
+mod sources;
+mod status;
+
+pub use archive::{Archive, PAGE_SIZE};
+pub use engine::{Engine, EngineOptions, PassReport};
+pub use error::{Error, Result};
+pub use fingerprint::{Fingerprint, Identity, Markers};
+pub use harness::{Root, builtin_roots, watch_roots};
+pub use read::ReadLimits;
+pub use seed::StartAt;

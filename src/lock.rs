@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub struct ArchiveLock {
     _file: File,
-    path: PathBuf,
 }
 
 /// The lock file of the archive at `archive`: `archive.db.lock`.
@@ -45,12 +44,7 @@ impl ArchiveLock {
         }
         file.set_len(0).at_path(&path)?;
         writeln!(file, "{}", std::process::id()).at_path(&path)?;
-        Ok(ArchiveLock { _file: file, path })
-    }
-
-    /// The lock file.
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(ArchiveLock { _file: file })
     }
 }
 

@@ -8,7 +8,7 @@ use crate::read::{Position, find_boundary};
 use std::fmt;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Where files seen at a root's first scan start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -127,8 +127,6 @@ fn verify_mark(file: &File, size: u64, mark: &PrefixMark) -> std::io::Result<Opt
 /// What `transcript-sync seed` recorded.
 #[derive(Clone, Debug)]
 pub struct Seeded {
-    /// The file.
-    pub path: PathBuf,
     /// The resolved offset: history ends here.
     pub offset: u64,
     /// Complete records in the prefix.
@@ -194,7 +192,6 @@ pub fn seed_prefix(
     tx.event(None, "prefix_marked", path, &detail)?;
     tx.commit()?;
     Ok(Seeded {
-        path: path.to_owned(),
         offset: end.offset,
         records: end.records,
         warnings,

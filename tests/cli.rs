@@ -109,3 +109,22 @@ fn logs_go_to_stderr_and_export_output_to_stdout_only() {
     assert!(out.stdout.is_empty());
     assert!(stderr(&out).contains("pass complete"));
 }
+
+#[test]
+fn a_file_whose_name_is_not_utf8_is_archived_and_exported_lossily() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let env = Env::new();
+    let name = OsStr::from_bytes(b"caf\xe9.jsonl");
+    std::fs::write(env.root.join(name), b"{\"a\":1}\n").unwrap();
+    env.run_once(&[]);
+    let out = env.export(&[]);
+    assert_eq!(out.len(), 1);
+    let v: Value = serde_json::from_str(&out[0]).unwrap();
+    assert!(
+        v["path"].as_str().unwrap().ends_with("caf\u{fffd}.jsonl"),
+        "{v}"
+    );
+    let again = env.run_once(&[]);
+    assert_eq!(counter(&again, "unchanged"), 1);
+}

@@ -7,11 +7,8 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
-use transcript_sync::archive::Archive;
-use transcript_sync::engine::{Engine, EngineOptions};
-use transcript_sync::harness::{Root, watch_roots};
-use transcript_sync::read::ReadLimits;
-use transcript_sync::seed::StartAt;
+use transcript_sync::Archive;
+use transcript_sync::{Engine, EngineOptions, ReadLimits, Root, StartAt, watch_roots};
 
 #[derive(Clone, Debug)]
 enum Action {
