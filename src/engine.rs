@@ -5,14 +5,14 @@
 //! in turns: each turn reads at most one batch from one file and commits it, and a file with
 //! more to read goes to the back of the queue.
 
-use crate::archive::{Archive, Cursor, SourceId, SourceRow};
+use crate::archive::{Archive, Cursor, SourceId, SourceRow, Tx};
 use crate::discover::{Candidate, discover};
 use crate::error::Result;
 use crate::fingerprint::{Fingerprint, Identity};
 use crate::harness::Root;
 use crate::open::open_regular;
-use crate::read::{Batch, Mismatch, ReadLimits, Reject, read_complete_records};
-use crate::seed::{SeedOrigin, StartAt, seed_new_source};
+use crate::read::{Batch, Mismatch, Position, ReadLimits, Reject, read_complete_records};
+use crate::seed::{Seed, SeedOrigin, StartAt, seed_new_source};
 use crate::sources::Sources;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
@@ -386,19 +386,24 @@ impl Engine {
             work.plan = Plan::Known(id);
             return Ok(Step::Again(Box::new(work)));
         }
-        let start_at = self.options.start_at;
-        let seed = seed_new_source(
-            &self.archive,
-            &file,
-            meta.size(),
-            identity,
-            start_at,
-            first_scan,
-        )?;
-        let seed = match seed {
-            Ok(seed) => seed,
-            Err(e) => return self.read_failed(&work.path, &e),
-        };
+        let (size, start_at) = (meta.size(), self.options.start_at);
+        match seed_new_source(&self.archive, &file, size, identity, start_at, first_scan)? {
+            Ok(seed) => {
+                let id = self.create_source(&work.path, identity, harness, &seed)?;
+                self.read_source(work, id, &file, &meta)
+            }
+            Err(e) => self.read_failed(&work.path, &e),
+        }
+    }
+
+    /// Adds a source whose cursor starts where `seed` says, consuming its prefix mark.
+    fn create_source(
+        &mut self,
+        path: &Path,
+        identity: Identity,
+        harness: &str,
+        seed: &Seed,
+    ) -> Result<SourceId> {
         let cursor = Cursor {
             position: seed.position,
             ..Cursor::default()
@@ -408,26 +413,23 @@ impl Engine {
             seed.position.offset, seed.origin, seed.skipped_records
         );
         let tx = self.archive.write()?;
-        let id = tx.insert_source(identity, &work.path, harness, &cursor)?;
+        let id = tx.insert_source(identity, path, harness, &cursor)?;
         if let Some((mark, why)) = &seed.rejected_mark {
-            log::warn!(
-                "prefix mark not used path={:?} mark_offset={} reason={why}",
-                work.path,
-                mark.position.offset
-            );
-            tx.event(Some(id), "prefix_mismatch", &work.path, why)?;
+            let at = mark.position.offset;
+            log::warn!("prefix mark not used path={path:?} mark_offset={at} reason={why}");
+            tx.event(Some(id), "prefix_mismatch", path, why)?;
         }
         if seed.origin == SeedOrigin::Prefix || seed.rejected_mark.is_some() {
             tx.remove_prefix_mark(identity)?;
         }
-        tx.event(Some(id), "seeded", &work.path, &detail)?;
+        tx.event(Some(id), "seeded", path, &detail)?;
         tx.commit()?;
-        log::info!("seeded path={:?} {detail}", work.path);
+        log::info!("seeded path={path:?} {detail}");
         self.report.new_sources += 1;
         self.sources.put(SourceRow {
             id,
             identity,
-            path: work.path.clone(),
+            path: path.to_owned(),
             harness: harness.to_owned(),
             generation: 0,
             gone: false,
@@ -436,7 +438,7 @@ impl Engine {
             rejects: 0,
             last_archived_ms: None,
         });
-        self.read_source(work, id, &file, &meta)
+        Ok(id)
     }
 
     /// Opens the work's path and checks that the handle is the regular file that was planned.
@@ -504,11 +506,11 @@ impl Engine {
         meta: &Metadata,
         batch: Batch,
     ) -> Result<Step> {
-        let path_moved = src.path != work.path && moved(src, &work.path);
+        let path_moved = moved(src, &work.path);
         let fingerprint = Fingerprint::of(meta);
         let caught_up = batch.finished && work.target == Some(fingerprint.size);
         let cursor = Cursor {
-            position: crate::read::Position {
+            position: Position {
                 offset: batch.end,
                 markers: batch.markers,
             },
@@ -521,25 +523,7 @@ impl Engine {
         let tx = self.archive.write()?;
         tx.insert_records(src.id, src.generation, &batch.records)?;
         tx.insert_rejects(src.id, src.generation, &batch.rejects)?;
-        for r in &batch.rejects {
-            let detail = format!("offset={} length={} {}", r.offset, r.length, r.reason);
-            tx.event(Some(src.id), "reject", path, &detail)?;
-        }
-        if src.gone {
-            tx.event(
-                Some(src.id),
-                "source_returned",
-                path,
-                "found again, marker windows match",
-            )?;
-        }
-        if path_moved {
-            let detail = format!("from {:?}", src.path);
-            tx.event(Some(src.id), "moved", path, &detail)?;
-        }
-        if src.gone || path_moved {
-            tx.update_source(src.id, src.identity, path, src.generation, false)?;
-        }
+        record_batch_events(&tx, src, path, path_moved, &batch)?;
         tx.put_cursor(src.id, &cursor)?;
         tx.commit()?;
         self.after_commit(src, path, &batch, cursor);
@@ -661,6 +645,35 @@ impl Engine {
             .get(id)
             .expect("a planned source id comes from the source table")
     }
+}
+
+/// The events that go with a batch: its rejects, and a source that came back or moved.
+fn record_batch_events(
+    tx: &Tx<'_>,
+    src: &SourceRow,
+    path: &Path,
+    path_moved: bool,
+    batch: &Batch,
+) -> Result<()> {
+    for r in &batch.rejects {
+        let detail = format!("offset={} length={} {}", r.offset, r.length, r.reason);
+        tx.event(Some(src.id), "reject", path, &detail)?;
+    }
+    if src.gone {
+        tx.event(
+            Some(src.id),
+            "source_returned",
+            path,
+            "found again, marker windows match",
+        )?;
+    }
+    if path_moved {
+        tx.event(Some(src.id), "moved", path, &format!("from {:?}", src.path))?;
+    }
+    if src.gone || path_moved {
+        tx.update_source(src.id, src.identity, path, src.generation, false)?;
+    }
+    Ok(())
 }
 
 fn work(c: Candidate, plan: Plan) -> Work {
