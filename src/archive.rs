@@ -22,7 +22,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const PAGE_SIZE: u32 = 8 * 1024;
 
 /// Schema migrations; `PRAGMA user_version` is the number applied.
-const MIGRATIONS: &[&str] = &[include_str!("archive/schema_v1.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("archive/schema_v1.sql"),
+    include_str!("archive/schema_v2.sql"),
+];
 
 /// A source's row id.
 pub type SourceId = i64;
@@ -258,19 +261,46 @@ impl Archive {
         self.db(row.optional())
     }
 
-    /// True when `root` has been scanned before (the `end` start policy applies only to the
-    /// files present at a root's first scan).
-    pub fn root_scanned(&self, root: &Path) -> Result<bool> {
-        let found =
-            self.conn
-                .query_row("SELECT 1 FROM roots WHERE path = ?1", [blob(root)], |_| {
-                    Ok(())
-                });
-        Ok(self.db(found.optional())?.is_some())
+    /// Applies `commit` in one transaction: all of it, or (on `Err`) none of it. Returns the
+    /// `seq` of every record inserted, in the order of [`Commit::records`].
+    pub fn apply(&mut self, commit: &Commit) -> Result<Vec<i64>> {
+        let tx = self.write()?;
+        let mut seqs = Vec::new();
+        for op in &commit.ops {
+            tx.apply(op, &mut seqs)?;
+        }
+        tx.commit()?;
+        Ok(seqs)
+    }
+
+    /// The next free source id (the engine allocates ids: only one `run` writes).
+    pub fn next_source_id(&self) -> Result<SourceId> {
+        let max = self.conn.query_row("SELECT max(id) FROM sources", [], |r| {
+            r.get::<_, Option<i64>>(0)
+        });
+        Ok(self.db(max)?.unwrap_or(0) + 1)
+    }
+
+    /// Every root that has had its first scan.
+    pub fn scanned_roots(&self) -> Result<Vec<PathBuf>> {
+        let mut stmt = self.db(self.conn.prepare("SELECT path FROM roots"))?;
+        let rows = self.db(stmt.query_map([], |r| r.get::<_, Vec<u8>>(0)))?;
+        let blobs: Vec<Vec<u8>> = self.db(rows.collect())?;
+        Ok(blobs.into_iter().map(path_from_blob).collect())
+    }
+
+    /// A value the running daemon keeps for `status` (such as `caught_up`).
+    pub fn state(&self, key: &str) -> Result<Option<String>> {
+        let v = self
+            .conn
+            .query_row("SELECT value FROM state WHERE key = ?1", [key], |r| {
+                r.get(0)
+            });
+        self.db(v.optional())
     }
 
     /// Begins a write transaction.
-    pub fn write(&mut self) -> Result<Tx<'_>> {
+    fn write(&mut self) -> Result<Tx<'_>> {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate);
@@ -338,8 +368,8 @@ impl Archive {
     }
 }
 
-/// One write transaction. Dropped without [`Tx::commit`], it rolls back.
-pub struct Tx<'a> {
+/// One write transaction. Dropped without `commit`, it rolls back.
+struct Tx<'a> {
     tx: rusqlite::Transaction<'a>,
     path: &'a Path,
 }
@@ -352,18 +382,20 @@ impl Tx<'_> {
         })
     }
 
-    /// Adds a source at generation 0 with its first cursor; returns its id.
-    pub fn insert_source(
+    /// Adds source `id` at generation 0 with its first cursor.
+    fn insert_source(
         &self,
+        id: SourceId,
         identity: Identity,
         path: &Path,
         harness: &str,
         cursor: &Cursor,
-    ) -> Result<SourceId> {
+    ) -> Result<()> {
         self.db(self.tx.execute(
-            "INSERT INTO sources (dev, ino, path, harness, generation, gone, created_ms)
-             VALUES (?1, ?2, ?3, ?4, 0, 0, ?5)",
+            "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, 0, 0, ?6)",
             params![
+                id,
                 identity.dev as i64,
                 identity.ino as i64,
                 blob(path),
@@ -371,13 +403,11 @@ impl Tx<'_> {
                 now_ms()
             ],
         ))?;
-        let id = self.tx.last_insert_rowid();
-        self.put_cursor(id, cursor)?;
-        Ok(id)
+        self.put_cursor(id, cursor)
     }
 
     /// Records a source's identity, path, generation and gone flag.
-    pub fn update_source(
+    fn update_source(
         &self,
         id: SourceId,
         identity: Identity,
@@ -401,7 +431,7 @@ impl Tx<'_> {
     }
 
     /// Stores a source's cursor.
-    pub fn put_cursor(&self, id: SourceId, cursor: &Cursor) -> Result<()> {
+    fn put_cursor(&self, id: SourceId, cursor: &Cursor) -> Result<()> {
         let m = &cursor.position.markers;
         let fp = cursor.fingerprint.as_ref();
         let mut stmt = self.db(self.tx.prepare_cached(
@@ -426,8 +456,14 @@ impl Tx<'_> {
         self.db(n).map(drop)
     }
 
-    /// Appends records of one generation; they take the next `seq` numbers.
-    pub fn insert_records(&self, id: SourceId, generation: i64, records: &[Record]) -> Result<()> {
+    /// Appends records of one generation; they take the next `seq` numbers, pushed to `seqs`.
+    fn insert_records(
+        &self,
+        id: SourceId,
+        generation: i64,
+        records: &[Record],
+        seqs: &mut Vec<i64>,
+    ) -> Result<()> {
         if records.is_empty() {
             return Ok(());
         }
@@ -436,6 +472,7 @@ impl Tx<'_> {
         ))?;
         for r in records {
             self.db(stmt.execute(params![id, generation, r.offset as i64, r.bytes]))?;
+            seqs.push(self.tx.last_insert_rowid());
         }
         let mut stmt = self.db(self.tx.prepare_cached(
             "UPDATE sources SET records = records + ?2, last_archived_ms = ?3 WHERE id = ?1",
@@ -445,7 +482,7 @@ impl Tx<'_> {
     }
 
     /// Records rejected lines (and held-back bytes of an ended generation).
-    pub fn insert_rejects(&self, id: SourceId, generation: i64, rejects: &[Reject]) -> Result<()> {
+    fn insert_rejects(&self, id: SourceId, generation: i64, rejects: &[Reject]) -> Result<()> {
         if rejects.is_empty() {
             return Ok(());
         }
@@ -473,13 +510,7 @@ impl Tx<'_> {
     }
 
     /// Appends to the lifecycle log.
-    pub fn event(
-        &self,
-        source: Option<SourceId>,
-        kind: &str,
-        path: &Path,
-        detail: &str,
-    ) -> Result<()> {
+    fn event(&self, source: Option<SourceId>, kind: &str, path: &Path, detail: &str) -> Result<()> {
         let mut stmt = self.db(self.tx.prepare_cached(
             "INSERT INTO events (at_ms, source_id, kind, path, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
         ))?;
@@ -487,18 +518,9 @@ impl Tx<'_> {
             .map(drop)
     }
 
-    /// Stores a prefix mark, replacing any earlier one for the same identity; returns the
-    /// offset of the one replaced.
-    pub fn put_prefix_mark(&self, mark: &PrefixMark) -> Result<Option<u64>> {
+    /// Stores a prefix mark, replacing any earlier one for the same identity.
+    fn put_prefix_mark(&self, mark: &PrefixMark) -> Result<()> {
         let id = mark.identity;
-        let old: Option<i64> = self.db(self
-            .tx
-            .query_row(
-                "SELECT offset FROM prefix_marks WHERE dev = ?1 AND ino = ?2",
-                params![id.dev as i64, id.ino as i64],
-                |r| r.get(0),
-            )
-            .optional())?;
         let m = &mark.position.markers;
         self.db(self.tx.execute(
             "INSERT OR REPLACE INTO prefix_marks (dev, ino, path, offset, head_len, head_hash,
@@ -516,12 +538,56 @@ impl Tx<'_> {
                 mark.skipped_records as i64,
                 now_ms()
             ],
-        ))?;
-        Ok(old.map(|o| o as u64))
+        ))
+        .map(drop)
+    }
+
+    fn set_state(&self, key: &str, value: &str) -> Result<()> {
+        self.db(self.tx.execute(
+            "INSERT OR REPLACE INTO state (key, value, updated_ms) VALUES (?1, ?2, ?3)",
+            params![key, value, now_ms()],
+        ))
+        .map(drop)
+    }
+
+    fn apply(&self, op: &Op, seqs: &mut Vec<i64>) -> Result<()> {
+        match op {
+            Op::InsertSource {
+                id,
+                identity,
+                path,
+                harness,
+                cursor,
+            } => self.insert_source(*id, *identity, path, harness, cursor),
+            Op::UpdateSource {
+                id,
+                identity,
+                path,
+                generation,
+                gone,
+            } => self.update_source(*id, *identity, path, *generation, *gone),
+            Op::PutCursor { id, cursor } => self.put_cursor(*id, cursor),
+            Op::Records(r) => self.insert_records(r.source, r.generation, &r.records, seqs),
+            Op::Rejects {
+                id,
+                generation,
+                rejects,
+            } => self.insert_rejects(*id, *generation, rejects),
+            Op::Event {
+                source,
+                kind,
+                path,
+                detail,
+            } => self.event(*source, kind, path, detail),
+            Op::PutPrefixMark(mark) => self.put_prefix_mark(mark),
+            Op::RemovePrefixMark(identity) => self.remove_prefix_mark(*identity),
+            Op::RootScanned(root) => self.mark_root_scanned(root),
+            Op::SetState { key, value } => self.set_state(key, value),
+        }
     }
 
     /// Deletes the prefix mark of `identity` (a mark is used once).
-    pub fn remove_prefix_mark(&self, identity: Identity) -> Result<()> {
+    fn remove_prefix_mark(&self, identity: Identity) -> Result<()> {
         self.db(self.tx.execute(
             "DELETE FROM prefix_marks WHERE dev = ?1 AND ino = ?2",
             params![identity.dev as i64, identity.ino as i64],
@@ -530,7 +596,7 @@ impl Tx<'_> {
     }
 
     /// Remembers that `root` has had its first scan.
-    pub fn mark_root_scanned(&self, root: &Path) -> Result<()> {
+    fn mark_root_scanned(&self, root: &Path) -> Result<()> {
         self.db(self.tx.execute(
             "INSERT OR IGNORE INTO roots (path, first_scan_ms) VALUES (?1, ?2)",
             params![blob(root), now_ms()],
@@ -539,7 +605,7 @@ impl Tx<'_> {
     }
 
     /// Commits everything done in this transaction.
-    pub fn commit(self) -> Result<()> {
+    fn commit(self) -> Result<()> {
         let path = self.path.to_owned();
         self.tx
             .commit()
@@ -608,4 +674,181 @@ pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// One change inside a [`Commit`].
+#[derive(Debug)]
+enum Op {
+    InsertSource {
+        id: SourceId,
+        identity: Identity,
+        path: PathBuf,
+        harness: String,
+        cursor: Cursor,
+    },
+    UpdateSource {
+        id: SourceId,
+        identity: Identity,
+        path: PathBuf,
+        generation: i64,
+        gone: bool,
+    },
+    PutCursor {
+        id: SourceId,
+        cursor: Cursor,
+    },
+    Records(RecordBatch),
+    Rejects {
+        id: SourceId,
+        generation: i64,
+        rejects: Vec<Reject>,
+    },
+    Event {
+        source: Option<SourceId>,
+        kind: &'static str,
+        path: PathBuf,
+        detail: String,
+    },
+    PutPrefixMark(PrefixMark),
+    RemovePrefixMark(Identity),
+    RootScanned(PathBuf),
+    SetState {
+        key: &'static str,
+        value: String,
+    },
+}
+
+/// Records of one source and generation, with what an envelope needs.
+#[derive(Debug)]
+pub struct RecordBatch {
+    /// The source.
+    pub source: SourceId,
+    /// Its watcher.
+    pub harness: String,
+    /// Its current path.
+    pub path: PathBuf,
+    /// The generation.
+    pub generation: i64,
+    /// The records, in file order.
+    pub records: Vec<Record>,
+}
+
+/// The changes of one transaction, built by the engine and applied by the archive writer:
+/// everything in it commits together or not at all.
+#[derive(Debug, Default)]
+pub struct Commit {
+    ops: Vec<Op>,
+}
+
+impl Commit {
+    /// True when there is nothing to apply.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Adds source `id` at generation 0 with its first cursor.
+    pub fn insert_source(
+        &mut self,
+        id: SourceId,
+        identity: Identity,
+        path: &Path,
+        harness: &str,
+        cursor: &Cursor,
+    ) {
+        self.ops.push(Op::InsertSource {
+            id,
+            identity,
+            path: path.to_owned(),
+            harness: harness.to_owned(),
+            cursor: cursor.clone(),
+        });
+    }
+
+    /// Records a source's identity, path, generation and gone flag.
+    pub fn update_source(
+        &mut self,
+        id: SourceId,
+        identity: Identity,
+        path: &Path,
+        generation: i64,
+        gone: bool,
+    ) {
+        let path = path.to_owned();
+        self.ops.push(Op::UpdateSource {
+            id,
+            identity,
+            path,
+            generation,
+            gone,
+        });
+    }
+
+    /// Stores a source's cursor.
+    pub fn put_cursor(&mut self, id: SourceId, cursor: &Cursor) {
+        let cursor = cursor.clone();
+        self.ops.push(Op::PutCursor { id, cursor });
+    }
+
+    /// Appends records; they take the next `seq` numbers.
+    pub fn insert_records(&mut self, batch: RecordBatch) {
+        if !batch.records.is_empty() {
+            self.ops.push(Op::Records(batch));
+        }
+    }
+
+    /// Records rejected lines (and held-back bytes of an ended generation).
+    pub fn insert_rejects(&mut self, id: SourceId, generation: i64, rejects: Vec<Reject>) {
+        if !rejects.is_empty() {
+            self.ops.push(Op::Rejects {
+                id,
+                generation,
+                rejects,
+            });
+        }
+    }
+
+    /// Appends to the lifecycle log.
+    pub fn event(
+        &mut self,
+        source: Option<SourceId>,
+        kind: &'static str,
+        path: &Path,
+        detail: &str,
+    ) {
+        self.ops.push(Op::Event {
+            source,
+            kind,
+            path: path.to_owned(),
+            detail: detail.to_owned(),
+        });
+    }
+
+    /// Stores a prefix mark, replacing any earlier one for the same identity.
+    pub fn put_prefix_mark(&mut self, mark: PrefixMark) {
+        self.ops.push(Op::PutPrefixMark(mark));
+    }
+
+    /// Deletes the prefix mark of `identity` (a mark is used once).
+    pub fn remove_prefix_mark(&mut self, identity: Identity) {
+        self.ops.push(Op::RemovePrefixMark(identity));
+    }
+
+    /// Remembers that `root` has had its first scan.
+    pub fn mark_root_scanned(&mut self, root: &Path) {
+        self.ops.push(Op::RootScanned(root.to_owned()));
+    }
+
+    /// Keeps a value for `status`.
+    pub fn set_state(&mut self, key: &'static str, value: String) {
+        self.ops.push(Op::SetState { key, value });
+    }
+
+    /// The record batches, in the order their `seq` numbers are returned by
+    /// [`Archive::apply`].
+    pub fn records(&self) -> impl Iterator<Item = &RecordBatch> {
+        self.ops.iter().filter_map(|op| match op {
+            Op::Records(batch) => Some(batch),
+            _ => None,
+        })
+    }
 }

@@ -6,12 +6,16 @@ use crate::envelope::write_envelope;
 use crate::error::{Error, Result};
 use crate::harness::{self, absolute};
 use crate::lock::ArchiveLock;
+use crate::pipeline::{LiveOptions, run_live};
 use crate::read::ReadLimits;
 use crate::seed::{self, StartAt};
 use crate::status;
+use crate::tap::Tap;
+use crate::writer::ArchiveWriter;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Archive AI coding agents' JSONL session transcripts: every complete record, exactly once,
 /// in order, into a local SQLite archive.
@@ -76,12 +80,25 @@ pub struct RunArgs {
     /// Read every file once, up to the size it has when it is read, then exit.
     #[arg(long)]
     once: bool,
+    /// Also print each record, once committed, as an envelope line on stdout.
+    #[arg(long, value_enum, value_name = "SINK")]
+    sink: Option<Sink>,
+    /// How often every directory is rescanned (stat only) to catch what events miss.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    rescan_interval: u64,
     /// Lines longer than this are rejected (bytes; K, M, G suffixes allowed).
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
     record_limit: u64,
     /// Commit after about this many bytes of one file, then move to the next file.
     #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_size)]
     batch_bytes: u64,
+}
+
+/// Where records go besides the archive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Sink {
+    /// Envelope lines on stdout, in seq order, each after its commit.
+    Stdout,
 }
 
 /// The start policy, as typed.
@@ -158,7 +175,11 @@ fn run(args: RunArgs) -> Result<()> {
     };
     crate::archive::ensure_dir(&db)?;
     let _lock = ArchiveLock::acquire(&db)?;
-    let archive = Archive::open(&db)?;
+    let reads = Archive::open(&db)?;
+    let writer = ArchiveWriter::new(
+        Archive::open(&db)?,
+        args.sink.map(|Sink::Stdout| Tap::stdout()),
+    );
     log::info!("archive path={db:?}");
     for r in &roots {
         log::info!(
@@ -178,7 +199,13 @@ fn run(args: RunArgs) -> Result<()> {
             StartPolicy::End => StartAt::End,
         },
     };
-    let mut engine = Engine::new(archive, options)?;
+    if !args.once {
+        let live = LiveOptions {
+            rescan_interval: Duration::from_secs(args.rescan_interval.max(1)),
+        };
+        return run_live(reads, writer, roots, options, live);
+    }
+    let mut engine = Engine::new(reads, Box::new(writer), options)?;
     let report = engine.run_pass(&roots)?;
     for (path, bytes) in &report.held_back {
         log::info!(
@@ -186,9 +213,6 @@ fn run(args: RunArgs) -> Result<()> {
         );
     }
     log::info!("pass complete {report}");
-    if !args.once {
-        log::info!("live watching is not available in this version; exiting after one pass");
-    }
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 //! in turns: each turn reads at most one batch from one file and commits it, and a file with
 //! more to read goes to the back of the queue.
 
-use crate::archive::{Archive, Cursor, SourceId, SourceRow, Tx};
+use crate::archive::{Archive, Commit, Cursor, RecordBatch, SourceId, SourceRow};
 use crate::discover::{Candidate, discover};
 use crate::error::Result;
 use crate::fingerprint::{Fingerprint, Identity};
@@ -20,6 +20,8 @@ use std::fs::{File, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How often a file may be found to name another inode between `lstat` and `open` before the
 /// pass gives up on it (the next pass tries again).
@@ -127,18 +129,37 @@ enum Opened {
     Replanned,
 }
 
-/// The engine: owns the archive and the in-memory source table.
+/// Where the engine's commits go.
+pub trait Committer {
+    /// Hands over one transaction. `Ok` means it is committed, or accepted by an archive
+    /// writer that commits every commit in order; `Err` is fatal (the archive is unusable or
+    /// its writer has stopped).
+    fn submit(&mut self, commit: Commit) -> Result<()>;
+}
+
+/// The engine: the in-memory source table, a read connection to the archive (for prefix
+/// marks), and a [`Committer`] for every change.
 pub struct Engine {
-    archive: Archive,
+    reads: Archive,
+    committer: Box<dyn Committer + Send>,
     sources: Sources,
+    scanned_roots: HashSet<PathBuf>,
+    /// Paths already reported as passed over (reported again only at debug).
+    warned: HashSet<PathBuf>,
+    next_id: SourceId,
     options: EngineOptions,
     report: PassReport,
+    stop: Arc<AtomicBool>,
 }
 
 impl Engine {
-    /// Loads every source and cursor from `archive`.
-    pub fn new(archive: Archive, options: EngineOptions) -> Result<Engine> {
-        let sources = Sources::new(archive.sources()?);
+    /// Loads every source and cursor through `reads`; every change goes to `committer`.
+    pub fn new(
+        reads: Archive,
+        committer: Box<dyn Committer + Send>,
+        options: EngineOptions,
+    ) -> Result<Engine> {
+        let sources = Sources::new(reads.sources()?);
         for s in sources.iter().filter(|s| !s.gone) {
             log::debug!(
                 "seeded path={:?} offset={} source={} skipped_records=0",
@@ -148,16 +169,32 @@ impl Engine {
             );
         }
         Ok(Engine {
-            archive,
+            scanned_roots: reads.scanned_roots()?.into_iter().collect(),
+            next_id: reads.next_source_id()?,
+            warned: HashSet::new(),
+            reads,
+            committer,
             sources,
             options,
             report: PassReport::default(),
+            stop: Arc::new(AtomicBool::new(false)),
         })
     }
 
-    /// The archive.
-    pub fn archive(&self) -> &Archive {
-        &self.archive
+    /// A flag that, once set, ends the current pass after the batch in hand is committed.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
+    /// Sources and records archived so far, over all sources.
+    pub fn totals(&self) -> (u64, u64) {
+        let records = self.sources.iter().map(|s| s.records).sum();
+        (self.sources.iter().count() as u64, records)
+    }
+
+    /// Hands a commit that is not part of a batch to the committer (such as daemon state).
+    pub fn submit(&mut self, commit: Commit) -> Result<()> {
+        self.committer.submit(commit)
     }
 
     /// Scans `roots` and reads every changed file up to the size it has when it is first read
@@ -167,36 +204,87 @@ impl Engine {
         self.report = PassReport::default();
         let found = discover(roots);
         for p in &found.passed {
-            log::warn!("passed over path={:?} reason={}", p.path, p.why);
+            self.passed_over(&p.path, &p.why);
         }
         for r in &found.missing_roots {
-            log::info!("root does not exist yet path={r:?}");
+            log::debug!("root does not exist yet path={r:?}");
         }
-        self.report.passed_over = found.passed.len() as u64;
         self.report.files = found.candidates.len() as u64;
-        let first_scan = roots
-            .iter()
-            .map(|r| self.archive.root_scanned(&r.path).map(|seen| !seen))
-            .collect::<Result<Vec<_>>>()?;
-        let (mut queue, claimed) = self.plan(found.candidates);
+        let (queue, claimed) = self.plan(found.candidates);
         let unlisted: Vec<&Path> = found.unlisted.iter().map(PathBuf::as_path).collect();
         self.mark_missing_gone(roots, &claimed, &unlisted)?;
+        self.run_queue(queue, roots)?;
+        self.finish_pass(roots)?;
+        Ok(std::mem::take(&mut self.report))
+    }
+
+    /// Reads the given paths, as a pass does but without scanning: the files that had events.
+    /// A path that no longer exists (deleted, or moved away) makes it a full pass, since only
+    /// a scan can tell a move from a deletion.
+    pub fn sync_paths(&mut self, roots: &[Root], paths: Vec<PathBuf>) -> Result<PassReport> {
+        self.report = PassReport::default();
+        let mut candidates = Vec::new();
+        for path in paths {
+            let Some(root) = roots.iter().position(|r| r.matches(&path)) else {
+                continue;
+            };
+            match std::fs::symlink_metadata(&path) {
+                Ok(meta) if meta.file_type().is_file() => {
+                    candidates.push(Candidate { path, meta, root })
+                }
+                Ok(_) => self.passed_over(&path, "not a regular file"),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return self.run_pass(roots),
+                Err(e) => self.passed_over(&path, &format!("cannot be examined: {e}")),
+            }
+        }
+        self.report.files = candidates.len() as u64;
+        let (queue, _) = self.plan(candidates);
+        self.run_queue(queue, roots)?;
+        Ok(std::mem::take(&mut self.report))
+    }
+
+    /// Logs a path that is not read: at WARN the first time, at debug after that.
+    fn passed_over(&mut self, path: &Path, why: &str) {
+        self.report.passed_over += 1;
+        if self.warned.insert(path.to_owned()) {
+            log::warn!("passed over path={path:?} reason={why}");
+        } else {
+            log::debug!("passed over path={path:?} reason={why}");
+        }
+    }
+
+    /// Runs work in turns until the queue is empty or the stop flag is set.
+    fn run_queue(&mut self, mut queue: VecDeque<Work>, roots: &[Root]) -> Result<()> {
+        let first_scan: Vec<bool> = roots
+            .iter()
+            .map(|r| !self.scanned_roots.contains(&r.path))
+            .collect();
         while let Some(work) = queue.pop_front() {
+            if self.stop.load(Ordering::Relaxed) {
+                log::info!(
+                    "pass interrupted; {} files left for the next start",
+                    queue.len() + 1
+                );
+                break;
+            }
             match self.step(work, &first_scan, roots)? {
                 Step::Done => {}
                 Step::Again(work) => queue.push_back(*work),
             }
         }
-        self.finish_pass(roots)?;
-        Ok(std::mem::take(&mut self.report))
+        Ok(())
     }
 
     fn finish_pass(&mut self, roots: &[Root]) -> Result<()> {
-        let tx = self.archive.write()?;
+        let mut tx = Commit::default();
         for r in roots.iter().filter(|r| r.path.is_dir()) {
-            tx.mark_root_scanned(&r.path)?;
+            if self.scanned_roots.insert(r.path.clone()) {
+                tx.mark_root_scanned(&r.path);
+            }
         }
-        tx.commit()?;
+        if !tx.is_empty() {
+            self.committer.submit(tx)?;
+        }
         let under_roots = |s: &&SourceRow| roots.iter().any(|r| s.path.starts_with(&r.path));
         for s in self.sources.iter().filter(under_roots) {
             if !s.gone && s.cursor.held_back > 0 {
@@ -220,10 +308,13 @@ impl Engine {
         for c in candidates {
             let identity = Identity::of(&c.meta);
             if let Some(first) = seen.get(&identity) {
-                log::info!(
-                    "same file under two paths path={:?} alias_of={first:?}",
-                    c.path
-                );
+                // Overlapping roots find one path twice; that is no alias.
+                if *first != c.path {
+                    log::info!(
+                        "same file under two paths path={:?} alias_of={first:?}",
+                        c.path
+                    );
+                }
                 continue;
             }
             seen.insert(identity, c.path.clone());
@@ -356,10 +447,10 @@ impl Engine {
                     src.cursor.position.offset
                 );
                 log::info!("continued path={:?} source={old} {detail}", work.path);
-                let tx = self.archive.write()?;
-                tx.event(Some(old), "continued", &work.path, &detail)?;
-                tx.update_source(old, identity, &src.path, src.generation, false)?;
-                tx.commit()?;
+                let mut tx = Commit::default();
+                tx.event(Some(old), "continued", &work.path, &detail);
+                tx.update_source(old, identity, &src.path, src.generation, false);
+                self.committer.submit(tx)?;
                 let updated = SourceRow { identity, ..src };
                 self.sources.put(updated.clone());
                 work.target = Some(size);
@@ -387,7 +478,7 @@ impl Engine {
             return Ok(Step::Again(Box::new(work)));
         }
         let (size, start_at) = (meta.size(), self.options.start_at);
-        match seed_new_source(&self.archive, &file, size, identity, start_at, first_scan)? {
+        match seed_new_source(&self.reads, &file, size, identity, start_at, first_scan)? {
             Ok(seed) => {
                 let id = self.create_source(&work.path, identity, harness, &seed)?;
                 self.read_source(work, id, &file, &meta)
@@ -412,18 +503,20 @@ impl Engine {
             "offset={} source={} skipped_records={}",
             seed.position.offset, seed.origin, seed.skipped_records
         );
-        let tx = self.archive.write()?;
-        let id = tx.insert_source(identity, path, harness, &cursor)?;
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut tx = Commit::default();
+        tx.insert_source(id, identity, path, harness, &cursor);
         if let Some((mark, why)) = &seed.rejected_mark {
             let at = mark.position.offset;
             log::warn!("prefix mark not used path={path:?} mark_offset={at} reason={why}");
-            tx.event(Some(id), "prefix_mismatch", path, why)?;
+            tx.event(Some(id), "prefix_mismatch", path, why);
         }
         if seed.origin == SeedOrigin::Prefix || seed.rejected_mark.is_some() {
-            tx.remove_prefix_mark(identity)?;
+            tx.remove_prefix_mark(identity);
         }
-        tx.event(Some(id), "seeded", path, &detail)?;
-        tx.commit()?;
+        tx.event(Some(id), "seeded", path, &detail);
+        self.committer.submit(tx)?;
         log::info!("seeded path={path:?} {detail}");
         self.report.new_sources += 1;
         self.sources.put(SourceRow {
@@ -453,11 +546,8 @@ impl Engine {
             Err(e) => return self.read_failed(&work.path, &e).map(|_| Opened::Skip),
         };
         if !meta.file_type().is_file() {
-            log::warn!(
-                "passed over path={:?} reason=not a regular file when opened",
-                work.path
-            );
-            self.report.passed_over += 1;
+            let path = work.path.clone();
+            self.passed_over(&path, "not a regular file when opened");
             return Ok(Opened::Skip);
         }
         if Identity::of(&meta) != Identity::of(&work.meta) {
@@ -492,9 +582,9 @@ impl Engine {
     fn read_failed(&mut self, path: &Path, e: &io::Error) -> Result<Step> {
         log::warn!("cannot read path={path:?} error={e}; retried next pass");
         self.report.errors += 1;
-        let tx = self.archive.write()?;
-        tx.event(None, "unreadable", path, &e.to_string())?;
-        tx.commit()?;
+        let mut tx = Commit::default();
+        tx.event(None, "unreadable", path, &e.to_string());
+        self.committer.submit(tx)?;
         Ok(Step::Done)
     }
 
@@ -520,14 +610,21 @@ impl Engine {
             held_back_prefix: batch.held_back_prefix.clone(),
         };
         let path = if path_moved { &work.path } else { &src.path };
-        let tx = self.archive.write()?;
-        tx.insert_records(src.id, src.generation, &batch.records)?;
-        tx.insert_rejects(src.id, src.generation, &batch.rejects)?;
-        record_batch_events(&tx, src, path, path_moved, &batch)?;
-        tx.put_cursor(src.id, &cursor)?;
-        tx.commit()?;
-        self.after_commit(src, path, &batch, cursor);
-        if batch.finished {
+        let mut tx = Commit::default();
+        record_batch_events(&mut tx, src, path, path_moved, &batch);
+        self.after_commit(src, path, &batch, cursor.clone());
+        let finished = batch.finished;
+        tx.insert_records(RecordBatch {
+            source: src.id,
+            harness: src.harness.clone(),
+            path: path.to_owned(),
+            generation: src.generation,
+            records: batch.records,
+        });
+        tx.insert_rejects(src.id, src.generation, batch.rejects);
+        tx.put_cursor(src.id, &cursor);
+        self.committer.submit(tx)?;
+        if finished {
             Ok(Step::Done)
         } else {
             Ok(Step::Again(Box::new(work)))
@@ -572,20 +669,21 @@ impl Engine {
             "seeded path={path:?} offset=0 source={} skipped_records=0",
             SeedOrigin::Beginning
         );
-        let tx = self.archive.write()?;
+        let mut tx = Commit::default();
         let ended = held_back_reject(src, &format!("generation ended: {why}"));
-        tx.insert_rejects(src.id, src.generation, &ended)?;
-        tx.event(Some(src.id), "generation_reset", path, &detail)?;
-        tx.update_source(src.id, src.identity, path, generation, false)?;
-        tx.put_cursor(src.id, &Cursor::default())?;
-        tx.commit()?;
+        let ended_count = ended.len() as u64;
+        tx.insert_rejects(src.id, src.generation, ended);
+        tx.event(Some(src.id), "generation_reset", path, &detail);
+        tx.update_source(src.id, src.identity, path, generation, false);
+        tx.put_cursor(src.id, &Cursor::default());
+        self.committer.submit(tx)?;
         self.report.new_generations += 1;
-        self.report.rejects += ended.len() as u64;
+        self.report.rejects += ended_count;
         self.sources.put(SourceRow {
             generation,
             path: path.to_owned(),
             gone: false,
-            rejects: src.rejects + ended.len() as u64,
+            rejects: src.rejects + ended_count,
             cursor: Cursor::default(),
             ..src.clone()
         });
@@ -593,7 +691,7 @@ impl Engine {
     }
 
     /// Marks a source gone (its archive stays), recording its held-back bytes.
-    fn end_source(&mut self, id: SourceId, kind: &str, why: &str) -> Result<()> {
+    fn end_source(&mut self, id: SourceId, kind: &'static str, why: &str) -> Result<()> {
         let src = self.source(id).clone();
         log::info!(
             "{kind} path={:?} source={id} reason={why}; its records stay archived",
@@ -608,16 +706,17 @@ impl Engine {
                 r.length
             );
         }
-        let tx = self.archive.write()?;
-        tx.insert_rejects(id, src.generation, &ended)?;
-        tx.event(Some(id), kind, &src.path, why)?;
-        tx.update_source(id, src.identity, &src.path, src.generation, true)?;
-        tx.commit()?;
+        let ended_count = ended.len() as u64;
+        let mut tx = Commit::default();
+        tx.insert_rejects(id, src.generation, ended);
+        tx.event(Some(id), kind, &src.path, why);
+        tx.update_source(id, src.identity, &src.path, src.generation, true);
+        self.committer.submit(tx)?;
         self.report.gone += 1;
-        self.report.rejects += ended.len() as u64;
+        self.report.rejects += ended_count;
         self.sources.put(SourceRow {
             gone: true,
-            rejects: src.rejects + ended.len() as u64,
+            rejects: src.rejects + ended_count,
             ..src
         });
         Ok(())
@@ -629,10 +728,10 @@ impl Engine {
             return Ok(());
         }
         log::info!("moved path={path:?} from={:?} source={}", src.path, src.id);
-        let tx = self.archive.write()?;
-        tx.event(Some(src.id), "moved", path, &format!("from {:?}", src.path))?;
-        tx.update_source(src.id, src.identity, path, src.generation, false)?;
-        tx.commit()?;
+        let mut tx = Commit::default();
+        tx.event(Some(src.id), "moved", path, &format!("from {:?}", src.path));
+        tx.update_source(src.id, src.identity, path, src.generation, false);
+        self.committer.submit(tx)?;
         self.sources.put(SourceRow {
             path: path.to_owned(),
             ..src.clone()
@@ -649,31 +748,26 @@ impl Engine {
 
 /// The events that go with a batch: its rejects, and a source that came back or moved.
 fn record_batch_events(
-    tx: &Tx<'_>,
+    tx: &mut Commit,
     src: &SourceRow,
     path: &Path,
     path_moved: bool,
     batch: &Batch,
-) -> Result<()> {
+) {
     for r in &batch.rejects {
         let detail = format!("offset={} length={} {}", r.offset, r.length, r.reason);
-        tx.event(Some(src.id), "reject", path, &detail)?;
+        tx.event(Some(src.id), "reject", path, &detail);
     }
     if src.gone {
-        tx.event(
-            Some(src.id),
-            "source_returned",
-            path,
-            "found again, marker windows match",
-        )?;
+        let detail = "found again, marker windows match";
+        tx.event(Some(src.id), "source_returned", path, detail);
     }
     if path_moved {
-        tx.event(Some(src.id), "moved", path, &format!("from {:?}", src.path))?;
+        tx.event(Some(src.id), "moved", path, &format!("from {:?}", src.path));
     }
     if src.gone || path_moved {
-        tx.update_source(src.id, src.identity, path, src.generation, false)?;
+        tx.update_source(src.id, src.identity, path, src.generation, false);
     }
-    Ok(())
 }
 
 fn work(c: Candidate, plan: Plan) -> Work {

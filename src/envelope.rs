@@ -2,22 +2,84 @@
 
 use crate::archive::ExportRow;
 use std::io::{self, Write};
+use std::path::Path;
 
 /// Writes `row` as one line:
 /// `{"seq":…,"harness":"…","path":"…","generation":…,"offset":…,"record":<verbatim>}`.
 /// A path that is not UTF-8 is written lossily; the record bytes were validated as JSON when
 /// they were archived and are copied as they are.
 pub fn write_envelope(out: &mut impl Write, row: &ExportRow) -> io::Result<()> {
-    write!(out, "{{\"seq\":{},\"harness\":", row.seq)?;
-    serde_json::to_writer(&mut *out, &row.harness)?;
+    let Envelope {
+        seq,
+        harness,
+        path,
+        generation,
+        offset,
+        record,
+    } = Envelope::of(row);
+    write_parts(out, seq, harness, path, generation, offset, record)
+}
+
+/// The fields of one envelope, borrowed.
+pub struct Envelope<'a> {
+    /// Global sequence number.
+    pub seq: i64,
+    /// The source's watcher.
+    pub harness: &'a str,
+    /// The source's current path.
+    pub path: &'a Path,
+    /// The record's generation.
+    pub generation: i64,
+    /// The record's offset in that generation.
+    pub offset: u64,
+    /// The record, verbatim.
+    pub record: &'a [u8],
+}
+
+impl<'a> Envelope<'a> {
+    fn of(row: &'a ExportRow) -> Envelope<'a> {
+        Envelope {
+            seq: row.seq,
+            harness: &row.harness,
+            path: &row.path,
+            generation: row.generation,
+            offset: row.offset,
+            record: &row.record,
+        }
+    }
+
+    /// Appends this envelope, as one line, to `out`.
+    pub fn write_to(&self, out: &mut impl Write) -> io::Result<()> {
+        write_parts(
+            out,
+            self.seq,
+            self.harness,
+            self.path,
+            self.generation,
+            self.offset,
+            self.record,
+        )
+    }
+}
+
+fn write_parts(
+    out: &mut impl Write,
+    seq: i64,
+    harness: &str,
+    path: &Path,
+    generation: i64,
+    offset: u64,
+    record: &[u8],
+) -> io::Result<()> {
+    write!(out, "{{\"seq\":{seq},\"harness\":")?;
+    serde_json::to_writer(&mut *out, harness)?;
     out.write_all(b",\"path\":")?;
-    serde_json::to_writer(&mut *out, &row.path.to_string_lossy())?;
+    serde_json::to_writer(&mut *out, &path.to_string_lossy())?;
     write!(
         out,
-        ",\"generation\":{},\"offset\":{},\"record\":",
-        row.generation, row.offset
+        ",\"generation\":{generation},\"offset\":{offset},\"record\":"
     )?;
-    out.write_all(&row.record)?;
+    out.write_all(record)?;
     out.write_all(b"}\n")
 }
 

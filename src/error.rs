@@ -89,6 +89,9 @@ pub enum Error {
         /// The parse error.
         source: globset::Error,
     },
+    /// The archive writer thread ended (its error was reported where it happened).
+    #[error("the archive writer stopped")]
+    WriterStopped,
     /// The home directory is needed to find the built-in roots or the archive, and is unknown.
     #[error("HOME is not set; set it, or pass --db and --watch")]
     NoHome,

@@ -56,6 +56,14 @@ pub struct Root {
     pub glob: GlobMatcher,
 }
 
+impl Root {
+    /// True when `path` lies under this root and matches its glob.
+    pub fn matches(&self, path: &Path) -> bool {
+        path.strip_prefix(&self.path)
+            .is_ok_and(|relative| self.glob.is_match(relative))
+    }
+}
+
 /// Every embedded watcher definition.
 pub fn watchers() -> Result<Vec<Watcher>> {
     DEFINITIONS

@@ -1,7 +1,7 @@
 //! Where a new source starts: its persisted cursor, its prefix mark (`transcript-sync seed`),
 //! or the start policy, in that order.
 
-use crate::archive::{Archive, PrefixMark};
+use crate::archive::{Archive, Commit, PrefixMark};
 use crate::error::{Error, IoContext, Result};
 use crate::fingerprint::{Identity, Markers};
 use crate::read::{Position, find_boundary};
@@ -186,11 +186,14 @@ pub fn seed_prefix(
         },
         skipped_records: end.records,
     };
-    let tx = archive.write()?;
-    let replaced = tx.put_prefix_mark(&mark)?;
+    let replaced = archive
+        .prefix_mark(identity)?
+        .map(|old| old.position.offset);
+    let mut tx = Commit::default();
+    tx.put_prefix_mark(mark);
     let detail = format!("prefix mark offset={} records={}", end.offset, end.records);
-    tx.event(None, "prefix_marked", path, &detail)?;
-    tx.commit()?;
+    tx.event(None, "prefix_marked", path, &detail);
+    archive.apply(&tx)?;
     Ok(Seeded {
         offset: end.offset,
         records: end.records,

@@ -44,6 +44,9 @@ pub struct Status {
     pub archive: String,
     /// Pid of the `run` holding the archive's lock, if any.
     pub running_pid: Option<u32>,
+    /// The running daemon's figures when its initial backfill ended (`sources`, `records`,
+    /// `pid`, `at_ms`); `null` while it is still backfilling or when none runs.
+    pub caught_up: Option<serde_json::Value>,
     /// Every source.
     pub sources: Vec<SourceStatus>,
     /// Totals.
@@ -85,9 +88,15 @@ pub fn status(archive: &Archive) -> Result<Status> {
         totals.held_back += s.held_back;
         totals.lag += s.lag.unwrap_or(0);
     }
+    let running_pid = crate::lock::running_pid(archive.path());
+    let caught_up = match running_pid {
+        Some(_) => archive.state(crate::pipeline::CAUGHT_UP)?,
+        None => None,
+    };
     Ok(Status {
         archive: archive.path().display().to_string(),
-        running_pid: crate::lock::running_pid(archive.path()),
+        running_pid,
+        caught_up: caught_up.and_then(|v| serde_json::from_str(&v).ok()),
         sources,
         totals,
     })
@@ -120,9 +129,18 @@ fn source_status(s: &SourceRow) -> SourceStatus {
 
 /// Writes the status as a table for people.
 pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
-    match st.running_pid {
-        Some(pid) => writeln!(out, "archive {} (run active, pid {pid})", st.archive)?,
-        None => writeln!(out, "archive {} (no run active)", st.archive)?,
+    match (st.running_pid, &st.caught_up) {
+        (Some(pid), Some(c)) => writeln!(
+            out,
+            "archive {} (run active, pid {pid}; caught up sources={} records={})",
+            st.archive, c["sources"], c["records"]
+        )?,
+        (Some(pid), None) => writeln!(
+            out,
+            "archive {} (run active, pid {pid}; backfilling)",
+            st.archive
+        )?,
+        (None, _) => writeln!(out, "archive {} (no run active)", st.archive)?,
     }
     writeln!(
         out,

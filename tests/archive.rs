@@ -124,14 +124,14 @@ fn archived_count(env: &Env) -> u64 {
 }
 
 #[test]
-fn the_archive_is_wal_at_schema_1_and_a_newer_schema_is_refused() {
+fn the_archive_is_wal_at_the_current_schema_and_a_newer_schema_is_refused() {
     let env = Env::new();
     env.run_once(&[]);
     let conn = rusqlite::Connection::open(&env.db).unwrap();
     let v: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 1);
+    assert_eq!(v, 2);
     let mode: String = conn
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
@@ -144,4 +144,27 @@ fn the_archive_is_wal_at_schema_1_and_a_newer_schema_is_refused() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records() {
+    let env = Env::new();
+    fs::create_dir_all(env.db.parent().unwrap()).unwrap();
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    conn.execute_batch(include_str!("../src/archive/schema_v1.sql"))
+        .unwrap();
+    conn.execute_batch(
+        "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
+             VALUES (1, 1, 1, CAST('/old.jsonl' AS BLOB), 'generic', 0, 1, 0);
+         INSERT INTO cursors VALUES (1, 8, 8, 0, 8, 0, NULL, NULL, NULL, 0, x'', 0);
+         INSERT INTO records (source_id, generation, offset, record) VALUES (1, 0, 0, CAST('{\"old\":1}' AS BLOB));
+         PRAGMA user_version = 1;",
+    )
+    .unwrap();
+    drop(conn);
+    env.write("s.jsonl", b"{\"new\":1}\n");
+    env.run_once(&[]);
+    assert_eq!(env.records(), vec![r#"{"old":1}"#, r#"{"new":1}"#]);
+    assert_eq!(env.sql("PRAGMA user_version"), vec!["2"]);
+    assert_eq!(env.sql("SELECT count(*) FROM state"), vec!["0"]);
 }

@@ -8,7 +8,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 use transcript_sync::Archive;
-use transcript_sync::{Engine, EngineOptions, ReadLimits, Root, StartAt, watch_roots};
+use transcript_sync::{
+    ArchiveWriter, Engine, EngineOptions, ReadLimits, Root, StartAt, watch_roots,
+};
 
 #[derive(Clone, Debug)]
 enum Action {
@@ -142,7 +144,7 @@ impl World {
         World {
             file: watch.join("t.jsonl"),
             roots: watch_roots(&[watch], "**/*.jsonl").unwrap(),
-            engine: Some(Engine::new(Archive::open(&db).unwrap(), options).unwrap()),
+            engine: Some(engine(&db, options)),
             db,
             options,
             _dir: dir,
@@ -201,6 +203,12 @@ impl World {
         }
         groups.into_iter().map(|(_, recs)| recs).collect()
     }
+}
+
+/// An engine committing through a writer on its own connection, as `run --once` does.
+fn engine(db: &Path, options: EngineOptions) -> Engine {
+    let writer = ArchiveWriter::new(Archive::open(db).unwrap(), None);
+    Engine::new(Archive::open(db).unwrap(), Box::new(writer), options).unwrap()
 }
 
 fn apply(world: &mut World, model: &mut Model, action: &Action) {
@@ -262,8 +270,7 @@ fn apply(world: &mut World, model: &mut Model, action: &Action) {
         }
         Action::Restart => {
             world.engine = None;
-            let archive = Archive::open(&world.db).unwrap();
-            world.engine = Some(Engine::new(archive, world.options).unwrap());
+            world.engine = Some(engine(&world.db, world.options));
         }
         Action::Sync => {
             world.sync();

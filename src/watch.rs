@@ -1,0 +1,342 @@
+//! Watching: the only module that touches `notify`. Events are wake-ups, never data: each one
+//! marks a path dirty and wakes the engine, which re-fingerprints the file and reads from its
+//! cursor.
+//!
+//! Each watcher (agent harness) runs one `notify` instance on a thread of its own, never one per
+//! directory (inotify instances are limited to 128 per user). Directories are watched one by
+//! one rather than with notify's recursive mode, so that one directory that cannot be watched
+//! is reported and skipped instead of ending the walk, and so that a new directory can be
+//! scanned for files created in it before its watch existed.
+
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, select};
+use notify::event::{CreateKind, ModifyKind, RemoveKind};
+use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use std::collections::{HashMap, HashSet};
+use std::mem;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use walkdir::WalkDir;
+
+/// How many directory events may wait for a watcher thread; past that, the thread re-arms
+/// every root instead (and the engine rescans).
+const CONTROL_BACKLOG: usize = 4096;
+
+/// What the watchers have seen since the engine last looked.
+#[derive(Debug, Default)]
+pub struct Dirty {
+    /// Files that had events.
+    pub files: HashSet<PathBuf>,
+    /// True when something requires a full scan: a queue overflow, a new or re-armed
+    /// directory, an event that could not be queued.
+    pub rescan: bool,
+}
+
+/// The shared dirty set and the engine's wake-up channel. Marking never blocks: the set is
+/// held only to insert or to swap it out, and the wake-up channel holds one token, so events
+/// that arrive while the engine works coalesce into one follow-up read.
+pub struct Wakeups {
+    dirty: Mutex<Dirty>,
+    wake: Sender<()>,
+}
+
+impl Wakeups {
+    /// A new dirty set, and the receiver the engine waits on.
+    pub fn new() -> (Arc<Wakeups>, Receiver<()>) {
+        let (wake, rx) = bounded(1);
+        let w = Wakeups {
+            dirty: Mutex::new(Dirty::default()),
+            wake,
+        };
+        (Arc::new(w), rx)
+    }
+
+    /// Takes everything marked so far.
+    pub fn take(&self) -> Dirty {
+        mem::take(&mut *self.lock())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Dirty> {
+        // A panic while holding this lock leaves a set of paths, still usable.
+        self.dirty.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn mark_files(&self, paths: &[PathBuf]) {
+        self.lock().files.extend(paths.iter().cloned());
+        self.poke();
+    }
+
+    /// Asks the engine for a full scan.
+    pub fn mark_rescan(&self) {
+        self.lock().rescan = true;
+        self.poke();
+    }
+
+    fn poke(&self) {
+        // Full means a wake-up is already pending; the engine will see this mark too.
+        let _ = self.wake.try_send(());
+    }
+}
+
+/// A running watcher thread.
+pub struct WatcherThread {
+    stop: Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+impl WatcherThread {
+    /// Stops the thread and waits for it.
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts one watcher thread for the roots of one harness.
+pub fn spawn(
+    name: &str,
+    roots: Vec<PathBuf>,
+    wakeups: Arc<Wakeups>,
+) -> std::io::Result<WatcherThread> {
+    let (stop, stop_rx) = bounded(1);
+    let label = name.to_owned();
+    let thread = std::thread::Builder::new()
+        .name(format!("watch-{name}"))
+        .spawn(move || run(&label, roots, wakeups, stop_rx))?;
+    Ok(WatcherThread { stop, thread })
+}
+
+/// A directory event the watcher thread acts on.
+enum Control {
+    /// A directory appeared (created or moved in): watch it and what is under it.
+    Appeared(PathBuf),
+    /// Something was removed or moved away: a root may be gone.
+    Vanished(PathBuf),
+    /// Events were lost: re-arm every root.
+    Rearm,
+}
+
+fn run(name: &str, roots: Vec<PathBuf>, wakeups: Arc<Wakeups>, stop: Receiver<()>) {
+    let (ctl_tx, ctl_rx) = bounded::<Control>(CONTROL_BACKLOG);
+    let handler_wakeups = Arc::clone(&wakeups);
+    let handler = move |res: notify::Result<Event>| on_event(res, &handler_wakeups, &ctl_tx);
+    let watcher = match notify::recommended_watcher(handler) {
+        Ok(w) => w,
+        Err(e) => {
+            log::error!("cannot start watcher {name}: {e}; {}", limit_hint(&e));
+            return;
+        }
+    };
+    let mut state = Roots::new(name, roots, watcher);
+    state.arm_all();
+    wakeups.mark_rescan();
+    loop {
+        select! {
+            recv(ctl_rx) -> msg => match msg {
+                Ok(c) => {
+                    if state.handle(c) {
+                        wakeups.mark_rescan();
+                    }
+                }
+                Err(_) => return,
+            },
+            recv(stop) -> _ => return,
+        }
+    }
+}
+
+/// The notify callback, on notify's own thread: never blocks.
+fn on_event(res: notify::Result<Event>, wakeups: &Wakeups, ctl: &Sender<Control>) {
+    let event = match res {
+        Ok(event) => event,
+        Err(e) => {
+            log::warn!("watch error: {e}; {}", limit_hint(&e));
+            wakeups.mark_rescan();
+            return;
+        }
+    };
+    if event.need_rescan() {
+        log::warn!("watch queue overflowed; rescanning every root");
+        send(ctl, Control::Rearm, wakeups);
+        wakeups.mark_rescan();
+        return;
+    }
+    match event.kind {
+        // Our own reads open and close files; access events carry no news.
+        EventKind::Access(_) => {}
+        EventKind::Create(CreateKind::Folder) => {
+            for p in &event.paths {
+                send(ctl, Control::Appeared(p.clone()), wakeups);
+            }
+        }
+        EventKind::Modify(ModifyKind::Name(_)) | EventKind::Create(CreateKind::Any) => {
+            for p in &event.paths {
+                if p.is_dir() {
+                    send(ctl, Control::Appeared(p.clone()), wakeups);
+                } else if !p.exists() {
+                    send(ctl, Control::Vanished(p.clone()), wakeups);
+                }
+            }
+            wakeups.mark_files(&event.paths);
+        }
+        EventKind::Remove(RemoveKind::Folder | RemoveKind::Any) => {
+            for p in &event.paths {
+                send(ctl, Control::Vanished(p.clone()), wakeups);
+            }
+            wakeups.mark_files(&event.paths);
+        }
+        _ => wakeups.mark_files(&event.paths),
+    }
+}
+
+fn send(ctl: &Sender<Control>, c: Control, wakeups: &Wakeups) {
+    match ctl.try_send(c) {
+        Ok(()) => {}
+        Err(TrySendError::Full(_)) => {
+            let _ = ctl.try_send(Control::Rearm);
+            wakeups.mark_rescan();
+        }
+        Err(TrySendError::Disconnected(_)) => {}
+    }
+}
+
+fn limit_hint(e: &notify::Error) -> &'static str {
+    match e.kind {
+        notify::ErrorKind::MaxFilesWatch => {
+            "the inotify watch limit is reached: raise it with `sudo sysctl fs.inotify.max_user_watches=524288` (and in /etc/sysctl.d/ to keep it); the periodic rescan still finds new records meanwhile"
+        }
+        _ => "the periodic rescan still finds new records meanwhile",
+    }
+}
+
+/// Where each root stands: watched, or waiting for a missing level to appear.
+struct Roots {
+    name: String,
+    roots: Vec<PathBuf>,
+    watcher: RecommendedWatcher,
+    /// Directories watched (non-recursively), each under a root.
+    watched: HashSet<PathBuf>,
+    /// For each missing root, the nearest existing ancestor being watched for it.
+    waiting: HashMap<PathBuf, PathBuf>,
+}
+
+impl Roots {
+    fn new(name: &str, roots: Vec<PathBuf>, watcher: RecommendedWatcher) -> Roots {
+        Roots {
+            name: name.to_owned(),
+            roots,
+            watcher,
+            watched: HashSet::new(),
+            waiting: HashMap::new(),
+        }
+    }
+
+    fn arm_all(&mut self) {
+        for root in self.roots.clone() {
+            self.arm(&root);
+        }
+    }
+
+    /// Watches `root` and every directory under it, or, if it does not exist, its nearest
+    /// existing ancestor (non-recursively) until it does.
+    fn arm(&mut self, root: &Path) {
+        if root.is_dir() {
+            if let Some(parent) = self.waiting.remove(root) {
+                self.unwatch_parent(&parent);
+            }
+            self.watch_tree(root);
+            return;
+        }
+        let Some(parent) = root.ancestors().skip(1).find(|a| a.is_dir()) else {
+            return;
+        };
+        if self.waiting.get(root).map(PathBuf::as_path) == Some(parent) {
+            return;
+        }
+        if let Some(old) = self.waiting.insert(root.to_owned(), parent.to_owned()) {
+            self.unwatch_parent(&old);
+        }
+        log::info!(
+            "root does not exist yet path={root:?}; waiting for it at {parent:?} (watcher {})",
+            self.name
+        );
+        if let Err(e) = self.watcher.watch(parent, RecursiveMode::NonRecursive) {
+            log::warn!(
+                "cannot watch path={parent:?} for root {root:?}: {e}; {}",
+                limit_hint(&e)
+            );
+        }
+    }
+
+    fn unwatch_parent(&mut self, parent: &Path) {
+        if !self.watched.contains(parent) && !self.waiting.values().any(|p| p == parent) {
+            let _ = self.watcher.unwatch(parent);
+        }
+    }
+
+    /// Adds a watch to each directory under `dir`. A directory that cannot be watched is
+    /// reported and skipped; the others are still watched.
+    fn watch_tree(&mut self, dir: &Path) {
+        for entry in WalkDir::new(dir).follow_links(false) {
+            let entry = match entry {
+                Ok(e) if e.file_type().is_dir() => e,
+                Ok(_) => continue,
+                Err(e) => {
+                    log::warn!("cannot list a directory to watch: {e}");
+                    continue;
+                }
+            };
+            let path = entry.into_path();
+            if self.watched.contains(&path) {
+                continue;
+            }
+            match self.watcher.watch(&path, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    self.watched.insert(path);
+                }
+                Err(e) => log::warn!("cannot watch path={path:?}: {e}; {}", limit_hint(&e)),
+            }
+        }
+    }
+
+    /// Acts on one directory event; true when the engine should rescan.
+    fn handle(&mut self, c: Control) -> bool {
+        match c {
+            Control::Appeared(dir) => {
+                let waited: Vec<PathBuf> = self
+                    .waiting
+                    .keys()
+                    .filter(|root| root.starts_with(&dir))
+                    .cloned()
+                    .collect();
+                for root in &waited {
+                    self.arm(root);
+                }
+                let under_root = self.roots.iter().any(|r| dir.starts_with(r));
+                if under_root && dir.is_dir() {
+                    self.watch_tree(&dir);
+                }
+                under_root || !waited.is_empty()
+            }
+            Control::Vanished(path) => {
+                self.watched.retain(|w| !w.starts_with(&path) || w.exists());
+                let lost: Vec<PathBuf> = self
+                    .roots
+                    .iter()
+                    .filter(|r| r.starts_with(&path) && !r.is_dir())
+                    .cloned()
+                    .collect();
+                for root in &lost {
+                    log::info!("root removed path={root:?}; waiting for it to return");
+                    self.arm(root);
+                }
+                !lost.is_empty()
+            }
+            Control::Rearm => {
+                self.watched.retain(|w| w.exists());
+                self.arm_all();
+                true
+            }
+        }
+    }
+}

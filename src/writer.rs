@@ -1,0 +1,90 @@
+//! The archive writer: applies the engine's commits in order, then shows their records to the
+//! tap, so nothing is printed before it is durable.
+
+use crate::archive::{Archive, Commit};
+use crate::engine::Committer;
+use crate::envelope::Envelope;
+use crate::error::{Error, Result};
+use crate::tap::Tap;
+use crossbeam_channel::{Sender, bounded};
+use std::thread::JoinHandle;
+
+/// How many commits may wait for the writer. The engine blocks when they are all taken, so a
+/// slow disk slows reading instead of growing memory (each commit holds at most one batch).
+const WRITER_BACKLOG: usize = 4;
+
+/// Owns the archive's write connection.
+pub struct ArchiveWriter {
+    archive: Archive,
+    tap: Option<Tap>,
+}
+
+impl ArchiveWriter {
+    /// A writer on `archive`, showing committed records to `tap` if given.
+    pub fn new(archive: Archive, tap: Option<Tap>) -> ArchiveWriter {
+        ArchiveWriter { archive, tap }
+    }
+
+    /// Commits `commit`, then hands its records to the tap in `seq` order.
+    pub fn write(&mut self, commit: &Commit) -> Result<()> {
+        let seqs = self.archive.apply(commit)?;
+        let Some(tap) = &mut self.tap else {
+            return Ok(());
+        };
+        let mut out = Vec::new();
+        let mut seqs = seqs.into_iter();
+        let mut last = 0;
+        for batch in commit.records() {
+            for (r, seq) in batch.records.iter().zip(&mut seqs) {
+                let envelope = Envelope {
+                    seq,
+                    harness: &batch.harness,
+                    path: &batch.path,
+                    generation: batch.generation,
+                    offset: r.offset,
+                    record: &r.bytes,
+                };
+                envelope
+                    .write_to(&mut out)
+                    .expect("writing to a Vec cannot fail");
+                last = seq;
+            }
+        }
+        if !out.is_empty() {
+            tap.send(out, last);
+        }
+        Ok(())
+    }
+
+    /// Moves the writer to a thread of its own; commits sent to the returned committer are
+    /// applied there in order. The thread ends when the committer is dropped (after applying
+    /// everything sent) or on the first archive error, which it returns.
+    pub fn spawn(mut self) -> (ChannelCommitter, JoinHandle<Result<()>>) {
+        let (tx, rx) = bounded::<Commit>(WRITER_BACKLOG);
+        let thread = std::thread::Builder::new()
+            .name("archive-writer".into())
+            .spawn(move || {
+                for commit in rx {
+                    self.write(&commit)?;
+                }
+                Ok(())
+            })
+            .expect("spawning the archive writer thread");
+        (ChannelCommitter(tx), thread)
+    }
+}
+
+impl Committer for ArchiveWriter {
+    fn submit(&mut self, commit: Commit) -> Result<()> {
+        self.write(&commit)
+    }
+}
+
+/// Sends commits to a writer thread.
+pub struct ChannelCommitter(Sender<Commit>);
+
+impl Committer for ChannelCommitter {
+    fn submit(&mut self, commit: Commit) -> Result<()> {
+        self.0.send(commit).map_err(|_| Error::WriterStopped)
+    }
+}
