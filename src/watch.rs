@@ -92,17 +92,21 @@ impl WatcherThread {
     }
 }
 
-/// Starts one watcher thread for the roots of one harness.
+/// Starts one watcher thread for the roots of one harness, and returns once its watches are
+/// in place: a change made after this returns is seen.
 pub fn spawn(
     name: &str,
     roots: Vec<PathBuf>,
     wakeups: Arc<Wakeups>,
 ) -> std::io::Result<WatcherThread> {
     let (stop, stop_rx) = bounded(1);
+    let (ready, ready_rx) = bounded(1);
     let label = name.to_owned();
     let thread = std::thread::Builder::new()
         .name(format!("watch-{name}"))
-        .spawn(move || run(&label, roots, wakeups, stop_rx))?;
+        .spawn(move || run(&label, roots, wakeups, stop_rx, ready))?;
+    // An Err means the thread ended before it was ready; it has logged why.
+    let _ = ready_rx.recv();
     Ok(WatcherThread { stop, thread })
 }
 
@@ -116,7 +120,13 @@ enum Control {
     Rearm,
 }
 
-fn run(name: &str, roots: Vec<PathBuf>, wakeups: Arc<Wakeups>, stop: Receiver<()>) {
+fn run(
+    name: &str,
+    roots: Vec<PathBuf>,
+    wakeups: Arc<Wakeups>,
+    stop: Receiver<()>,
+    ready: Sender<()>,
+) {
     let (ctl_tx, ctl_rx) = bounded::<Control>(CONTROL_BACKLOG);
     let handler_wakeups = Arc::clone(&wakeups);
     let handler = move |res: notify::Result<Event>| on_event(res, &handler_wakeups, &ctl_tx);
@@ -129,7 +139,7 @@ fn run(name: &str, roots: Vec<PathBuf>, wakeups: Arc<Wakeups>, stop: Receiver<()
     };
     let mut state = Roots::new(name, roots, watcher);
     state.arm_all();
-    wakeups.mark_rescan();
+    let _ = ready.send(());
     loop {
         select! {
             recv(ctl_rx) -> msg => match msg {

@@ -90,7 +90,7 @@ fn sigkill_during_a_large_backfill_then_a_rerun_loses_and_duplicates_nothing() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let archived = env.db.exists() && archived_count(&env) > 100;
+        let archived = env.db.exists() && archived(&env) > 100;
         if archived {
             break;
         }
@@ -103,7 +103,7 @@ fn sigkill_during_a_large_backfill_then_a_rerun_loses_and_duplicates_nothing() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let partial = archived_count(&env);
+    let partial = archived(&env);
     assert!(
         partial < 20_000,
         "the kill landed after the backfill ({partial})"
@@ -112,15 +112,6 @@ fn sigkill_during_a_large_backfill_then_a_rerun_loses_and_duplicates_nothing() {
     for (f, recs) in all.iter().enumerate() {
         assert_eq!(&env.records_of(&format!("f{f}.jsonl")), recs, "file {f}");
     }
-}
-
-fn archived_count(env: &Env) -> u64 {
-    let Ok(conn) = rusqlite::Connection::open(&env.db) else {
-        return 0;
-    };
-    conn.busy_timeout(Duration::from_secs(5)).unwrap();
-    conn.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))
-        .map_or(0, |n| n as u64)
 }
 
 #[test]

@@ -4,6 +4,7 @@ mod archive;
 mod cli;
 mod generations;
 mod identity;
+mod live;
 mod model;
 mod reading;
 mod seeding;

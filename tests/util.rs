@@ -4,7 +4,7 @@
 use serde_json::Value;
 use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use tempfile::TempDir;
 
@@ -194,4 +194,175 @@ pub fn counter(log: &str, name: &str) -> u64 {
 
 pub fn assert_log_has(log: &str, needle: &str) {
     assert!(log.contains(needle), "log lacks {needle:?}:\n{log}");
+}
+
+/// What a test does with a daemon's stdout (the tap).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum TapReader {
+    /// Read every line.
+    Read,
+    /// Keep the pipe open and never read it.
+    Stall,
+    /// Close the read end at once.
+    Close,
+}
+
+/// A `run --sink stdout` daemon on real files. Its stderr is collected so tests can wait for a
+/// log line; its tap lines arrive on a channel.
+pub struct Daemon {
+    pub child: std::process::Child,
+    log: std::sync::Arc<(std::sync::Mutex<String>, std::sync::Condvar)>,
+    pub tap: crossbeam_channel::Receiver<String>,
+    _stdout: Option<std::process::ChildStdout>,
+}
+
+/// How long a test waits for a condition before it fails.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Daemon {
+    /// Starts the daemon watching `watch` (the env's root when empty).
+    pub fn start(env: &Env, watch: &[&Path], extra: &[&str], tap: TapReader) -> Daemon {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+        let mut cmd = env.cmd();
+        cmd.args(["run", "--sink", "stdout", "--db"]).arg(&env.db);
+        let roots: Vec<&Path> = if watch.is_empty() {
+            vec![env.root.as_path()]
+        } else {
+            watch.to_vec()
+        };
+        for w in roots {
+            cmd.arg("--watch").arg(w);
+        }
+        cmd.args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let log = std::sync::Arc::new((
+            std::sync::Mutex::new(String::new()),
+            std::sync::Condvar::new(),
+        ));
+        let stderr = child.stderr.take().unwrap();
+        let sink = std::sync::Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let (text, cond) = &*sink;
+                let mut text = text.lock().unwrap();
+                text.push_str(&line);
+                text.push('\n');
+                cond.notify_all();
+            }
+        });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut stdout = child.stdout.take();
+        match tap {
+            TapReader::Read => {
+                let out = stdout.take().unwrap();
+                std::thread::spawn(move || {
+                    for line in BufReader::new(out).lines() {
+                        let Ok(line) = line else { break };
+                        if tx.send(line).is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+            TapReader::Stall => {}
+            TapReader::Close => drop(stdout.take()),
+        }
+        Daemon {
+            child,
+            log,
+            tap: rx,
+            _stdout: stdout,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Everything logged so far.
+    pub fn log(&self) -> String {
+        self.log.0.lock().unwrap().clone()
+    }
+
+    /// Waits until the log contains `needle`; returns the log.
+    pub fn wait_log(&self, needle: &str) -> String {
+        let (text, cond) = &*self.log;
+        let deadline = std::time::Instant::now() + PATIENCE;
+        let mut guard = text.lock().unwrap();
+        while !guard.contains(needle) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            assert!(!left.is_zero(), "log never showed {needle:?}:\n{guard}");
+            guard = cond.wait_timeout(guard, left).unwrap().0;
+        }
+        guard.clone()
+    }
+
+    /// The next `n` tap lines.
+    pub fn take_tap(&self, n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                self.tap.recv_timeout(PATIENCE).unwrap_or_else(|_| {
+                    panic!("tap line {i} of {n} never came; log:\n{}", self.log())
+                })
+            })
+            .collect()
+    }
+
+    pub fn signal(&self, sig: i32) {
+        assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
+    }
+
+    /// Sends SIGTERM and waits for the exit; returns the status and how long it took.
+    pub fn terminate(mut self) -> (std::process::ExitStatus, std::time::Duration) {
+        let start = std::time::Instant::now();
+        self.signal(libc::SIGTERM);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, start.elapsed());
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "daemon did not stop:\n{}",
+                self.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits until `cond` holds, checking every few milliseconds.
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// Records in the archive, counted directly (works while a daemon writes).
+pub fn archived(env: &Env) -> u64 {
+    if !env.db.exists() {
+        return 0;
+    }
+    let Ok(conn) = rusqlite::Connection::open(&env.db) else {
+        return 0;
+    };
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    conn.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))
+        .map_or(0, |n| n as u64)
 }

@@ -1,0 +1,222 @@
+//! The live daemon: `run --sink stdout` against real files, waiting on its log, its tap and
+//! its archive, never on fixed sleeps.
+
+use crate::util::*;
+use std::fs;
+
+const CAUGHT_UP: &str = "INFO  caught up sources=";
+
+#[test]
+fn an_appended_record_is_archived_then_tapped_without_another_event() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"n\":1}\n");
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"n":1}"#);
+    let st = env.status();
+    assert_eq!(st["running_pid"], d.pid());
+    assert_eq!(st["caught_up"]["sources"], 1);
+    assert_eq!(st["caught_up"]["records"], 1);
+    env.append("s.jsonl", b"{\"n\":2}\n");
+    let line = &d.take_tap(1)[0];
+    assert!(line.starts_with("{\"seq\":2,"), "{line}");
+    // Printed only after the commit: it is already in the archive.
+    assert_eq!(env.records(), vec![r#"{"n":1}"#, r#"{"n":2}"#]);
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}
+
+#[test]
+fn a_partial_line_is_tapped_once_it_is_completed() {
+    let env = Env::new();
+    env.write("s.jsonl", b"");
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    env.append("s.jsonl", b"{\"half\":");
+    env.append("s.jsonl", b"1}\n{\"next\":2}\n");
+    let lines = d.take_tap(2);
+    assert_eq!(raw_record(&lines[0]), r#"{"half":1}"#);
+    assert_eq!(raw_record(&lines[1]), r#"{"next":2}"#);
+}
+
+#[test]
+fn a_directory_that_arrives_with_files_inside_is_scanned() {
+    // notify adds a watch for a new directory but reports nothing for what is already in it.
+    let env = Env::new();
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    let outside = env.dir.path().join("staging/project");
+    fs::create_dir_all(outside.join("session/subagents")).unwrap();
+    fs::write(outside.join("a.jsonl"), b"{\"a\":1}\n").unwrap();
+    fs::write(outside.join("session/subagents/b.jsonl"), b"{\"b\":1}\n").unwrap();
+    fs::rename(&outside, env.path("project")).unwrap();
+    let mut got: Vec<String> = d
+        .take_tap(2)
+        .iter()
+        .map(|l| raw_record(l).to_owned())
+        .collect();
+    got.sort();
+    assert_eq!(got, vec![r#"{"a":1}"#, r#"{"b":1}"#]);
+    // And the new directories are watched from now on.
+    env.append("project/session/subagents/b.jsonl", b"{\"b\":2}\n");
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"b":2}"#);
+}
+
+#[test]
+fn a_root_that_does_not_exist_yet_is_waited_for_level_by_level() {
+    let env = Env::new();
+    let root = env.dir.path().join("later/projects/deep");
+    let d = Daemon::start(&env, &[&root], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    d.wait_log("waiting for it at");
+    fs::create_dir(env.dir.path().join("later")).unwrap();
+    fs::create_dir(env.dir.path().join("later/projects")).unwrap();
+    fs::create_dir(&root).unwrap();
+    fs::write(root.join("s.jsonl"), b"{\"first\":1}\n").unwrap();
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"first":1}"#);
+}
+
+#[test]
+fn a_root_deleted_and_recreated_is_watched_again() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"old\":1}\n");
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    d.take_tap(1);
+    fs::remove_dir_all(&env.root).unwrap();
+    d.wait_log("root removed");
+    fs::create_dir(&env.root).unwrap();
+    env.write("t.jsonl", b"{\"new\":1}\n");
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"new":1}"#);
+    let st = env.status();
+    let gone: Vec<_> = st["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["gone"].clone())
+        .collect();
+    assert_eq!(
+        gone,
+        vec![true, false],
+        "the deleted source keeps its archive"
+    );
+}
+
+#[test]
+fn a_burst_that_overflows_the_event_queue_loses_nothing() {
+    // Stop the daemon so the kernel queue (16,384 events by default) overflows while it cannot
+    // read, then let it go on: the overflow must turn into a rescan.
+    let env = Env::new();
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    d.signal(libc::SIGSTOP);
+    let files = 17_000;
+    for i in 0..files {
+        fs::write(
+            env.path(&format!("f{i:05}.jsonl")),
+            format!("{{\"f\":{i}}}\n"),
+        )
+        .unwrap();
+    }
+    d.signal(libc::SIGCONT);
+    d.wait_log("watch queue overflowed");
+    wait_until("every burst record archived", || archived(&env) >= files);
+    assert_eq!(archived(&env), files);
+    assert_eq!(
+        env.sql("SELECT count(DISTINCT source_id) FROM records"),
+        vec![files.to_string()]
+    );
+}
+
+#[test]
+fn the_first_append_after_a_long_idle_is_archived_at_once() {
+    // With the periodic rescan an hour away, only the watch can deliver this record.
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"n\":1}\n");
+    let d = Daemon::start(&env, &[], &["--rescan-interval", "3600"], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    d.take_tap(1);
+    // The idle period is the scenario, not a synchronisation.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    env.append("s.jsonl", b"{\"n\":2}\n");
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"n":2}"#);
+}
+
+#[test]
+fn sigterm_during_a_large_backfill_exits_zero_quickly_and_a_restart_completes_it_once() {
+    let env = Env::new();
+    let mut all = Vec::new();
+    for f in 0..4 {
+        let recs = records(&format!("f{f}"), 5000);
+        env.write(&format!("f{f}.jsonl"), &lines(&recs));
+        all.push(recs);
+    }
+    let d = Daemon::start(&env, &[], &["--batch-bytes", "256"], TapReader::Read);
+    wait_until("the backfill to start", || archived(&env) > 100);
+    let (status, took) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+    assert!(took < std::time::Duration::from_secs(3), "took {took:?}");
+    assert!(
+        archived(&env) < 20_000,
+        "the signal landed after the backfill"
+    );
+    env.run_once(&[]);
+    for (f, recs) in all.iter().enumerate() {
+        assert_eq!(&env.records_of(&format!("f{f}.jsonl")), recs, "file {f}");
+    }
+}
+
+#[test]
+fn a_second_daemon_on_the_same_archive_is_refused() {
+    let env = Env::new();
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    let out = env
+        .cmd()
+        .args(["run", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(&env.root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("is in use by another `transcript-sync run`"),
+        "{err}"
+    );
+    assert!(err.contains(&format!("(pid {})", d.pid())), "{err}");
+}
+
+#[test]
+fn the_tap_survives_its_reader_closing_the_pipe() {
+    let env = Env::new();
+    let d = Daemon::start(&env, &[], &[], TapReader::Close);
+    d.wait_log(CAUGHT_UP);
+    env.write("s.jsonl", b"{\"n\":1}\n");
+    d.wait_log("tap stopped");
+    wait_until("the first record archived", || archived(&env) == 1);
+    env.append("s.jsonl", b"{\"n\":2}\n");
+    wait_until("archiving to go on", || archived(&env) == 2);
+    let log = d.log();
+    assert_eq!(log.matches("tap stopped").count(), 1, "{log}");
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}
+
+#[test]
+fn a_stalled_tap_is_dropped_and_archiving_goes_on() {
+    let env = Env::new();
+    let files = 2000;
+    for i in 0..files {
+        env.write(
+            &format!("f{i:04}.jsonl"),
+            format!("{{\"f\":{i}}}\n").as_bytes(),
+        );
+    }
+    let d = Daemon::start(&env, &[], &[], TapReader::Stall);
+    d.wait_log("tap dropped");
+    d.wait_log(CAUGHT_UP);
+    assert_eq!(archived(&env), files);
+    assert_log_has(&d.log(), "export --since-seq");
+}
