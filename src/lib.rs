@@ -19,6 +19,11 @@
 //! 6. [`Archive`] commits each batch together with the cursor past it in one SQLite
 //!    transaction, so a crash at any instant loses and duplicates nothing.
 //!
+//! `run --once` makes one such pass. The daemon (`pipeline`) keeps it going: `watch` runs one
+//! `notify` instance per watcher and turns events into dirty paths (events are wake-ups, never
+//! data), the engine reads those paths (or rescans), an [`ArchiveWriter`] thread commits, and a
+//! [`Tap`] prints committed records on stdout without ever holding up the writer.
+//!
 //! `export`, `status` and `seed` read and write the same archive while a `run` holds its lock.
 #![warn(missing_docs)]
 
