@@ -213,8 +213,9 @@ impl Engine {
         let (queue, claimed) = self.plan(found.candidates);
         let unlisted: Vec<&Path> = found.unlisted.iter().map(PathBuf::as_path).collect();
         self.mark_missing_gone(roots, &claimed, &unlisted)?;
-        self.run_queue(queue, roots)?;
-        self.finish_pass(roots)?;
+        if self.run_queue(queue, roots)? {
+            self.finish_pass(roots)?;
+        }
         Ok(std::mem::take(&mut self.report))
     }
 
@@ -232,6 +233,7 @@ impl Engine {
                 Ok(meta) if meta.file_type().is_file() => {
                     candidates.push(Candidate { path, meta, root })
                 }
+                Ok(meta) if meta.file_type().is_dir() => {}
                 Ok(_) => self.passed_over(&path, "not a regular file"),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return self.run_pass(roots),
                 Err(e) => self.passed_over(&path, &format!("cannot be examined: {e}")),
@@ -253,8 +255,9 @@ impl Engine {
         }
     }
 
-    /// Runs work in turns until the queue is empty or the stop flag is set.
-    fn run_queue(&mut self, mut queue: VecDeque<Work>, roots: &[Root]) -> Result<()> {
+    /// Runs work in turns until the queue is empty (`Ok(true)`) or the stop flag is set
+    /// (`Ok(false)`).
+    fn run_queue(&mut self, mut queue: VecDeque<Work>, roots: &[Root]) -> Result<bool> {
         let first_scan: Vec<bool> = roots
             .iter()
             .map(|r| !self.scanned_roots.contains(&r.path))
@@ -265,14 +268,14 @@ impl Engine {
                     "pass interrupted; {} files left for the next start",
                     queue.len() + 1
                 );
-                break;
+                return Ok(false);
             }
             match self.step(work, &first_scan, roots)? {
                 Step::Done => {}
                 Step::Again(work) => queue.push_back(*work),
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     fn finish_pass(&mut self, roots: &[Root]) -> Result<()> {
