@@ -74,6 +74,13 @@ fn a_root_that_does_not_exist_yet_is_waited_for_level_by_level() {
     fs::create_dir(&root).unwrap();
     fs::write(root.join("s.jsonl"), b"{\"first\":1}\n").unwrap();
     assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"first":1}"#);
+    // The scan that found the first record is over: only a watch on the new root sees this.
+    fs::OpenOptions::new()
+        .append(true)
+        .open(root.join("s.jsonl"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"second\":2}\n"))
+        .unwrap();
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"second":2}"#);
 }
 
 #[test]
@@ -88,6 +95,9 @@ fn a_root_deleted_and_recreated_is_watched_again() {
     fs::create_dir(&env.root).unwrap();
     env.write("t.jsonl", b"{\"new\":1}\n");
     assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"new":1}"#);
+    // Only a watch on the recreated root sees this one.
+    env.append("t.jsonl", b"{\"new\":2}\n");
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"new":2}"#);
     let st = env.status();
     let gone: Vec<_> = st["sources"]
         .as_array()
