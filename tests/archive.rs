@@ -72,12 +72,7 @@ fn status_and_export_on_a_missing_archive_say_how_to_create_it() {
 #[test]
 fn sigkill_during_a_large_backfill_then_a_rerun_loses_and_duplicates_nothing() {
     let env = Env::new();
-    let mut all = Vec::new();
-    for f in 0..4 {
-        let recs = records(&format!("f{f}"), 5000);
-        env.write(&format!("f{f}.jsonl"), &lines(&recs));
-        all.push(recs);
-    }
+    let backfill = LargeBackfill::write(&env);
     // Tiny batches make thousands of commits, so the kill lands between two of them.
     let mut child = env
         .cmd()
@@ -103,15 +98,7 @@ fn sigkill_during_a_large_backfill_then_a_rerun_loses_and_duplicates_nothing() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    let partial = archived(&env);
-    assert!(
-        partial < 20_000,
-        "the kill landed after the backfill ({partial})"
-    );
-    env.run_once(&[]);
-    for (f, recs) in all.iter().enumerate() {
-        assert_eq!(&env.records_of(&format!("f{f}.jsonl")), recs, "file {f}");
-    }
+    backfill.finish_and_check(&env);
 }
 
 #[test]

@@ -370,3 +370,35 @@ pub fn archived(env: &Env) -> u64 {
     conn.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))
         .map_or(0, |n| n as u64)
 }
+
+/// Four files of 5,000 records each: a backfill long enough to interrupt.
+pub struct LargeBackfill(Vec<Vec<String>>);
+
+impl LargeBackfill {
+    pub const RECORDS: u64 = 20_000;
+
+    pub fn write(env: &Env) -> LargeBackfill {
+        let files = (0..4)
+            .map(|f| {
+                let recs = records(&format!("f{f}"), 5000);
+                env.write(&format!("f{f}.jsonl"), &lines(&recs));
+                recs
+            })
+            .collect();
+        LargeBackfill(files)
+    }
+
+    /// After an interrupted run: finishes the backfill with `run --once` and checks that every
+    /// file's records are archived exactly once, in order.
+    pub fn finish_and_check(&self, env: &Env) {
+        let partial = archived(env);
+        assert!(
+            partial < Self::RECORDS,
+            "the interruption landed after the backfill ({partial})"
+        );
+        env.run_once(&[]);
+        for (f, recs) in self.0.iter().enumerate() {
+            assert_eq!(&env.records_of(&format!("f{f}.jsonl")), recs, "file {f}");
+        }
+    }
+}
