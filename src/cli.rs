@@ -33,7 +33,14 @@ pub struct Cli {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Archive the transcripts of the built-in watchers (Claude Code, Codex CLI) or of --watch.
+    /// Archive every transcript, then keep watching and archive each new record as it is written.
+    #[command(
+        long_about = "Archive every transcript, then keep watching and archive each new record as \
+        it is written, until SIGINT or SIGTERM (or, with --once, exit after one pass).\n\n\
+        Without --watch, the built-in watchers: Claude Code ($CLAUDE_CONFIG_DIR or ~/.claude, \
+        projects/**/*.jsonl) and Codex CLI ($CODEX_HOME or ~/.codex, sessions/ and \
+        archived_sessions/). Directories that do not exist yet are waited for."
+    )]
     Run(RunArgs),
     /// Mark the records now in a file as history that is not to be archived.
     #[command(
@@ -75,7 +82,7 @@ pub struct RunArgs {
     )]
     glob: String,
     /// Where files present at a directory's first scan start; later files always start at 0.
-    #[arg(long, value_enum, default_value_t = StartPolicy::Beginning)]
+    #[arg(long, value_enum, value_name = "POLICY", default_value_t = StartPolicy::Beginning)]
     start_at: StartPolicy,
     /// Read every file once, up to the size it has when it is read, then exit.
     #[arg(long)]
