@@ -218,3 +218,28 @@ fn a_stalled_tap_is_dropped_and_archiving_goes_on() {
     assert_eq!(archived(&env), files);
     assert_log_has(&d.log(), "export --since-seq");
 }
+
+#[test]
+fn the_seed_protocol_works_against_a_running_daemon() {
+    // Write the synthesized prefix outside the tree, seed it, rename it in, then append: only
+    // the appended record is forwarded, however soon the daemon looks.
+    let env = Env::new();
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    let staging = env.dir.path().join("staging.jsonl");
+    fs::write(&staging, lines(&records("history", 3))).unwrap();
+    let out = env
+        .cmd()
+        .arg("seed")
+        .arg(&staging)
+        .arg("--db")
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    fs::rename(&staging, env.path("resumed.jsonl")).unwrap();
+    env.append("resumed.jsonl", b"{\"after\":\"seed\"}\n");
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"after":"seed"}"#);
+    assert_log_has(&d.log(), "source=prefix skipped_records=3");
+    assert_eq!(env.records(), vec![r#"{"after":"seed"}"#]);
+}
