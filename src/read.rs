@@ -242,8 +242,20 @@ impl<'a> Scan<'a> {
             self.line.shrink_to_fit();
             self.oversized = Some(total);
         } else {
+            self.reserve_within_limit(total as usize);
             self.line.extend_from_slice(part);
         }
+    }
+
+    /// Grows the line buffer geometrically, but never past the record limit: a record just
+    /// under the limit must not cost twice the limit in memory.
+    fn reserve_within_limit(&mut self, needed: usize) {
+        if needed <= self.line.capacity() {
+            return;
+        }
+        let cap = self.limits.record_limit as usize + 1;
+        let target = (self.line.capacity() * 2).max(needed).min(cap.max(needed));
+        self.line.reserve_exact(target - self.line.len());
     }
 
     /// Handles a line whose last bytes (before `\n`) are `part`.
@@ -481,6 +493,31 @@ mod tests {
         assert_eq!(b.rejects[0].raw.len(), REJECT_RAW_LIMIT);
         assert_eq!(b.records.len(), 1);
         assert_eq!(b.records[0].offset, 600_001);
+    }
+
+    #[test]
+    fn a_record_just_under_the_limit_is_read_without_doubling_the_buffer_past_it() {
+        let limits = ReadLimits {
+            record_limit: 3_000_000,
+            batch_bytes: 1 << 30,
+        };
+        let mut bytes = b"[\"".to_vec();
+        bytes.extend(std::iter::repeat_n(b'x', 2_999_990));
+        bytes.extend_from_slice(b"\"]");
+        let from = Position::default();
+        let mut scan = Scan::new(&from, Vec::new(), true, &limits);
+        let mut pos = 0;
+        for chunk in bytes.chunks(CHUNK as usize) {
+            scan.feed(chunk, pos);
+            pos += chunk.len() as u64;
+            assert!(
+                scan.line.capacity() <= 3_000_001,
+                "{}",
+                scan.line.capacity()
+            );
+        }
+        scan.feed(b"\n", pos);
+        assert_eq!(scan.batch.records.len(), 1);
     }
 
     #[test]
