@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -210,7 +210,7 @@ impl Engine {
             log::debug!("root does not exist yet path={r:?}");
         }
         self.report.files = found.candidates.len() as u64;
-        let (queue, claimed) = self.plan(found.candidates);
+        let (queue, claimed) = self.plan(found.candidates)?;
         let unlisted: Vec<&Path> = found.unlisted.iter().map(PathBuf::as_path).collect();
         self.mark_missing_gone(roots, &claimed, &unlisted)?;
         if self.run_queue(queue, roots)? {
@@ -240,7 +240,7 @@ impl Engine {
             }
         }
         self.report.files = candidates.len() as u64;
-        let (queue, _) = self.plan(candidates);
+        let (queue, _) = self.plan(candidates)?;
         self.run_queue(queue, roots)?;
         Ok(std::mem::take(&mut self.report))
     }
@@ -280,7 +280,9 @@ impl Engine {
 
     fn finish_pass(&mut self, roots: &[Root]) -> Result<()> {
         let mut tx = Commit::default();
-        for r in roots.iter().filter(|r| r.path.is_dir()) {
+        // A root missing now has had its first scan too: whatever appears in it later
+        // starts at 0.
+        for r in roots {
             if self.scanned_roots.insert(r.path.clone()) {
                 tx.mark_root_scanned(&r.path);
             }
@@ -302,7 +304,7 @@ impl Engine {
     /// Matches candidates to sources: first to live sources by identity (moves, aliases),
     /// then the rest by path (replacements), and only then to gone sources by identity (a
     /// file that came back; a reused inode is told apart by its marker windows later).
-    fn plan(&self, mut candidates: Vec<Candidate>) -> (VecDeque<Work>, HashSet<SourceId>) {
+    fn plan(&self, mut candidates: Vec<Candidate>) -> Result<(VecDeque<Work>, HashSet<SourceId>)> {
         candidates.sort_by(|a, b| a.path.cmp(&b.path));
         let mut seen = HashMap::<Identity, PathBuf>::new();
         let mut claimed = HashSet::new();
@@ -330,20 +332,33 @@ impl Engine {
             }
         }
         for c in unknown {
-            let by_path = self
-                .sources
-                .live_by_path(&c.path)
-                .filter(|id| claimed.insert(*id));
-            let plan = match by_path {
-                Some(id) => Plan::PathMatch(id),
-                None => match self.sources.gone_by_identity(Identity::of(&c.meta)) {
-                    Some(id) => Plan::Known(id),
-                    None => Plan::New,
-                },
-            };
+            let plan = self.plan_unknown(&c, &mut claimed)?;
             queue.push_back(work(c, plan));
         }
-        (queue, claimed)
+        Ok((queue, claimed))
+    }
+
+    /// A file whose identity no live source owns: a prefix mark on it wins (the user said
+    /// where it starts); else it may replace the live source at its path, or be a gone source
+    /// come back (told from a reused inode by its marker windows, so only a source that has
+    /// archived something, and so has windows, can come back); else it is new.
+    fn plan_unknown(&self, c: &Candidate, claimed: &mut HashSet<SourceId>) -> Result<Plan> {
+        let identity = Identity::of(&c.meta);
+        if self.reads.prefix_mark(identity)?.is_some() {
+            return Ok(Plan::New);
+        }
+        if let Some(id) = self
+            .sources
+            .live_by_path(&c.path)
+            .filter(|id| claimed.insert(*id))
+        {
+            return Ok(Plan::PathMatch(id));
+        }
+        let returning = self
+            .sources
+            .gone_by_identity(identity)
+            .filter(|id| self.source(*id).cursor.position.offset > 0);
+        Ok(returning.map_or(Plan::New, Plan::Known))
     }
 
     fn mark_missing_gone(
@@ -400,10 +415,13 @@ impl Engine {
         file: &File,
         meta: &Metadata,
     ) -> Result<Step> {
-        let src = self.source(id).clone();
         work.plan = Plan::Known(id);
         let size = work.target.map_or(meta.size(), |t| t.min(meta.size()));
         work.target = Some(size);
+        if let Err(e) = self.check_held_back(id, &work.path, file, size)? {
+            return self.read_failed(&work.path, &e);
+        }
+        let src = self.source(id).clone();
         match read_complete_records(file, &src.cursor.position, size, &self.options.limits) {
             Err(e) => self.read_failed(&work.path, &e),
             Ok(Ok(batch)) => self.commit_batch(work, &src, meta, batch),
@@ -658,6 +676,62 @@ impl Engine {
         row.rejects += batch.rejects.len() as u64;
         row.cursor = cursor;
         self.sources.put(row);
+    }
+
+    /// The bytes held back past the cursor must still be there when reading resumes: if they
+    /// were overwritten or cut (a writer that truncates to the cursor and writes again), the
+    /// old ones are recorded as a reject before the new ones are read.
+    /// `Err` is an archive failure; `Ok(Err)` an I/O error on the file.
+    fn check_held_back(
+        &mut self,
+        id: SourceId,
+        path: &Path,
+        file: &File,
+        size: u64,
+    ) -> Result<io::Result<()>> {
+        let src = self.source(id);
+        let c = &src.cursor;
+        if c.held_back == 0 || size < c.position.offset {
+            return Ok(Ok(()));
+        }
+        let available = size - c.position.offset;
+        let n = c.held_back_prefix.len().min(available as usize);
+        let mut now = vec![0; n];
+        if let Err(e) = file.read_exact_at(&mut now, c.position.offset) {
+            return Ok(Err(e));
+        }
+        let replaced = now != c.held_back_prefix[..n];
+        if !replaced && available >= c.held_back {
+            return Ok(Ok(()));
+        }
+        let why = if replaced { "overwritten" } else { "cut short" };
+        let src = src.clone();
+        self.drop_held_back(&src, path, why).map(Ok)
+    }
+
+    fn drop_held_back(&mut self, src: &SourceRow, path: &Path, why: &str) -> Result<()> {
+        let reason = format!("held-back bytes {why} before their line was completed");
+        log::warn!(
+            "{reason} path={path:?} offset={}",
+            src.cursor.position.offset
+        );
+        let ended = held_back_reject(src, &reason);
+        let mut cursor = src.cursor.clone();
+        cursor.held_back = 0;
+        cursor.held_back_prefix.clear();
+        cursor.fingerprint = None;
+        let mut tx = Commit::default();
+        tx.insert_rejects(src.id, src.generation, ended);
+        tx.event(Some(src.id), "held_back_dropped", path, &reason);
+        tx.put_cursor(src.id, &cursor);
+        self.committer.submit(tx)?;
+        self.report.rejects += 1;
+        self.sources.put(SourceRow {
+            rejects: src.rejects + 1,
+            cursor,
+            ..src.clone()
+        });
+        Ok(())
     }
 
     /// Starts a new generation of the same identity (truncated or rewritten in place).

@@ -47,10 +47,16 @@ impl Fingerprint {
         Fingerprint {
             identity: Identity::of(meta),
             size: meta.size(),
-            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+            mtime_ns: nanos(meta.mtime(), meta.mtime_nsec()),
+            ctime_ns: nanos(meta.ctime(), meta.ctime_nsec()),
         }
     }
+}
+
+/// Seconds and nanoseconds as nanoseconds, saturating for times past the year 2262 (a file
+/// can carry any timestamp).
+fn nanos(secs: i64, nsec: i64) -> i64 {
+    secs.saturating_mul(1_000_000_000).saturating_add(nsec)
 }
 
 /// A checksum over one window of a file, with the window's length.
@@ -108,6 +114,12 @@ impl Markers {
 mod tests {
     use super::*;
     use std::io::Write;
+
+    #[test]
+    fn far_future_timestamps_saturate_instead_of_overflowing() {
+        assert_eq!(nanos(10_000_000_000, 5), i64::MAX);
+        assert_eq!(nanos(1, 5), 1_000_000_005);
+    }
 
     #[test]
     fn markers_cover_the_first_and_last_kibibyte_before_the_offset() {

@@ -45,8 +45,8 @@ pub fn run_live(
     options: EngineOptions,
     live: LiveOptions,
 ) -> Result<()> {
-    let (committer, writer_thread) = writer.spawn();
-    let engine = Engine::new(reads, Box::new(committer), options)?;
+    let writer = writer.spawn();
+    let engine = Engine::new(reads, Box::new(writer.committer), options)?;
     let stop = engine.stop_flag();
     let (signals, signal_rx) = listen_for_stop(Arc::clone(&stop))?;
     let (wakeups, wake_rx) = Wakeups::new();
@@ -57,14 +57,14 @@ pub fn run_live(
         wakeups,
         stop,
     };
-    let result = daemon.run(&wake_rx, &signal_rx, live);
+    let result = daemon.run(&wake_rx, &signal_rx, &writer.gone, live);
     for w in watchers {
         w.stop();
     }
     signals.close();
     // Dropping the engine drops the committer: the writer commits what it holds, then ends.
     drop(daemon);
-    let written = writer_thread.join().unwrap_or(Err(Error::WriterStopped));
+    let written = writer.handle.join().unwrap_or(Err(Error::WriterStopped));
     match (result, written) {
         (_, Err(e)) => Err(e),
         (Ok(()), Ok(())) => {
@@ -83,7 +83,13 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn run(&mut self, wake: &Receiver<()>, signal: &Receiver<()>, live: LiveOptions) -> Result<()> {
+    fn run(
+        &mut self,
+        wake: &Receiver<()>,
+        signal: &Receiver<()>,
+        writer_gone: &Receiver<()>,
+        live: LiveOptions,
+    ) -> Result<()> {
         self.set_caught_up(String::new())?;
         self.backfill()?;
         let rescan = tick(live.rescan_interval);
@@ -92,6 +98,7 @@ impl Daemon {
                 recv(wake) -> _ => self.on_wake()?,
                 recv(rescan) -> _ => self.on_rescan()?,
                 recv(signal) -> _ => break,
+                recv(writer_gone) -> _ => return Err(Error::WriterStopped),
             }
         }
         Ok(())

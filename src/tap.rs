@@ -1,17 +1,21 @@
 //! The live tap: envelopes of committed records on stdout, never holding up the archive.
 
-use crossbeam_channel::{Sender, TryRecvError, TrySendError, bounded};
+use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
 use std::io::{self, Write};
-use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// How many commits' worth of envelopes may wait for a slow reader before the tap is dropped.
 const TAP_BACKLOG: usize = 256;
+
+/// How long a stop waits for the tap to write what it holds to a reader that does not read.
+const TAP_DRAIN: Duration = Duration::from_secs(1);
 
 /// A handle on the tap thread. Sending never blocks: a full backlog drops the tap with a
 /// warning, and archiving goes on; what the tap missed is in the archive.
 pub struct Tap {
     tx: Option<Sender<Vec<u8>>>,
-    thread: Option<JoinHandle<()>>,
+    /// Disconnected when the tap thread ends.
+    finished: Receiver<()>,
     /// The last seq handed to the tap thread.
     last_seq: i64,
 }
@@ -20,9 +24,11 @@ impl Tap {
     /// Starts a thread that writes envelopes to stdout.
     pub fn stdout() -> Tap {
         let (tx, rx) = bounded::<Vec<u8>>(TAP_BACKLOG);
-        let thread = std::thread::Builder::new()
+        let (finishing, finished) = bounded::<()>(0);
+        std::thread::Builder::new()
             .name("tap".into())
             .spawn(move || {
+                let _finishing = finishing;
                 let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
                 loop {
                     let chunk = match rx.try_recv() {
@@ -50,7 +56,7 @@ impl Tap {
             .expect("spawning the tap thread");
         Tap {
             tx: Some(tx),
-            thread: Some(thread),
+            finished,
             last_seq: 0,
         }
     }
@@ -77,11 +83,14 @@ impl Tap {
 }
 
 impl Drop for Tap {
-    /// Lets the tap thread write what it holds, then waits for it.
+    /// Lets the tap thread write what it holds, and waits for it a little: a reader that does
+    /// not read must not keep the daemon from stopping (the thread ends with the process).
     fn drop(&mut self) {
         self.tx = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        if let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+            self.finished.recv_timeout(TAP_DRAIN)
+        {
+            log::warn!("tap: stdout is not being read; stopping without writing the rest");
         }
     }
 }

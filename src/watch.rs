@@ -14,6 +14,7 @@ use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use std::collections::{HashMap, HashSet};
 use std::mem;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use walkdir::WalkDir;
@@ -128,8 +129,13 @@ fn run(
     ready: Sender<()>,
 ) {
     let (ctl_tx, ctl_rx) = bounded::<Control>(CONTROL_BACKLOG);
-    let handler_wakeups = Arc::clone(&wakeups);
-    let handler = move |res: notify::Result<Event>| on_event(res, &handler_wakeups, &ctl_tx);
+    let rearm = Arc::new(AtomicBool::new(false));
+    let link = Link {
+        wakeups: Arc::clone(&wakeups),
+        ctl: ctl_tx,
+        rearm: Arc::clone(&rearm),
+    };
+    let handler = move |res: notify::Result<Event>| on_event(res, &link);
     let watcher = match notify::recommended_watcher(handler) {
         Ok(w) => w,
         Err(e) => {
@@ -144,7 +150,12 @@ fn run(
         select! {
             recv(ctl_rx) -> msg => match msg {
                 Ok(c) => {
-                    if state.handle(c) {
+                    let mut rescan = state.handle(c);
+                    if rearm.swap(false, Ordering::Relaxed) {
+                        state.rearm();
+                        rescan = true;
+                    }
+                    if rescan {
                         wakeups.mark_rescan();
                     }
                 }
@@ -155,8 +166,34 @@ fn run(
     }
 }
 
+/// What the notify callback reaches: the engine's wake-ups and its watcher thread.
+struct Link {
+    wakeups: Arc<Wakeups>,
+    ctl: Sender<Control>,
+    /// Set when the watcher thread must re-arm every root (events were lost).
+    rearm: Arc<AtomicBool>,
+}
+
+impl Link {
+    fn send(&self, c: Control) {
+        if let Err(TrySendError::Full(_)) = self.ctl.try_send(c) {
+            self.request_rearm();
+        }
+    }
+
+    /// Asks the watcher thread to re-arm every root and the engine to rescan. The request is
+    /// a flag, so it cannot be lost to a full channel: the thread checks it after every
+    /// message, and the `Rearm` message only wakes it when nothing else is queued.
+    fn request_rearm(&self) {
+        self.rearm.store(true, Ordering::Relaxed);
+        let _ = self.ctl.try_send(Control::Rearm);
+        self.wakeups.mark_rescan();
+    }
+}
+
 /// The notify callback, on notify's own thread: never blocks.
-fn on_event(res: notify::Result<Event>, wakeups: &Wakeups, ctl: &Sender<Control>) {
+fn on_event(res: notify::Result<Event>, link: &Link) {
+    let wakeups = &link.wakeups;
     let event = match res {
         Ok(event) => event,
         Err(e) => {
@@ -167,8 +204,7 @@ fn on_event(res: notify::Result<Event>, wakeups: &Wakeups, ctl: &Sender<Control>
     };
     if event.need_rescan() {
         log::warn!("watch queue overflowed; rescanning every root");
-        send(ctl, Control::Rearm, wakeups);
-        wakeups.mark_rescan();
+        link.request_rearm();
         return;
     }
     match event.kind {
@@ -176,22 +212,22 @@ fn on_event(res: notify::Result<Event>, wakeups: &Wakeups, ctl: &Sender<Control>
         EventKind::Access(_) => {}
         EventKind::Create(CreateKind::Folder) => {
             for p in &event.paths {
-                send(ctl, Control::Appeared(p.clone()), wakeups);
+                link.send(Control::Appeared(p.clone()));
             }
         }
         EventKind::Modify(ModifyKind::Name(_)) | EventKind::Create(CreateKind::Any) => {
             for p in &event.paths {
-                if p.is_dir() {
-                    send(ctl, Control::Appeared(p.clone()), wakeups);
+                if is_real_dir(p) {
+                    link.send(Control::Appeared(p.clone()));
                 } else if !p.exists() {
-                    send(ctl, Control::Vanished(p.clone()), wakeups);
+                    link.send(Control::Vanished(p.clone()));
                 }
             }
             wakeups.mark_files(&event.paths);
         }
         EventKind::Remove(RemoveKind::Folder | RemoveKind::Any) => {
             for p in &event.paths {
-                send(ctl, Control::Vanished(p.clone()), wakeups);
+                link.send(Control::Vanished(p.clone()));
             }
             wakeups.mark_files(&event.paths);
         }
@@ -199,15 +235,9 @@ fn on_event(res: notify::Result<Event>, wakeups: &Wakeups, ctl: &Sender<Control>
     }
 }
 
-fn send(ctl: &Sender<Control>, c: Control, wakeups: &Wakeups) {
-    match ctl.try_send(c) {
-        Ok(()) => {}
-        Err(TrySendError::Full(_)) => {
-            let _ = ctl.try_send(Control::Rearm);
-            wakeups.mark_rescan();
-        }
-        Err(TrySendError::Disconnected(_)) => {}
-    }
+/// A directory, not a symlink to one: symlinks are never followed into or out of a root.
+fn is_real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
 fn limit_hint(e: &notify::Error) -> &'static str {
@@ -275,6 +305,11 @@ impl Roots {
                 "cannot watch path={parent:?} for root {root:?}: {e}; {}",
                 limit_hint(&e)
             );
+            return;
+        }
+        // A level created between the look and the watch sent no event to this watch.
+        if root.ancestors().skip(1).find(|a| a.is_dir()) != Some(parent) || root.is_dir() {
+            self.arm(root);
         }
     }
 
@@ -312,41 +347,58 @@ impl Roots {
     /// Acts on one directory event; true when the engine should rescan.
     fn handle(&mut self, c: Control) -> bool {
         match c {
-            Control::Appeared(dir) => {
-                let waited: Vec<PathBuf> = self
-                    .waiting
-                    .keys()
-                    .filter(|root| root.starts_with(&dir))
-                    .cloned()
-                    .collect();
-                for root in &waited {
-                    self.arm(root);
-                }
-                let under_root = self.roots.iter().any(|r| dir.starts_with(r));
-                if under_root && dir.is_dir() {
-                    self.watch_tree(&dir);
-                }
-                under_root || !waited.is_empty()
-            }
-            Control::Vanished(path) => {
-                self.watched.retain(|w| !w.starts_with(&path) || w.exists());
-                let lost: Vec<PathBuf> = self
-                    .roots
-                    .iter()
-                    .filter(|r| r.starts_with(&path) && !r.is_dir())
-                    .cloned()
-                    .collect();
-                for root in &lost {
-                    log::info!("root removed path={root:?}; waiting for it to return");
-                    self.arm(root);
-                }
-                !lost.is_empty()
-            }
-            Control::Rearm => {
-                self.watched.retain(|w| w.exists());
-                self.arm_all();
-                true
-            }
+            Control::Appeared(dir) => self.appeared(&dir),
+            Control::Vanished(path) => self.vanished(&path),
+            // The flag, checked by the caller, says what to do.
+            Control::Rearm => false,
         }
+    }
+
+    /// A directory appeared: arm the roots that waited for it, watch it if it is in a root.
+    fn appeared(&mut self, dir: &Path) -> bool {
+        let waited: Vec<PathBuf> = self
+            .waiting
+            .keys()
+            .filter(|root| root.starts_with(dir))
+            .cloned()
+            .collect();
+        for root in &waited {
+            self.arm(root);
+        }
+        let under_root = self.roots.iter().any(|r| dir.starts_with(r));
+        if under_root && is_real_dir(dir) {
+            self.watch_tree(dir);
+        }
+        under_root || !waited.is_empty()
+    }
+
+    /// Something was removed or moved away. The kernel dropped the watches under it, even if
+    /// the path exists again by now, so they are forgotten and, where the path is back,
+    /// added again.
+    fn vanished(&mut self, path: &Path) -> bool {
+        self.watched.retain(|w| !w.starts_with(path));
+        let hit: Vec<PathBuf> = self
+            .roots
+            .iter()
+            .filter(|r| r.starts_with(path))
+            .cloned()
+            .collect();
+        for root in &hit {
+            if !root.is_dir() {
+                log::info!("root removed path={root:?}; waiting for it to return");
+            }
+            self.arm(root);
+        }
+        let back = is_real_dir(path) && self.roots.iter().any(|r| path.starts_with(r));
+        if back {
+            self.watch_tree(path);
+        }
+        !hit.is_empty() || back
+    }
+
+    /// Forgets every watch and arms every root again (after lost events).
+    fn rearm(&mut self) {
+        self.watched.clear();
+        self.arm_all();
     }
 }

@@ -6,7 +6,7 @@ use crate::engine::Committer;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::tap::Tap;
-use crossbeam_channel::{Sender, bounded};
+use crossbeam_channel::{Receiver, Sender, bounded};
 use std::thread::JoinHandle;
 
 /// How many commits may wait for the writer. The engine blocks when they are all taken, so a
@@ -58,20 +58,37 @@ impl ArchiveWriter {
 
     /// Moves the writer to a thread of its own; commits sent to the returned committer are
     /// applied there in order. The thread ends when the committer is dropped (after applying
-    /// everything sent) or on the first archive error, which it returns.
-    pub fn spawn(mut self) -> (ChannelCommitter, JoinHandle<Result<()>>) {
+    /// everything sent) or on the first archive error, which it returns; `gone` disconnects
+    /// when it ends, so a loop that is not committing notices too.
+    pub fn spawn(mut self) -> WriterThread {
         let (tx, rx) = bounded::<Commit>(WRITER_BACKLOG);
-        let thread = std::thread::Builder::new()
+        let (alive, gone) = bounded::<()>(0);
+        let handle = std::thread::Builder::new()
             .name("archive-writer".into())
             .spawn(move || {
+                let _alive = alive;
                 for commit in rx {
                     self.write(&commit)?;
                 }
                 Ok(())
             })
             .expect("spawning the archive writer thread");
-        (ChannelCommitter(tx), thread)
+        WriterThread {
+            committer: ChannelCommitter(tx),
+            handle,
+            gone,
+        }
     }
+}
+
+/// The archive writer on its own thread.
+pub struct WriterThread {
+    /// Where the engine sends its commits.
+    pub committer: ChannelCommitter,
+    /// The thread; joins to its result.
+    pub handle: JoinHandle<Result<()>>,
+    /// Disconnects when the thread ends.
+    pub gone: Receiver<()>,
 }
 
 impl Committer for ArchiveWriter {

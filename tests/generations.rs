@@ -94,3 +94,29 @@ fn held_back_bytes_of_an_ended_generation_are_recorded_as_a_reject() {
         "{reason:?}"
     );
 }
+
+#[test]
+fn held_back_bytes_overwritten_before_their_line_ends_are_recorded() {
+    // A writer that truncates to the last complete record and writes again.
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\n{\"partial\":");
+    env.run_once(&[]);
+    let f = OpenOptions::new()
+        .write(true)
+        .open(env.path("s.jsonl"))
+        .unwrap();
+    f.set_len(8).unwrap();
+    drop(f);
+    env.append("s.jsonl", b"{\"b\":2}\n");
+    let log = env.run_once(&[]);
+    assert_log_has(
+        &log,
+        "held-back bytes overwritten before their line was completed",
+    );
+    assert_eq!(env.records(), vec![r#"{"a":1}"#, r#"{"b":2}"#]);
+    assert_eq!(env.sql("SELECT raw FROM rejects"), vec!["{\"partial\":"]);
+    assert_eq!(
+        env.sql("SELECT count(*) FROM events WHERE kind = 'held_back_dropped'"),
+        vec!["1"]
+    );
+}

@@ -217,6 +217,10 @@ fn a_stalled_tap_is_dropped_and_archiving_goes_on() {
     d.wait_log(CAUGHT_UP);
     assert_eq!(archived(&env), files);
     assert_log_has(&d.log(), "export --since-seq");
+    // A tap blocked on a pipe nobody reads must not keep the daemon from stopping.
+    let (status, took) = d.terminate();
+    assert_eq!(status.code(), Some(0));
+    assert!(took < std::time::Duration::from_secs(5), "took {took:?}");
 }
 
 #[test]
@@ -325,4 +329,48 @@ impl Lcg {
             .wrapping_add(1442695040888963407);
         self.0 >> 33
     }
+}
+
+#[test]
+fn a_directory_deleted_and_recreated_at_once_is_watched_again() {
+    // The kernel drops the watches of a deleted directory even when the path is back by the
+    // time the daemon hears of it.
+    let env = Env::new();
+    env.write("d/x.jsonl", b"{\"x\":1}\n");
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    d.take_tap(1);
+    // Stopped, the daemon hears of the deletion only once the directory is back.
+    d.signal(libc::SIGSTOP);
+    fs::remove_dir_all(env.path("d")).unwrap();
+    fs::create_dir(env.path("d")).unwrap();
+    env.write("d/y.jsonl", b"{\"y\":1}\n");
+    d.signal(libc::SIGCONT);
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"y":1}"#);
+    env.append("d/y.jsonl", b"{\"y\":2}\n");
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"y":2}"#);
+}
+
+#[test]
+fn a_symlinked_directory_moved_into_a_root_is_not_followed() {
+    let env = Env::new();
+    let outside = env.dir.path().join("outside");
+    fs::create_dir_all(outside.join("sub")).unwrap();
+    fs::write(outside.join("sub/x.jsonl"), b"{\"outside\":1}\n").unwrap();
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    let link = env.dir.path().join("link");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    fs::rename(&link, env.path("l")).unwrap();
+    fs::OpenOptions::new()
+        .append(true)
+        .open(outside.join("sub/x.jsonl"))
+        .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"outside\":2}\n"))
+        .unwrap();
+    // A record in the root proves the daemon has looked since.
+    env.write("real.jsonl", b"{\"inside\":1}\n");
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"inside":1}"#);
+    let (status, _) = d.terminate();
+    assert!(status.success());
+    assert_eq!(env.records(), vec![r#"{"inside":1}"#]);
 }

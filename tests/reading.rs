@@ -154,3 +154,19 @@ fn a_file_is_read_only_up_to_its_size_when_opened_and_a_full_batch_yields_to_oth
     let log = env.run_once(&[]);
     assert_eq!(counter(&log, "opened"), 0);
 }
+
+#[test]
+fn a_file_dated_far_in_the_future_is_read() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\n");
+    let f = std::fs::File::options()
+        .write(true)
+        .open(env.path("s.jsonl"))
+        .unwrap();
+    f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(10_000_000_000))
+        .unwrap();
+    env.run_once(&[]);
+    let log = env.run_once(&[]);
+    assert_eq!(counter(&log, "unchanged"), 1);
+    assert_eq!(env.records(), vec![r#"{"a":1}"#]);
+}

@@ -181,3 +181,50 @@ fn lock_path(env: &Env) -> std::path::PathBuf {
     p.push(".lock");
     p.into()
 }
+
+#[test]
+fn a_seeded_file_renamed_over_a_tracked_one_starts_at_its_mark() {
+    // The new file holds the old one's bytes and more, so without the mark it would continue
+    // the old source and forward the seeded history.
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\n");
+    env.run_once(&[]);
+    let staging = env.dir.path().join("staging.jsonl");
+    std::fs::write(&staging, b"{\"a\":1}\n{\"history\":2}\n").unwrap();
+    let out = env
+        .cmd()
+        .arg("seed")
+        .arg(&staging)
+        .arg("--db")
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::rename(&staging, env.path("s.jsonl")).unwrap();
+    env.append("s.jsonl", b"{\"new\":3}\n");
+    let log = env.run_once(&[]);
+    assert_log_has(&log, "source=prefix skipped_records=2");
+    assert_eq!(env.records(), vec![r#"{"a":1}"#, r#"{"new":3}"#]);
+}
+
+#[test]
+fn start_at_end_does_not_skip_files_of_a_root_that_appears_later() {
+    let env = Env::new();
+    let later = env.dir.path().join("later");
+    let run = |env: &Env| {
+        let out = env
+            .cmd()
+            .args(["run", "--once", "--start-at", "end", "--db"])
+            .arg(&env.db)
+            .arg("--watch")
+            .arg(&later)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    run(&env);
+    std::fs::create_dir(&later).unwrap();
+    std::fs::write(later.join("s.jsonl"), b"{\"first\":1}\n").unwrap();
+    run(&env);
+    assert_eq!(env.records(), vec![r#"{"first":1}"#]);
+}
