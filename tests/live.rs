@@ -362,15 +362,17 @@ fn a_symlinked_directory_moved_into_a_root_is_not_followed() {
     let link = env.dir.path().join("link");
     std::os::unix::fs::symlink(&outside, &link).unwrap();
     fs::rename(&link, env.path("l")).unwrap();
+    // Once this record is out, the daemon has seen the link arrive.
+    env.write("real1.jsonl", b"{\"inside\":1}\n");
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"inside":1}"#);
     fs::OpenOptions::new()
         .append(true)
         .open(outside.join("sub/x.jsonl"))
         .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"outside\":2}\n"))
         .unwrap();
-    // A record in the root proves the daemon has looked since.
-    env.write("real.jsonl", b"{\"inside\":1}\n");
-    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"inside":1}"#);
+    env.write("real2.jsonl", b"{\"inside\":2}\n");
+    assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"inside":2}"#);
     let (status, _) = d.terminate();
     assert!(status.success());
-    assert_eq!(env.records(), vec![r#"{"inside":1}"#]);
+    assert_eq!(env.records(), vec![r#"{"inside":1}"#, r#"{"inside":2}"#]);
 }
