@@ -135,6 +135,9 @@ pub trait Committer {
     /// writer that commits every commit in order; `Err` is fatal (the archive is unusable or
     /// its writer has stopped).
     fn submit(&mut self, commit: Commit) -> Result<()>;
+
+    /// Returns once everything submitted so far is committed.
+    fn flush(&mut self) -> Result<()>;
 }
 
 /// The engine: the in-memory source table, a read connection to the archive (for prefix
@@ -195,6 +198,11 @@ impl Engine {
     /// Hands a commit that is not part of a batch to the committer (such as daemon state).
     pub fn submit(&mut self, commit: Commit) -> Result<()> {
         self.committer.submit(commit)
+    }
+
+    /// Returns once everything read so far is committed to the archive.
+    pub fn flush(&mut self) -> Result<()> {
+        self.committer.flush()
     }
 
     /// Scans `roots` and reads every changed file up to the size it has when it is first read

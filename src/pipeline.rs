@@ -116,20 +116,23 @@ impl Daemon {
         }
         log::info!("backfill complete {report}");
         let (sources, records) = self.engine.totals();
-        log::info!("caught up sources={sources} records={records}");
         let figures = serde_json::json!({
             "sources": sources,
             "records": records,
             "pid": std::process::id(),
             "at_ms": crate::archive::now_ms(),
         });
-        self.set_caught_up(figures.to_string())
+        self.set_caught_up(figures.to_string())?;
+        // Said only once everything it counts, and the figures for `status`, are committed.
+        log::info!("caught up sources={sources} records={records}");
+        Ok(())
     }
 
     fn set_caught_up(&mut self, value: String) -> Result<()> {
         let mut c = Commit::default();
         c.set_state(CAUGHT_UP, value);
-        self.engine.submit(c)
+        self.engine.submit(c)?;
+        self.engine.flush()
     }
 
     /// Reads what the watchers marked. Events that arrive meanwhile coalesce into the next

@@ -61,14 +61,19 @@ impl ArchiveWriter {
     /// everything sent) or on the first archive error, which it returns; `gone` disconnects
     /// when it ends, so a loop that is not committing notices too.
     pub fn spawn(mut self) -> WriterThread {
-        let (tx, rx) = bounded::<Commit>(WRITER_BACKLOG);
+        let (tx, rx) = bounded::<ToWriter>(WRITER_BACKLOG);
         let (alive, gone) = bounded::<()>(0);
         let handle = std::thread::Builder::new()
             .name("archive-writer".into())
             .spawn(move || {
                 let _alive = alive;
-                for commit in rx {
-                    self.write(&commit)?;
+                for msg in rx {
+                    match msg {
+                        ToWriter::Commit(commit) => self.write(&commit)?,
+                        ToWriter::Flush(done) => {
+                            let _ = done.send(());
+                        }
+                    }
                 }
                 Ok(())
             })
@@ -95,13 +100,34 @@ impl Committer for ArchiveWriter {
     fn submit(&mut self, commit: Commit) -> Result<()> {
         self.write(&commit)
     }
+
+    fn flush(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// What the writer thread receives.
+enum ToWriter {
+    Commit(Commit),
+    /// Answered once every earlier commit is applied.
+    Flush(Sender<()>),
 }
 
 /// Sends commits to a writer thread.
-pub struct ChannelCommitter(Sender<Commit>);
+pub struct ChannelCommitter(Sender<ToWriter>);
 
 impl Committer for ChannelCommitter {
     fn submit(&mut self, commit: Commit) -> Result<()> {
-        self.0.send(commit).map_err(|_| Error::WriterStopped)
+        self.0
+            .send(ToWriter::Commit(commit))
+            .map_err(|_| Error::WriterStopped)
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        let (done, applied) = bounded(1);
+        self.0
+            .send(ToWriter::Flush(done))
+            .map_err(|_| Error::WriterStopped)?;
+        applied.recv().map_err(|_| Error::WriterStopped)
     }
 }
