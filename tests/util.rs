@@ -217,7 +217,7 @@ pub struct Daemon {
 }
 
 /// How long a test waits for a condition before it fails.
-pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(30);
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Daemon {
     /// Starts the daemon watching `watch` (the env's root when empty).
