@@ -232,15 +232,7 @@ fn the_seed_protocol_works_against_a_running_daemon() {
     d.wait_log(CAUGHT_UP);
     let staging = env.dir.path().join("staging.jsonl");
     fs::write(&staging, lines(&records("history", 3))).unwrap();
-    let out = env
-        .cmd()
-        .arg("seed")
-        .arg(&staging)
-        .arg("--db")
-        .arg(&env.db)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    env.seed_ok(&staging, &[]);
     fs::rename(&staging, env.path("resumed.jsonl")).unwrap();
     env.append("resumed.jsonl", b"{\"after\":\"seed\"}\n");
     assert_eq!(raw_record(&d.take_tap(1)[0]), r#"{"after":"seed"}"#);

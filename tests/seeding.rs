@@ -3,21 +3,11 @@
 use crate::util::*;
 
 fn seed(env: &Env, rel: &str, extra: &[&str]) -> std::process::Output {
-    env.cmd()
-        .arg("seed")
-        .arg(env.path(rel))
-        .arg("--db")
-        .arg(&env.db)
-        .args(extra)
-        .output()
-        .unwrap()
+    env.seed(&env.path(rel), extra)
 }
 
 fn seed_ok(env: &Env, rel: &str, extra: &[&str]) -> (String, String) {
-    let out = seed(env, rel, extra);
-    assert!(out.status.success(), "seed failed:\n{}", stderr(&out));
-    let err = stderr(&out);
-    (String::from_utf8(out.stdout).unwrap(), err)
+    env.seed_ok(&env.path(rel), extra)
 }
 
 #[test]
@@ -191,15 +181,7 @@ fn a_seeded_file_renamed_over_a_tracked_one_starts_at_its_mark() {
     env.run_once(&[]);
     let staging = env.dir.path().join("staging.jsonl");
     std::fs::write(&staging, b"{\"a\":1}\n{\"history\":2}\n").unwrap();
-    let out = env
-        .cmd()
-        .arg("seed")
-        .arg(&staging)
-        .arg("--db")
-        .arg(&env.db)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    env.seed_ok(&staging, &[]);
     std::fs::rename(&staging, env.path("s.jsonl")).unwrap();
     env.append("s.jsonl", b"{\"new\":3}\n");
     let log = env.run_once(&[]);

@@ -61,6 +61,25 @@ impl Env {
             .unwrap()
     }
 
+    /// `seed PATH` with `extra` arguments.
+    pub fn seed(&self, path: &Path, extra: &[&str]) -> Output {
+        let mut cmd = self.cmd();
+        cmd.arg("seed")
+            .arg(path)
+            .arg("--db")
+            .arg(&self.db)
+            .args(extra);
+        cmd.output().unwrap()
+    }
+
+    /// `seed PATH`, which must succeed; returns (stdout, stderr).
+    pub fn seed_ok(&self, path: &Path, extra: &[&str]) -> (String, String) {
+        let out = self.seed(path, extra);
+        assert!(out.status.success(), "seed failed:\n{}", stderr(&out));
+        let err = stderr(&out);
+        (String::from_utf8(out.stdout).unwrap(), err)
+    }
+
     /// `export` lines.
     pub fn export(&self, extra: &[&str]) -> Vec<String> {
         let out = self
