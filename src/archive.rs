@@ -7,7 +7,7 @@
 use crate::error::{Error, IoContext, Result};
 use crate::fingerprint::{Fingerprint, Identity, Markers, Window};
 use crate::read::{Position, Record, Reject};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::ffi::OsStr;
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
@@ -111,14 +111,56 @@ impl Archive {
         Archive::connect(path, created)
     }
 
-    /// Opens an archive that must already exist (for `status` and `export`).
+    /// Opens an archive that must already exist, read-only (for `status` and `export`): a
+    /// file that is not an archive is refused, never changed.
     pub fn open_existing(path: &Path) -> Result<Archive> {
-        if !path.exists() {
+        if !path.is_file() {
             return Err(Error::NoArchive {
                 path: path.to_owned(),
             });
         }
-        Archive::connect(path, false)
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(|source| Error::Archive {
+            path: path.to_owned(),
+            source,
+        })?;
+        let archive = Archive {
+            conn,
+            path: path.to_owned(),
+        };
+        archive.db(archive.conn.busy_timeout(Duration::from_secs(10)))?;
+        let version = archive.schema_version()?;
+        if version == 0 || !archive.has_table("sources")? {
+            return Err(Error::NotAnArchive {
+                path: path.to_owned(),
+            });
+        }
+        Ok(archive)
+    }
+
+    fn schema_version(&self) -> Result<i64> {
+        let found = self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0));
+        let found: i64 = self.db(found)?;
+        let known = MIGRATIONS.len() as i64;
+        if found > known {
+            return Err(Error::NewerSchema {
+                path: self.path.clone(),
+                found,
+                known,
+            });
+        }
+        Ok(found)
+    }
+
+    fn has_table(&self, name: &str) -> Result<bool> {
+        let n = self.conn.query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [name],
+            |r| r.get::<_, i64>(0),
+        );
+        Ok(self.db(n)? > 0)
     }
 
     fn connect(path: &Path, created: bool) -> Result<Archive> {
@@ -159,17 +201,7 @@ impl Archive {
     }
 
     fn migrate(&mut self) -> Result<()> {
-        let found: i64 = self.db(self
-            .conn
-            .pragma_query_value(None, "user_version", |r| r.get(0)))?;
-        let known = MIGRATIONS.len() as i64;
-        if found > known {
-            return Err(Error::NewerSchema {
-                path: self.path.clone(),
-                found,
-                known,
-            });
-        }
+        let found = self.schema_version()?;
         for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             let tx = self
                 .conn
@@ -291,6 +323,9 @@ impl Archive {
 
     /// A value the running daemon keeps for `status` (such as `caught_up`).
     pub fn state(&self, key: &str) -> Result<Option<String>> {
+        if !self.has_table("state")? {
+            return Ok(None);
+        }
         let v = self
             .conn
             .query_row("SELECT value FROM state WHERE key = ?1", [key], |r| {
@@ -641,17 +676,24 @@ fn create_private(path: &Path) -> Result<bool> {
 /// Creates the archive's directory (0700, and any missing parents) if it does not exist. An
 /// existing directory is left as it is.
 pub fn ensure_dir(archive: &Path) -> Result<()> {
-    match archive
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
-    {
-        Some(dir) => DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .at_path(dir),
-        None => Ok(()),
+    let Some(dir) = archive.parent().filter(|d| !d.as_os_str().is_empty()) else {
+        return Ok(());
+    };
+    if dir.exists() && !dir.is_dir() {
+        let source = std::io::Error::new(std::io::ErrorKind::NotADirectory, "not a directory");
+        return Err(Error::Io {
+            path: dir.to_owned(),
+            source,
+        });
     }
+    if dir.exists() {
+        return Ok(());
+    }
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .at_path(dir)
 }
 
 fn window(len: i64, hash: i64) -> Window {

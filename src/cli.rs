@@ -3,7 +3,7 @@
 use crate::archive::Archive;
 use crate::engine::{Engine, EngineOptions};
 use crate::envelope::write_envelope;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::harness::{self, absolute};
 use crate::lock::ArchiveLock;
 use crate::pipeline::{LiveOptions, run_live};
@@ -94,7 +94,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     rescan_interval: u64,
     /// Lines longer than this are rejected (bytes; K, M, G suffixes allowed).
-    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_record_limit)]
     record_limit: u64,
     /// Commit after about this many bytes of one file, then move to the next file.
     #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_size)]
@@ -167,14 +167,38 @@ fn env(key: &str) -> Option<String> {
 }
 
 fn archive_path(arg: &ArchiveArg) -> Result<PathBuf> {
-    match &arg.db {
-        Some(db) => Ok(absolute(db)),
-        None => crate::config::default_archive(&env),
+    let path = match &arg.db {
+        Some(db) => absolute(db),
+        None => crate::config::default_archive(&env)?,
+    };
+    if path.is_dir() {
+        return Err(Error::ArchiveIsDirectory { path });
     }
+    Ok(path)
+}
+
+/// `--watch` directories: each must be a directory, or not exist yet (it is then waited for).
+fn check_watch_dirs(dirs: &[PathBuf], once: bool) -> Result<()> {
+    for dir in dirs {
+        let path = absolute(dir);
+        if path.exists() && !path.is_dir() {
+            return Err(Error::WatchNotDirectory { path });
+        }
+        if !path.exists() {
+            let then = if once {
+                "nothing to read there"
+            } else {
+                "it is waited for"
+            };
+            log::warn!("--watch {path:?} does not exist yet; {then}");
+        }
+    }
+    Ok(())
 }
 
 fn run(args: RunArgs) -> Result<()> {
     let db = archive_path(&args.archive)?;
+    check_watch_dirs(&args.watch, args.once)?;
     let roots = if args.watch.is_empty() {
         harness::builtin_roots(&env)?
     } else {
@@ -183,10 +207,11 @@ fn run(args: RunArgs) -> Result<()> {
     crate::archive::ensure_dir(&db)?;
     let _lock = ArchiveLock::acquire(&db)?;
     let reads = Archive::open(&db)?;
-    let writer = ArchiveWriter::new(
-        Archive::open(&db)?,
-        args.sink.map(|Sink::Stdout| Tap::stdout()),
-    );
+    let tap = match args.sink {
+        Some(Sink::Stdout) => Some(Tap::stdout().at_path("<tap thread>")?),
+        None => None,
+    };
+    let writer = ArchiveWriter::new(Archive::open(&db)?, tap);
     log::info!("archive path={db:?}");
     for r in &roots {
         log::info!(
@@ -226,6 +251,13 @@ fn run(args: RunArgs) -> Result<()> {
 fn seed(args: SeedArgs) -> Result<()> {
     let db = archive_path(&args.archive)?;
     let path = absolute(&args.path);
+    // Checked before the archive is opened, so that a typo creates no archive.
+    match std::fs::symlink_metadata(&path) {
+        Ok(meta) if meta.file_type().is_file() => {}
+        Ok(_) => return Err(Error::NotRegular { path }),
+        Err(source) => return Err(Error::Io { path, source }),
+    }
+    crate::archive::ensure_dir(&db)?;
     let mut archive = Archive::open(&db)?;
     let seeded = seed::seed_prefix(&mut archive, &path, args.prefix_bytes)?;
     for w in &seeded.warnings {
@@ -285,6 +317,17 @@ fn stdout_result(written: io::Result<()>) -> Result<()> {
     }
 }
 
+/// A record limit: a size SQLite can store in one value (at most 1,000,000,000 bytes).
+fn parse_record_limit(text: &str) -> std::result::Result<u64, String> {
+    let n = parse_size(text)?;
+    if n > 1_000_000_000 {
+        return Err(format!(
+            "{text:?} is more than SQLite stores in one value (1000000000 bytes)"
+        ));
+    }
+    Ok(n)
+}
+
 /// Parses `123`, `64K`, `64KiB`, `8M`, `1G` (powers of 1024).
 fn parse_size(text: &str) -> std::result::Result<u64, String> {
     let t = text.trim();
@@ -322,5 +365,7 @@ mod tests {
         assert_eq!(parse_size("2KiB"), Ok(2048));
         assert!(parse_size("0").is_err());
         assert!(parse_size("5X").is_err());
+        assert!(parse_record_limit("18446744073709551615").is_err());
+        assert_eq!(parse_record_limit("64M"), Ok(64 << 20));
     }
 }

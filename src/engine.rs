@@ -582,7 +582,10 @@ impl Engine {
         if Identity::of(&meta) != Identity::of(&work.meta) {
             return Ok(self.replan(work, meta));
         }
-        self.report.opened += 1;
+        // Files, not turns: a file read in several batches counts once.
+        if work.target.is_none() {
+            self.report.opened += 1;
+        }
         Ok(Opened::File(file, meta))
     }
 

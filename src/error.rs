@@ -48,9 +48,29 @@ pub enum Error {
         known: i64,
     },
     /// A read-only command was pointed at an archive that does not exist.
-    #[error("no archive at {path}; run `transcript-sync run` first, or pass --db")]
+    #[error(
+        "no archive at {path}; run `transcript-sync run` first, or check --db and TRANSCRIPT_SYNC_DB"
+    )]
     NoArchive {
         /// The archive database that was looked for.
+        path: PathBuf,
+    },
+    /// A file that exists but holds no transcript-sync archive.
+    #[error("{path} is not a transcript-sync archive; check --db and TRANSCRIPT_SYNC_DB")]
+    NotAnArchive {
+        /// The file.
+        path: PathBuf,
+    },
+    /// `--db` names a directory.
+    #[error("{path} is a directory; --db takes the archive's file path, such as {path}/archive.db")]
+    ArchiveIsDirectory {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// A `--watch` path that exists but is not a directory.
+    #[error("--watch {path} is not a directory; give the directory that holds the transcripts")]
+    WatchNotDirectory {
+        /// The path given.
         path: PathBuf,
     },
     /// `seed` was asked to mark a file whose identity the archive already tracks.
@@ -93,7 +113,7 @@ pub enum Error {
     #[error("the archive writer stopped")]
     WriterStopped,
     /// The home directory is needed to find the built-in roots or the archive, and is unknown.
-    #[error("HOME is not set; set it, or pass --db and --watch")]
+    #[error("HOME is not set; set it, or pass --db (and, for run, --watch)")]
     NoHome,
 }
 

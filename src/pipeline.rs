@@ -45,7 +45,7 @@ pub fn run_live(
     options: EngineOptions,
     live: LiveOptions,
 ) -> Result<()> {
-    let writer = writer.spawn();
+    let writer = writer.spawn().at_path("<archive writer thread>")?;
     let engine = Engine::new(reads, Box::new(writer.committer), options)?;
     let stop = engine.stop_flag();
     let (signals, signal_rx) = listen_for_stop(Arc::clone(&stop))?;

@@ -15,6 +15,9 @@ use std::os::unix::fs::FileExt;
 /// How much is read per `pread`.
 const CHUNK: u64 = 256 * 1024;
 
+/// The smallest `pread`, however small the batch.
+const MIN_CHUNK: u64 = 4 * 1024;
+
 /// At most this many raw bytes of a rejected line are kept in the archive.
 pub const REJECT_RAW_LIMIT: usize = 64 * 1024;
 
@@ -130,10 +133,12 @@ pub fn read_complete_records(
         return Ok(Err(Mismatch::Rewritten));
     }
     let mut scan = Scan::new(from, window, start == 0, limits);
-    let mut chunk = vec![0; CHUNK.min(size - from.offset) as usize];
+    // A small batch reads small chunks: what lies past the batch's end is read again next turn.
+    let chunk_len = CHUNK.min(limits.batch_bytes.max(MIN_CHUNK));
+    let mut chunk = vec![0; chunk_len.min(size - from.offset) as usize];
     let mut pos = from.offset;
     while pos < size && !scan.full {
-        let want = (size - pos).min(CHUNK) as usize;
+        let want = (size - pos).min(chunk_len) as usize;
         let n = file.read_at(&mut chunk[..want], pos)?;
         if n == 0 {
             // The file shrank under the handle; the next look sees the truncation.

@@ -60,7 +60,7 @@ impl ArchiveWriter {
     /// applied there in order. The thread ends when the committer is dropped (after applying
     /// everything sent) or on the first archive error, which it returns; `gone` disconnects
     /// when it ends, so a loop that is not committing notices too.
-    pub fn spawn(mut self) -> WriterThread {
+    pub fn spawn(mut self) -> std::io::Result<WriterThread> {
         let (tx, rx) = bounded::<ToWriter>(WRITER_BACKLOG);
         let (alive, gone) = bounded::<()>(0);
         let handle = std::thread::Builder::new()
@@ -76,13 +76,12 @@ impl ArchiveWriter {
                     }
                 }
                 Ok(())
-            })
-            .expect("spawning the archive writer thread");
-        WriterThread {
+            })?;
+        Ok(WriterThread {
             committer: ChannelCommitter(tx),
             handle,
             gone,
-        }
+        })
     }
 }
 

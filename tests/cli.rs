@@ -128,3 +128,83 @@ fn a_file_whose_name_is_not_utf8_is_archived_and_exported_lossily() {
     let again = env.run_once(&[]);
     assert_eq!(counter(&again, "unchanged"), 1);
 }
+
+#[test]
+fn status_and_export_refuse_a_file_that_is_not_an_archive_and_leave_it_alone() {
+    let env = Env::new();
+    let other = env.dir.path().join("other.db");
+    let conn = rusqlite::Connection::open(&other).unwrap();
+    conn.execute_batch("CREATE TABLE mine (x); INSERT INTO mine VALUES (1);")
+        .unwrap();
+    drop(conn);
+    let before = std::fs::read(&other).unwrap();
+    for cmd in ["status", "export"] {
+        let out = env.cmd().args([cmd, "--db"]).arg(&other).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{cmd}");
+        assert!(
+            stderr(&out).contains("is not a transcript-sync archive"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(
+        std::fs::read(&other).unwrap(),
+        before,
+        "the file was changed"
+    );
+}
+
+#[test]
+fn bad_paths_are_refused_with_the_path_and_create_nothing() {
+    let env = Env::new();
+    env.write("file.jsonl", b"{}\n");
+    let out = env
+        .cmd()
+        .args(["run", "--once", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(env.path("file.jsonl"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is not a directory"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env
+        .cmd()
+        .args(["run", "--once", "--db"])
+        .arg(&env.root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("is a directory; --db takes the archive's file path"),
+        "{}",
+        stderr(&out)
+    );
+    let fresh = env.dir.path().join("fresh/archive.db");
+    let out = env
+        .cmd()
+        .args(["seed", "/nonexistent/x.jsonl", "--db"])
+        .arg(&fresh)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        !fresh.exists() && !fresh.parent().unwrap().exists(),
+        "seed created an archive"
+    );
+    let out = env
+        .cmd()
+        .args(["run", "--once", "--record-limit", "18446744073709551615"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("more than SQLite stores in one value"),
+        "{}",
+        stderr(&out)
+    );
+}
