@@ -4,7 +4,7 @@
 use crate::archive::{Archive, Commit, PrefixMark};
 use crate::error::{Error, IoContext, Result};
 use crate::fingerprint::{Identity, Markers};
-use crate::read::{Position, find_boundary};
+use crate::read::{Boundary, Position, find_boundary};
 use std::fmt;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
@@ -155,27 +155,7 @@ pub fn seed_prefix(
     }
     let identity = Identity::of(&meta);
     refuse_tracked(archive, path, identity)?;
-    let (hit, last) = find_boundary(&file, meta.size(), prefix_bytes).at_path(path)?;
-    let mut warnings = Vec::new();
-    let end = match (prefix_bytes, hit) {
-        (None, _) => last,
-        (Some(n), Some(hit)) => {
-            if hit.offset != n {
-                warnings.push(format!(
-                    "--prefix-bytes {n} falls inside a record; the prefix ends with that record, at offset {}",
-                    hit.offset
-                ));
-            }
-            hit
-        }
-        (Some(n), None) => {
-            warnings.push(format!(
-                "--prefix-bytes {n} is past the last complete record; clamped to offset {}",
-                last.offset
-            ));
-            last
-        }
-    };
+    let (end, warnings) = resolve_prefix(&file, meta.size(), prefix_bytes).at_path(path)?;
     let markers = Markers::measure(&file, end.offset).at_path(path)?;
     let mark = PrefixMark {
         identity,
@@ -199,6 +179,34 @@ pub fn seed_prefix(
         records: end.records,
         warnings,
         replaced,
+    })
+}
+
+/// Where the prefix ends, against the bytes on disk now, with a warning for each adjustment
+/// made to `--prefix-bytes`.
+fn resolve_prefix(
+    file: &File,
+    size: u64,
+    prefix_bytes: Option<u64>,
+) -> std::io::Result<(Boundary, Vec<String>)> {
+    let (hit, last) = find_boundary(file, size, prefix_bytes)?;
+    Ok(match (prefix_bytes, hit) {
+        (None, _) => (last, Vec::new()),
+        (Some(n), Some(hit)) if hit.offset == n => (hit, Vec::new()),
+        (Some(n), Some(hit)) => {
+            let at = hit.offset;
+            let why = format!(
+                "--prefix-bytes {n} falls inside a record; the prefix ends with that record, at offset {at}"
+            );
+            (hit, vec![why])
+        }
+        (Some(n), None) => {
+            let at = last.offset;
+            let why = format!(
+                "--prefix-bytes {n} is past the last complete record; clamped to offset {at}"
+            );
+            (last, vec![why])
+        }
     })
 }
 
