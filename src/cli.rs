@@ -263,7 +263,7 @@ fn seed(args: SeedArgs) -> Result<()> {
     for w in &seeded.warnings {
         log::warn!("{w} path={path:?}");
     }
-    if let Some(old) = seeded.replaced {
+    if let Some(old) = seeded.replaced.filter(|old| *old != seeded.offset) {
         log::warn!("replaced an earlier prefix mark at offset {old} path={path:?}");
     }
     println!(
