@@ -177,6 +177,22 @@ impl Archive {
         Ok(archive)
     }
 
+    /// Stops this connection from checkpointing the WAL when it commits (SQLite's default is
+    /// every 1,000 pages, inside the commit), for a connection whose commits must stay short
+    /// while another runs [`Archive::checkpoint`].
+    pub fn disable_autocheckpoint(&self) -> Result<()> {
+        self.db(self.conn.pragma_update(None, "wal_autocheckpoint", 0))
+    }
+
+    /// Copies committed WAL frames into the database without waiting for readers or writers
+    /// (a passive checkpoint). Returns how many frames the WAL holds.
+    pub fn checkpoint(&self) -> Result<i64> {
+        let frames = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1));
+        self.db(frames)
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path

@@ -206,12 +206,10 @@ fn run(args: RunArgs) -> Result<()> {
     };
     crate::archive::ensure_dir(&db)?;
     let _lock = ArchiveLock::acquire(&db)?;
-    let reads = Archive::open(&db)?;
     let tap = match args.sink {
         Some(Sink::Stdout) => Some(Tap::stdout().at_path("<tap thread>")?),
         None => None,
     };
-    let writer = ArchiveWriter::new(Archive::open(&db)?, tap);
     log::info!("archive path={db:?}");
     for r in &roots {
         log::info!(
@@ -235,8 +233,10 @@ fn run(args: RunArgs) -> Result<()> {
         let live = LiveOptions {
             rescan_interval: Duration::from_secs(args.rescan_interval.max(1)),
         };
-        return run_live(reads, writer, roots, options, live);
+        return run_live(&db, tap, roots, options, live);
     }
+    let reads = Archive::open(&db)?;
+    let writer = ArchiveWriter::new(Archive::open(&db)?, tap);
     let mut engine = Engine::new(reads, Box::new(writer), options)?;
     let report = engine.run_pass(&roots)?;
     for (path, bytes) in &report.held_back {

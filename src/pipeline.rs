@@ -15,13 +15,14 @@ use crate::archive::{Archive, Commit};
 use crate::engine::{Engine, EngineOptions};
 use crate::error::{Error, IoContext, Result};
 use crate::harness::Root;
+use crate::tap::Tap;
 use crate::watch::{self, Wakeups, WatcherThread};
 use crate::writer::ArchiveWriter;
 use crossbeam_channel::{Receiver, bounded, select, tick};
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -36,16 +37,26 @@ pub struct LiveOptions {
     pub rescan_interval: Duration,
 }
 
-/// Runs the daemon until SIGINT or SIGTERM: watches, backfills, then archives each change as
-/// it happens. `Ok` after a clean stop; `Err` when the archive fails.
+/// How often the checkpointer copies the WAL into the database.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+
+/// Runs the daemon on the archive at `db` until SIGINT or SIGTERM: watches, backfills, then
+/// archives each change as it happens. `Ok` after a clean stop; `Err` when the archive fails.
 pub fn run_live(
-    reads: Archive,
-    writer: ArchiveWriter,
+    db: &Path,
+    tap: Option<Tap>,
     roots: Vec<Root>,
     options: EngineOptions,
     live: LiveOptions,
 ) -> Result<()> {
-    let writer = writer.spawn().at_path("<archive writer thread>")?;
+    let reads = Archive::open(db)?;
+    let write = Archive::open(db)?;
+    // Checkpoints run on their own connection and thread, never inside a commit.
+    write.disable_autocheckpoint()?;
+    let checkpointer = Checkpointer::start(Archive::open(db)?)?;
+    let writer = ArchiveWriter::new(write, tap)
+        .spawn()
+        .at_path("<archive writer thread>")?;
     let engine = Engine::new(reads, Box::new(writer.committer), options)?;
     let stop = engine.stop_flag();
     let (signals, signal_rx) = listen_for_stop(Arc::clone(&stop))?;
@@ -65,6 +76,7 @@ pub fn run_live(
     // Dropping the engine drops the committer: the writer commits what it holds, then ends.
     drop(daemon);
     let written = writer.handle.join().unwrap_or(Err(Error::WriterStopped));
+    checkpointer.stop();
     match (result, written) {
         (_, Err(e)) => Err(e),
         (Ok(()), Ok(())) => {
@@ -158,6 +170,40 @@ impl Daemon {
             log::info!("rescan found changes {report}");
         }
         Ok(())
+    }
+}
+
+/// A thread that checkpoints the WAL every [`CHECKPOINT_EVERY`] while the daemon runs.
+struct Checkpointer {
+    stop: crossbeam_channel::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Checkpointer {
+    fn start(archive: Archive) -> Result<Checkpointer> {
+        let (stop, stopped) = bounded::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("checkpointer".into())
+            .spawn(move || {
+                let every = tick(CHECKPOINT_EVERY);
+                loop {
+                    select! {
+                        recv(every) -> _ => {
+                            if let Err(e) = archive.checkpoint() {
+                                log::debug!("checkpoint skipped: {e:#}");
+                            }
+                        }
+                        recv(stopped) -> _ => return,
+                    }
+                }
+            })
+            .at_path("<checkpointer thread>")?;
+        Ok(Checkpointer { stop, thread })
+    }
+
+    fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
     }
 }
 

@@ -368,3 +368,38 @@ fn a_symlinked_directory_moved_into_a_root_is_not_followed() {
     assert!(status.success());
     assert_eq!(env.records(), vec![r#"{"inside":1}"#, r#"{"inside":2}"#]);
 }
+
+#[test]
+fn the_wal_is_checkpointed_outside_commits_and_does_not_grow_without_bound() {
+    // Commits never checkpoint (that would stall a record behind a copy of the WAL); the
+    // checkpointer thread does it. Each round waits until the main file has taken the round's
+    // records, so the WAL is reused instead of growing by every round.
+    let env = Env::new();
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    let big = "x".repeat(4000);
+    let mut expected = 0u64;
+    let size = |p: &std::path::Path| fs::metadata(p).map_or(0, |m| m.len());
+    let mut wal = env.db.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal = std::path::PathBuf::from(wal);
+    for round in 0..3 {
+        let recs: Vec<String> = (0..1200)
+            .map(|i| format!(r#"{{"r":{round},"i":{i},"p":"{big}"}}"#))
+            .collect();
+        env.write(&format!("round{round}.jsonl"), &lines(&recs));
+        expected += 1200;
+        wait_until("the round archived", || archived(&env) == expected);
+        let want = expected * 4000;
+        wait_until(
+            "the checkpointer to copy the round into the main file",
+            || size(&env.db) > want,
+        );
+    }
+    assert!(
+        size(&wal) < 12_000_000,
+        "the WAL grew to {} bytes",
+        size(&wal)
+    );
+    drop(d);
+}
