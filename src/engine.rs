@@ -163,13 +163,20 @@ impl Engine {
         options: EngineOptions,
     ) -> Result<Engine> {
         let sources = Sources::new(reads.sources()?);
+        // One line per source at debug, and their count at info: a restart over thousands of
+        // transcripts should not print thousands of lines.
+        let mut persisted = 0;
         for s in sources.iter().filter(|s| !s.gone) {
+            persisted += 1;
             log::debug!(
                 "seeded path={:?} offset={} source={} skipped_records=0",
                 s.path,
                 s.cursor.position.offset,
                 SeedOrigin::Persisted
             );
+        }
+        if persisted > 0 {
+            log::info!("seeded sources={persisted} source=persisted (each at debug)");
         }
         Ok(Engine {
             scanned_roots: reads.scanned_roots()?.into_iter().collect(),

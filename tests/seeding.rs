@@ -210,3 +210,21 @@ fn start_at_end_does_not_skip_files_of_a_root_that_appears_later() {
     run(&env);
     assert_eq!(env.records(), vec![r#"{"first":1}"#]);
 }
+
+#[test]
+fn a_restart_reports_the_sources_it_seeded_from_persisted_cursors() {
+    let env = Env::new();
+    env.write("a.jsonl", b"{\"a\":1}\n");
+    env.write("b.jsonl", b"{\"b\":1}\n");
+    env.run_once(&[]);
+    let log = env.run_once(&[]);
+    assert_log_has(&log, "seeded sources=2 source=persisted");
+    let mut cmd = env.cmd();
+    cmd.env("RUST_LOG", "debug")
+        .args(["run", "--once", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(&env.root);
+    let debug = stderr(&cmd.output().unwrap());
+    assert_log_has(&debug, "offset=8 source=persisted skipped_records=0");
+}
