@@ -4,7 +4,7 @@
 //! Every change the engine makes goes through one [`Tx`]: the records of a batch and the cursor
 //! past them commit together, so a crash at any instant loses nothing and duplicates nothing.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{ArchiveContext, Error, IoContext, Result};
 use crate::fingerprint::{Fingerprint, Identity, Markers, Window};
 use crate::read::{Position, Record, Reject};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -120,10 +120,7 @@ impl Archive {
             });
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags).map_err(|source| Error::Archive {
-            path: path.to_owned(),
-            source,
-        })?;
+        let conn = Connection::open_with_flags(path, flags).at_archive(path)?;
         let archive = Archive {
             conn,
             path: path.to_owned(),
@@ -164,10 +161,7 @@ impl Archive {
     }
 
     fn connect(path: &Path, created: bool) -> Result<Archive> {
-        let conn = Connection::open(path).map_err(|source| Error::Archive {
-            path: path.to_owned(),
-            source,
-        })?;
+        let conn = Connection::open(path).at_archive(path)?;
         let mut archive = Archive {
             conn,
             path: path.to_owned(),
@@ -199,10 +193,7 @@ impl Archive {
     }
 
     fn db<T>(&self, result: rusqlite::Result<T>) -> Result<T> {
-        result.map_err(|source| Error::Archive {
-            path: self.path.clone(),
-            source,
-        })
+        result.at_archive(&self.path)
     }
 
     fn configure(&mut self, created: bool) -> Result<()> {
@@ -222,10 +213,7 @@ impl Archive {
             let tx = self
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate);
-            let tx = tx.map_err(|source| Error::Archive {
-                path: self.path.clone(),
-                source,
-            })?;
+            let tx = tx.at_archive(&self.path)?;
             let applied = tx
                 .execute_batch(sql)
                 .and_then(|()| tx.pragma_update(None, "user_version", version as i64 + 1))
@@ -355,10 +343,7 @@ impl Archive {
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate);
-        let tx = tx.map_err(|source| Error::Archive {
-            path: self.path.clone(),
-            source,
-        })?;
+        let tx = tx.at_archive(&self.path)?;
         Ok(Tx {
             tx,
             path: &self.path,
@@ -427,10 +412,7 @@ struct Tx<'a> {
 
 impl Tx<'_> {
     fn db<T>(&self, result: rusqlite::Result<T>) -> Result<T> {
-        result.map_err(|source| Error::Archive {
-            path: self.path.to_owned(),
-            source,
-        })
+        result.at_archive(self.path)
     }
 
     /// Adds source `id` at generation 0 with its first cursor.
@@ -657,10 +639,8 @@ impl Tx<'_> {
 
     /// Commits everything done in this transaction.
     fn commit(self) -> Result<()> {
-        let path = self.path.to_owned();
-        self.tx
-            .commit()
-            .map_err(|source| Error::Archive { path, source })
+        let path = self.path;
+        self.tx.commit().at_archive(path)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Library errors: what stops a command, each carrying the path a user needs to act on.
 
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Errors that end a command (the archive cannot be used, the arguments are wrong, a watcher
 /// definition is broken). Problems with a single transcript are not errors of this kind: the
@@ -129,6 +129,20 @@ impl<T> IoContext<T> for io::Result<T> {
     fn at_path(self, path: impl Into<PathBuf>) -> Result<T> {
         self.map_err(|source| Error::Io {
             path: path.into(),
+            source,
+        })
+    }
+}
+
+/// Attaches the archive's path to a SQLite error.
+pub(crate) trait ArchiveContext<T> {
+    fn at_archive(self, path: &Path) -> Result<T>;
+}
+
+impl<T> ArchiveContext<T> for rusqlite::Result<T> {
+    fn at_archive(self, path: &Path) -> Result<T> {
+        self.map_err(|source| Error::Archive {
+            path: path.to_owned(),
             source,
         })
     }
