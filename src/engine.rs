@@ -819,13 +819,12 @@ impl Engine {
 
     /// Records a new path for an unchanged source whose old path no longer names it.
     fn follow_move(&mut self, src: &SourceRow, path: &Path) -> Result<()> {
-        if src.path == path || !moved(src, path) {
+        if !moved(src, path) {
             return Ok(());
         }
         log::info!("moved path={path:?} from={:?} source={}", src.path, src.id);
         let mut tx = Commit::default();
-        tx.event(Some(src.id), "moved", path, &format!("from {:?}", src.path));
-        tx.update_source(src.id, src.identity, path, src.generation, false);
+        record_batch_events(&mut tx, src, path, true, &Batch::default());
         self.committer.submit(tx)?;
         self.sources.put(SourceRow {
             path: path.to_owned(),
