@@ -393,14 +393,12 @@ impl Archive {
         Ok(Ok(()))
     }
 
-    /// Counts of rejects and events, for `status`.
-    pub fn totals(&self) -> Result<(u64, u64)> {
-        let n = self.conn.query_row(
-            "SELECT (SELECT count(*) FROM rejects), (SELECT count(*) FROM events)",
-            [],
-            |r| Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64)),
-        );
-        self.db(n)
+    /// How many lifecycle events are recorded, for `status` (rejects are counted per source).
+    pub fn event_count(&self) -> Result<u64> {
+        let n = self
+            .conn
+            .query_row("SELECT count(*) FROM events", [], |r| r.get::<_, i64>(0));
+        Ok(self.db(n)? as u64)
     }
 }
 

@@ -75,7 +75,7 @@ pub struct Totals {
 /// Gathers the status of `archive`.
 pub fn status(archive: &Archive) -> Result<Status> {
     let sources: Vec<SourceStatus> = archive.sources()?.iter().map(source_status).collect();
-    let (_, events) = archive.totals()?;
+    let events = archive.event_count()?;
     let mut totals = Totals {
         sources: sources.len() as u64,
         events,
