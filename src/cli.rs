@@ -1,13 +1,15 @@
 //! The command line: argument definitions and what each command does.
 
 use crate::archive::Archive;
+use crate::config::{self, Overrides, Settings};
 use crate::engine::{Engine, EngineOptions};
 use crate::envelope::write_envelope;
 use crate::error::{Error, IoContext, Result};
-use crate::harness::{self, absolute};
+use crate::harness::absolute;
 use crate::lock::ArchiveLock;
-use crate::pipeline::{LiveOptions, run_live};
-use crate::read::ReadLimits;
+use crate::logging;
+use crate::pipeline::run_live;
+use crate::progress::ProgressShow;
 use crate::seed::{self, StartAt};
 use crate::status;
 use crate::tap::Tap;
@@ -22,9 +24,20 @@ use std::time::Duration;
 #[derive(Debug, Parser)]
 #[command(name = "transcript-sync", version, propagate_version = true)]
 #[command(
-    after_help = "Logs go to stderr; set RUST_LOG (error, warn, info, debug) to change how much."
+    after_help = "Logs go to stderr; set RUST_LOG (error, warn, info, debug) or the \
+    configuration's log_level to change how much.\n\
+    Configuration: $XDG_CONFIG_HOME/transcript-sync/config.toml (~/.config/...; on macOS \
+    ~/Library/Application Support/transcript-sync/config.toml); command-line flags win over it."
 )]
 pub struct Cli {
+    /// The configuration file [default: $XDG_CONFIG_HOME/transcript-sync/config.toml]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "TRANSCRIPT_SYNC_CONFIG"
+    )]
+    pub config: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -36,10 +49,12 @@ pub enum Command {
     /// Archive every transcript, then keep watching and archive each new record as it is written.
     #[command(
         long_about = "Archive every transcript, then keep watching and archive each new record as \
-        it is written, until SIGINT or SIGTERM (or, with --once, exit after one pass).\n\n\
-        Without --watch, the built-in watchers: Claude Code ($CLAUDE_CONFIG_DIR or ~/.claude, \
-        projects/**/*.jsonl) and Codex CLI ($CODEX_HOME or ~/.codex, sessions/ and \
-        archived_sessions/). Directories that do not exist yet are waited for."
+        it is written, until SIGINT or SIGTERM (or, with --once, exit after one pass). SIGHUP \
+        reloads the configuration file.\n\n\
+        Without --watch, the watchers of the configuration file, by default the built-in ones: \
+        Claude Code ($CLAUDE_CONFIG_DIR or ~/.claude, projects/**/*.jsonl) and Codex CLI \
+        ($CODEX_HOME or ~/.codex, sessions/ and archived_sessions/). Directories that do not \
+        exist yet are waited for."
     )]
     Run(RunArgs),
     /// Mark the records now in a file as history that is not to be archived.
@@ -55,12 +70,30 @@ pub enum Command {
     Export(ExportArgs),
     /// Show where each source stands: generation, cursor, lag, held-back bytes, counts.
     Status(StatusArgs),
+    /// Work with the configuration file.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `config` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Validate the configuration file and print the configuration `run` would use.
+    Check(CheckArgs),
+}
+
+/// Arguments of `config check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
 }
 
 /// Where the archive is.
 #[derive(Debug, Args)]
 pub struct ArchiveArg {
-    /// The archive database [default: $XDG_DATA_HOME/transcript-sync/archive.db]
+    /// The archive database [default: the configuration's archive, else
+    /// $XDG_DATA_HOME/transcript-sync/archive.db]
     #[arg(long, value_name = "PATH", env = "TRANSCRIPT_SYNC_DB")]
     pub db: Option<PathBuf>,
 }
@@ -70,35 +103,58 @@ pub struct ArchiveArg {
 pub struct RunArgs {
     #[command(flatten)]
     archive: ArchiveArg,
-    /// Watch this directory instead of the built-in watchers (repeatable).
+    /// Watch this directory instead of the configured watchers (repeatable).
     #[arg(long, value_name = "DIR")]
     watch: Vec<PathBuf>,
-    /// Which files under each --watch directory are transcripts.
-    #[arg(
-        long,
-        value_name = "GLOB",
-        default_value = "**/*.jsonl",
-        requires = "watch"
-    )]
-    glob: String,
-    /// Where files present at a directory's first scan start; later files always start at 0.
-    #[arg(long, value_enum, value_name = "POLICY", default_value_t = StartPolicy::Beginning)]
-    start_at: StartPolicy,
+    /// Which files under each --watch directory are transcripts [default: **/*.jsonl]
+    #[arg(long, value_name = "GLOB", requires = "watch")]
+    glob: Option<String>,
+    /// Where files present at a directory's first scan start; later files always start at 0
+    /// [default: beginning, or each [[watch]] table's start_at]
+    #[arg(long, value_enum, value_name = "POLICY")]
+    start_at: Option<StartPolicy>,
     /// Read every file once, up to the size it has when it is read, then exit.
     #[arg(long)]
     once: bool,
     /// Also print each record, once committed, as an envelope line on stdout.
     #[arg(long, value_enum, value_name = "SINK")]
     sink: Option<Sink>,
-    /// How often every directory is rescanned (stat only) to catch what events miss.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
-    rescan_interval: u64,
-    /// Lines longer than this are rejected (bytes; K, M, G suffixes allowed).
-    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_record_limit)]
-    record_limit: u64,
-    /// Commit after about this many bytes of one file, then move to the next file.
-    #[arg(long, value_name = "SIZE", default_value = "8M", value_parser = parse_size)]
-    batch_bytes: u64,
+    /// How often every directory is rescanned (stat only) to catch what events miss
+    /// (seconds, or with a unit: 90s, 5m) [default: 60]
+    #[arg(long, value_name = "INTERVAL", value_parser = config::parse_interval)]
+    rescan_interval: Option<Duration>,
+    /// How often a directory that cannot be watched is polled instead (stat only)
+    /// [default: 2s]
+    #[arg(long, value_name = "INTERVAL", value_parser = config::parse_interval)]
+    poll_interval: Option<Duration>,
+    /// Lines longer than this are rejected (bytes; K, M, G suffixes allowed) [default: 64M]
+    #[arg(long, value_name = "SIZE", value_parser = config::parse_record_limit)]
+    record_limit: Option<u64>,
+    /// Commit after about this many bytes of one file, then move to the next file
+    /// [default: 8M]
+    #[arg(long, value_name = "SIZE", value_parser = config::parse_size)]
+    batch_bytes: Option<u64>,
+    /// How often a backfill that is not shown in a terminal logs its progress.
+    #[arg(long, value_name = "INTERVAL", default_value = "5s", value_parser = config::parse_interval)]
+    progress_every: Duration,
+}
+
+impl RunArgs {
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            db: self.archive.db.clone(),
+            watch: self.watch.clone(),
+            glob: self.glob.clone(),
+            start_at: self.start_at.map(|p| match p {
+                StartPolicy::Beginning => StartAt::Beginning,
+                StartPolicy::End => StartAt::End,
+            }),
+            record_limit: self.record_limit,
+            batch_bytes: self.batch_bytes,
+            rescan_interval: self.rescan_interval,
+            poll_interval: self.poll_interval,
+        }
+    }
 }
 
 /// Where records go besides the archive.
@@ -152,29 +208,38 @@ pub struct StatusArgs {
     json: bool,
 }
 
-/// Runs a parsed command line. `Err` is fatal and names the path involved.
+/// Runs a parsed command line: loads the configuration, starts logging, runs the command.
+/// `Err` is fatal and names the path involved.
 pub fn execute(cli: Cli) -> Result<()> {
+    let source = config::Source::locate(cli.config.as_deref(), &env)?;
+    let flags = match &cli.command {
+        Command::Run(args) => args.overrides(),
+        Command::Seed(SeedArgs { archive, .. })
+        | Command::Export(ExportArgs { archive, .. })
+        | Command::Status(StatusArgs { archive, .. })
+        | Command::Config(ConfigCommand::Check(CheckArgs { archive })) => Overrides {
+            db: archive.db.clone(),
+            ..Overrides::default()
+        },
+    };
+    let settings = Settings::load(source.clone(), &flags, &env)?;
+    logging::init(settings.log_level);
+    if settings.archive.is_dir() {
+        return Err(Error::ArchiveIsDirectory {
+            path: settings.archive,
+        });
+    }
     match cli.command {
-        Command::Run(args) => run(args),
-        Command::Seed(args) => seed(args),
-        Command::Export(args) => export(args),
-        Command::Status(args) => status(args),
+        Command::Run(args) => run(args, settings, flags, source),
+        Command::Seed(args) => seed(args, &settings.archive),
+        Command::Export(args) => export(args, &settings.archive),
+        Command::Status(args) => status(args, &settings.archive),
+        Command::Config(ConfigCommand::Check(_)) => config_check(&settings),
     }
 }
 
 fn env(key: &str) -> Option<String> {
     std::env::var(key).ok()
-}
-
-fn archive_path(arg: &ArchiveArg) -> Result<PathBuf> {
-    let path = match &arg.db {
-        Some(db) => absolute(db),
-        None => crate::config::default_archive(&env)?,
-    };
-    if path.is_dir() {
-        return Err(Error::ArchiveIsDirectory { path });
-    }
-    Ok(path)
 }
 
 /// `--watch` directories: each must be a directory, or not exist yet (it is then waited for).
@@ -196,22 +261,15 @@ fn check_watch_dirs(dirs: &[PathBuf], once: bool) -> Result<()> {
     Ok(())
 }
 
-fn run(args: RunArgs) -> Result<()> {
-    let db = archive_path(&args.archive)?;
-    check_watch_dirs(&args.watch, args.once)?;
-    let roots = if args.watch.is_empty() {
-        harness::builtin_roots(&env)?
+fn log_settings(settings: &Settings) {
+    let file = &settings.source.path;
+    if settings.found {
+        log::info!("configuration path={file:?}");
     } else {
-        harness::watch_roots(&args.watch, &args.glob)?
-    };
-    crate::archive::ensure_dir(&db)?;
-    let _lock = ArchiveLock::acquire(&db)?;
-    let tap = match args.sink {
-        Some(Sink::Stdout) => Some(Tap::stdout().at_path("<tap thread>")?),
-        None => None,
-    };
-    log::info!("archive path={db:?}");
-    for r in &roots {
+        log::debug!("no configuration file at {file:?}; defaults apply");
+    }
+    log::info!("archive path={:?}", settings.archive);
+    for r in &settings.roots {
         log::info!(
             "watching path={:?} harness={} ({})",
             r.path,
@@ -219,26 +277,32 @@ fn run(args: RunArgs) -> Result<()> {
             r.description
         );
     }
-    let options = EngineOptions {
-        limits: ReadLimits {
-            record_limit: args.record_limit,
-            batch_bytes: args.batch_bytes.max(1),
-        },
-        start_at: match args.start_at {
-            StartPolicy::Beginning => StartAt::Beginning,
-            StartPolicy::End => StartAt::End,
-        },
+}
+
+fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Source) -> Result<()> {
+    check_watch_dirs(&args.watch, args.once)?;
+    let db = settings.archive.clone();
+    crate::archive::ensure_dir(&db)?;
+    let _lock = ArchiveLock::acquire(&db)?;
+    let tap = match args.sink {
+        Some(Sink::Stdout) => Some(Tap::stdout().at_path("<tap thread>")?),
+        None => None,
     };
+    log_settings(&settings);
+    let show = ProgressShow::for_stderr(args.progress_every);
     if !args.once {
-        let live = LiveOptions {
-            rescan_interval: Duration::from_secs(args.rescan_interval.max(1)),
-        };
-        return run_live(&db, tap, roots, options, live);
+        let reload = Box::new(move || Settings::load(source.clone(), &flags, &env));
+        return run_live(&db, tap, settings, show, reload);
     }
+    let options = EngineOptions {
+        limits: settings.limits,
+    };
     let reads = Archive::open(&db)?;
     let writer = ArchiveWriter::new(Archive::open(&db)?, tap);
     let mut engine = Engine::new(reads, Box::new(writer), options)?;
-    let report = engine.run_pass(&roots)?;
+    let mut display = show.start();
+    engine.observe(Box::new(move |p| display.update(p)));
+    let report = engine.run_pass(&settings.roots)?;
     for (path, bytes) in &report.held_back {
         log::info!(
             "held back path={path:?} bytes={bytes} (an incomplete last line, archived once it ends with a newline)"
@@ -248,8 +312,7 @@ fn run(args: RunArgs) -> Result<()> {
     Ok(())
 }
 
-fn seed(args: SeedArgs) -> Result<()> {
-    let db = archive_path(&args.archive)?;
+fn seed(args: SeedArgs, db: &Path) -> Result<()> {
     let path = absolute(&args.path);
     // Checked before the archive is opened, so that a typo creates no archive.
     match std::fs::symlink_metadata(&path) {
@@ -257,8 +320,8 @@ fn seed(args: SeedArgs) -> Result<()> {
         Ok(_) => return Err(Error::NotRegular { path }),
         Err(source) => return Err(Error::Io { path, source }),
     }
-    crate::archive::ensure_dir(&db)?;
-    let mut archive = Archive::open(&db)?;
+    crate::archive::ensure_dir(db)?;
+    let mut archive = Archive::open(db)?;
     let seeded = seed::seed_prefix(&mut archive, &path, args.prefix_bytes)?;
     for w in &seeded.warnings {
         log::warn!("{w} path={path:?}");
@@ -276,9 +339,8 @@ fn seed(args: SeedArgs) -> Result<()> {
     Ok(())
 }
 
-fn export(args: ExportArgs) -> Result<()> {
-    let db = archive_path(&args.archive)?;
-    let archive = Archive::open_existing(&db)?;
+fn export(args: ExportArgs, db: &Path) -> Result<()> {
+    let archive = Archive::open_existing(db)?;
     let filter = args.path.as_deref().map(absolute);
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(256 * 1024, stdout);
@@ -290,9 +352,8 @@ fn export(args: ExportArgs) -> Result<()> {
     stdout_result(written)
 }
 
-fn status(args: StatusArgs) -> Result<()> {
-    let db = archive_path(&args.archive)?;
-    let archive = Archive::open_existing(&db)?;
+fn status(args: StatusArgs, db: &Path) -> Result<()> {
+    let archive = Archive::open_existing(db)?;
     let st = status::status(&archive)?;
     let mut out = io::stdout().lock();
     let written = if args.json {
@@ -303,6 +364,24 @@ fn status(args: StatusArgs) -> Result<()> {
         status::write_text(&mut out, &st)
     };
     stdout_result(written)
+}
+
+/// Prints the resolved configuration, as a file `run` would accept.
+fn config_check(settings: &Settings) -> Result<()> {
+    let file = &settings.source.path;
+    let origin = if settings.found {
+        format!("# configuration file {} is valid", file.display())
+    } else {
+        format!(
+            "# no configuration file at {}; defaults apply",
+            file.display()
+        )
+    };
+    let text = format!(
+        "{origin}\n# resolved with the command line and environment:\n{}",
+        settings.to_toml()
+    );
+    stdout_result(io::stdout().lock().write_all(text.as_bytes()))
 }
 
 /// A reader that closed the pipe early is not an error (`export | head`).
@@ -317,37 +396,6 @@ fn stdout_result(written: io::Result<()>) -> Result<()> {
     }
 }
 
-/// A record limit: a size SQLite can store in one value (at most 1,000,000,000 bytes).
-fn parse_record_limit(text: &str) -> std::result::Result<u64, String> {
-    let n = parse_size(text)?;
-    if n > 1_000_000_000 {
-        return Err(format!(
-            "{text:?} is more than SQLite stores in one value (1000000000 bytes)"
-        ));
-    }
-    Ok(n)
-}
-
-/// Parses `123`, `64K`, `64KiB`, `8M`, `1G` (powers of 1024).
-fn parse_size(text: &str) -> std::result::Result<u64, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (digits, unit) = t.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{text:?} is not a size (try 1048576, 64K or 8M)"))?;
-    let shift = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kb" | "kib" => 10,
-        "m" | "mb" | "mib" => 20,
-        "g" | "gb" | "gib" => 30,
-        _ => return Err(format!("{text:?} has an unknown unit (use K, M or G)")),
-    };
-    n.checked_mul(1 << shift)
-        .filter(|&v| v > 0)
-        .ok_or_else(|| format!("{text:?} is out of range"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,16 +404,5 @@ mod tests {
     #[test]
     fn command_line_definition_is_consistent() {
         Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn sizes_take_binary_suffixes() {
-        assert_eq!(parse_size("64M"), Ok(64 << 20));
-        assert_eq!(parse_size("100"), Ok(100));
-        assert_eq!(parse_size("2KiB"), Ok(2048));
-        assert!(parse_size("0").is_err());
-        assert!(parse_size("5X").is_err());
-        assert!(parse_record_limit("18446744073709551615").is_err());
-        assert_eq!(parse_record_limit("64M"), Ok(64 << 20));
     }
 }

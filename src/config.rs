@@ -1,33 +1,505 @@
-//! Defaults that depend on the platform and the environment: where the archive lives.
+//! Configuration: `config.toml`, the platform's default paths, and how command-line flags
+//! override the file. The resolved [`Settings`] are what every command runs with.
 
-use crate::error::{Error, Result};
-use std::path::PathBuf;
+use crate::error::{Error, IoContext, Result};
+use crate::harness::{self, Root, absolute};
+use crate::read::ReadLimits;
+use crate::seed::StartAt;
+use serde::{Deserialize, Deserializer, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The archive's file name inside the data directory.
 const ARCHIVE_FILE: &str = "archive.db";
+/// The configuration's file name inside the configuration directory.
+const CONFIG_FILE: &str = "config.toml";
+/// The directory name under the platform's data and configuration directories.
+const APP_DIR: &str = "transcript-sync";
+
+/// Reads an environment variable (a parameter, so that tests can give their own).
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// The default archive path: `$XDG_DATA_HOME/transcript-sync/archive.db`
 /// (`~/.local/share/...` when unset), or `~/Library/Application Support/transcript-sync/`
-/// on macOS. `--db` and `TRANSCRIPT_SYNC_DB` override it.
-pub fn default_archive(env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf> {
+/// on macOS. The configuration's `archive`, `--db` and `TRANSCRIPT_SYNC_DB` override it.
+pub fn default_archive(env: Env) -> Result<PathBuf> {
+    Ok(platform_dir(env, "XDG_DATA_HOME", ".local/share")?.join(ARCHIVE_FILE))
+}
+
+/// The default configuration path: `$XDG_CONFIG_HOME/transcript-sync/config.toml`
+/// (`~/.config/...` when unset), or `~/Library/Application Support/transcript-sync/` on macOS.
+pub fn default_config(env: Env) -> Result<PathBuf> {
+    Ok(platform_dir(env, "XDG_CONFIG_HOME", ".config")?.join(CONFIG_FILE))
+}
+
+fn platform_dir(env: Env, xdg: &str, fallback: &str) -> Result<PathBuf> {
     let home = || env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let base = if cfg!(target_os = "macos") {
         home()
             .ok_or(Error::NoHome)?
             .join("Library/Application Support")
     } else {
-        match env("XDG_DATA_HOME").filter(|d| d.starts_with('/')) {
+        // The XDG spec says a relative value is invalid and to be ignored.
+        match env(xdg).filter(|d| d.starts_with('/')) {
             Some(dir) => PathBuf::from(dir),
-            None => home().ok_or(Error::NoHome)?.join(".local/share"),
+            None => home().ok_or(Error::NoHome)?.join(fallback),
         }
     };
-    Ok(base.join("transcript-sync").join(ARCHIVE_FILE))
+    Ok(base.join(APP_DIR))
 }
 
-#[cfg(all(test, not(target_os = "macos")))]
+/// The configuration file as written. Every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    /// The archive's path.
+    #[serde(default, deserialize_with = "some_path")]
+    archive: Option<PathBuf>,
+    /// Lines longer than this are rejected.
+    #[serde(default, deserialize_with = "some_record_limit")]
+    record_limit: Option<u64>,
+    /// Bytes of one file per commit before the next file's turn.
+    #[serde(default, deserialize_with = "some_size")]
+    batch_bytes: Option<u64>,
+    /// `error`, `warn`, `info`, `debug` or `trace`; `RUST_LOG` wins.
+    #[serde(default, deserialize_with = "some_level")]
+    log_level: Option<log::LevelFilter>,
+    /// How often every root is rescanned, stat only.
+    #[serde(default, deserialize_with = "some_interval")]
+    rescan_interval: Option<Duration>,
+    /// How often a root that cannot be watched is polled, stat only.
+    #[serde(default, deserialize_with = "some_interval")]
+    poll_interval: Option<Duration>,
+    /// Built-in watchers switched on or off by name.
+    #[serde(default)]
+    watchers: BTreeMap<toml::Spanned<String>, bool>,
+    /// Extra watched directories.
+    #[serde(default)]
+    watch: Vec<WatchDir>,
+}
+
+/// One `[[watch]]` table: a directory of the generic harness.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WatchDir {
+    #[serde(deserialize_with = "path")]
+    path: PathBuf,
+    #[serde(default, deserialize_with = "some_glob")]
+    glob: Option<String>,
+    #[serde(default)]
+    start_at: Option<StartAt>,
+}
+
+/// Values given on the command line; each one that is set wins over the file.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--db` or `TRANSCRIPT_SYNC_DB`.
+    pub db: Option<PathBuf>,
+    /// `--watch` directories: they replace the file's watchers and `[[watch]]` tables.
+    pub watch: Vec<PathBuf>,
+    /// `--glob` for the `--watch` directories.
+    pub glob: Option<String>,
+    /// `--start-at`, for every root.
+    pub start_at: Option<StartAt>,
+    /// `--record-limit`.
+    pub record_limit: Option<u64>,
+    /// `--batch-bytes`.
+    pub batch_bytes: Option<u64>,
+    /// `--rescan-interval`.
+    pub rescan_interval: Option<Duration>,
+    /// `--poll-interval`.
+    pub poll_interval: Option<Duration>,
+}
+
+/// Where the configuration comes from: `--config` (must exist) or the default path (may not).
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The file's path.
+    pub path: PathBuf,
+    /// True when the path was given (`--config`, `TRANSCRIPT_SYNC_CONFIG`): it must exist.
+    pub explicit: bool,
+}
+
+impl Source {
+    /// `--config` when given, else the platform's default path.
+    pub fn locate(given: Option<&Path>, env: Env) -> Result<Source> {
+        Ok(match given {
+            Some(p) => Source {
+                path: absolute(p),
+                explicit: true,
+            },
+            None => Source {
+                path: default_config(env)?,
+                explicit: false,
+            },
+        })
+    }
+
+    /// Reads and parses the file. A missing default file is an empty configuration.
+    pub fn load(&self) -> Result<Option<FileConfig>> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.explicit => {
+                return Ok(None);
+            }
+            Err(e) => return Err(e).at_path(&self.path),
+        };
+        parse(&self.path, &text).map(Some)
+    }
+}
+
+/// Parses configuration text; errors carry the file, line and column.
+pub fn parse(path: &Path, text: &str) -> Result<FileConfig> {
+    toml::from_str(text).map_err(|e| {
+        let (line, column) = e
+            .span()
+            .map_or((0, 0), |span| line_and_column(text, span.start));
+        Error::Config {
+            path: path.to_owned(),
+            line,
+            column,
+            message: e.message().trim_end().to_owned(),
+        }
+    })
+}
+
+/// One-based line and column (in characters) of byte `at` in `text`.
+fn line_and_column(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// What a command runs with: the file's values under the command line's.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Where the configuration was looked for, and whether it was found.
+    pub source: Source,
+    /// True when the file exists and was read.
+    pub found: bool,
+    /// The archive database.
+    pub archive: PathBuf,
+    /// The directories to watch.
+    pub roots: Vec<Root>,
+    /// Record limit and batch size.
+    pub limits: ReadLimits,
+    /// The log level when `RUST_LOG` is unset.
+    pub log_level: log::LevelFilter,
+    /// How often every root is rescanned.
+    pub rescan_interval: Duration,
+    /// How often a root that cannot be watched is polled.
+    pub poll_interval: Duration,
+}
+
+/// Default record limit: 64 MiB.
+pub const DEFAULT_RECORD_LIMIT: u64 = 64 << 20;
+/// Default batch: 8 MiB.
+pub const DEFAULT_BATCH_BYTES: u64 = 8 << 20;
+/// Default rescan interval.
+pub const DEFAULT_RESCAN: Duration = Duration::from_secs(60);
+/// Default poll interval for roots that cannot be watched.
+pub const DEFAULT_POLL: Duration = Duration::from_secs(2);
+
+impl Settings {
+    /// Loads `source` and resolves it under `flags`.
+    pub fn load(source: Source, flags: &Overrides, env: Env) -> Result<Settings> {
+        let file = source.load()?;
+        Settings::resolve(source, file, flags, env)
+    }
+
+    /// The file's values (or defaults) under the command line's.
+    pub fn resolve(
+        source: Source,
+        file: Option<FileConfig>,
+        flags: &Overrides,
+        env: Env,
+    ) -> Result<Settings> {
+        let found = file.is_some();
+        let file = file.unwrap_or_default();
+        let archive = match (&flags.db, &file.archive) {
+            (Some(db), _) => absolute(db),
+            (None, Some(a)) => expand_home(a, env)?,
+            (None, None) => default_archive(env)?,
+        };
+        let mut roots = roots(&source, &file, flags, env)?;
+        if let Some(start_at) = flags.start_at {
+            roots.iter_mut().for_each(|r| r.start_at = start_at);
+        }
+        let limits = ReadLimits {
+            record_limit: flags
+                .record_limit
+                .or(file.record_limit)
+                .unwrap_or(DEFAULT_RECORD_LIMIT),
+            batch_bytes: flags
+                .batch_bytes
+                .or(file.batch_bytes)
+                .unwrap_or(DEFAULT_BATCH_BYTES),
+        };
+        Ok(Settings {
+            source,
+            found,
+            archive,
+            roots,
+            limits,
+            log_level: file.log_level.unwrap_or(log::LevelFilter::Info),
+            rescan_interval: flags
+                .rescan_interval
+                .or(file.rescan_interval)
+                .unwrap_or(DEFAULT_RESCAN),
+            poll_interval: flags
+                .poll_interval
+                .or(file.poll_interval)
+                .unwrap_or(DEFAULT_POLL),
+        })
+    }
+
+    /// The resolved configuration as TOML, for `config check`.
+    pub fn to_toml(&self) -> String {
+        let view = SettingsView {
+            archive: self.archive.display().to_string(),
+            record_limit: self.limits.record_limit,
+            batch_bytes: self.limits.batch_bytes,
+            log_level: self.log_level.to_string().to_lowercase(),
+            rescan_interval: humantime::format_duration(self.rescan_interval).to_string(),
+            poll_interval: humantime::format_duration(self.poll_interval).to_string(),
+            root: self.roots.iter().map(RootView::of).collect(),
+        };
+        toml::to_string(&view).expect("a struct of strings and numbers serializes to TOML")
+    }
+}
+
+/// `--watch` directories; else the enabled built-in watchers and the `[[watch]]` tables.
+fn roots(source: &Source, file: &FileConfig, flags: &Overrides, env: Env) -> Result<Vec<Root>> {
+    if !flags.watch.is_empty() {
+        let glob = flags.glob.as_deref().unwrap_or(harness::DEFAULT_GLOB);
+        return harness::watch_roots(&flags.watch, glob);
+    }
+    let known = harness::watchers()?;
+    for name in file.watchers.keys() {
+        if !known.iter().any(|w| w.builtin && w.name == *name.get_ref()) {
+            return Err(unknown_watcher(source, name, &known));
+        }
+    }
+    let enabled = |name: &str, builtin: bool| {
+        file.watchers
+            .iter()
+            .find(|(n, _)| n.get_ref() == name)
+            .map_or(builtin, |(_, on)| *on)
+    };
+    let mut roots = harness::builtin_roots_where(env, &enabled)?;
+    for w in &file.watch {
+        let glob = w.glob.as_deref().unwrap_or(harness::DEFAULT_GLOB);
+        let mut dir = harness::watch_roots(&[expand_home(&w.path, env)?], glob)?;
+        dir.iter_mut()
+            .for_each(|r| r.start_at = w.start_at.unwrap_or_default());
+        roots.append(&mut dir);
+    }
+    Ok(roots)
+}
+
+fn unknown_watcher(
+    source: &Source,
+    name: &toml::Spanned<String>,
+    known: &[harness::Watcher],
+) -> Error {
+    let text = std::fs::read_to_string(&source.path).unwrap_or_default();
+    let (line, column) = line_and_column(&text, name.span().start);
+    let names: Vec<&str> = known
+        .iter()
+        .filter(|w| w.builtin)
+        .map(|w| w.name.as_str())
+        .collect();
+    Error::Config {
+        path: source.path.clone(),
+        line,
+        column,
+        message: format!(
+            "unknown watcher {:?}; the built-in watchers are {}",
+            name.get_ref(),
+            names.join(", ")
+        ),
+    }
+}
+
+/// `~/rest` against HOME; other paths are absolute already (checked when parsed).
+fn expand_home(path: &Path, env: Env) -> Result<PathBuf> {
+    match path.strip_prefix("~") {
+        Ok(rest) => {
+            let home = env("HOME").filter(|h| !h.is_empty()).ok_or(Error::NoHome)?;
+            Ok(PathBuf::from(home).join(rest))
+        }
+        Err(_) => Ok(path.to_owned()),
+    }
+}
+
+#[derive(Serialize)]
+struct SettingsView {
+    archive: String,
+    record_limit: u64,
+    batch_bytes: u64,
+    log_level: String,
+    rescan_interval: String,
+    poll_interval: String,
+    root: Vec<RootView>,
+}
+
+#[derive(Serialize)]
+struct RootView {
+    path: String,
+    harness: String,
+    glob: String,
+    start_at: StartAt,
+}
+
+impl RootView {
+    fn of(r: &Root) -> RootView {
+        RootView {
+            path: r.path.display().to_string(),
+            harness: r.harness.clone(),
+            glob: r.glob.glob().to_string(),
+            start_at: r.start_at,
+        }
+    }
+}
+
+fn path<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<PathBuf, D::Error> {
+    let text = String::deserialize(d)?;
+    if text == "~" || text.starts_with("~/") || text.starts_with('/') {
+        return Ok(PathBuf::from(text));
+    }
+    Err(serde::de::Error::custom(format!(
+        "{text:?} must be an absolute path or start with ~/"
+    )))
+}
+
+fn some_path<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<PathBuf>, D::Error> {
+    path(d).map(Some)
+}
+
+fn some_size<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<u64>, D::Error> {
+    size_value(d, parse_size).map(Some)
+}
+
+fn some_record_limit<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<u64>, D::Error> {
+    size_value(d, parse_record_limit).map(Some)
+}
+
+/// A size written as a number of bytes or as a string with a unit.
+fn size_value<'de, D: Deserializer<'de>>(
+    d: D,
+    parse: fn(&str) -> std::result::Result<u64, String>,
+) -> std::result::Result<u64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Bytes(u64),
+        Text(String),
+    }
+    let text = match Raw::deserialize(d)? {
+        Raw::Bytes(n) => n.to_string(),
+        Raw::Text(t) => t,
+    };
+    parse(&text).map_err(serde::de::Error::custom)
+}
+
+fn some_interval<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Duration>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Seconds(u64),
+        Text(String),
+    }
+    let text = match Raw::deserialize(d)? {
+        Raw::Seconds(n) => n.to_string(),
+        Raw::Text(t) => t,
+    };
+    parse_interval(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+fn some_level<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<log::LevelFilter>, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map(Some).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "{text:?} is not a log level (off, error, warn, info, debug, trace)"
+        ))
+    })
+}
+
+fn some_glob<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    let text = String::deserialize(d)?;
+    globset::Glob::new(&text)
+        .map_err(|e| serde::de::Error::custom(format!("invalid glob: {e}")))?;
+    Ok(Some(text))
+}
+
+/// A record limit: a size SQLite can store in one value (at most 1,000,000,000 bytes).
+pub fn parse_record_limit(text: &str) -> std::result::Result<u64, String> {
+    let n = parse_size(text)?;
+    if n > 1_000_000_000 {
+        return Err(format!(
+            "{text:?} is more than SQLite stores in one value (1000000000 bytes)"
+        ));
+    }
+    Ok(n)
+}
+
+/// Parses `123`, `64K`, `64KiB`, `8M`, `1G` (powers of 1024).
+pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size (try 1048576, 64K or 8M)"))?;
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        _ => return Err(format!("{text:?} has an unknown unit (use K, M or G)")),
+    };
+    n.checked_mul(1 << shift)
+        .filter(|&v| v > 0)
+        .ok_or_else(|| format!("{text:?} is out of range"))
+}
+
+/// Parses an interval: whole seconds (`60`) or a duration with units (`250ms`, `2s`, `5m`).
+/// It must be at least 10 ms.
+pub fn parse_interval(text: &str) -> std::result::Result<Duration, String> {
+    let t = text.trim();
+    let d = match t.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => humantime::parse_duration(t)
+            .map_err(|e| format!("{text:?} is not an interval (try 60, 2s or 250ms): {e}"))?,
+    };
+    if d < Duration::from_millis(10) {
+        return Err(format!("{text:?} is shorter than 10ms"));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
+    fn source() -> Source {
+        Source {
+            path: PathBuf::from("/etc/t/config.toml"),
+            explicit: true,
+        }
+    }
+
+    #[cfg(not(target_os = "macos"))]
     #[test]
     fn xdg_data_home_wins_over_home_and_must_be_absolute() {
         let env = |k: &str| match k {
@@ -48,6 +520,83 @@ mod tests {
             default_archive(&relative).unwrap(),
             PathBuf::from("/home/u/.local/share/transcript-sync/archive.db")
         );
+        assert_eq!(
+            default_config(&relative).unwrap(),
+            PathBuf::from("/home/u/.config/transcript-sync/config.toml")
+        );
         assert!(matches!(default_archive(&|_| None), Err(Error::NoHome)));
+    }
+
+    #[test]
+    fn a_bad_value_is_reported_at_its_line_and_column() {
+        let text = "archive = \"/a/b.db\"\n\nrecord_limit = \"5X\"\n";
+        match parse(Path::new("/c.toml"), text) {
+            Err(Error::Config {
+                line,
+                column,
+                message,
+                ..
+            }) => {
+                assert_eq!((line, column), (3, 16), "{message}");
+                assert!(message.contains("unknown unit"), "{message}");
+            }
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn flags_win_over_the_file_and_the_file_over_defaults() {
+        let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
+        let text = "archive = \"~/a.db\"\nrecord_limit = \"1M\"\nbatch_bytes = 4096\n\
+                    rescan_interval = \"5s\"\n[watchers]\ncodex = false\n\
+                    [[watch]]\npath = \"/w\"\nstart_at = \"end\"\n";
+        let file = parse(Path::new("/c.toml"), text).unwrap();
+        let flags = Overrides {
+            record_limit: Some(2048),
+            ..Overrides::default()
+        };
+        let s = Settings::resolve(source(), Some(file), &flags, &env).unwrap();
+        assert_eq!(s.archive, PathBuf::from("/home/u/a.db"));
+        assert_eq!(s.limits.record_limit, 2048);
+        assert_eq!(s.limits.batch_bytes, 4096);
+        assert_eq!(s.rescan_interval, Duration::from_secs(5));
+        assert_eq!(s.poll_interval, DEFAULT_POLL);
+        let harnesses: Vec<&str> = s.roots.iter().map(|r| r.harness.as_str()).collect();
+        assert_eq!(harnesses, ["claude-code", "generic"]);
+        assert_eq!(s.roots[1].start_at, StartAt::End);
+        assert_eq!(s.roots[0].start_at, StartAt::Beginning);
+    }
+
+    #[test]
+    fn an_unknown_watcher_names_the_known_ones() {
+        let file = parse(Path::new("/c.toml"), "[watchers]\nclaude = true\n").unwrap();
+        let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
+        let err = Settings::resolve(source(), Some(file), &Overrides::default(), &env)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown watcher \"claude\""), "{err}");
+        assert!(err.contains("claude-code, codex"), "{err}");
+    }
+
+    #[test]
+    fn relative_paths_and_unknown_keys_are_refused() {
+        assert!(parse(Path::new("/c"), "archive = \"rel.db\"").is_err());
+        assert!(parse(Path::new("/c"), "achive = \"/a.db\"").is_err());
+        assert!(parse(Path::new("/c"), "[[watch]]\npath = \"/w\"\nglob = \"a[\"").is_err());
+    }
+
+    #[test]
+    fn sizes_and_intervals_take_units() {
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert_eq!(parse_size("2KiB"), Ok(2048));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("5X").is_err());
+        assert!(parse_record_limit("18446744073709551615").is_err());
+        assert_eq!(parse_record_limit("64M"), Ok(64 << 20));
+        assert_eq!(parse_interval("60"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_interval("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_interval("1ms").is_err());
+        assert!(parse_interval("soon").is_err());
     }
 }

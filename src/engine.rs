@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::fingerprint::{Fingerprint, Identity};
 use crate::harness::Root;
 use crate::open::open_regular;
+use crate::progress::Progress;
 use crate::read::{Batch, Mismatch, Position, ReadLimits, Reject, read_complete_records};
 use crate::seed::{Seed, SeedOrigin, StartAt, seed_new_source};
 use crate::sources::Sources;
@@ -32,8 +33,6 @@ const MAX_ATTEMPTS: u8 = 3;
 pub struct EngineOptions {
     /// Record limit and batch size.
     pub limits: ReadLimits,
-    /// Start policy for files present at a root's first scan.
-    pub start_at: StartAt,
 }
 
 /// What one pass did; every skip, reset and drop is counted here and logged.
@@ -153,7 +152,12 @@ pub struct Engine {
     options: EngineOptions,
     report: PassReport,
     stop: Arc<AtomicBool>,
+    progress: Progress,
+    observer: Option<Observer>,
 }
+
+/// Called with the pass's progress after every step of its queue.
+pub type Observer = Box<dyn FnMut(&Progress) + Send>;
 
 impl Engine {
     /// Loads every source and cursor through `reads`; every change goes to `committer`.
@@ -188,12 +192,24 @@ impl Engine {
             options,
             report: PassReport::default(),
             stop: Arc::new(AtomicBool::new(false)),
+            progress: Progress::default(),
+            observer: None,
         })
     }
 
     /// A flag that, once set, ends the current pass after the batch in hand is committed.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.stop)
+    }
+
+    /// Uses `limits` from the next read on.
+    pub fn set_limits(&mut self, limits: ReadLimits) {
+        self.options.limits = limits;
+    }
+
+    /// Calls `observer` with each pass's progress from now on, in place of any earlier one.
+    pub fn observe(&mut self, observer: Observer) {
+        self.observer = Some(observer);
     }
 
     /// Sources and records archived so far, over all sources.
@@ -277,20 +293,61 @@ impl Engine {
             .iter()
             .map(|r| !self.scanned_roots.contains(&r.path))
             .collect();
+        self.start_progress(&queue);
         while let Some(work) = queue.pop_front() {
             if self.stop.load(Ordering::Relaxed) {
                 log::info!(
                     "pass interrupted; {} files left for the next start",
                     queue.len() + 1
                 );
+                self.end_progress();
                 return Ok(false);
             }
             match self.step(work, &first_scan, roots)? {
-                Step::Done => {}
+                Step::Done => self.progress.files_done += 1,
                 Step::Again(work) => queue.push_back(*work),
             }
+            self.progress.bytes_done = self.report.bytes_read;
+            self.progress.records = self.report.records;
+            self.show_progress();
         }
+        self.end_progress();
         Ok(true)
+    }
+
+    /// Totals of a queue: its files, and the bytes past their cursors.
+    fn start_progress(&mut self, queue: &VecDeque<Work>) {
+        let bytes_total = queue
+            .iter()
+            .map(|w| match w.plan {
+                Plan::Known(id) => {
+                    let src = self.source(id);
+                    if src.cursor.fingerprint == Some(Fingerprint::of(&w.meta)) {
+                        0
+                    } else {
+                        w.meta.size().saturating_sub(src.cursor.position.offset)
+                    }
+                }
+                Plan::PathMatch(_) | Plan::New => w.meta.size(),
+            })
+            .sum();
+        self.progress = Progress {
+            files_total: queue.len() as u64,
+            bytes_total,
+            ..Progress::default()
+        };
+        self.show_progress();
+    }
+
+    fn end_progress(&mut self) {
+        self.progress.finished = true;
+        self.show_progress();
+    }
+
+    fn show_progress(&mut self) {
+        if let Some(observe) = &mut self.observer {
+            observe(&self.progress);
+        }
     }
 
     fn finish_pass(&mut self, roots: &[Root]) -> Result<()> {
@@ -401,8 +458,8 @@ impl Engine {
             Plan::Known(id) => self.step_known(work, id),
             Plan::PathMatch(id) => self.step_path_match(work, id),
             Plan::New => {
-                let root = work.root;
-                self.step_new(work, first_scan[root], &roots[root].harness)
+                let (root, first) = (&roots[work.root], first_scan[work.root]);
+                self.step_new(work, first, &root.harness, root.start_at)
             }
         }
     }
@@ -502,7 +559,13 @@ impl Engine {
         }
     }
 
-    fn step_new(&mut self, mut work: Work, first_scan: bool, harness: &str) -> Result<Step> {
+    fn step_new(
+        &mut self,
+        mut work: Work,
+        first_scan: bool,
+        harness: &str,
+        start_at: StartAt,
+    ) -> Result<Step> {
         let (file, meta) = match self.open_owned(&mut work)? {
             Opened::File(file, meta) => (file, meta),
             Opened::Skip => return Ok(Step::Done),
@@ -513,7 +576,7 @@ impl Engine {
             work.plan = Plan::Known(id);
             return Ok(Step::Again(Box::new(work)));
         }
-        let (size, start_at) = (meta.size(), self.options.start_at);
+        let size = meta.size();
         match seed_new_source(&self.reads, &file, size, identity, start_at, first_scan)? {
             Ok(seed) => {
                 let id = self.create_source(&work.path, identity, harness, &seed)?;

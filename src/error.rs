@@ -109,6 +109,18 @@ pub enum Error {
         /// The parse error.
         source: globset::Error,
     },
+    /// The configuration file is invalid.
+    #[error("invalid configuration {path}:{line}:{column}: {message}")]
+    Config {
+        /// The configuration file.
+        path: PathBuf,
+        /// One-based line of the error (0 when unknown).
+        line: usize,
+        /// One-based column of the error (0 when unknown).
+        column: usize,
+        /// What is wrong, and what is expected.
+        message: String,
+    },
     /// The archive writer thread ended (its error was reported where it happened).
     #[error("the archive writer stopped")]
     WriterStopped,

@@ -2,6 +2,7 @@
 //! resolved into the roots a pass scans.
 
 use crate::error::{Error, Result};
+use crate::seed::StartAt;
 use globset::{Glob, GlobMatcher};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,9 @@ const DEFINITIONS: &[(&str, &str)] = &[
 
 /// The harness name of directories given with `--watch`.
 pub const GENERIC: &str = "generic";
+
+/// The glob of `--watch` and `[[watch]]` directories unless one is given.
+pub const DEFAULT_GLOB: &str = "**/*.jsonl";
 
 /// One watcher definition.
 #[derive(Clone, Debug, Deserialize)]
@@ -54,6 +58,8 @@ pub struct Root {
     pub description: String,
     /// Matches transcript paths relative to `path`.
     pub glob: GlobMatcher,
+    /// Where files present at this root's first scan start.
+    pub start_at: StartAt,
 }
 
 impl Root {
@@ -79,8 +85,17 @@ pub fn watchers() -> Result<Vec<Watcher>> {
 
 /// The roots of the built-in watchers, resolved against the environment.
 pub fn builtin_roots(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Root>> {
+    builtin_roots_where(env, &|_, builtin| builtin)
+}
+
+/// The roots of the watchers for which `enabled(name, builtin)` is true.
+pub fn builtin_roots_where(
+    env: &dyn Fn(&str) -> Option<String>,
+    enabled: &dyn Fn(&str, bool) -> bool,
+) -> Result<Vec<Root>> {
     let mut roots = Vec::new();
-    for w in watchers()?.into_iter().filter(|w| w.builtin) {
+    let chosen = watchers()?.into_iter().filter(|w| w.name != GENERIC);
+    for w in chosen.filter(|w| enabled(&w.name, w.builtin)) {
         let home = watcher_home(&w, env)?;
         for dir in &w.roots {
             roots.push(root(home.join(dir), &w, &w.glob)?);
@@ -129,6 +144,7 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
         harness: watcher.name.clone(),
         description: watcher.description.clone(),
         glob: compiled.compile_matcher(),
+        start_at: StartAt::default(),
     })
 }
 

@@ -12,30 +12,31 @@
 //! behind, the tap is dropped (archiving never waits for stdout).
 
 use crate::archive::{Archive, Commit};
-use crate::engine::{Engine, EngineOptions};
+use crate::config::Settings;
+use crate::engine::{Engine, EngineOptions, PassReport};
 use crate::error::{Error, IoContext, Result};
 use crate::harness::Root;
+use crate::logging;
+use crate::progress::{Progress, ProgressShow};
+use crate::readiness::ServiceManager;
 use crate::tap::Tap;
-use crate::watch::{self, Wakeups, WatcherThread};
+use crate::watch::{self, PolledRoot, Wakeups, WatcherThread};
 use crate::writer::ArchiveWriter;
-use crossbeam_channel::{Receiver, bounded, select, tick};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use crossbeam_channel::{Receiver, bounded, never, select, tick};
+use indicatif::HumanBytes;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The key under which the daemon keeps its caught-up figures for `status`.
 pub const CAUGHT_UP: &str = "caught_up";
 
-/// Settings of the live loop.
-#[derive(Clone, Copy, Debug)]
-pub struct LiveOptions {
-    /// How often every root is rescanned (stat only) to catch what events cannot show.
-    pub rescan_interval: Duration,
-}
+/// Reads the configuration again (on SIGHUP), with the command line's flags still on top.
+pub type Reload = Box<dyn FnMut() -> Result<Settings> + Send>;
 
 /// How often the checkpointer copies the WAL into the database.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
@@ -45,9 +46,9 @@ const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 pub fn run_live(
     db: &Path,
     tap: Option<Tap>,
-    roots: Vec<Root>,
-    options: EngineOptions,
-    live: LiveOptions,
+    settings: Settings,
+    show: ProgressShow,
+    reload: Reload,
 ) -> Result<()> {
     let reads = Archive::open(db)?;
     let write = Archive::open(db)?;
@@ -57,22 +58,30 @@ pub fn run_live(
     let writer = ArchiveWriter::new(write, tap)
         .spawn()
         .at_path("<archive writer thread>")?;
+    let options = EngineOptions {
+        limits: settings.limits,
+    };
     let engine = Engine::new(reads, Box::new(writer.committer), options)?;
     let stop = engine.stop_flag();
-    let (signals, signal_rx) = listen_for_stop(Arc::clone(&stop))?;
+    let signals = SignalListener::start(Arc::clone(&stop))?;
     let (wakeups, wake_rx) = Wakeups::new();
-    let watchers = start_watchers(&roots, &wakeups);
     let mut daemon = Daemon {
         engine,
-        roots,
+        rescan: tick(settings.rescan_interval),
+        settings,
         wakeups,
         stop,
+        manager: Arc::new(ServiceManager::from_env()),
+        watchers: Vec::new(),
+        polled: BTreeSet::new(),
+        poll: never(),
+        reload,
+        show,
     };
-    let result = daemon.run(&wake_rx, &signal_rx, &writer.gone, live);
-    for w in watchers {
-        w.stop();
-    }
-    signals.close();
+    let result = daemon.run(&wake_rx, &signals, &writer.gone);
+    daemon.manager.stopping();
+    daemon.stop_watchers();
+    signals.handle.close();
     // Dropping the engine drops the committer: the writer commits what it holds, then ends.
     drop(daemon);
     let written = writer.handle.join().unwrap_or(Err(Error::WriterStopped));
@@ -89,27 +98,42 @@ pub fn run_live(
 
 struct Daemon {
     engine: Engine,
-    roots: Vec<Root>,
+    settings: Settings,
     wakeups: Arc<Wakeups>,
     stop: Arc<AtomicBool>,
+    manager: Arc<ServiceManager>,
+    watchers: Vec<WatcherThread>,
+    /// Roots the watchers cannot cover, polled every `poll_interval`.
+    polled: BTreeSet<PathBuf>,
+    rescan: Receiver<Instant>,
+    poll: Receiver<Instant>,
+    reload: Reload,
+    show: ProgressShow,
 }
 
 impl Daemon {
     fn run(
         &mut self,
         wake: &Receiver<()>,
-        signal: &Receiver<()>,
+        signals: &SignalListener,
         writer_gone: &Receiver<()>,
-        live: LiveOptions,
     ) -> Result<()> {
+        self.start_watchers();
+        let roots = self.settings.roots.len();
+        self.manager
+            .ready(&format!("watching {roots} roots; backfill starting"));
         self.set_caught_up(String::new())?;
         self.backfill()?;
-        let rescan = tick(live.rescan_interval);
+        let watchdog = self.manager.ping_every().map_or_else(never, tick);
         while !self.stop.load(Ordering::Relaxed) {
+            let (rescan, poll) = (self.rescan.clone(), self.poll.clone());
             select! {
                 recv(wake) -> _ => self.on_wake()?,
                 recv(rescan) -> _ => self.on_rescan()?,
-                recv(signal) -> _ => break,
+                recv(poll) -> _ => self.on_poll()?,
+                recv(watchdog) -> _ => self.manager.watchdog(),
+                recv(signals.reload) -> _ => self.on_reload()?,
+                recv(signals.stop) -> _ => break,
                 recv(writer_gone) -> _ => return Err(Error::WriterStopped),
             }
         }
@@ -118,8 +142,17 @@ impl Daemon {
 
     /// The initial scan and backfill; appends during it are marked dirty and read after it.
     fn backfill(&mut self) -> Result<()> {
-        self.wakeups.take();
-        let report = self.engine.run_pass(&self.roots)?;
+        self.take_dirty();
+        let mut display = self.show.start();
+        let manager = Arc::clone(&self.manager);
+        self.engine.observe(Box::new(move |p| {
+            display.update(p);
+            manager.watchdog();
+            manager.status(&backfill_status(p), false);
+        }));
+        let report = self.engine.run_pass(&self.settings.roots)?;
+        let manager = Arc::clone(&self.manager);
+        self.engine.observe(Box::new(move |_| manager.watchdog()));
         if self.stop.load(Ordering::Relaxed) {
             return Ok(());
         }
@@ -137,6 +170,7 @@ impl Daemon {
         self.set_caught_up(figures.to_string())?;
         // Said only once everything it counts, and the figures for `status`, are committed.
         log::info!("caught up sources={sources} records={records}");
+        self.manager.status(&self.live_status(), true);
         Ok(())
     }
 
@@ -147,30 +181,210 @@ impl Daemon {
         self.engine.flush()
     }
 
+    /// Takes what the watchers marked, starting to poll the roots they cannot cover.
+    fn take_dirty(&mut self) -> watch::Dirty {
+        let mut dirty = self.wakeups.take();
+        for p in std::mem::take(&mut dirty.polled) {
+            self.start_polling(p);
+        }
+        dirty
+    }
+
     /// Reads what the watchers marked. Events that arrive meanwhile coalesce into the next
     /// wake-up.
     fn on_wake(&mut self) -> Result<()> {
-        let dirty = self.wakeups.take();
+        let dirty = self.take_dirty();
         let report = if dirty.rescan {
-            self.engine.run_pass(&self.roots)?
+            self.engine.run_pass(&self.settings.roots)?
         } else if dirty.files.is_empty() {
             return Ok(());
         } else {
-            self.engine
-                .sync_paths(&self.roots, dirty.files.into_iter().collect())?
+            let files = dirty.files.into_iter().collect();
+            self.engine.sync_paths(&self.settings.roots, files)?
         };
         log::debug!("sync complete {report}");
+        self.manager.status(&self.live_status(), false);
         Ok(())
     }
 
     /// The periodic stat-only rescan: finds what events could not show.
     fn on_rescan(&mut self) -> Result<()> {
-        let report = self.engine.run_pass(&self.roots)?;
-        if report.records + report.rejects + report.new_sources + report.gone > 0 {
+        let report = self.engine.run_pass(&self.settings.roots)?;
+        if changed(&report) {
             log::info!("rescan found changes {report}");
         }
         Ok(())
     }
+
+    /// A stat-only pass over the roots that cannot be watched.
+    fn on_poll(&mut self) -> Result<()> {
+        let roots: Vec<Root> = (self.settings.roots.iter())
+            .filter(|r| self.polled.contains(&r.path))
+            .cloned()
+            .collect();
+        let report = self.engine.run_pass(&roots)?;
+        if changed(&report) {
+            log::debug!("poll found changes {report}");
+            self.manager.status(&self.live_status(), false);
+        }
+        Ok(())
+    }
+
+    fn start_polling(&mut self, p: PolledRoot) {
+        if !self.polled.insert(p.root.clone()) {
+            return;
+        }
+        let every = self.settings.poll_interval;
+        log::warn!(
+            "cannot watch root path={:?}: {}; polling it every {} (stat only) instead; fix: {}",
+            p.root,
+            p.reason,
+            humantime::format_duration(every),
+            p.fix
+        );
+        self.poll = tick(every);
+    }
+
+    fn live_status(&self) -> String {
+        let (sources, records) = self.engine.totals();
+        let roots = self.settings.roots.len();
+        let polled = match self.polled.len() {
+            0 => String::new(),
+            n => format!(" ({n} polled)"),
+        };
+        format!(
+            "watching {roots} roots{polled}: {sources} sources, {records} records archived; lag 0 B"
+        )
+    }
+
+    /// SIGHUP: reads the configuration again and applies it; a bad file changes nothing.
+    fn on_reload(&mut self) -> Result<()> {
+        self.manager.reloading();
+        let file = self.settings.source.path.clone();
+        match (self.reload)() {
+            Err(e) => {
+                log::error!("reload refused, still running the previous configuration: {e}");
+                let status = format!("reload refused ({e}); {}", self.live_status());
+                self.manager.reloaded(&status);
+                Ok(())
+            }
+            Ok(new) => {
+                log::info!("reloading configuration path={file:?}");
+                self.apply(new)?;
+                self.manager.reloaded(&self.live_status());
+                Ok(())
+            }
+        }
+    }
+
+    /// Applies reloaded settings: new roots are watched and scanned (from their cursors, so
+    /// nothing archived is read again), removed ones are no longer watched.
+    fn apply(&mut self, mut new: Settings) -> Result<()> {
+        if new.archive != self.settings.archive {
+            log::warn!(
+                "the archive path changed to {:?}; that takes effect at the next start, this \
+                 daemon keeps {:?}",
+                new.archive,
+                self.settings.archive
+            );
+            new.archive = self.settings.archive.clone();
+        }
+        if let Err(why) = logging::set_level(new.log_level) {
+            log::debug!("log_level not applied: {why}");
+        }
+        self.engine.set_limits(new.limits);
+        if new.rescan_interval != self.settings.rescan_interval {
+            self.rescan = tick(new.rescan_interval);
+        }
+        let (added, removed) = root_changes(&self.settings.roots, &new.roots);
+        let roots_changed = !added.is_empty() || !removed.is_empty();
+        self.settings = new;
+        if roots_changed {
+            self.stop_watchers();
+            self.polled.clear();
+            self.poll = never();
+            self.start_watchers();
+        } else if !self.polled.is_empty() {
+            self.poll = tick(self.settings.poll_interval);
+        }
+        log::info!(
+            "reloaded roots={} added={added:?} removed={removed:?}",
+            self.settings.roots.len()
+        );
+        self.take_dirty();
+        let report = self.engine.run_pass(&self.settings.roots)?;
+        log::info!("reload pass complete {report}");
+        Ok(())
+    }
+
+    /// One watcher thread per harness, over that harness's roots; each returns once its
+    /// watches are in place. A watcher that cannot start has its roots polled.
+    fn start_watchers(&mut self) {
+        let mut by_harness: BTreeMap<&str, Vec<PathBuf>> = BTreeMap::new();
+        for r in &self.settings.roots {
+            by_harness
+                .entry(&r.harness)
+                .or_default()
+                .push(r.path.clone());
+        }
+        let mut failed = Vec::new();
+        for (name, paths) in by_harness {
+            match watch::spawn(name, paths.clone(), Arc::clone(&self.wakeups)) {
+                Ok(t) => self.watchers.push(t),
+                Err(e) => failed.extend(paths.into_iter().map(|root| PolledRoot {
+                    root,
+                    reason: format!("the thread of watcher {name} cannot start: {e}"),
+                    fix: "check the process and thread limits (`ulimit -u`)",
+                })),
+            }
+        }
+        for p in failed {
+            self.start_polling(p);
+        }
+    }
+
+    fn stop_watchers(&mut self) {
+        for w in self.watchers.drain(..) {
+            w.stop();
+        }
+    }
+}
+
+fn changed(report: &PassReport) -> bool {
+    report.records + report.rejects + report.new_sources + report.gone > 0
+}
+
+fn backfill_status(p: &Progress) -> String {
+    format!(
+        "backfill: {}/{} files, {} records; lag {}",
+        p.files_done,
+        p.files_total,
+        p.records,
+        HumanBytes(p.bytes_left())
+    )
+}
+
+/// Roots in `new` and not in `old`, and the reverse, by path, harness, glob and start policy.
+fn root_changes(old: &[Root], new: &[Root]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let key = |r: &Root| {
+        (
+            r.path.clone(),
+            r.harness.clone(),
+            r.glob.glob().to_string(),
+            r.start_at == crate::seed::StartAt::End,
+        )
+    };
+    let old_keys: BTreeSet<_> = old.iter().map(key).collect();
+    let new_keys: BTreeSet<_> = new.iter().map(key).collect();
+    let added = new_keys
+        .difference(&old_keys)
+        .map(|k| k.0.clone())
+        .collect();
+    let removed = old_keys
+        .difference(&new_keys)
+        .map(|k| k.0.clone())
+        .collect();
+    (added, removed)
 }
 
 /// A thread that checkpoints the WAL every [`CHECKPOINT_EVERY`] while the daemon runs.
@@ -207,39 +421,51 @@ impl Checkpointer {
     }
 }
 
-/// One watcher thread per harness, over that harness's roots.
-fn start_watchers(roots: &[Root], wakeups: &Arc<Wakeups>) -> Vec<WatcherThread> {
-    let mut by_harness: BTreeMap<&str, Vec<PathBuf>> = BTreeMap::new();
-    for r in roots {
-        by_harness
-            .entry(&r.harness)
-            .or_default()
-            .push(r.path.clone());
-    }
-    let mut threads = Vec::new();
-    for (name, paths) in by_harness {
-        match watch::spawn(name, paths, Arc::clone(wakeups)) {
-            Ok(t) => threads.push(t),
-            Err(e) => log::error!("cannot start the watcher thread for {name}: {e}"),
-        }
-    }
-    threads
+/// The signal thread's channels.
+struct SignalListener {
+    handle: signal_hook::iterator::Handle,
+    /// SIGINT or SIGTERM arrived.
+    stop: Receiver<()>,
+    /// SIGHUP arrived.
+    reload: Receiver<()>,
 }
 
-/// SIGINT and SIGTERM set `stop` (which ends a pass after the batch in hand) and wake the loop.
-fn listen_for_stop(stop: Arc<AtomicBool>) -> Result<(signal_hook::iterator::Handle, Receiver<()>)> {
-    let mut signals = Signals::new([SIGINT, SIGTERM]).at_path("<signal handlers>")?;
-    let handle = signals.handle();
-    let (tx, rx) = bounded(1);
-    std::thread::Builder::new()
-        .name("signals".into())
-        .spawn(move || {
-            for sig in signals.forever() {
-                log::info!("stopping on signal {sig}: committing the batch in hand");
-                stop.store(true, Ordering::Relaxed);
-                let _ = tx.try_send(());
-            }
+impl SignalListener {
+    /// SIGINT and SIGTERM set `stop` (which ends a pass after the batch in hand) and wake the
+    /// loop; a second SIGINT exits at once. SIGHUP asks for a reload.
+    fn start(stop: Arc<AtomicBool>) -> Result<SignalListener> {
+        let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).at_path("<signal handlers>")?;
+        let handle = signals.handle();
+        // One pending token each is enough: a stop is a stop, and reloads coalesce.
+        let (stop_tx, stop_rx) = bounded(1);
+        let (reload_tx, reload_rx) = bounded(1);
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    if sig == SIGHUP {
+                        let _ = reload_tx.try_send(());
+                        continue;
+                    }
+                    if stop.swap(true, Ordering::Relaxed) && sig == SIGINT {
+                        exit_now();
+                    }
+                    log::info!("stopping on signal {sig}: committing the batch in hand");
+                    let _ = stop_tx.try_send(());
+                }
+            })
+            .at_path("<signal thread>")?;
+        Ok(SignalListener {
+            handle,
+            stop: stop_rx,
+            reload: reload_rx,
         })
-        .at_path("<signal thread>")?;
-    Ok((handle, rx))
+    }
+}
+
+/// A second SIGINT: the person wants out now. Every commit is one SQLite transaction, so the
+/// archive holds whole batches with their cursors; the batch in hand is read again next time.
+fn exit_now() -> ! {
+    log::warn!("second SIGINT: exiting now without waiting for the batch in hand");
+    std::process::exit(130);
 }

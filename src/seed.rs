@@ -11,7 +11,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// Where files seen at a root's first scan start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum StartAt {
     /// Archive everything (the default).
     #[default]

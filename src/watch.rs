@@ -31,6 +31,20 @@ pub struct Dirty {
     /// True when something requires a full scan: a queue overflow, a new or re-armed
     /// directory, an event that could not be queued.
     pub rescan: bool,
+    /// Roots that cannot be watched (fully) and must be polled from now on, with the reason
+    /// and the fix.
+    pub polled: Vec<PolledRoot>,
+}
+
+/// A root the watchers cannot cover: events from it are missing or incomplete.
+#[derive(Clone, Debug)]
+pub struct PolledRoot {
+    /// The root.
+    pub root: PathBuf,
+    /// Why it cannot be watched.
+    pub reason: String,
+    /// What would let it be watched.
+    pub fix: &'static str,
 }
 
 /// The shared dirty set and the engine's wake-up channel. Marking never blocks: the set is
@@ -64,6 +78,15 @@ impl Wakeups {
 
     fn mark_files(&self, paths: &[PathBuf]) {
         self.lock().files.extend(paths.iter().cloned());
+        self.poke();
+    }
+
+    /// Asks the engine to poll `root` from now on, and to scan it now.
+    fn mark_polled(&self, polled: PolledRoot) {
+        let mut dirty = self.lock();
+        dirty.polled.push(polled);
+        dirty.rescan = true;
+        drop(dirty);
         self.poke();
     }
 
@@ -139,11 +162,17 @@ fn run(
     let watcher = match notify::recommended_watcher(handler) {
         Ok(w) => w,
         Err(e) => {
-            log::error!("cannot start watcher {name}: {e}; {}", limit_hint(&e));
+            for root in roots {
+                wakeups.mark_polled(PolledRoot {
+                    root,
+                    reason: format!("watcher {name} cannot start: {e}"),
+                    fix: limit_hint(&e),
+                });
+            }
             return;
         }
     };
-    let mut state = Roots::new(name, roots, watcher);
+    let mut state = Roots::new(name, roots, watcher, Arc::clone(&wakeups));
     state.arm_all();
     let _ = ready.send(());
     loop {
@@ -240,13 +269,60 @@ fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
+/// The fix for a failure to watch: which limit to raise, and how.
 fn limit_hint(e: &notify::Error) -> &'static str {
+    let instances = matches!(&e.kind, notify::ErrorKind::Io(io)
+        if io.raw_os_error() == Some(libc::EMFILE));
     match e.kind {
         notify::ErrorKind::MaxFilesWatch => {
-            "the inotify watch limit is reached: raise it with `sudo sysctl fs.inotify.max_user_watches=524288` (and in /etc/sysctl.d/ to keep it); the periodic rescan still finds new records meanwhile"
+            "raise the inotify watch limit: `sudo sysctl fs.inotify.max_user_watches=524288`, and \
+             `echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/60-inotify.conf` \
+             to keep it"
         }
-        _ => "the periodic rescan still finds new records meanwhile",
+        _ if instances => {
+            "raise the inotify instance limit: `sudo sysctl fs.inotify.max_user_instances=1024`, \
+             and `echo fs.inotify.max_user_instances=1024 | sudo tee \
+             /etc/sysctl.d/60-inotify.conf` to keep it"
+        }
+        _ => "check the directory's permissions, and `transcript-sync doctor`",
     }
+}
+
+/// The kind of network filesystem `path` is on, if it is on one: changes made by other
+/// machines there raise no inotify events.
+#[cfg(target_os = "linux")]
+pub fn network_filesystem(path: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statfs struct.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    network_kind(st.f_type as u64)
+}
+
+/// Not detected on this platform.
+#[cfg(not(target_os = "linux"))]
+pub fn network_filesystem(_path: &Path) -> Option<&'static str> {
+    None
+}
+
+/// Names the network filesystems by their statfs magic numbers (linux/magic.h).
+pub fn network_kind(magic: u64) -> Option<&'static str> {
+    Some(match magic {
+        0x6969 => "nfs",
+        0x517B => "smb",
+        0xFF53_4D42 => "cifs",
+        0xFE53_4D42 => "smb2",
+        0x0102_1997 => "9p",
+        0x00C3_6400 => "ceph",
+        0x6573_5546 => "fuse",
+        0x5346_414F => "afs",
+        0x0BD0_0BD0 => "lustre",
+        0x4750_4653 => "gpfs",
+        _ => return None,
+    })
 }
 
 /// Where each root stands: watched, or waiting for a missing level to appear.
@@ -254,6 +330,9 @@ struct Roots {
     name: String,
     roots: Vec<PathBuf>,
     watcher: RecommendedWatcher,
+    wakeups: Arc<Wakeups>,
+    /// Roots handed to the engine for polling (each once).
+    polled: HashSet<PathBuf>,
     /// Directories watched (non-recursively), each under a root.
     watched: HashSet<PathBuf>,
     /// For each missing root, the nearest existing ancestor being watched for it.
@@ -261,11 +340,18 @@ struct Roots {
 }
 
 impl Roots {
-    fn new(name: &str, roots: Vec<PathBuf>, watcher: RecommendedWatcher) -> Roots {
+    fn new(
+        name: &str,
+        roots: Vec<PathBuf>,
+        watcher: RecommendedWatcher,
+        wakeups: Arc<Wakeups>,
+    ) -> Roots {
         Roots {
             name: name.to_owned(),
             roots,
             watcher,
+            wakeups,
+            polled: HashSet::new(),
             watched: HashSet::new(),
             waiting: HashMap::new(),
         }
@@ -284,6 +370,12 @@ impl Roots {
             if let Some(parent) = self.waiting.remove(root) {
                 self.unwatch_parent(&parent);
             }
+            if let Some(kind) = network_filesystem(root) {
+                let reason = format!(
+                    "it is on a network filesystem ({kind}), where changes made by other machines raise no events"
+                );
+                self.poll(root, reason, "none needed; polling finds every change");
+            }
             self.watch_tree(root);
             return;
         }
@@ -301,10 +393,8 @@ impl Roots {
             self.name
         );
         if let Err(e) = self.watcher.watch(parent, RecursiveMode::NonRecursive) {
-            log::warn!(
-                "cannot watch path={parent:?} for root {root:?}: {e}; {}",
-                limit_hint(&e)
-            );
+            let reason = format!("cannot watch {parent:?}, where it is waited for: {e}");
+            self.poll(root, reason, limit_hint(&e));
             return;
         }
         // A level created between the look and the watch sent no event to this watch.
@@ -339,8 +429,25 @@ impl Roots {
                 Ok(()) => {
                     self.watched.insert(path);
                 }
-                Err(e) => log::warn!("cannot watch path={path:?}: {e}; {}", limit_hint(&e)),
+                Err(e) => {
+                    log::debug!("cannot watch path={path:?}: {e}");
+                    if let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) {
+                        let reason = format!("cannot watch {path:?}: {e}");
+                        self.poll(&root.clone(), reason, limit_hint(&e));
+                    }
+                }
             }
+        }
+    }
+
+    /// Hands `root` to the engine for polling, the first time only.
+    fn poll(&mut self, root: &Path, reason: String, fix: &'static str) {
+        if self.polled.insert(root.to_owned()) {
+            self.wakeups.mark_polled(PolledRoot {
+                root: root.to_owned(),
+                reason,
+                fix,
+            });
         }
     }
 

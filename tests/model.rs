@@ -8,9 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 use transcript_sync::Archive;
-use transcript_sync::{
-    ArchiveWriter, Engine, EngineOptions, ReadLimits, Root, StartAt, watch_roots,
-};
+use transcript_sync::{ArchiveWriter, Engine, EngineOptions, ReadLimits, Root, watch_roots};
 
 #[derive(Clone, Debug)]
 enum Action {
@@ -139,7 +137,6 @@ impl World {
                 record_limit: 1 << 20,
                 batch_bytes,
             },
-            start_at: StartAt::Beginning,
         };
         World {
             file: watch.join("t.jsonl"),

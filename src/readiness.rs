@@ -1,0 +1,124 @@
+//! Telling the service manager how the daemon is doing, over the `sd_notify` protocol: ready,
+//! status lines, watchdog keep-alives, stopping. Without `NOTIFY_SOCKET` every call does
+//! nothing.
+
+use sd_notify::NotifyState;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Status lines are sent at most this often, except the ones that mark a change of phase.
+const STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// The daemon's link to systemd (or any manager speaking the protocol).
+pub struct ServiceManager {
+    enabled: bool,
+    /// Half the watchdog timeout, as systemd recommends; `None` when no watchdog is set.
+    ping_every: Option<Duration>,
+    last: Mutex<Sent>,
+    /// Set after the first failure to send, so that a broken socket warns once.
+    failed: AtomicBool,
+}
+
+struct Sent {
+    ping: Instant,
+    status: Option<Instant>,
+}
+
+impl ServiceManager {
+    /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID`.
+    pub fn from_env() -> ServiceManager {
+        let enabled = std::env::var_os("NOTIFY_SOCKET").is_some();
+        let ping_every = sd_notify::watchdog_enabled()
+            .filter(|_| enabled)
+            .map(|timeout| timeout / 2);
+        ServiceManager {
+            enabled,
+            ping_every,
+            last: Mutex::new(Sent {
+                ping: Instant::now(),
+                status: None,
+            }),
+            failed: AtomicBool::new(false),
+        }
+    }
+
+    /// How often the work loop must call [`ServiceManager::watchdog`], if at all.
+    pub fn ping_every(&self) -> Option<Duration> {
+        self.ping_every
+    }
+
+    /// The daemon is ready: its watches are in place.
+    pub fn ready(&self, status: &str) {
+        self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
+        self.sent().status = Some(Instant::now());
+    }
+
+    /// A status line for `systemctl status`; dropped if one was sent less than a second ago,
+    /// unless `now` is set.
+    pub fn status(&self, text: &str, now: bool) {
+        if !self.enabled {
+            return;
+        }
+        {
+            let mut sent = self.sent();
+            if !now && sent.status.is_some_and(|t| t.elapsed() < STATUS_EVERY) {
+                return;
+            }
+            sent.status = Some(Instant::now());
+        }
+        self.send(&[NotifyState::Status(text)]);
+    }
+
+    /// Keeps the watchdog fed; sends a keep-alive when half the timeout has passed. Called
+    /// from the loop that does the work, so that a wedged loop stops feeding it.
+    pub fn watchdog(&self) {
+        let Some(every) = self.ping_every else { return };
+        {
+            let mut sent = self.sent();
+            if sent.ping.elapsed() < every {
+                return;
+            }
+            sent.ping = Instant::now();
+        }
+        self.send(&[NotifyState::Watchdog]);
+    }
+
+    /// The daemon is stopping.
+    pub fn stopping(&self) {
+        self.send(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
+    }
+
+    /// The daemon is reloading its configuration; `reloaded` follows.
+    pub fn reloading(&self) {
+        // systemd matches a reload to its request by this timestamp (systemd.service(5)).
+        match NotifyState::monotonic_usec_now() {
+            Ok(now) => self.send(&[NotifyState::Reloading, now]),
+            Err(_) => self.send(&[NotifyState::Reloading]),
+        }
+    }
+
+    /// The reload is done.
+    pub fn reloaded(&self, status: &str) {
+        self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
+    }
+
+    fn sent(&self) -> std::sync::MutexGuard<'_, Sent> {
+        // Two timestamps: still meaningful after a panic elsewhere.
+        self.last.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn send(&self, states: &[NotifyState]) {
+        if !self.enabled {
+            return;
+        }
+        if let Err(e) = sd_notify::notify(states)
+            && !self.failed.swap(true, Ordering::Relaxed)
+        {
+            log::warn!(
+                "cannot notify the service manager at NOTIFY_SOCKET: {e}; it may restart the \
+                 service as not ready (check the unit's NotifyAccess=)"
+            );
+        }
+    }
+}
