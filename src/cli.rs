@@ -134,8 +134,9 @@ pub struct RunArgs {
     /// [default: 8M]
     #[arg(long, value_name = "SIZE", value_parser = config::parse_size)]
     batch_bytes: Option<u64>,
-    /// How often a backfill that is not shown in a terminal logs its progress.
-    #[arg(long, value_name = "INTERVAL", default_value = "5s", value_parser = config::parse_interval)]
+    /// How often a backfill that is not shown in a terminal logs its progress (0: after every
+    /// file and batch).
+    #[arg(long, value_name = "INTERVAL", default_value = "5s", value_parser = parse_progress_every)]
     progress_every: Duration,
 }
 
@@ -222,7 +223,13 @@ pub fn execute(cli: Cli) -> Result<()> {
             ..Overrides::default()
         },
     };
-    let settings = Settings::load(source.clone(), &flags, &env)?;
+    let needs_file = matches!(cli.command, Command::Run(_) | Command::Config(_));
+    let settings = match &flags.db {
+        // The archive is all these commands take from the file; with --db they work even
+        // when the file is broken (to look at the archive while fixing it).
+        Some(db) if !needs_file => Settings::for_archive(source.clone(), absolute(db)),
+        _ => Settings::load(source.clone(), &flags, &env)?,
+    };
     logging::init(settings.log_level);
     if settings.archive.is_dir() {
         return Err(Error::ArchiveIsDirectory {
@@ -366,7 +373,7 @@ fn status(args: StatusArgs, db: &Path) -> Result<()> {
     stdout_result(written)
 }
 
-/// Prints the resolved configuration, as a file `run` would accept.
+/// Says whether the configuration file is valid, and prints what `run` would use.
 fn config_check(settings: &Settings) -> Result<()> {
     let file = &settings.source.path;
     let origin = if settings.found {
@@ -378,10 +385,18 @@ fn config_check(settings: &Settings) -> Result<()> {
         )
     };
     let text = format!(
-        "{origin}\n# resolved with the command line and environment:\n{}",
+        "{origin}\n# resolved with the command line and environment:\n{}\n",
         settings.to_toml()
     );
     stdout_result(io::stdout().lock().write_all(text.as_bytes()))
+}
+
+/// An interval, or 0.
+fn parse_progress_every(text: &str) -> std::result::Result<Duration, String> {
+    match text.trim() {
+        "0" => Ok(Duration::ZERO),
+        t => config::parse_interval(t),
+    }
 }
 
 /// A reader that closed the pipe early is not an error (`export | head`).

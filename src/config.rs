@@ -130,7 +130,12 @@ impl Source {
                 explicit: true,
             },
             None => Source {
-                path: default_config(env)?,
+                // Without a home there is no default file; what it would hold comes from
+                // the flags, or the command says what is missing.
+                path: match default_config(env) {
+                    Err(Error::NoHome) => PathBuf::new(),
+                    other => other?,
+                },
                 explicit: false,
             },
         })
@@ -138,6 +143,9 @@ impl Source {
 
     /// Reads and parses the file. A missing default file is an empty configuration.
     pub fn load(&self) -> Result<Option<FileConfig>> {
+        if self.path.as_os_str().is_empty() {
+            return Ok(None);
+        }
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.explicit => {
@@ -207,6 +215,23 @@ impl Settings {
     pub fn load(source: Source, flags: &Overrides, env: Env) -> Result<Settings> {
         let file = source.load()?;
         Settings::resolve(source, file, flags, env)
+    }
+
+    /// Defaults, with `archive`, for commands that need nothing else and were given it.
+    pub fn for_archive(source: Source, archive: PathBuf) -> Settings {
+        Settings {
+            source,
+            found: false,
+            archive,
+            roots: Vec::new(),
+            limits: ReadLimits {
+                record_limit: DEFAULT_RECORD_LIMIT,
+                batch_bytes: DEFAULT_BATCH_BYTES,
+            },
+            log_level: log::LevelFilter::Info,
+            rescan_interval: DEFAULT_RESCAN,
+            poll_interval: DEFAULT_POLL,
+        }
     }
 
     /// The file's values (or defaults) under the command line's.

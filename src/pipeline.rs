@@ -81,11 +81,12 @@ pub fn run_live(
     let result = daemon.run(&wake_rx, &signals, &writer.gone);
     daemon.manager.stopping();
     daemon.stop_watchers();
-    signals.handle.close();
     // Dropping the engine drops the committer: the writer commits what it holds, then ends.
     drop(daemon);
     let written = writer.handle.join().unwrap_or(Err(Error::WriterStopped));
     checkpointer.stop();
+    // Only now: until here a second SIGINT must still reach the signal thread.
+    signals.handle.close();
     match (result, written) {
         (_, Err(e)) => Err(e),
         (Ok(()), Ok(())) => {

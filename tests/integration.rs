@@ -2,11 +2,13 @@
 
 mod archive;
 mod cli;
+mod config;
 mod generations;
 mod identity;
 mod live;
 mod model;
 mod reading;
 mod seeding;
+mod supervision;
 mod util;
 mod watchers;

@@ -35,7 +35,12 @@ impl Env {
 
     /// The binary with a clean environment of its own.
     pub fn cmd(&self) -> Command {
-        let mut cmd = Command::new(BIN);
+        self.command(BIN)
+    }
+
+    /// `program` with the clean environment the binary gets.
+    pub fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(program);
         cmd.env_clear()
             .env("HOME", self.dir.path().join("home"))
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -241,8 +246,6 @@ pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 impl Daemon {
     /// Starts the daemon watching `watch` (the env's root when empty).
     pub fn start(env: &Env, watch: &[&Path], extra: &[&str], tap: TapReader) -> Daemon {
-        use std::io::{BufRead, BufReader};
-        use std::process::Stdio;
         let mut cmd = env.cmd();
         cmd.args(["run", "--sink", "stdout", "--db"]).arg(&env.db);
         let roots: Vec<&Path> = if watch.is_empty() {
@@ -257,9 +260,15 @@ impl Daemon {
         if !extra.contains(&"--rescan-interval") {
             cmd.args(["--rescan-interval", "3600"]);
         }
-        cmd.args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.args(extra);
+        Daemon::spawn(cmd, tap)
+    }
+
+    /// Starts `cmd` (a `run` command line) as a daemon with its stdout and stderr captured.
+    pub fn spawn(mut cmd: Command, tap: TapReader) -> Daemon {
+        use std::io::{BufRead, BufReader};
+        use std::process::Stdio;
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap();
         let log = std::sync::Arc::new((
             std::sync::Mutex::new(String::new()),
@@ -313,10 +322,15 @@ impl Daemon {
 
     /// Waits until the log contains `needle`; returns the log.
     pub fn wait_log(&self, needle: &str) -> String {
+        self.wait_log_times(needle, 1)
+    }
+
+    /// Waits until the log contains `needle` `n` times; returns the log.
+    pub fn wait_log_times(&self, needle: &str, n: usize) -> String {
         let (text, cond) = &*self.log;
         let deadline = std::time::Instant::now() + PATIENCE;
         let mut guard = text.lock().unwrap();
-        while !guard.contains(needle) {
+        while guard.matches(needle).count() < n {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             assert!(!left.is_zero(), "log never showed {needle:?}:\n{guard}");
             guard = cond.wait_timeout(guard, left).unwrap().0;
@@ -341,8 +355,13 @@ impl Daemon {
 
     /// Sends SIGTERM and waits for the exit; returns the status and how long it took.
     pub fn terminate(mut self) -> (std::process::ExitStatus, std::time::Duration) {
-        let start = std::time::Instant::now();
         self.signal(libc::SIGTERM);
+        self.wait_exit()
+    }
+
+    /// Waits for the daemon to exit; returns the status and how long that took.
+    pub fn wait_exit(&mut self) -> (std::process::ExitStatus, std::time::Duration) {
+        let start = std::time::Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return (status, start.elapsed());
