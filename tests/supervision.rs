@@ -35,10 +35,11 @@ impl NotifySocket {
     /// Messages up to and including the first that contains `needle`.
     fn until(&self, needle: &str) -> Vec<String> {
         let mut seen = Vec::new();
+        let deadline = std::time::Instant::now() + PATIENCE;
         loop {
             let m = self
                 .messages
-                .recv_timeout(PATIENCE)
+                .recv_deadline(deadline)
                 .unwrap_or_else(|_| panic!("no notify message with {needle:?}; got {seen:?}"));
             let done = m.contains(needle);
             seen.push(m);
