@@ -9,6 +9,7 @@ use crate::lock::ArchiveLock;
 use crate::pipeline::{LiveOptions, run_live};
 use crate::read::ReadLimits;
 use crate::seed::{self, StartAt};
+use crate::service::{self, Manager, Target};
 use crate::status;
 use crate::tap::Tap;
 use crate::writer::ArchiveWriter;
@@ -55,6 +56,54 @@ pub enum Command {
     Export(ExportArgs),
     /// Show where each source stands: generation, cursor, lag, held-back bytes, counts.
     Status(StatusArgs),
+    /// Install, remove or inspect `run` as a user service (systemd on Linux, launchd on macOS).
+    #[command(subcommand)]
+    Service(ServiceCommand),
+}
+
+/// The `service` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write the service file, then have the service manager enable and start it.
+    #[command(
+        long_about = "Write the service file, then have the service manager enable and start \
+        it.\n\n\
+        systemd: ~/.config/systemd/user/transcript-sync.service (or under $XDG_CONFIG_HOME), \
+        then `systemctl --user daemon-reload` and `systemctl --user enable --now \
+        transcript-sync.service`. launchd: ~/Library/LaunchAgents/dev.transcript-sync.plist, \
+        then `launchctl bootout` (if loaded) and `launchctl bootstrap gui/UID`. The service runs \
+        this binary, by its absolute path, with `run` (and `--db PATH` when --db or \
+        TRANSCRIPT_SYNC_DB chose the archive); it may write only the archive's directory. \
+        Installing again is harmless."
+    )]
+    Install(ServiceArgs),
+    /// Stop and disable the service and remove its file; the archive is left as it is.
+    Uninstall(ServiceArgs),
+    /// Whether the service file is installed, whether it runs this binary, and what the
+    /// service manager says.
+    Status(ServiceArgs),
+}
+
+/// Arguments of the `service` subcommands.
+#[derive(Debug, Args)]
+pub struct ServiceArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Print the files it would write and the commands it would run; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The service manager [default: launchd on macOS, systemd elsewhere]
+    #[arg(long, value_enum, value_name = "MANAGER")]
+    manager: Option<ManagerArg>,
+}
+
+/// A service manager, as typed.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ManagerArg {
+    /// A systemd user unit (`systemctl --user`).
+    Systemd,
+    /// A launchd agent (`launchctl`, macOS).
+    Launchd,
 }
 
 /// Where the archive is.
@@ -159,6 +208,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Seed(args) => seed(args),
         Command::Export(args) => export(args),
         Command::Status(args) => status(args),
+        Command::Service(cmd) => service(cmd),
     }
 }
 
@@ -303,6 +353,28 @@ fn status(args: StatusArgs) -> Result<()> {
         status::write_text(&mut out, &st)
     };
     stdout_result(written)
+}
+
+fn service(cmd: ServiceCommand) -> Result<()> {
+    let (ServiceCommand::Install(args)
+    | ServiceCommand::Uninstall(args)
+    | ServiceCommand::Status(args)) = &cmd;
+    let manager = match args.manager {
+        Some(ManagerArg::Systemd) => Manager::Systemd,
+        Some(ManagerArg::Launchd) => Manager::Launchd,
+        None => Manager::native(),
+    };
+    let db = archive_path(&args.archive)?;
+    let target = Target::for_this_binary(manager, db, args.archive.db.is_some(), &env)?;
+    let mut out = io::stdout().lock();
+    match cmd {
+        ServiceCommand::Install(a) => service::install(&target, a.dry_run, &mut out),
+        ServiceCommand::Uninstall(a) => service::uninstall(&target, a.dry_run, &mut out),
+        ServiceCommand::Status(a) => {
+            let st = service::status(&target, a.dry_run)?;
+            stdout_result(service::write_status(&mut out, &st))
+        }
+    }
 }
 
 /// A reader that closed the pipe early is not an error (`export | head`).

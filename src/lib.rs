@@ -25,6 +25,8 @@
 //! [`Tap`] prints committed records on stdout without ever holding up the writer.
 //!
 //! `export`, `status` and `seed` read and write the same archive while a `run` holds its lock.
+//! `service` installs `run` as a systemd user unit or a launchd agent, written from the
+//! templates in `systemd/` and `launchd/`.
 #![warn(missing_docs)]
 
 mod archive;
@@ -42,6 +44,7 @@ mod pipeline;
 mod read;
 mod record;
 mod seed;
+mod service;
 mod sources;
 mod status;
 mod tap;

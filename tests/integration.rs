@@ -8,5 +8,6 @@ mod live;
 mod model;
 mod reading;
 mod seeding;
+mod service;
 mod util;
 mod watchers;
