@@ -1,10 +1,11 @@
 //! The command line: argument definitions and what each command does.
 
 use crate::archive::Archive;
+use crate::doctor;
 use crate::engine::{Engine, EngineOptions};
 use crate::envelope::write_envelope;
 use crate::error::{Error, IoContext, Result};
-use crate::harness::{self, absolute};
+use crate::harness::{self, Root, absolute};
 use crate::lock::ArchiveLock;
 use crate::pipeline::{LiveOptions, run_live};
 use crate::read::ReadLimits;
@@ -59,6 +60,36 @@ pub enum Command {
     /// Install, remove or inspect `run` as a user service (systemd on Linux, launchd on macOS).
     #[command(subcommand)]
     Service(ServiceCommand),
+    /// Check what breaks a watcher in practice, and name the command that fixes each problem.
+    #[command(
+        long_about = "Check what breaks a watcher in practice, and name the command that fixes \
+        each problem: inotify watch and instance limits against the directories under the \
+        roots, roots that are missing or unreadable, the archive's permissions and free space, \
+        network filesystems (where inotify misses changes made elsewhere), and the service.\n\n\
+        One line per finding: ok, warn or FAIL. Exits 1 when a check fails, 0 otherwise."
+    )]
+    Doctor(DoctorArgs),
+}
+
+/// Arguments of `doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Check this directory instead of the built-in watchers' (repeatable).
+    #[arg(long, value_name = "DIR")]
+    watch: Vec<PathBuf>,
+    /// Which files under each --watch directory are transcripts.
+    #[arg(
+        long,
+        value_name = "GLOB",
+        default_value = "**/*.jsonl",
+        requires = "watch"
+    )]
+    glob: String,
+    /// Print JSON instead of lines.
+    #[arg(long)]
+    json: bool,
 }
 
 /// The `service` subcommands.
@@ -209,6 +240,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Export(args) => export(args),
         Command::Status(args) => status(args),
         Command::Service(cmd) => service(cmd),
+        Command::Doctor(args) => doctor(args),
     }
 }
 
@@ -246,14 +278,19 @@ fn check_watch_dirs(dirs: &[PathBuf], once: bool) -> Result<()> {
     Ok(())
 }
 
+/// The built-in watchers' roots, or the `--watch` directories.
+fn roots(watch: &[PathBuf], glob: &str) -> Result<Vec<Root>> {
+    if watch.is_empty() {
+        harness::builtin_roots(&env)
+    } else {
+        harness::watch_roots(watch, glob)
+    }
+}
+
 fn run(args: RunArgs) -> Result<()> {
     let db = archive_path(&args.archive)?;
     check_watch_dirs(&args.watch, args.once)?;
-    let roots = if args.watch.is_empty() {
-        harness::builtin_roots(&env)?
-    } else {
-        harness::watch_roots(&args.watch, &args.glob)?
-    };
+    let roots = roots(&args.watch, &args.glob)?;
     crate::archive::ensure_dir(&db)?;
     let _lock = ArchiveLock::acquire(&db)?;
     let tap = match args.sink {
@@ -374,6 +411,31 @@ fn service(cmd: ServiceCommand) -> Result<()> {
             let st = service::status(&target, a.dry_run)?;
             stdout_result(service::write_status(&mut out, &st))
         }
+    }
+}
+
+fn doctor(args: DoctorArgs) -> Result<()> {
+    let db = archive_path(&args.archive)?;
+    let roots = roots(&args.watch, &args.glob)?;
+    let target = Target::for_this_binary(
+        Manager::native(),
+        db.clone(),
+        args.archive.db.is_some(),
+        &env,
+    );
+    let report = doctor::diagnose(&roots, &db, &target);
+    let mut out = io::stdout().lock();
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        doctor::write_text(&mut out, &report)
+    };
+    stdout_result(written)?;
+    match report.failures {
+        0 => Ok(()),
+        failures => Err(Error::DoctorFailed { failures }),
     }
 }
 

@@ -150,6 +150,12 @@ pub enum Error {
         /// Why `current_exe` failed.
         source: io::Error,
     },
+    /// `doctor` found problems that stop the daemon from doing its job.
+    #[error("{failures} check(s) failed; each FAIL line above names its fix")]
+    DoctorFailed {
+        /// How many checks failed.
+        failures: usize,
+    },
     /// The home directory is needed to find the built-in roots or the archive, and is unknown.
     #[error("HOME is not set; set it, or pass --db (and, for run, --watch)")]
     NoHome,

@@ -2,6 +2,7 @@
 
 mod archive;
 mod cli;
+mod doctor;
 mod generations;
 mod identity;
 mod live;
