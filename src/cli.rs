@@ -2,6 +2,7 @@
 
 use crate::archive::Archive;
 use crate::config::{self, Overrides, Settings};
+use crate::doctor;
 use crate::engine::{Engine, EngineOptions};
 use crate::envelope::write_envelope;
 use crate::error::{Error, IoContext, Result};
@@ -11,6 +12,7 @@ use crate::logging;
 use crate::pipeline::run_live;
 use crate::progress::ProgressShow;
 use crate::seed::{self, StartAt};
+use crate::service::{self, Manager, Target};
 use crate::status;
 use crate::tap::Tap;
 use crate::writer::ArchiveWriter;
@@ -73,6 +75,79 @@ pub enum Command {
     /// Work with the configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Install, remove or inspect `run` as a user service (systemd on Linux, launchd on macOS).
+    #[command(subcommand)]
+    Service(ServiceCommand),
+    /// Check what breaks a watcher in practice, and name the command that fixes each problem.
+    #[command(
+        long_about = "Check what breaks a watcher in practice, and name the command that fixes \
+        each problem: inotify watch and instance limits against the directories under the \
+        roots, roots that are missing or unreadable, the archive's permissions and free space, \
+        network filesystems (where inotify misses changes made elsewhere), and the service.\n\n\
+        One line per finding: ok, warn or FAIL. Exits 1 when a check fails, 0 otherwise."
+    )]
+    Doctor(DoctorArgs),
+}
+
+/// Arguments of `doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Check this directory instead of the configured watchers' (repeatable).
+    #[arg(long, value_name = "DIR")]
+    watch: Vec<PathBuf>,
+    /// Which files under each --watch directory are transcripts [default: **/*.jsonl]
+    #[arg(long, value_name = "GLOB", requires = "watch")]
+    glob: Option<String>,
+    /// Print JSON instead of lines.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The `service` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum ServiceCommand {
+    /// Write the service file, then have the service manager enable and start it.
+    #[command(
+        long_about = "Write the service file, then have the service manager enable and start \
+        it.\n\n\
+        systemd: ~/.config/systemd/user/transcript-sync.service (or under $XDG_CONFIG_HOME), \
+        then `systemctl --user daemon-reload` and `systemctl --user enable --now \
+        transcript-sync.service`. launchd: ~/Library/LaunchAgents/dev.transcript-sync.plist, \
+        then `launchctl bootout` (if loaded) and `launchctl bootstrap gui/UID`. The service runs \
+        this binary, by its absolute path, with `run` (and `--db PATH` when --db or \
+        TRANSCRIPT_SYNC_DB chose the archive); it may write only the archive's directory. \
+        Installing again is harmless."
+    )]
+    Install(ServiceArgs),
+    /// Stop and disable the service and remove its file; the archive is left as it is.
+    Uninstall(ServiceArgs),
+    /// Whether the service file is installed, whether it runs this binary, and what the
+    /// service manager says.
+    Status(ServiceArgs),
+}
+
+/// Arguments of the `service` subcommands.
+#[derive(Debug, Args)]
+pub struct ServiceArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Print the files it would write and the commands it would run; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// The service manager [default: launchd on macOS, systemd elsewhere]
+    #[arg(long, value_enum, value_name = "MANAGER")]
+    manager: Option<ManagerArg>,
+}
+
+/// A service manager, as typed.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ManagerArg {
+    /// A systemd user unit (`systemctl --user`).
+    Systemd,
+    /// A launchd agent (`launchctl`, macOS).
+    Launchd,
 }
 
 /// `config` subcommands.
@@ -218,12 +293,26 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Seed(SeedArgs { archive, .. })
         | Command::Export(ExportArgs { archive, .. })
         | Command::Status(StatusArgs { archive, .. })
-        | Command::Config(ConfigCommand::Check(CheckArgs { archive })) => Overrides {
+        | Command::Config(ConfigCommand::Check(CheckArgs { archive }))
+        | Command::Service(
+            ServiceCommand::Install(ServiceArgs { archive, .. })
+            | ServiceCommand::Uninstall(ServiceArgs { archive, .. })
+            | ServiceCommand::Status(ServiceArgs { archive, .. }),
+        ) => Overrides {
             db: archive.db.clone(),
             ..Overrides::default()
         },
+        Command::Doctor(args) => Overrides {
+            db: args.archive.db.clone(),
+            watch: args.watch.clone(),
+            glob: args.glob.clone(),
+            ..Overrides::default()
+        },
     };
-    let needs_file = matches!(cli.command, Command::Run(_) | Command::Config(_));
+    let needs_file = matches!(
+        cli.command,
+        Command::Run(_) | Command::Config(_) | Command::Service(_) | Command::Doctor(_)
+    );
     let settings = match &flags.db {
         // The archive is all these commands take from the file; with --db they work even
         // when the file is broken (to look at the archive while fixing it).
@@ -242,6 +331,8 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Export(args) => export(args, &settings.archive),
         Command::Status(args) => status(args, &settings.archive),
         Command::Config(ConfigCommand::Check(_)) => config_check(&settings),
+        Command::Service(cmd) => service(cmd, &settings),
+        Command::Doctor(args) => doctor(args, &settings),
     }
 }
 
@@ -396,6 +487,55 @@ fn parse_progress_every(text: &str) -> std::result::Result<Duration, String> {
     match text.trim() {
         "0" => Ok(Duration::ZERO),
         t => config::parse_interval(t),
+    }
+}
+
+fn service(cmd: ServiceCommand, settings: &Settings) -> Result<()> {
+    let (ServiceCommand::Install(args)
+    | ServiceCommand::Uninstall(args)
+    | ServiceCommand::Status(args)) = &cmd;
+    let manager = match args.manager {
+        Some(ManagerArg::Systemd) => Manager::Systemd,
+        Some(ManagerArg::Launchd) => Manager::Launchd,
+        None => Manager::native(),
+    };
+    let target = service_target(manager, settings, args.archive.db.is_some())?;
+    let mut out = io::stdout().lock();
+    match cmd {
+        ServiceCommand::Install(a) => service::install(&target, a.dry_run, &mut out),
+        ServiceCommand::Uninstall(a) => service::uninstall(&target, a.dry_run, &mut out),
+        ServiceCommand::Status(a) => {
+            let st = service::status(&target, a.dry_run)?;
+            stdout_result(service::write_status(&mut out, &st))
+        }
+    }
+}
+
+/// The service for this binary; `run` gets `--db` when the archive was given on the command
+/// line or in the environment, and `--config` when the configuration file was.
+fn service_target(manager: Manager, settings: &Settings, pass_archive: bool) -> Result<Target> {
+    let mut target =
+        Target::for_this_binary(manager, settings.archive.clone(), pass_archive, &env)?;
+    let source = &settings.source;
+    target.definition.config = source.explicit.then(|| source.path.clone());
+    Ok(target)
+}
+
+fn doctor(args: DoctorArgs, settings: &Settings) -> Result<()> {
+    let target = service_target(Manager::native(), settings, args.archive.db.is_some());
+    let report = doctor::diagnose(&settings.roots, &settings.archive, &target);
+    let mut out = io::stdout().lock();
+    let written = if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        doctor::write_text(&mut out, &report)
+    };
+    stdout_result(written)?;
+    match report.failures {
+        0 => Ok(()),
+        failures => Err(Error::DoctorFailed { failures }),
     }
 }
 

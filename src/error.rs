@@ -124,6 +124,50 @@ pub enum Error {
     /// The archive writer thread ended (its error was reported where it happened).
     #[error("the archive writer stopped")]
     WriterStopped,
+    /// A service manager command (`systemctl`, `launchctl`) exited with a failure.
+    #[error("`{command}` failed ({status}){}; {fix}", if stderr.is_empty() { String::new() } else { format!(": {stderr}") })]
+    ServiceCommand {
+        /// The command line.
+        command: String,
+        /// How it exited.
+        status: String,
+        /// What it printed on stderr, trimmed.
+        stderr: String,
+        /// What to do about it.
+        fix: String,
+    },
+    /// A service manager command could not be started.
+    #[error("cannot run `{command}`; {fix}")]
+    ServiceCommandSpawn {
+        /// The command line.
+        command: String,
+        /// What to do about it.
+        fix: String,
+        /// Why it did not start.
+        source: io::Error,
+    },
+    /// A path that cannot be written into a service file.
+    #[error(
+        "{path} cannot go into a service file because {reason}; move it to a plainer path or pass another --db"
+    )]
+    ServicePath {
+        /// The binary or archive path.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// This binary's own path is unknown, so no service can point at it.
+    #[error("cannot tell where this binary is; run it by its full path")]
+    CurrentExe {
+        /// Why `current_exe` failed.
+        source: io::Error,
+    },
+    /// `doctor` found problems that stop the daemon from doing its job.
+    #[error("{failures} check(s) failed; each FAIL line above names its fix")]
+    DoctorFailed {
+        /// How many checks failed.
+        failures: usize,
+    },
     /// The home directory is needed to find the built-in roots or the archive, and is unknown.
     #[error("HOME is not set; set it, or pass --db (and, for run, --watch)")]
     NoHome,

@@ -25,12 +25,16 @@
 //! [`Tap`] prints committed records on stdout without ever holding up the writer.
 //!
 //! `export`, `status` and `seed` read and write the same archive while a `run` holds its lock.
+//! `service` installs `run` as a systemd user unit or a launchd agent, written from the
+//! templates in `systemd/` and `launchd/`; `doctor` checks what breaks a watcher in practice
+//! (inotify limits, roots, the archive, network filesystems, the service).
 #![warn(missing_docs)]
 
 mod archive;
 pub mod cli;
 mod config;
 mod discover;
+mod doctor;
 mod engine;
 mod envelope;
 mod error;
@@ -45,6 +49,7 @@ mod read;
 mod readiness;
 mod record;
 mod seed;
+mod service;
 mod sources;
 mod status;
 mod tap;

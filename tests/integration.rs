@@ -3,12 +3,14 @@
 mod archive;
 mod cli;
 mod config;
+mod doctor;
 mod generations;
 mod identity;
 mod live;
 mod model;
 mod reading;
 mod seeding;
+mod service;
 mod supervision;
 mod util;
 mod watchers;

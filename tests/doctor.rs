@@ -1,0 +1,151 @@
+//! `doctor`: each finding a user can act on, with its path and its fix, and the exit status.
+
+use crate::util::*;
+use serde_json::Value;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::process::Output;
+
+/// `doctor --db DB --watch ROOT` plus `extra`.
+fn doctor(env: &Env, extra: &[&str]) -> Output {
+    env.cmd()
+        .args(["doctor", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(&env.root)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// The report's line that contains `needle`; it must start with `level`.
+fn line_with<'a>(report: &'a str, level: &str, needle: &str) -> &'a str {
+    let line = report
+        .lines()
+        .find(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("no line with {needle:?}:\n{report}"));
+    assert!(line.starts_with(level), "not {level}: {line}");
+    line
+}
+
+#[test]
+fn a_missing_root_is_reported_with_its_path() {
+    let env = Env::new();
+    let missing = env.dir.path().join("not-yet");
+    let out = doctor(&env, &["--watch", missing.to_str().unwrap()]);
+    let report = stdout(&out);
+    let line = line_with(&report, "warn", &format!("root {} ", missing.display()));
+    assert!(line.contains("does not exist yet"), "{line}");
+    assert!(
+        line.contains(&format!("fix: mkdir -p {}", missing.display())),
+        "{line}"
+    );
+    assert!(
+        out.status.success(),
+        "a missing root is waited for:\n{report}"
+    );
+}
+
+#[test]
+fn a_root_that_is_a_file_fails() {
+    let env = Env::new();
+    let file = env.dir.path().join("file");
+    fs::write(&file, "").unwrap();
+    let out = doctor(&env, &["--watch", file.to_str().unwrap()]);
+    let report = stdout(&out);
+    let line = line_with(&report, "FAIL", &format!("root {} ", file.display()));
+    assert!(line.contains("is not a directory"), "{line}");
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_log_has(&stderr(&out), "1 check(s) failed");
+}
+
+#[test]
+fn a_world_readable_archive_gets_a_warn_naming_chmod_600() {
+    // Transcripts hold whatever was typed into a session; the daemon creates the archive
+    // 0600, and a copy or a restore that widened it should be noticed.
+    let env = Env::new();
+    env.write("a.jsonl", &lines(&records("a", 1)));
+    env.run_once(&[]);
+    fs::set_permissions(&env.db, fs::Permissions::from_mode(0o644)).unwrap();
+    let out = doctor(&env, &[]);
+    let report = stdout(&out);
+    let line = line_with(&report, "warn", "is open to group or others");
+    assert!(line.contains("mode 0644"), "{line}");
+    assert!(
+        line.contains(&format!("fix: chmod 600 {}", env.db.display())),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_healthy_setup_exits_0_with_ok_lines() {
+    let env = Env::new();
+    env.write("p/a.jsonl", &lines(&records("a", 1)));
+    env.run_once(&[]);
+    let out = doctor(&env, &[]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}\n{}", stderr(&out));
+    assert!(!report.contains("FAIL"), "{report}");
+    line_with(&report, "ok", &format!("root {} ", env.root.display()));
+    line_with(&report, "ok", "2 directories under the roots");
+    line_with(
+        &report,
+        "ok",
+        &format!("archive {}: mode 0600", env.db.display()),
+    );
+}
+
+#[test]
+fn a_watch_limit_below_the_directory_count_fails_with_the_sysctl_fix() {
+    // Inside a user namespace /proc/sys/fs/inotify/ shows the host's limit while the
+    // namespace's own, lower one applies; the check must take the lower.
+    let env = Env::new();
+    for d in ["a", "b", "c", "d"] {
+        fs::create_dir_all(env.path(d)).unwrap();
+    }
+    let script = "echo 3 > /proc/sys/user/max_inotify_watches && exec \"$@\"";
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c", script, "sh", BIN])
+        .args(["doctor", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(&env.root)
+        .env_clear()
+        .env("HOME", env.dir.path().join("home"))
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .expect("unshare (util-linux) runs this test");
+    let report = stdout(&out);
+    let line = line_with(&report, "FAIL", "5 directories under the roots");
+    assert!(
+        line.contains("limit 3 (user.max_inotify_watches)"),
+        "{line}"
+    );
+    assert!(
+        line.contains("fix: sysctl -w user.max_inotify_watches="),
+        "{line}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{report}\n{}", stderr(&out));
+}
+
+#[test]
+fn json_output_parses() {
+    let env = Env::new();
+    env.run_once(&[]);
+    let out = doctor(&env, &["--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["failures"], 0);
+    let findings = report["findings"].as_array().unwrap();
+    let root = findings
+        .iter()
+        .find(|f| f["check"] == "roots")
+        .expect("a roots finding");
+    assert_eq!(root["level"], "ok");
+    assert_eq!(root["path"], env.root.to_str().unwrap());
+    assert!(findings.iter().any(|f| f["check"] == "inotify"));
+}
