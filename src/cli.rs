@@ -94,12 +94,8 @@ pub enum Command {
 pub struct DoctorArgs {
     #[command(flatten)]
     archive: ArchiveArg,
-    /// Check this directory instead of the configured watchers' (repeatable).
-    #[arg(long, value_name = "DIR")]
-    watch: Vec<PathBuf>,
-    /// Which files under each --watch directory are transcripts [default: **/*.jsonl]
-    #[arg(long, value_name = "GLOB", requires = "watch")]
-    glob: Option<String>,
+    #[command(flatten)]
+    dirs: WatchArgs,
     /// Print JSON instead of lines.
     #[arg(long)]
     json: bool,
@@ -173,17 +169,24 @@ pub struct ArchiveArg {
     pub db: Option<PathBuf>,
 }
 
-/// Arguments of `run`.
+/// Directories given on the command line, in place of the configured watchers.
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    #[command(flatten)]
-    archive: ArchiveArg,
+pub struct WatchArgs {
     /// Watch this directory instead of the configured watchers (repeatable).
     #[arg(long, value_name = "DIR")]
     watch: Vec<PathBuf>,
     /// Which files under each --watch directory are transcripts [default: **/*.jsonl]
     #[arg(long, value_name = "GLOB", requires = "watch")]
     glob: Option<String>,
+}
+
+/// Arguments of `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    #[command(flatten)]
+    dirs: WatchArgs,
     /// Where files present at a directory's first scan start; later files always start at 0
     /// [default: beginning, or each [[watch]] table's start_at]
     #[arg(long, value_enum, value_name = "POLICY")]
@@ -219,8 +222,8 @@ impl RunArgs {
     fn overrides(&self) -> Overrides {
         Overrides {
             db: self.archive.db.clone(),
-            watch: self.watch.clone(),
-            glob: self.glob.clone(),
+            watch: self.dirs.watch.clone(),
+            glob: self.dirs.glob.clone(),
             start_at: self.start_at.map(|p| match p {
                 StartPolicy::Beginning => StartAt::Beginning,
                 StartPolicy::End => StartAt::End,
@@ -304,8 +307,8 @@ pub fn execute(cli: Cli) -> Result<()> {
         },
         Command::Doctor(args) => Overrides {
             db: args.archive.db.clone(),
-            watch: args.watch.clone(),
-            glob: args.glob.clone(),
+            watch: args.dirs.watch.clone(),
+            glob: args.dirs.glob.clone(),
             ..Overrides::default()
         },
     };
@@ -378,7 +381,7 @@ fn log_settings(settings: &Settings) {
 }
 
 fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Source) -> Result<()> {
-    check_watch_dirs(&args.watch, args.once)?;
+    check_watch_dirs(&args.dirs.watch, args.once)?;
     let db = settings.archive.clone();
     crate::archive::ensure_dir(&db)?;
     let _lock = ArchiveLock::acquire(&db)?;

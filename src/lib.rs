@@ -24,6 +24,14 @@
 //! data), the engine reads those paths (or rescans), an [`ArchiveWriter`] thread commits, and a
 //! [`Tap`] prints committed records on stdout without ever holding up the writer.
 //!
+//! Around the pipeline: `config` resolves `config.toml` under the command line's flags into the
+//! settings every command runs with (and again on SIGHUP); `readiness` speaks sd_notify (ready,
+//! status, watchdog, stopping); `logging` shapes log lines for the journal or a terminal;
+//! `progress` shows a backfill as a bar or as periodic log lines; when a root cannot be watched
+//! (limits, network filesystems), `watch` hands it to the daemon, which polls it instead.
+//! `service` installs the daemon as a systemd user unit or launchd agent, and `doctor` checks
+//! what breaks a watcher in practice.
+//!
 //! `export`, `status` and `seed` read and write the same archive while a `run` holds its lock.
 //! `service` installs `run` as a systemd user unit or a launchd agent, written from the
 //! templates in `systemd/` and `launchd/`; `doctor` checks what breaks a watcher in practice

@@ -1,22 +1,6 @@
 //! The configuration file: where it is found, how it is checked, and how flags override it.
 
 use crate::util::*;
-use std::fs;
-use std::path::PathBuf;
-
-/// The default configuration path under the test's HOME.
-fn config_path(env: &Env) -> PathBuf {
-    env.dir
-        .path()
-        .join("home/.config/transcript-sync/config.toml")
-}
-
-fn write_config(env: &Env, text: &str) -> PathBuf {
-    let path = config_path(env);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(&path, text).unwrap();
-    path
-}
 
 fn check(env: &Env) -> std::process::Output {
     env.cmd().args(["config", "check"]).output().unwrap()
@@ -30,7 +14,7 @@ fn config_check_prints_the_resolved_configuration() {
          [watchers]\ncodex = false\n\n[[watch]]\npath = {:?}\nglob = \"*.log\"\nstart_at = \"end\"\n",
         env.db, env.root
     );
-    let path = write_config(&env, &text);
+    let path = env.write_config(&text);
     let out = check(&env);
     assert!(out.status.success(), "{}", stderr(&out));
     let printed = String::from_utf8(out.stdout).unwrap();
@@ -76,7 +60,7 @@ fn without_a_configuration_file_the_defaults_apply() {
 #[test]
 fn a_bad_configuration_is_refused_with_its_file_line_and_column() {
     let env = Env::new();
-    let path = write_config(&env, "# archive settings\n\nrecord_limit = \"12Q\"\n");
+    let path = env.write_config("# archive settings\n\nrecord_limit = \"12Q\"\n");
     for args in [&["config", "check"][..], &["run", "--once"][..]] {
         let out = env.cmd().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");
@@ -94,7 +78,7 @@ fn a_bad_configuration_is_refused_with_its_file_line_and_column() {
 #[test]
 fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     let env = Env::new();
-    write_config(&env, "recrod_limit = 5\n");
+    env.write_config("recrod_limit = 5\n");
     let err = stderr(&check(&env));
     assert!(
         err.contains("config.toml:1:1") && err.contains("unknown field"),
@@ -104,7 +88,7 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
         err.contains("record_limit"),
         "the message lists the known keys: {err}"
     );
-    write_config(&env, "[watchers]\nclaude = false\n");
+    env.write_config("[watchers]\nclaude = false\n");
     let err = stderr(&check(&env));
     assert!(err.contains("config.toml:2:1"), "{err}");
     assert!(err.contains("claude-code, codex"), "{err}");
@@ -131,7 +115,7 @@ fn a_given_configuration_file_must_exist() {
 #[test]
 fn flags_win_over_the_configuration_file() {
     let env = Env::new();
-    write_config(&env, "record_limit = 100\n");
+    env.write_config("record_limit = 100\n");
     let long = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(200));
     env.write("t.jsonl", long.as_bytes());
     let log = env.run_once(&[]);
@@ -157,7 +141,7 @@ fn watch_tables_are_archived_with_their_own_start_policy() {
          [[watch]]\npath = {:?}\nstart_at = \"end\"\n",
         env.db, env.root
     );
-    write_config(&env, &text);
+    env.write_config(&text);
     env.write("t.jsonl", &lines(&records("old", 3)));
     let once = || {
         let out = env.cmd().args(["run", "--once"]).output().unwrap();
@@ -174,7 +158,7 @@ fn watch_tables_are_archived_with_their_own_start_policy() {
 #[test]
 fn log_level_in_the_configuration_applies_unless_rust_log_is_set() {
     let env = Env::new();
-    write_config(&env, "log_level = \"warn\"\n");
+    env.write_config("log_level = \"warn\"\n");
     let run = |rust_log: Option<&str>| {
         let mut cmd = env.cmd();
         cmd.env_remove("RUST_LOG");

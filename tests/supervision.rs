@@ -126,12 +126,6 @@ fn no_watchdog_keep_alives_are_sent_for_another_process() {
     );
 }
 
-fn config_path(env: &Env) -> PathBuf {
-    env.dir
-        .path()
-        .join("home/.config/transcript-sync/config.toml")
-}
-
 /// A configuration that watches only `dirs`, with the test's archive.
 fn watch_only(env: &Env, dirs: &[&Path]) {
     let mut text = format!(
@@ -141,9 +135,7 @@ fn watch_only(env: &Env, dirs: &[&Path]) {
     for d in dirs {
         text.push_str(&format!("[[watch]]\npath = {d:?}\n"));
     }
-    let path = config_path(env);
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    fs::write(path, text).unwrap();
+    env.write_config(&text);
 }
 
 #[test]
@@ -180,7 +172,7 @@ fn sighup_reloads_roots_without_reading_archived_records_again() {
     assert!(tagged(&next[0], "b-late"), "{next:?}");
 
     // A bad file changes nothing, and says why.
-    fs::write(config_path(&env), "watch = 5\n").unwrap();
+    env.write_config("watch = 5\n");
     daemon.signal(libc::SIGHUP);
     let log = daemon.wait_log("reload refused");
     assert!(log.contains("config.toml:1:9"), "{log}");

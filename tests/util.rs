@@ -29,6 +29,21 @@ impl Env {
         Env { dir, db, root }
     }
 
+    /// The default configuration file under the test's HOME.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir
+            .path()
+            .join("home/.config/transcript-sync/config.toml")
+    }
+
+    /// Writes the default configuration file; returns its path.
+    pub fn write_config(&self, text: &str) -> PathBuf {
+        let path = self.config_path();
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, text).unwrap();
+        path
+    }
+
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
