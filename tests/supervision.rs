@@ -166,6 +166,7 @@ fn sighup_reloads_roots_without_reading_archived_records_again() {
     daemon.signal(libc::SIGHUP);
     daemon.wait_log(&format!("removed=[{a:?}]"));
     daemon.wait_log_times("reload pass complete", 2);
+    assert_eq!(inotify_watches(daemon.pid()), 1, "only b is watched now");
     env.append("a/t.jsonl", &lines(&records("a-late", 1)));
     env.append("b/t.jsonl", &lines(&records("b-late", 1)));
     let next = daemon.take_tap(1);
@@ -186,6 +187,19 @@ fn sighup_reloads_roots_without_reading_archived_records_again() {
         "a: archived once, nothing late"
     );
     assert_eq!(env.records_of("b/t.jsonl").len(), 4);
+}
+
+/// The inotify watches process `pid` holds, counted from `/proc/PID/fdinfo`.
+fn inotify_watches(pid: i32) -> usize {
+    fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .filter_map(|e| fs::read_to_string(e.unwrap().path()).ok())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count()
+        })
+        .sum()
 }
 
 #[test]
