@@ -197,6 +197,12 @@ impl Engine {
         })
     }
 
+    /// Uses `stop` as its stop flag (shared with other threads that must stop with it).
+    pub fn with_stop(mut self, stop: Arc<AtomicBool>) -> Engine {
+        self.stop = stop;
+        self
+    }
+
     /// A flag that, once set, ends the current pass after the batch in hand is committed.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.stop)

@@ -173,6 +173,25 @@ pub enum Error {
     NoHome,
 }
 
+impl Error {
+    /// True for archive errors that pass by themselves: a full disk, a lock another process
+    /// holds, an I/O error. Writing is retried after them; anything else (a corrupt or
+    /// read-only archive, a schema from a newer version) stops the daemon.
+    pub fn is_transient(&self) -> bool {
+        use rusqlite::ErrorCode::*;
+        match self {
+            Error::Archive {
+                source: rusqlite::Error::SqliteFailure(e, _),
+                ..
+            } => matches!(
+                e.code,
+                DiskFull | DatabaseBusy | DatabaseLocked | SystemIoFailure
+            ),
+            _ => false,
+        }
+    }
+}
+
 /// Shorthand for results of this library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

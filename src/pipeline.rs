@@ -55,13 +55,23 @@ pub fn run_live(
     // Checkpoints run on their own connection and thread, never inside a commit.
     write.disable_autocheckpoint()?;
     let checkpointer = Checkpointer::start(Archive::open(db)?)?;
+    let manager = Arc::new(ServiceManager::from_env());
+    let stop = Arc::new(AtomicBool::new(false));
+    let stalled = {
+        let manager = Arc::clone(&manager);
+        Box::new(move |why: &str| {
+            manager.watchdog();
+            manager.status(why, false);
+        })
+    };
     let writer = ArchiveWriter::new(write, tap)
+        .retrying(Arc::clone(&stop), stalled)
         .spawn()
         .at_path("<archive writer thread>")?;
     let options = EngineOptions {
         limits: settings.limits,
     };
-    let engine = Engine::new(reads, Box::new(writer.committer), options)?;
+    let engine = Engine::new(reads, Box::new(writer.committer), options)?.with_stop(stop);
     let stop = engine.stop_flag();
     let signals = SignalListener::start(Arc::clone(&stop))?;
     let (wakeups, wake_rx) = Wakeups::new();
@@ -71,7 +81,7 @@ pub fn run_live(
         settings,
         wakeups,
         stop,
-        manager: Arc::new(ServiceManager::from_env()),
+        manager,
         watchers: Vec::new(),
         polled: BTreeSet::new(),
         poll: never(),

@@ -7,22 +7,91 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::tap::Tap;
 use crossbeam_channel::{Receiver, Sender, bounded};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// How many commits may wait for the writer. The engine blocks when they are all taken, so a
 /// slow disk slows reading instead of growing memory (each commit holds at most one batch).
 const WRITER_BACKLOG: usize = 4;
 
+/// The longest wait between two attempts at a commit the archive refused.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
+
+/// Called while the archive refuses commits, with what to tell the service manager; it also
+/// keeps the watchdog fed, since a writer that retries is waiting, not wedged.
+pub type StallReport = Box<dyn Fn(&str) + Send>;
+
 /// Owns the archive's write connection.
 pub struct ArchiveWriter {
     archive: Archive,
     tap: Option<Tap>,
+    /// Ends retrying (the daemon is stopping); unset means retry until the archive recovers.
+    stop: Option<Arc<AtomicBool>>,
+    stalled: Option<StallReport>,
 }
 
 impl ArchiveWriter {
     /// A writer on `archive`, showing committed records to `tap` if given.
     pub fn new(archive: Archive, tap: Option<Tap>) -> ArchiveWriter {
-        ArchiveWriter { archive, tap }
+        ArchiveWriter {
+            archive,
+            tap,
+            stop: None,
+            stalled: None,
+        }
+    }
+
+    /// On its own thread, the writer retries commits the archive refuses for a passing reason
+    /// (see [`Error::is_transient`]) until they succeed or `stop` is set; `stalled` hears of
+    /// each wait.
+    pub fn retrying(mut self, stop: Arc<AtomicBool>, stalled: StallReport) -> ArchiveWriter {
+        self.stop = Some(stop);
+        self.stalled = Some(stalled);
+        self
+    }
+
+    /// Commits `commit`, waiting out passing archive errors when retrying is on. Meanwhile
+    /// the commit channel fills and reading stops: nothing is dropped and nothing advances.
+    fn write_retrying(&mut self, commit: &Commit) -> Result<()> {
+        let mut stall: Option<(Instant, Duration)> = None;
+        loop {
+            let err = match self.write(commit) {
+                Ok(()) => {
+                    if let Some((since, _)) = stall {
+                        let waited = humantime::format_duration(round(since.elapsed()));
+                        log::info!("archive writable again after {waited}; archiving resumed");
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.is_transient() && self.stop.is_some() => e,
+                Err(e) => return Err(e),
+            };
+            if self
+                .stop
+                .as_ref()
+                .is_some_and(|s| s.load(Ordering::Relaxed))
+            {
+                log::error!(
+                    "stopping while the archive refuses commits; what was not committed is read again at the next start"
+                );
+                return Err(err);
+            }
+            let (_, delay) = stall.get_or_insert_with(|| {
+                log::warn!(
+                    "cannot write the archive: {err:#}; reading waits and nothing is dropped; \
+                     retrying until it succeeds (a full disk: free space on the archive's \
+                     filesystem)"
+                );
+                (Instant::now(), Duration::from_millis(50))
+            });
+            if let Some(report) = &self.stalled {
+                report(&format!("archive refuses commits ({err}); retrying"));
+            }
+            std::thread::sleep(*delay);
+            *delay = (*delay * 2).min(MAX_RETRY_DELAY);
+        }
     }
 
     /// Commits `commit`, then hands its records to the tap in `seq` order.
@@ -69,7 +138,7 @@ impl ArchiveWriter {
                 let _alive = alive;
                 for msg in rx {
                     match msg {
-                        ToWriter::Commit(commit) => self.write(&commit)?,
+                        ToWriter::Commit(commit) => self.write_retrying(&commit)?,
                         ToWriter::Flush(done) => {
                             let _ = done.send(());
                         }
@@ -93,6 +162,11 @@ pub struct WriterThread {
     pub handle: JoinHandle<Result<()>>,
     /// Disconnects when the thread ends.
     pub gone: Receiver<()>,
+}
+
+/// A duration to the millisecond, for people.
+fn round(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
 }
 
 impl Committer for ArchiveWriter {

@@ -4,6 +4,7 @@ mod archive;
 mod cli;
 mod config;
 mod doctor;
+mod faults;
 mod generations;
 mod identity;
 mod live;

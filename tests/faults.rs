@@ -1,0 +1,90 @@
+//! Archive faults: the daemon waits out what passes (a full disk) and loses nothing.
+
+use crate::util::*;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Records of about 4 KiB each.
+fn padded(tag: &str, n: usize) -> Vec<String> {
+    let pad = "p".repeat(4000);
+    (0..n)
+        .map(|i| format!(r#"{{"tag":"{tag}","n":{i},"pad":"{pad}"}}"#))
+        .collect()
+}
+
+/// Fills the filesystem under `path` with one file; panics if it takes more than 64 MiB (the
+/// path would not be the small filesystem the test made).
+fn fill(path: &Path) {
+    let mut f = fs::File::create(path).unwrap();
+    let chunk = vec![0u8; 16 * 1024];
+    for _ in 0..4096 {
+        if let Err(e) = f.write_all(&chunk).and_then(|()| f.sync_all()) {
+            assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+            return;
+        }
+    }
+    panic!("{path:?} took 64 MiB without filling up: not the test's small filesystem");
+}
+
+#[test]
+fn a_full_disk_pauses_archiving_and_loses_nothing() {
+    let env = Env::new();
+    let state = env.dir.path().join("small");
+    fs::create_dir_all(&state).unwrap();
+    let db = state.join("archive.db");
+    env.write("t.jsonl", &lines(&records("old", 3)));
+    // The archive lives on a 2 MiB tmpfs mounted in a mount namespace of the daemon's own;
+    // the test reaches it through /proc/PID/root.
+    let script = format!(
+        "mount -t tmpfs -o size=2m tmpfs {} && exec {BIN} run --sink stdout \
+         --rescan-interval 3600 --db {} --watch {}",
+        state.display(),
+        db.display(),
+        env.root.display()
+    );
+    let mut cmd = env.command("unshare");
+    cmd.args(["--user", "--map-root-user", "--mount", "sh", "-c", &script]);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    daemon.take_tap(3);
+    daemon.wait_log("caught up");
+    let inside = PathBuf::from(format!("/proc/{}/root{}", daemon.pid(), state.display()));
+    assert!(
+        inside.join("archive.db").exists() && !db.exists(),
+        "not the daemon's view"
+    );
+
+    let filler = inside.join("filler");
+    fill(&filler);
+    let new = padded("new", 200);
+    env.append("t.jsonl", &lines(&new));
+    let log = daemon.wait_log("cannot write the archive");
+    assert!(log.contains("full"), "the reason is named:\n{log}");
+    assert!(
+        daemon.tap.try_recv().is_err(),
+        "nothing is printed before it is committed"
+    );
+
+    fs::remove_file(&filler).unwrap();
+    let tap = daemon.take_tap(new.len());
+    let got: Vec<&str> = tap.iter().map(|l| raw_record(l)).collect();
+    assert_eq!(
+        got, new,
+        "every record once, in order, after the space came back"
+    );
+    daemon.wait_log("archive writable again");
+    // `export` in the daemon's namespaces, where the archive's path is the one it opened.
+    let exported = env
+        .command("nsenter")
+        .args(["--target", &daemon.pid().to_string(), "--user", "--mount"])
+        .args(["--preserve-credentials", BIN, "export", "--db"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&exported.stdout).lines().count(),
+        203
+    );
+    let (status, _) = daemon.terminate();
+    assert!(status.success());
+}
