@@ -399,11 +399,19 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
         limits: settings.limits,
     };
     let reads = Archive::open(&db)?;
-    let writer = ArchiveWriter::new(Archive::open(&db)?, tap);
-    let mut engine = Engine::new(reads, Box::new(writer), options)?;
+    // The writer commits on a thread of its own, so reading the next batch overlaps with
+    // committing the last one.
+    let writer = ArchiveWriter::new(Archive::open(&db)?, tap)
+        .spawn()
+        .at_path("<archive writer thread>")?;
+    let mut engine = Engine::new(reads, Box::new(writer.committer), options)?;
     let mut display = show.start();
     engine.observe(Box::new(move |p| display.update(p)));
-    let report = engine.run_pass(&settings.roots)?;
+    let pass = engine.run_pass(&settings.roots);
+    // Dropping the engine closes the channel: the writer commits what it holds, then ends.
+    drop(engine);
+    let written = writer.handle.join().unwrap_or(Err(Error::WriterStopped));
+    let report = pass.and_then(|report| written.map(|()| report))?;
     for (path, bytes) in &report.held_back {
         log::info!(
             "held back path={path:?} bytes={bytes} (an incomplete last line, archived once it ends with a newline)"

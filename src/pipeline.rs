@@ -54,7 +54,7 @@ pub fn run_live(
     let write = Archive::open(db)?;
     // Checkpoints run on their own connection and thread, never inside a commit.
     write.disable_autocheckpoint()?;
-    let checkpointer = Checkpointer::start(Archive::open(db)?)?;
+    let (checkpointer, committed) = Checkpointer::start(Archive::open(db)?)?;
     let manager = Arc::new(ServiceManager::from_env());
     let stop = Arc::new(AtomicBool::new(false));
     let stalled = {
@@ -66,6 +66,7 @@ pub fn run_live(
     };
     let writer = ArchiveWriter::new(write, tap)
         .retrying(Arc::clone(&stop), stalled)
+        .after_commit(committed)
         .spawn()
         .at_path("<archive writer thread>")?;
     let options = EngineOptions {
@@ -274,7 +275,7 @@ impl Daemon {
         let file = self.settings.source.path.clone();
         match (self.reload)() {
             Err(e) => {
-                log::error!("reload refused, still running the previous configuration: {e}");
+                log::warn!("reload refused, still running the previous configuration: {e}");
                 let status = format!("reload refused ({e}); {}", self.live_status());
                 self.manager.reloaded(&status);
                 Ok(())
@@ -398,37 +399,48 @@ fn root_changes(old: &[Root], new: &[Root]) -> (Vec<PathBuf>, Vec<PathBuf>) {
     (added, removed)
 }
 
-/// A thread that checkpoints the WAL every [`CHECKPOINT_EVERY`] while the daemon runs.
+/// A thread that checkpoints the WAL after commits, at most every [`CHECKPOINT_EVERY`]; an
+/// idle daemon does not wake it.
 struct Checkpointer {
     stop: crossbeam_channel::Sender<()>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Checkpointer {
-    fn start(archive: Archive) -> Result<Checkpointer> {
+    /// Starts the thread; a token sent on the returned channel says a commit happened.
+    fn start(archive: Archive) -> Result<(Checkpointer, crossbeam_channel::Sender<()>)> {
         let (stop, stopped) = bounded::<()>(1);
+        // One pending token is enough: commits that arrive meanwhile share one checkpoint.
+        let (committed, commits) = bounded::<()>(1);
         let thread = std::thread::Builder::new()
             .name("checkpointer".into())
-            .spawn(move || {
-                let every = tick(CHECKPOINT_EVERY);
-                loop {
-                    select! {
-                        recv(every) -> _ => {
-                            if let Err(e) = archive.checkpoint() {
-                                log::debug!("checkpoint skipped: {e:#}");
-                            }
-                        }
-                        recv(stopped) -> _ => return,
-                    }
-                }
-            })
+            .spawn(move || checkpoint_after_commits(&archive, &commits, &stopped))
             .at_path("<checkpointer thread>")?;
-        Ok(Checkpointer { stop, thread })
+        Ok((Checkpointer { stop, thread }, committed))
     }
 
     fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.thread.join();
+    }
+}
+
+fn checkpoint_after_commits(archive: &Archive, commits: &Receiver<()>, stop: &Receiver<()>) {
+    let mut last = Instant::now();
+    loop {
+        select! {
+            recv(commits) -> msg => if msg.is_err() { return },
+            recv(stop) -> _ => return,
+        }
+        // Let commits gather for a while, so one checkpoint serves many of them.
+        let due = last + CHECKPOINT_EVERY;
+        if stop.recv_deadline(due).is_ok() {
+            return;
+        }
+        if let Err(e) = archive.checkpoint() {
+            log::debug!("checkpoint skipped: {e:#}");
+        }
+        last = Instant::now();
     }
 }
 

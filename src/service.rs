@@ -169,6 +169,9 @@ pub fn install(target: &Target, dry_run: bool, out: &mut dyn Write) -> Result<()
 }
 
 fn install_steps(target: &Target) -> Result<Vec<Step>> {
+    if target.manager == Manager::Systemd {
+        refuse_private_tmp(&target.definition)?;
+    }
     let file = target.file();
     let contents = target.contents()?;
     let state = file_state(&file, &contents)?;
@@ -189,6 +192,21 @@ fn install_steps(target: &Target) -> Result<Vec<Step>> {
     });
     steps.push(Step::Say(logs_hint(target)));
     Ok(steps)
+}
+
+/// The unit's `PrivateTmp=yes` gives the service a /tmp and /var/tmp of its own: a binary or
+/// archive there would be out of its reach, and the service would fail to start (203/EXEC).
+fn refuse_private_tmp(def: &Definition) -> Result<()> {
+    for path in [&def.binary, &def.archive] {
+        if path.starts_with("/tmp") || path.starts_with("/var/tmp") {
+            return Err(Error::ServicePath {
+                path: path.clone(),
+                reason: "the service gets a private /tmp and /var/tmp (PrivateTmp=yes) and \
+                         cannot see it there",
+            });
+        }
+    }
+    Ok(())
 }
 
 fn logs_hint(target: &Target) -> String {

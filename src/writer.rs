@@ -30,6 +30,8 @@ pub struct ArchiveWriter {
     /// Ends retrying (the daemon is stopping); unset means retry until the archive recovers.
     stop: Option<Arc<AtomicBool>>,
     stalled: Option<StallReport>,
+    /// Told (without blocking) after every commit.
+    committed: Option<Sender<()>>,
 }
 
 impl ArchiveWriter {
@@ -40,7 +42,14 @@ impl ArchiveWriter {
             tap,
             stop: None,
             stalled: None,
+            committed: None,
         }
+    }
+
+    /// Sends a token on `committed` after each commit, dropped if one is already pending.
+    pub fn after_commit(mut self, committed: Sender<()>) -> ArchiveWriter {
+        self.committed = Some(committed);
+        self
     }
 
     /// On its own thread, the writer retries commits the archive refuses for a passing reason
@@ -97,6 +106,9 @@ impl ArchiveWriter {
     /// Commits `commit`, then hands its records to the tap in `seq` order.
     pub fn write(&mut self, commit: &Commit) -> Result<()> {
         let seqs = self.archive.apply(commit)?;
+        if let Some(committed) = &self.committed {
+            let _ = committed.try_send(());
+        }
         let Some(tap) = &mut self.tap else {
             return Ok(());
         };

@@ -107,7 +107,7 @@ fn db_arg(env: &Env) -> [&str; 2] {
 
 #[test]
 fn dry_run_prints_the_unit_and_the_commands_and_changes_nothing() {
-    let env = Env::new();
+    let env = Env::outside_tmp();
     let fake = Fake::ok(&env, "systemctl");
     let out = service_ok(
         &env,
@@ -133,7 +133,7 @@ fn dry_run_prints_the_unit_and_the_commands_and_changes_nothing() {
 fn the_unit_passes_systemd_analyze_verify() {
     // Pins that the shipped unit is one systemd accepts without a warning: an unknown or
     // misspelt directive is only a warning at `daemon-reload`, and is then silently ignored.
-    let env = Env::new();
+    let env = Env::outside_tmp();
     let fake = Fake::ok(&env, "systemctl");
     let db = env.dir.path().join("odd 100%/a$b.db");
     let args = ["install", "--dry-run", "--manager", "systemd", "--db"];
@@ -159,7 +159,7 @@ fn the_unit_passes_systemd_analyze_verify() {
 
 #[test]
 fn the_launchd_plist_parses_with_the_expected_keys() {
-    let env = Env::new();
+    let env = Env::outside_tmp();
     let fake = Fake::ok(&env, "launchctl");
     let out = service_ok(
         &env,
@@ -195,7 +195,7 @@ fn the_launchd_plist_parses_with_the_expected_keys() {
 
 #[test]
 fn install_writes_the_unit_then_reloads_and_enables_the_service() {
-    let env = Env::new();
+    let env = Env::outside_tmp();
     let fake = Fake::ok(&env, "systemctl");
     let planned = would_write(&service_ok(&env, &fake, &["install", "--dry-run"]));
     let out = service_ok(&env, &fake, &["install"]);
@@ -214,7 +214,7 @@ fn install_writes_the_unit_then_reloads_and_enables_the_service() {
 
 #[test]
 fn installing_twice_leaves_the_unit_and_still_enables_the_service() {
-    let env = Env::new();
+    let env = Env::outside_tmp();
     let fake = Fake::ok(&env, "systemctl");
     service_ok(&env, &fake, &["install"]);
     let first = fs::read_to_string(unit_file(&env)).unwrap();
@@ -235,7 +235,7 @@ fn installing_twice_leaves_the_unit_and_still_enables_the_service() {
 fn a_replaced_unit_restarts_the_service() {
     // `enable --now` leaves a running service on its old definition; a changed unit (here,
     // another archive) must reach the daemon.
-    let env = Env::new();
+    let env = Env::outside_tmp();
     let fake = Fake::ok(&env, "systemctl");
     service_ok(&env, &fake, &["install"]);
     fake.clear();
@@ -257,7 +257,7 @@ fn a_replaced_unit_restarts_the_service() {
 
 #[test]
 fn uninstall_disables_the_service_removes_the_unit_and_keeps_the_archive() {
-    let env = Env::new();
+    let env = Env::outside_tmp();
     env.write("a.jsonl", &lines(&records("a", 1)));
     env.run_once(&[]);
     let fake = Fake::ok(&env, "systemctl");
@@ -279,7 +279,7 @@ fn uninstall_disables_the_service_removes_the_unit_and_keeps_the_archive() {
 
 #[test]
 fn an_unreachable_user_bus_fails_naming_the_command_and_the_fix() {
-    let env = Env::new();
+    let env = Env::outside_tmp();
     let fake = Fake::new(
         &env,
         "systemctl",
@@ -299,8 +299,26 @@ fn an_unreachable_user_bus_fails_naming_the_command_and_the_fix() {
 }
 
 #[test]
-fn status_says_what_the_unit_runs_and_what_systemd_reports() {
+fn an_archive_under_tmp_is_refused_since_the_service_cannot_see_it() {
+    // PrivateTmp=yes gives the service its own /tmp: a unit pointing there fails with
+    // 203/EXEC or cannot open its archive, over and over.
     let env = Env::new();
+    let fake = Fake::ok(&env, "systemctl");
+    let [flag, db] = db_arg(&env);
+    let out = service(&env, &fake, &["install", flag, db]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("private /tmp") && err.contains(env.db.to_str().unwrap()),
+        "{err}"
+    );
+    assert!(fake.calls().is_empty(), "nothing was run");
+    assert!(!unit_file(&env).exists(), "nothing was written");
+}
+
+#[test]
+fn status_says_what_the_unit_runs_and_what_systemd_reports() {
+    let env = Env::outside_tmp();
     let show = "printf 'LoadState=loaded\\nActiveState=active\\nSubState=running\\n\
                 MainPID=4242\\nUnitFileState=enabled\\n'";
     let fake = Fake::new(&env, "systemctl", show);
@@ -322,7 +340,7 @@ fn status_says_what_the_unit_runs_and_what_systemd_reports() {
 
 #[test]
 fn status_explains_an_unreachable_service_manager() {
-    let env = Env::new();
+    let env = Env::outside_tmp();
     let fake = Fake::new(
         &env,
         "systemctl",
@@ -335,7 +353,7 @@ fn status_explains_an_unreachable_service_manager() {
 
 #[test]
 fn launchd_install_boots_out_a_loaded_agent_then_bootstraps_it() {
-    let env = Env::new();
+    let env = Env::outside_tmp();
     // `bootout` of an agent that is not loaded fails; install goes on.
     let fake = Fake::new(
         &env,

@@ -21,7 +21,15 @@ pub struct Env {
 
 impl Env {
     pub fn new() -> Env {
-        let dir = tempfile::tempdir().unwrap();
+        Env::in_dir(tempfile::tempdir().unwrap())
+    }
+
+    /// An environment outside /tmp, for what a service with a private /tmp must reach.
+    pub fn outside_tmp() -> Env {
+        Env::in_dir(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
+    }
+
+    fn in_dir(dir: TempDir) -> Env {
         let root = dir.path().join("watch");
         fs::create_dir_all(&root).unwrap();
         fs::create_dir_all(dir.path().join("home")).unwrap();
