@@ -721,6 +721,12 @@ impl Engine {
         let mut tx = Commit::default();
         record_batch_events(&mut tx, src, path, path_moved, &batch);
         self.after_commit(src, path, &batch, cursor.clone());
+        log::debug!(
+            "committing path={path:?} records={} offset={}..{}",
+            batch.records.len(),
+            src.cursor.position.offset,
+            batch.end
+        );
         let finished = batch.finished;
         tx.insert_records(RecordBatch {
             source: src.id,

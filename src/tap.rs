@@ -3,7 +3,7 @@
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
 use std::io::{self, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// How many commits' worth of envelopes may wait for a slow reader before the tap is dropped.
@@ -17,12 +17,22 @@ type Chunk = (Vec<u8>, i64);
 
 /// A handle on the tap thread. Sending never blocks: a full backlog drops the tap with a
 /// warning, and archiving goes on; what the tap missed is in the archive.
+///
+/// When stdout is a pipe that its reader has emptied and nothing waits for the thread, the
+/// envelopes are written at once by the sender instead, saving a thread hand-off: a write
+/// that fits an empty pipe cannot block.
 pub struct Tap {
     tx: Option<Sender<Chunk>>,
     /// Disconnected when the tap thread ends.
     finished: Receiver<()>,
-    /// The last seq the tap thread has written out (0 before the first).
+    /// The last seq written out (0 before the first).
     written: Arc<AtomicI64>,
+    /// Chunks handed to the thread and not yet flushed by it. Only this handle sends, so
+    /// when it reads 0 nothing it sent before is still buffered, and a direct write keeps
+    /// the order.
+    queued: Arc<AtomicUsize>,
+    /// stdout's pipe, when it is one.
+    pipe: Option<StdoutPipe>,
 }
 
 impl Tap {
@@ -31,13 +41,15 @@ impl Tap {
         let (tx, rx) = bounded::<Chunk>(TAP_BACKLOG);
         let (finishing, finished) = bounded::<()>(0);
         let written = Arc::new(AtomicI64::new(0));
-        let progress = Arc::clone(&written);
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (progress, in_flight) = (Arc::clone(&written), Arc::clone(&queued));
         std::thread::Builder::new()
             .name("tap".into())
             .spawn(move || {
                 let _finishing = finishing;
-                let mut out = io::BufWriter::with_capacity(64 * 1024, io::stdout().lock());
-                if let Err(e) = copy_out(&rx, &mut out, &progress) {
+                // Unbuffered: this writer and direct writes share the file descriptor.
+                let mut out = io::BufWriter::with_capacity(64 * 1024, RawStdout);
+                if let Err(e) = copy_out(&rx, &mut out, &progress, &in_flight) {
                     log::warn!("tap stopped: cannot write to stdout ({e}); archiving continues");
                 }
             })?;
@@ -45,14 +57,37 @@ impl Tap {
             tx: Some(tx),
             finished,
             written,
+            queued,
+            pipe: StdoutPipe::detect(),
         })
     }
 
-    /// Hands the envelopes of one commit (ending at `last_seq`) to the tap thread.
+    /// Writes the envelopes of one commit (ending at `last_seq`) at once if that cannot
+    /// block, else hands them to the tap thread.
     pub fn send(&mut self, envelopes: Vec<u8>, last_seq: i64) {
+        if self.tx.is_none() {
+            return;
+        }
+        let direct = self.queued.load(Ordering::Acquire) == 0
+            && self.pipe.is_some_and(|p| p.takes_at_once(envelopes.len()));
+        if direct {
+            match RawStdout.write_all(&envelopes) {
+                Ok(()) => self.written.store(last_seq, Ordering::Relaxed),
+                Err(e) => {
+                    log::warn!("tap stopped: cannot write to stdout ({e}); archiving continues");
+                    self.tx = None;
+                }
+            }
+            return;
+        }
+        self.queue(envelopes, last_seq);
+    }
+
+    fn queue(&mut self, envelopes: Vec<u8>, last_seq: i64) {
         let Some(tx) = &self.tx else {
             return;
         };
+        self.queued.fetch_add(1, Ordering::AcqRel);
         match tx.try_send((envelopes, last_seq)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
@@ -71,28 +106,94 @@ impl Tap {
 }
 
 /// Writes chunks until the channel closes, flushing whenever nothing is waiting, so a reader
-/// sees each record at once without a write per record under load.
-fn copy_out(rx: &Receiver<Chunk>, out: &mut impl Write, written: &AtomicI64) -> io::Result<()> {
-    let mut pending = 0;
+/// sees each record at once without a write per record under load. Chunks count as done
+/// (`queued`) only once flushed.
+fn copy_out(
+    rx: &Receiver<Chunk>,
+    out: &mut impl Write,
+    written: &AtomicI64,
+    queued: &AtomicUsize,
+) -> io::Result<()> {
+    let (mut last_seq, mut unflushed) = (0, 0);
+    let flush = |out: &mut dyn Write, last_seq: i64, unflushed: &mut usize| {
+        out.flush()?;
+        written.store(last_seq, Ordering::Relaxed);
+        queued.fetch_sub(std::mem::take(unflushed), Ordering::AcqRel);
+        io::Result::Ok(())
+    };
     loop {
         let (chunk, last) = match rx.try_recv() {
             Ok(c) => c,
             Err(TryRecvError::Empty) => {
-                out.flush()?;
-                written.store(pending, Ordering::Relaxed);
+                flush(out, last_seq, &mut unflushed)?;
                 match rx.recv() {
                     Ok(c) => c,
                     Err(_) => return Ok(()),
                 }
             }
-            Err(TryRecvError::Disconnected) => {
-                out.flush()?;
-                written.store(pending, Ordering::Relaxed);
-                return Ok(());
-            }
+            Err(TryRecvError::Disconnected) => return flush(out, last_seq, &mut unflushed),
         };
         out.write_all(&chunk)?;
-        pending = last;
+        (last_seq, unflushed) = (last, unflushed + 1);
+    }
+}
+
+/// File descriptor 1, written without std's stdout buffer, so that the tap thread and direct
+/// writes cannot reorder each other's bytes.
+struct RawStdout;
+
+impl Write for RawStdout {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes; fd 1 stays open for the process.
+        let n = unsafe { libc::write(1, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// stdout as a pipe: its capacity, to tell whether a write fits at once.
+#[derive(Clone, Copy, Debug)]
+struct StdoutPipe {
+    capacity: usize,
+}
+
+impl StdoutPipe {
+    /// `Some` when fd 1 is a pipe whose capacity can be read (Linux).
+    #[cfg(target_os = "linux")]
+    fn detect() -> Option<StdoutPipe> {
+        use std::os::fd::AsFd;
+        let stdout = io::stdout();
+        let meta = std::fs::File::from(stdout.as_fd().try_clone_to_owned().ok()?)
+            .metadata()
+            .ok()?;
+        if !std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()) {
+            return None;
+        }
+        // SAFETY: F_GETPIPE_SZ takes no argument and only reads the pipe's size.
+        let capacity = unsafe { libc::fcntl(1, libc::F_GETPIPE_SZ) };
+        (capacity > 0).then_some(StdoutPipe {
+            capacity: capacity as usize,
+        })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn detect() -> Option<StdoutPipe> {
+        None
+    }
+
+    /// True when the pipe is empty (its reader has taken everything) and `len` bytes fit in
+    /// it with two pages to spare, so writing them cannot block.
+    fn takes_at_once(self, len: usize) -> bool {
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer given.
+        let ok = unsafe { libc::ioctl(1, libc::FIONREAD, &mut unread) } == 0;
+        ok && unread == 0 && len + 2 * 4096 <= self.capacity
     }
 }
 

@@ -7,8 +7,8 @@ use crate::envelope::Envelope;
 use crate::error::{Error, Result};
 use crate::tap::Tap;
 use crossbeam_channel::{Receiver, Sender, bounded};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -138,32 +138,58 @@ impl ArchiveWriter {
     }
 
     /// Moves the writer to a thread of its own; commits sent to the returned committer are
-    /// applied there in order. The thread ends when the committer is dropped (after applying
+    /// applied in order. The thread ends when the committer is dropped (after applying
     /// everything sent) or on the first archive error, which it returns; `gone` disconnects
     /// when it ends, so a loop that is not committing notices too.
-    pub fn spawn(mut self) -> std::io::Result<WriterThread> {
+    ///
+    /// A small commit sent while nothing is queued is applied on the sender's thread at once,
+    /// which saves a thread hand-off on the way from an append to the tap; large ones (a
+    /// backfill's batches) go through the thread, so reading the next batch overlaps with
+    /// committing the last.
+    pub fn spawn(self) -> std::io::Result<WriterThread> {
         let (tx, rx) = bounded::<ToWriter>(WRITER_BACKLOG);
         let (alive, gone) = bounded::<()>(0);
+        let writer = Arc::new(Mutex::new(self));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (shared, in_flight) = (Arc::clone(&writer), Arc::clone(&queued));
         let handle = std::thread::Builder::new()
             .name("archive-writer".into())
             .spawn(move || {
                 let _alive = alive;
-                for msg in rx {
-                    match msg {
-                        ToWriter::Commit(commit) => self.write_retrying(&commit)?,
-                        ToWriter::Flush(done) => {
-                            let _ = done.send(());
-                        }
-                    }
-                }
-                Ok(())
+                apply_queued(&rx, &shared, &in_flight)
             })?;
         Ok(WriterThread {
-            committer: ChannelCommitter(tx),
+            committer: ChannelCommitter { tx, queued, writer },
             handle,
             gone,
         })
     }
+}
+
+/// The writer thread's loop: applies each queued commit, then counts it done.
+fn apply_queued(
+    rx: &Receiver<ToWriter>,
+    writer: &Mutex<ArchiveWriter>,
+    queued: &AtomicUsize,
+) -> Result<()> {
+    for msg in rx {
+        match msg {
+            ToWriter::Commit(commit) => {
+                lock(writer).write_retrying(&commit)?;
+                queued.fetch_sub(1, Ordering::AcqRel);
+            }
+            ToWriter::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The writer, also after a panic on another thread (it holds no invariant a panic breaks:
+/// a commit is one SQLite transaction).
+fn lock(writer: &Mutex<ArchiveWriter>) -> std::sync::MutexGuard<'_, ArchiveWriter> {
+    writer.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The archive writer on its own thread.
@@ -198,21 +224,46 @@ enum ToWriter {
     Flush(Sender<()>),
 }
 
-/// Sends commits to a writer thread.
-pub struct ChannelCommitter(Sender<ToWriter>);
+/// Commits at most this many record bytes may be applied on the sender's thread.
+const INLINE_COMMIT_BYTES: usize = 256 * 1024;
+
+/// Sends commits to a writer thread, or applies a small one itself when nothing is queued.
+pub struct ChannelCommitter {
+    tx: Sender<ToWriter>,
+    /// Commits sent to the thread and not yet applied. Only this committer sends, so when it
+    /// reads 0, everything sent before is committed and a commit made here stays in order.
+    queued: Arc<AtomicUsize>,
+    writer: Arc<Mutex<ArchiveWriter>>,
+}
 
 impl Committer for ChannelCommitter {
     fn submit(&mut self, commit: Commit) -> Result<()> {
-        self.0
+        if self.queued.load(Ordering::Acquire) == 0 && record_bytes(&commit) <= INLINE_COMMIT_BYTES
+        {
+            return lock(&self.writer).write_retrying(&commit);
+        }
+        self.queued.fetch_add(1, Ordering::AcqRel);
+        self.tx
             .send(ToWriter::Commit(commit))
             .map_err(|_| Error::WriterStopped)
     }
 
     fn flush(&mut self) -> Result<()> {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
         let (done, applied) = bounded(1);
-        self.0
+        self.tx
             .send(ToWriter::Flush(done))
             .map_err(|_| Error::WriterStopped)?;
         applied.recv().map_err(|_| Error::WriterStopped)
     }
+}
+
+fn record_bytes(commit: &Commit) -> usize {
+    commit
+        .records()
+        .flat_map(|b| &b.records)
+        .map(|r| r.bytes.len())
+        .sum()
 }

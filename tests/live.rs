@@ -187,6 +187,69 @@ fn a_second_daemon_on_the_same_archive_is_refused() {
 }
 
 #[test]
+fn tap_lines_keep_seq_order_across_direct_writes_and_the_tap_thread() {
+    // Small commits are made on the reading thread and their lines written straight into an
+    // empty stdout pipe; big batches and a pipe with unread data go through the writer and
+    // tap threads. Mixing the paths must never reorder or lose a line.
+    let env = Env::new();
+    let big = records("big", 80_000);
+    env.write("big.jsonl", &lines(&big));
+    env.write("small.jsonl", b"");
+    let (open, gate) = crossbeam_channel::bounded::<()>(0);
+    // Batches of 300 KiB: the file's last, smaller batch must not overtake the queued ones.
+    let daemon = Daemon::start(
+        &env,
+        &[],
+        &["--batch-bytes", "300K"],
+        TapReader::Gated(gate),
+    );
+    daemon.wait_log("caught up");
+    let mut small = Vec::new();
+    for i in 0..150 {
+        let rec = format!(r#"{{"small":{i},"pad":"{}"}}"#, "s".repeat(500));
+        env.append("small.jsonl", format!("{rec}\n").as_bytes());
+        small.push(rec);
+    }
+    wait_until("the small records are archived", || {
+        archived(&env) == (big.len() + small.len()) as u64
+    });
+    drop(open);
+    // Appends while the tap thread drains its backlog must queue behind it.
+    for i in 150..200 {
+        let rec = format!(r#"{{"small":{i}}}"#);
+        env.append("small.jsonl", format!("{rec}\n").as_bytes());
+        small.push(rec);
+    }
+    let mut tap = daemon.take_tap(big.len() + small.len());
+    // With the pipe drained, these go the direct way again.
+    for i in 200..250 {
+        let rec = format!(r#"{{"small":{i}}}"#);
+        env.append("small.jsonl", format!("{rec}\n").as_bytes());
+        small.push(rec);
+        tap.extend(daemon.take_tap(1));
+    }
+    let seqs: Vec<i64> = tap
+        .iter()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["seq"]
+                .as_i64()
+                .unwrap()
+        })
+        .collect();
+    let expected: Vec<i64> = (1..=seqs.len() as i64).collect();
+    assert_eq!(seqs, expected, "every line once, in seq order");
+    let of = |file: &str| -> Vec<&str> {
+        tap.iter()
+            .filter(|l| l.contains(file))
+            .map(|l| raw_record(l))
+            .collect()
+    };
+    assert_eq!(of("/big.jsonl"), big);
+    assert_eq!(of("/small.jsonl"), small);
+    assert!(!daemon.log().contains("tap dropped"), "{}", daemon.log());
+}
+
+#[test]
 fn the_tap_survives_its_reader_closing_the_pipe() {
     let env = Env::new();
     let d = Daemon::start(&env, &[], &[], TapReader::Close);

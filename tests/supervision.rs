@@ -212,11 +212,13 @@ fn a_second_sigint_exits_at_once() {
     daemon.take_tap(1);
     daemon.wait_log("caught up");
     // Another process holds the archive's write lock, so the next commit waits (SQLite's
-    // busy timeout is 10 s): the first SIGINT cannot finish before the second arrives.
+    // busy timeout is 10 s, then retries): the first SIGINT cannot finish before the second
+    // arrives.
     let blocker = rusqlite::Connection::open(&env.db).unwrap();
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
     env.append("t.jsonl", &lines(&records("new", 1)));
-    daemon.wait_log("sync complete files=1");
+    // The backfill's commit was the first.
+    daemon.wait_log_times("committing path=", 2);
     daemon.signal(libc::SIGINT);
     daemon.wait_log("stopping on signal 2");
     daemon.signal(libc::SIGINT);

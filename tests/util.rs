@@ -244,7 +244,7 @@ pub fn assert_log_has(log: &str, needle: &str) {
 }
 
 /// What a test does with a daemon's stdout (the tap).
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone)]
 pub enum TapReader {
     /// Read every line.
     Read,
@@ -252,6 +252,8 @@ pub enum TapReader {
     Stall,
     /// Close the read end at once.
     Close,
+    /// Start reading every line once something arrives on (or closes) this channel.
+    Gated(crossbeam_channel::Receiver<()>),
 }
 
 /// A `run --sink stdout` daemon on real files. Its stderr is collected so tests can wait for a
@@ -312,9 +314,16 @@ impl Daemon {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut stdout = child.stdout.take();
         match tap {
-            TapReader::Read => {
+            TapReader::Read | TapReader::Gated(_) => {
                 let out = stdout.take().unwrap();
+                let gate = match tap {
+                    TapReader::Gated(gate) => Some(gate),
+                    _ => None,
+                };
                 std::thread::spawn(move || {
+                    if let Some(gate) = gate {
+                        let _ = gate.recv();
+                    }
                     for line in BufReader::new(out).lines() {
                         let Ok(line) = line else { break };
                         if tx.send(line).is_err() {
