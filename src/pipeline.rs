@@ -14,7 +14,7 @@
 use crate::archive::{Archive, Commit};
 use crate::config::Settings;
 use crate::engine::{Engine, EngineOptions, PassReport};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, error_chain};
 use crate::harness::Root;
 use crate::logging;
 use crate::progress::{Progress, ProgressShow};
@@ -415,7 +415,7 @@ impl Checkpointer {
                     select! {
                         recv(every) -> _ => {
                             if let Err(e) = archive.checkpoint() {
-                                log::debug!("checkpoint skipped: {e:#}");
+                                log::debug!("checkpoint skipped: {}", error_chain(&e));
                             }
                         }
                         recv(stopped) -> _ => return,
