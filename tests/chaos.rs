@@ -588,3 +588,347 @@ fn archived_by_file(env: &Env) -> BTreeMap<String, Vec<u64>> {
     }
     files
 }
+
+/// The unprivileged user the hostile-files daemon runs as when the tests run as root, so that
+/// a file can be unreadable to it.
+const NOBODY: &str = "65534";
+
+#[test]
+fn hostile_files_are_each_logged_and_recorded_while_a_good_file_keeps_flowing() {
+    // One daemon, unprivileged, meets one hostile file after another in its tree.
+    // Each must leave a log line naming its path and a trace in the archive (an event or a
+    // reject), and the daemon keeps running: after every step the next record of a
+    // well-behaved file in a second root reaches the tap.
+    let env = Env::new();
+    let good_root = env.dir.path().join("good");
+    fs::create_dir(&good_root).expect("create the good root");
+    let mut good = GoodFile::create(&good_root);
+    let d = start_unprivileged(&env, &good_root);
+    d.wait_log(CAUGHT_UP);
+    good.flows(&d);
+    for case in hostile_cases() {
+        let path = place(&env, case.name, case.make);
+        wait_log_line(&d, &path, case.log);
+        wait_event(&env, &path, case.event, case.detail);
+        good.flows(&d);
+    }
+    an_incomplete_line_is_recorded_when_its_file_goes(&env, &d);
+    good.flows(&d);
+    a_file_deleted_while_being_read_keeps_what_was_read(&env, &d);
+    good.flows(&d);
+    a_root_deleted_and_recreated_is_read_again(&env, &d);
+    good.flows(&d);
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}
+
+/// Something hostile to put in the tree, and the log line and archive event it must leave.
+struct Case {
+    name: &'static str,
+    /// Makes it at the given path (outside the tree; it is then renamed in whole).
+    make: fn(&Path),
+    /// Logged on a line that names its path.
+    log: &'static str,
+    /// The kind of its archive event, and a part of the event's detail.
+    event: &'static str,
+    detail: &'static str,
+}
+
+fn hostile_cases() -> Vec<Case> {
+    let case = |name, make, log, event, detail| Case {
+        name,
+        make,
+        log,
+        event,
+        detail,
+    };
+    let rejected = "WARN  rejected";
+    let passed = "WARN  passed over";
+    vec![
+        case(
+            "utf8.jsonl",
+            make_invalid_utf8,
+            rejected,
+            "reject",
+            "invalid unicode",
+        ),
+        case("nul.jsonl", make_nul, rejected, "reject", "invalid JSON"),
+        case(
+            "long.jsonl",
+            make_too_long,
+            rejected,
+            "reject",
+            "record limit",
+        ),
+        case(
+            "deep.jsonl",
+            make_too_deep,
+            rejected,
+            "reject",
+            "recursion limit",
+        ),
+        case("empty.jsonl", make_empty, "offset=0", "seeded", "offset=0"),
+        case(
+            "loop.jsonl",
+            make_symlink_loop,
+            passed,
+            "passed_over",
+            "symlink",
+        ),
+        case(
+            "cycle.jsonl",
+            make_directory_cycle,
+            passed,
+            "passed_over",
+            "symlink",
+        ),
+        case("pipe.jsonl", make_fifo, passed, "passed_over", "a FIFO"),
+        case("sock.jsonl", make_socket, passed, "passed_over", "a socket"),
+        case(
+            "secret.jsonl",
+            make_unreadable,
+            "Permission denied",
+            "unreadable",
+            "denied",
+        ),
+    ]
+}
+
+fn make_invalid_utf8(p: &Path) {
+    write_file(p, b"{\"ok\":1}\n{\"bad\":\"\xff\xfe\"}\n{\"ok\":2}\n");
+}
+
+fn make_nul(p: &Path) {
+    write_file(p, b"{\"nul\":1}\0\n");
+}
+
+/// Longer than the daemon's `--record-limit` of 256 KiB.
+fn make_too_long(p: &Path) {
+    write_file(
+        p,
+        format!("{{\"big\":\"{}\"}}\n", "x".repeat(300_000)).as_bytes(),
+    );
+}
+
+/// Nested 100,000 deep, within the record limit.
+fn make_too_deep(p: &Path) {
+    write_file(
+        p,
+        ("[".repeat(100_000) + &"]".repeat(100_000) + "\n").as_bytes(),
+    );
+}
+
+fn make_empty(p: &Path) {
+    write_file(p, b"");
+}
+
+fn make_symlink_loop(p: &Path) {
+    let name = p.file_name().expect("a file name");
+    std::os::unix::fs::symlink(name, p).expect("make a symlink loop");
+}
+
+fn make_directory_cycle(p: &Path) {
+    std::os::unix::fs::symlink(".", p).expect("make a directory symlink cycle");
+}
+
+fn make_fifo(p: &Path) {
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("no NUL in a temp path");
+    assert_eq!(
+        unsafe { libc::mkfifo(c.as_ptr(), 0o644) },
+        0,
+        "mkfifo {p:?}"
+    );
+}
+
+fn make_socket(p: &Path) {
+    // The socket file stays when the listener is closed.
+    std::os::unix::net::UnixListener::bind(p).expect("bind a socket");
+}
+
+/// Mode 000 (and owned by root when the daemon runs as nobody): unreadable to the daemon.
+fn make_unreadable(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    write_file(p, b"{\"secret\":1}\n");
+    fs::set_permissions(p, fs::Permissions::from_mode(0o000)).expect("chmod 000");
+}
+
+fn write_file(p: &Path, bytes: &[u8]) {
+    fs::write(p, bytes).expect("write a hostile file");
+}
+
+/// A line without its newline is held back in the cursor; when its file is deleted, the
+/// bytes become a reject rather than vanish.
+fn an_incomplete_line_is_recorded_when_its_file_goes(env: &Env, d: &Daemon) {
+    let bytes = b"{\"never\":\"ends\"";
+    let path = place(env, "no-newline.jsonl", |p| {
+        write_file(p, b"{\"never\":\"ends\"")
+    });
+    let held = format!(
+        "SELECT c.held_back FROM cursors c JOIN sources s ON s.id = c.source_id \
+         WHERE s.path = CAST('{}' AS BLOB)",
+        path.display()
+    );
+    wait_until("the incomplete line held back", || {
+        env.sql(&held) == vec![bytes.len().to_string()]
+    });
+    fs::remove_file(&path).expect("delete the file");
+    wait_log_line(d, &path, "held-back bytes recorded as a reject");
+    wait_event(env, &path, "source_gone", "no longer found");
+    let reasons = format!(
+        "SELECT r.reason FROM rejects r JOIN sources s ON s.id = r.source_id \
+         WHERE s.path = CAST('{}' AS BLOB)",
+        path.display()
+    );
+    let reasons = env.sql(&reasons);
+    assert!(
+        reasons.len() == 1 && reasons[0].contains("incomplete record never completed"),
+        "{reasons:?}"
+    );
+}
+
+/// A file deleted in the middle of a long read: what was read stays archived, in order, and
+/// the source is recorded as gone.
+fn a_file_deleted_while_being_read_keeps_what_was_read(env: &Env, d: &Daemon) {
+    let recs = records("big", 100_000);
+    let path = place(env, "big.jsonl", |p| {
+        write_file(p, &lines(&records("big", 100_000)))
+    });
+    let of_big = format!(
+        "SELECT r.record FROM records r JOIN sources s ON s.id = r.source_id \
+         WHERE s.path = CAST('{}' AS BLOB) ORDER BY r.seq",
+        path.display()
+    );
+    let count = of_big.replace("r.record", "count(*)");
+    wait_until("the big file's reading to start", || {
+        env.sql(&count) != vec!["0"]
+    });
+    // Stopped, the daemon cannot finish the file before it is gone.
+    d.signal(libc::SIGSTOP);
+    fs::remove_file(&path).expect("delete the big file");
+    d.signal(libc::SIGCONT);
+    wait_log_line(d, &path, "source_gone");
+    wait_event(env, &path, "source_gone", "no longer found");
+    let archived = env.sql(&of_big);
+    assert!(
+        archived.len() < recs.len(),
+        "the read ended before the deletion"
+    );
+    assert_eq!(archived, recs[..archived.len()], "a prefix, in order, once");
+}
+
+fn a_root_deleted_and_recreated_is_read_again(env: &Env, d: &Daemon) {
+    let survivor = env.path("utf8.jsonl");
+    fs::remove_dir_all(&env.root).expect("delete the root");
+    wait_log_line(d, &env.root, "root removed");
+    wait_event(env, &survivor, "source_gone", "no longer found");
+    fs::create_dir(&env.root).expect("recreate the root");
+    place(env, "after.jsonl", |p| write_file(p, b"{\"after\":1}\n"));
+    wait_for_tap(d, r#"{"after":1}"#);
+}
+
+/// A file in its own root that is appended to between the hostile steps.
+struct GoodFile {
+    path: PathBuf,
+    next: usize,
+}
+
+impl GoodFile {
+    fn create(root: &Path) -> GoodFile {
+        let path = root.join("good.jsonl");
+        File::create(&path).expect("create the good file");
+        GoodFile { path, next: 0 }
+    }
+
+    /// Appends the next record and waits for it on the tap.
+    fn flows(&mut self, d: &Daemon) {
+        let record = format!(r#"{{"good":{}}}"#, self.next);
+        self.next += 1;
+        let mut f = open_append(&self.path);
+        f.write_all(format!("{record}\n").as_bytes())
+            .expect("append to the good file");
+        wait_for_tap(d, &record);
+    }
+}
+
+/// Reads the tap until `record` comes, passing over other files' records.
+fn wait_for_tap(d: &Daemon, record: &str) {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(line) = d.tap.recv_timeout(left) else {
+            panic!("{record} never reached the tap; log:\n{}", d.log());
+        };
+        if raw_record(&line) == record {
+            return;
+        }
+    }
+}
+
+/// Makes a thing with `make` outside the tree and renames it in, so the daemon never sees it
+/// half made; returns its path in the tree.
+fn place(env: &Env, name: &str, make: fn(&Path)) -> PathBuf {
+    let staging = env.dir.path().join("staging");
+    fs::create_dir_all(&staging).expect("create the staging directory");
+    let made = staging.join(name);
+    make(&made);
+    let path = env.path(name);
+    fs::rename(&made, &path).expect("rename into the tree");
+    path
+}
+
+fn give_to_nobody(dir: &Path) {
+    let owner = format!("{NOBODY}:{NOBODY}");
+    let status = std::process::Command::new("chown")
+        .args(["-R", &owner])
+        .arg(dir)
+        .status()
+        .expect("run chown");
+    assert!(status.success(), "chown -R {owner} {dir:?}");
+}
+
+/// Starts the daemon as the test's user, or as nobody (owning the test's tree) when that is
+/// root: root reads a file of mode 000 anyway.
+fn start_unprivileged(env: &Env, good_root: &Path) -> Daemon {
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        give_to_nobody(env.dir.path());
+        let mut cmd = env.command("setpriv");
+        cmd.args([
+            "--reuid",
+            NOBODY,
+            "--regid",
+            NOBODY,
+            "--clear-groups",
+            "--",
+            BIN,
+        ]);
+        cmd
+    } else {
+        env.cmd()
+    };
+    cmd.args(["run", "--sink", "stdout", "--rescan-interval", "3600"])
+        .args(["--record-limit", "256K", "--batch-bytes", "1K", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(&env.root)
+        .arg("--watch")
+        .arg(good_root);
+    Daemon::spawn(cmd, TapReader::Read)
+}
+
+/// Waits until one log line names `path` and contains `needle`.
+fn wait_log_line(d: &Daemon, path: &Path, needle: &str) {
+    let named = format!("path={path:?}");
+    let found = || (d.log().lines()).any(|l| l.contains(&named) && l.contains(needle));
+    wait_until(&format!("a log line with {named} and {needle:?}"), found);
+}
+
+/// Waits until the archive has an event of `kind` at `path` whose detail contains `detail`.
+fn wait_event(env: &Env, path: &Path, kind: &str, detail: &str) {
+    let query = format!(
+        "SELECT detail FROM events WHERE kind = '{kind}' AND path = CAST('{}' AS BLOB)",
+        path.display()
+    );
+    wait_until(&format!("a {kind} event at {path:?}"), || {
+        env.sql(&query).iter().any(|d| d.contains(detail))
+    });
+}
