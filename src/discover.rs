@@ -81,7 +81,7 @@ fn scan_root(index: usize, root: &Root, found: &mut Discovery) {
             }),
             Ok(meta) => found.passed.push(Passed {
                 path: entry.into_path(),
-                why: format!("not a regular file ({})", kind(&meta)),
+                why: format!("not a regular file ({})", file_kind(&meta)),
             }),
             Err(e) => found.passed.push(Passed {
                 path: entry.into_path(),
@@ -91,7 +91,8 @@ fn scan_root(index: usize, root: &Root, found: &mut Discovery) {
     }
 }
 
-fn kind(meta: &Metadata) -> &'static str {
+/// What a path that is not a regular file is, for the log and the archive's events.
+pub fn file_kind(meta: &Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_symlink() {

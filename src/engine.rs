@@ -6,7 +6,7 @@
 //! more to read goes to the back of the queue.
 
 use crate::archive::{Archive, Commit, Cursor, RecordBatch, SourceId, SourceRow};
-use crate::discover::{Candidate, discover};
+use crate::discover::{Candidate, discover, file_kind};
 use crate::error::Result;
 use crate::fingerprint::{Fingerprint, Identity};
 use crate::harness::Root;
@@ -241,7 +241,7 @@ impl Engine {
         self.report = PassReport::default();
         let found = discover(roots);
         for p in &found.passed {
-            self.passed_over(&p.path, &p.why);
+            self.passed_over(&p.path, &p.why)?;
         }
         for r in &found.missing_roots {
             log::debug!("root does not exist yet path={r:?}");
@@ -271,9 +271,12 @@ impl Engine {
                     candidates.push(Candidate { path, meta, root })
                 }
                 Ok(meta) if meta.file_type().is_dir() => {}
-                Ok(_) => self.passed_over(&path, "not a regular file"),
+                Ok(meta) => {
+                    let why = format!("not a regular file ({})", file_kind(&meta));
+                    self.passed_over(&path, &why)?
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return self.run_pass(roots),
-                Err(e) => self.passed_over(&path, &format!("cannot be examined: {e}")),
+                Err(e) => self.passed_over(&path, &format!("cannot be examined: {e}"))?,
             }
         }
         self.report.files = candidates.len() as u64;
@@ -282,14 +285,19 @@ impl Engine {
         Ok(std::mem::take(&mut self.report))
     }
 
-    /// Logs a path that is not read: at WARN the first time, at debug after that.
-    fn passed_over(&mut self, path: &Path, why: &str) {
+    /// Logs a path that is not read: at WARN, with a `passed_over` event in the archive, the
+    /// first time; at debug after that, so a FIFO rescanned every minute is not an event a
+    /// minute. `Err` is an archive failure.
+    fn passed_over(&mut self, path: &Path, why: &str) -> Result<()> {
         self.report.passed_over += 1;
-        if self.warned.insert(path.to_owned()) {
-            log::warn!("passed over path={path:?} reason={why}");
-        } else {
+        if !self.warned.insert(path.to_owned()) {
             log::debug!("passed over path={path:?} reason={why}");
+            return Ok(());
         }
+        log::warn!("passed over path={path:?} reason={why}");
+        let mut tx = Commit::default();
+        tx.event(None, "passed_over", path, why);
+        self.committer.submit(tx)
     }
 
     /// Runs work in turns until the queue is empty (`Ok(true)`) or the stop flag is set
@@ -652,7 +660,8 @@ impl Engine {
         };
         if !meta.file_type().is_file() {
             let path = work.path.clone();
-            self.passed_over(&path, "not a regular file when opened");
+            let why = format!("not a regular file when opened ({})", file_kind(&meta));
+            self.passed_over(&path, &why)?;
             return Ok(Opened::Skip);
         }
         if Identity::of(&meta) != Identity::of(&work.meta) {

@@ -192,6 +192,25 @@ impl Error {
     }
 }
 
+/// An error followed by its sources, `: `-separated, for log lines (messages do not repeat
+/// their source, and anyhow stays in `main.rs`). A source that only puts a code before what
+/// was just said (SQLite's `Error code 5: database is locked`) is left out.
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut last = text.clone();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let said = s.to_string();
+        if !said.ends_with(&last) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        last = said;
+        source = s.source();
+    }
+    text
+}
+
 /// Shorthand for results of this library.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -220,5 +239,28 @@ impl<T> ArchiveContext<T> for rusqlite::Result<T> {
             path: path.to_owned(),
             source,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_archive_error_chain_names_sqlites_reason_once() {
+        // The writer's "cannot write the archive" warning is this chain: without the source
+        // it would name the archive but not why it refused the commit.
+        // As rusqlite reports a commit refused for a held lock: SQLite's message, then the
+        // code with the same words.
+        let busy = rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY);
+        let message = Some("database is locked".to_owned());
+        let err = Error::Archive {
+            path: PathBuf::from("/a/archive.db"),
+            source: rusqlite::Error::SqliteFailure(busy, message),
+        };
+        assert_eq!(
+            error_chain(&err),
+            "archive /a/archive.db: database is locked"
+        );
     }
 }

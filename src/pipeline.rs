@@ -14,7 +14,7 @@
 use crate::archive::{Archive, Commit};
 use crate::config::Settings;
 use crate::engine::{Engine, EngineOptions, PassReport};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, error_chain};
 use crate::harness::Root;
 use crate::logging;
 use crate::progress::{Progress, ProgressShow};
@@ -438,7 +438,7 @@ fn checkpoint_after_commits(archive: &Archive, commits: &Receiver<()>, stop: &Re
             return;
         }
         if let Err(e) = archive.checkpoint() {
-            log::debug!("checkpoint skipped: {e:#}");
+            log::debug!("checkpoint skipped: {}", error_chain(&e));
         }
         last = Instant::now();
     }

@@ -9,7 +9,7 @@ mod launchd;
 mod systemd;
 
 use crate::archive;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, error_chain};
 use command::Cmd;
 use serde::Serialize;
 use std::fs;
@@ -438,18 +438,6 @@ fn ask_manager(target: &Target, dry_run: bool) -> ManagerState {
             error: error_chain(&e),
         },
     }
-}
-
-/// An error followed by its sources, `: `-separated (anyhow stays in `main.rs`).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Prints a [`Status`] for people.

@@ -4,7 +4,7 @@
 use crate::archive::{Archive, Commit};
 use crate::engine::Committer;
 use crate::envelope::Envelope;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, error_chain};
 use crate::tap::Tap;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -87,16 +87,17 @@ impl ArchiveWriter {
                 );
                 return Err(err);
             }
+            let reason = error_chain(&err);
             let (_, delay) = stall.get_or_insert_with(|| {
                 log::warn!(
-                    "cannot write the archive: {err:#}; reading waits and nothing is dropped; \
+                    "cannot write the archive: {reason}; reading waits and nothing is dropped; \
                      retrying until it succeeds (a full disk: free space on the archive's \
                      filesystem)"
                 );
                 (Instant::now(), Duration::from_millis(50))
             });
             if let Some(report) = &self.stalled {
-                report(&format!("archive refuses commits ({err}); retrying"));
+                report(&format!("archive refuses commits ({reason}); retrying"));
             }
             std::thread::sleep(*delay);
             *delay = (*delay * 2).min(MAX_RETRY_DELAY);

@@ -1,6 +1,7 @@
 //! Integration tests: the real binary on real files in temp directories.
 
 mod archive;
+mod chaos;
 mod cli;
 mod config;
 mod doctor;

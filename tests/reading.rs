@@ -111,6 +111,14 @@ fn fifos_and_sockets_named_jsonl_are_passed_over_without_blocking() {
     assert_eq!(counter(&log, "passed_over"), 2);
     assert_log_has(&log, "a FIFO");
     assert_log_has(&log, "a socket");
+    // A skip leaves a trace in the archive too, so it can be diagnosed after the fact.
+    assert_eq!(
+        env.sql("SELECT detail FROM events WHERE kind = 'passed_over' ORDER BY path"),
+        vec![
+            "not a regular file (a FIFO)",
+            "not a regular file (a socket)"
+        ]
+    );
 }
 
 #[test]
