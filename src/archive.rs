@@ -15,6 +15,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Records longer than this are written into the row in place rather than bound as a value.
+const STREAMED_RECORD: usize = 1 << 20;
+
 /// The page size of a new archive. Measured on records of 1–15 KiB (BENCHMARKS.md): backfill
 /// speed did not separate the sizes beyond the noise, a one-record commit costs least at 8 KiB
 /// (p50) and 8–16 KiB (p99), and 16 KiB pages waste 39 % on such records (one 9 KiB record per
@@ -502,7 +505,11 @@ impl Tx<'_> {
             "INSERT INTO records (source_id, generation, offset, record) VALUES (?1, ?2, ?3, ?4)",
         ))?;
         for r in records {
-            self.db(stmt.execute(params![id, generation, r.offset as i64, r.bytes]))?;
+            if r.bytes.len() > STREAMED_RECORD {
+                self.insert_large_record(id, generation, r)?;
+            } else {
+                self.db(stmt.execute(params![id, generation, r.offset as i64, r.bytes]))?;
+            }
             seqs.push(self.tx.last_insert_rowid());
         }
         let mut stmt = self.db(self.tx.prepare_cached(
@@ -510,6 +517,41 @@ impl Tx<'_> {
         ))?;
         self.db(stmt.execute(params![id, records.len() as i64, now_ms()]))
             .map(drop)
+    }
+
+    /// Inserts a record too big to hand to SQLite as one value, which SQLite would copy twice
+    /// (the bound value, then the row): a zero-filled blob is written in place instead.
+    fn insert_large_record(&self, id: SourceId, generation: i64, r: &Record) -> Result<()> {
+        use std::io::Write;
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "INSERT INTO records (source_id, generation, offset, record) VALUES (?1, ?2, ?3, ?4)",
+        ))?;
+        let zeroed = rusqlite::blob::ZeroBlob(r.bytes.len() as u64);
+        self.db(stmt.execute(params![id, generation, r.offset as i64, zeroed]))?;
+        let rowid = self.tx.last_insert_rowid();
+        let mut blob =
+            self.db(self
+                .tx
+                .blob_open(rusqlite::MAIN_DB, "records", "record", rowid, false))?;
+        blob.write_all(&r.bytes).map_err(|e| self.blob_error(e))
+    }
+
+    /// SQLite's error inside a blob write's `io::Error`, so a full disk stays one.
+    fn blob_error(&self, e: std::io::Error) -> Error {
+        match e
+            .into_inner()
+            .map(|inner| inner.downcast::<rusqlite::Error>())
+        {
+            Some(Ok(sqlite)) => self.db::<()>(Err(*sqlite)).unwrap_err(),
+            Some(Err(other)) => Error::Io {
+                path: self.path.to_owned(),
+                source: std::io::Error::other(other),
+            },
+            None => Error::Io {
+                path: self.path.to_owned(),
+                source: std::io::Error::other("blob write failed"),
+            },
+        }
     }
 
     /// Records rejected lines (and held-back bytes of an ended generation).

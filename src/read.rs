@@ -8,6 +8,7 @@
 use crate::fingerprint::{MARKER_WINDOW, Markers, Window};
 use crate::record;
 use memchr::memchr;
+use std::borrow::Cow;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -278,34 +279,48 @@ impl<'a> Scan<'a> {
         } else if self.line.is_empty() {
             self.accept(part);
         } else {
+            self.reserve_within_limit(length as usize);
             let mut line = std::mem::take(&mut self.line);
             line.extend_from_slice(part);
-            self.accept(&line);
+            // The buffer becomes the record: a record of tens of MiB is not copied again.
+            self.accept_line(Cow::Owned(line));
         }
     }
 
     fn accept(&mut self, line: &[u8]) {
-        let bytes = line.strip_suffix(b"\r").unwrap_or(line);
+        self.accept_line(Cow::Borrowed(line));
+    }
+
+    fn accept_line(&mut self, line: Cow<'_, [u8]>) {
+        let len = line.len() - usize::from(line.ends_with(b"\r"));
         let offset = self.line_start;
-        if bytes.len() as u64 > self.limits.record_limit {
-            self.reject_oversized(
-                bytes.len() as u64,
-                bytes[..bytes.len().min(REJECT_RAW_LIMIT)].to_vec(),
-            );
-        } else if record::is_blank(bytes) {
-            self.batch.blank_lines += 1;
-        } else if let Err(reason) = record::validate(bytes) {
-            self.batch.rejects.push(Reject {
+        let verdict = {
+            let bytes = &line[..len];
+            if len as u64 > self.limits.record_limit {
+                Err(None)
+            } else if record::is_blank(bytes) {
+                self.batch.blank_lines += 1;
+                return;
+            } else {
+                record::validate(bytes).map_err(Some)
+            }
+        };
+        match verdict {
+            Err(None) => {
+                let raw = line[..len.min(REJECT_RAW_LIMIT)].to_vec();
+                self.reject_oversized(len as u64, raw);
+            }
+            Err(Some(reason)) => self.batch.rejects.push(Reject {
                 offset,
                 length: line.len() as u64,
                 reason,
                 raw: line[..line.len().min(REJECT_RAW_LIMIT)].to_vec(),
-            });
-        } else {
-            self.batch.records.push(Record {
-                offset,
-                bytes: bytes.to_vec(),
-            });
+            }),
+            Ok(()) => {
+                let mut bytes = line.into_owned();
+                bytes.truncate(len);
+                self.batch.records.push(Record { offset, bytes });
+            }
         }
     }
 

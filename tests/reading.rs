@@ -178,3 +178,19 @@ fn a_file_dated_far_in_the_future_is_read() {
     assert_eq!(counter(&log, "unchanged"), 1);
     assert_eq!(env.records(), vec![r#"{"a":1}"#]);
 }
+
+#[test]
+fn a_record_of_several_mib_is_archived_and_exported_byte_for_byte() {
+    // Records over 1 MiB are written into their row in place instead of being bound as one
+    // value; what comes back must be the same bytes, next to small records in order.
+    let env = Env::new();
+    let big = format!(r#"{{"image":"{}"}}"#, "QUJD".repeat(768 * 1024));
+    let recs = vec![
+        r#"{"before":1}"#.to_owned(),
+        big,
+        r#"{"after":2}"#.to_owned(),
+    ];
+    env.write("t.jsonl", &lines(&recs));
+    env.run_once(&[]);
+    assert_eq!(env.records_of("t.jsonl"), recs);
+}
