@@ -73,3 +73,13 @@ pub use read::ReadLimits;
 pub use seed::StartAt;
 pub use tap::Tap;
 pub use writer::{ArchiveWriter, ChannelCommitter};
+
+/// The record reader, for the fuzz targets in `fuzz/`; not a supported interface.
+///
+/// [`read_complete_records`](fuzzing::read_complete_records) is what the engine calls on
+/// every file: it verifies a [`Position`](fuzzing::Position) against an open file and splits
+/// `[position, size)` into records, rejects, blank lines and held-back bytes.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::read::{Batch, Mismatch, Position, Record, Reject, read_complete_records};
+}
