@@ -8,7 +8,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// Bump when the generator changes, so stale caches are not reused.
-const GENERATOR_VERSION: u32 = 1;
+const GENERATOR_VERSION: u32 = 2;
 const SEED: u64 = 0x7452_414e_5343_5249;
 
 /// What a tree holds.
@@ -40,6 +40,8 @@ pub struct Corpus {
     /// Bytes of all files, newlines included.
     pub bytes: u64,
     pub largest_record: u64,
+    /// Records of 0.5–5 KB, 5–50 KB, 50–500 KB and 1–4 MB (images).
+    pub by_class: [u64; 4],
 }
 
 /// Wildcards that name every file of a tree, for peers that take globs without `**`:
@@ -55,6 +57,7 @@ pub struct Summary {
     pub records: u64,
     pub bytes: u64,
     pub largest_record: u64,
+    pub by_class: [u64; 4],
 }
 
 impl Corpus {
@@ -69,6 +72,7 @@ impl Corpus {
             records: self.records,
             bytes: self.bytes,
             largest_record: self.largest_record,
+            by_class: self.by_class,
         }
     }
 }
@@ -114,6 +118,7 @@ fn generate(dir: &Path, spec: &Spec) -> Corpus {
         records: 0,
         bytes: 0,
         largest_record: 0,
+        by_class: [0; 4],
     };
     for (i, target) in targets.into_iter().enumerate() {
         // Three in five sessions are Claude Code's, the rest Codex's.
@@ -132,9 +137,15 @@ fn generate(dir: &Path, spec: &Spec) -> Corpus {
         let mut n = 0usize;
         while !target.done(written, n) {
             let size = match target {
-                Target::Bytes(_) => Size::pick(&mut rng),
+                // A long tool result or an image goes only where the session has room for it:
+                // otherwise short files would overshoot their size by megabytes.
+                Target::Bytes(b) => match Size::pick(&mut rng) {
+                    big if big.len() as u64 > b - written => Size::small(&mut rng),
+                    size => size,
+                },
                 Target::Records(_) => Size::small(&mut rng),
             };
+            corpus.by_class[size.class()] += 1;
             let mut line = session.next_line(&mut rng, &pool, size);
             line.push(b'\n');
             out.write_all(&line).expect("writing the corpus");

@@ -99,6 +99,23 @@ impl Size {
         }
     }
 
+    /// About how many bytes the record takes.
+    pub fn len(self) -> usize {
+        match self {
+            Size::Small(n) | Size::Medium(n) | Size::Large(n) | Size::Image(n) => n,
+        }
+    }
+
+    /// 0 for small, 1 medium, 2 large, 3 image.
+    pub fn class(self) -> usize {
+        match self {
+            Size::Small(_) => 0,
+            Size::Medium(_) => 1,
+            Size::Large(_) => 2,
+            Size::Image(_) => 3,
+        }
+    }
+
     /// Only the small class: what a live session appends between tool runs.
     pub fn small(rng: &mut Rng) -> Size {
         Size::Small(rng.log_uniform(500.0, 5e3))

@@ -180,9 +180,14 @@ pub fn markdown(r: &Results) -> String {
     if let Some(c) = &r.corpus {
         let _ = writeln!(
             md,
-            "Corpus: {} files, {} records, {:.1} MB ({:.2} GiB), largest record {:.1} MB; seed fixed.\n",
+            "Corpus: {} files, {} records ({} of 0.5–5 KB, {} of 5–50 KB, {} of 50–500 KB, {} \
+             images of 1–4 MB), {:.1} MB ({:.2} GiB), largest record {:.1} MB; seed fixed.\n",
             c.files,
             c.records,
+            c.by_class[0],
+            c.by_class[1],
+            c.by_class[2],
+            c.by_class[3],
             c.bytes as f64 / 1e6,
             c.bytes as f64 / (1u64 << 30) as f64,
             c.largest_record as f64 / 1e6
