@@ -46,11 +46,18 @@ if [[ ! -x "$sng/usr/sbin/syslog-ng" ]]; then
     for lib in libivykis0 libnet1 libpcre3 libwrap0; do
         dpkg -s "$lib" >/dev/null 2>&1 || want+=("$lib")
     done
-    # apt-get download as root warns when _apt cannot write the directory; harmless.
-    (cd "$debs" && apt-get download -qq "${want[@]}" 2>&1 | grep -v "unsandboxed as root" >&2 || true)
+    # As root, apt-get download warns that _apt cannot write the directory; harmless.
+    if ! (cd "$debs" && apt-get download -qq "${want[@]}" 2>"$debs/download.log"); then
+        cat "$debs/download.log" >&2
+        exit 1
+    fi
     for deb in "$debs"/*.deb; do
         dpkg -x "$deb" "$sng"
     done
+fi
+if [[ ! -x "$sng/usr/sbin/syslog-ng" ]]; then
+    echo "error: syslog-ng-core did not unpack to $sng" >&2
+    exit 1
 fi
 libs="$sng/usr/lib/x86_64-linux-gnu:$sng/usr/lib/syslog-ng:$sng/lib/x86_64-linux-gnu"
 if LD_LIBRARY_PATH="$libs" ldd "$sng/usr/sbin/syslog-ng" | grep -q 'not found'; then
