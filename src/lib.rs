@@ -64,7 +64,7 @@ mod tap;
 mod watch;
 mod writer;
 
-pub use archive::{Archive, PAGE_SIZE};
+pub use archive::{Archive, Commit, PAGE_SIZE};
 pub use engine::{Committer, Engine, EngineOptions, PassReport};
 pub use error::{Error, Result};
 pub use fingerprint::{Fingerprint, Identity, Markers};

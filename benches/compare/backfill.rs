@@ -1,0 +1,289 @@
+//! Backfill: the whole corpus into a fresh state, for `cat` (the read limit), transcript-sync
+//! `run --once` (into a fresh archive), transcript-sync's reader alone (in this process, nothing
+//! stored), rsyslog's imfile and syslog-ng's wildcard-file (into an output file).
+
+use crate::Ctx;
+use crate::corpus::{Corpus, PATTERNS};
+use crate::peers::{self, BATCH_BYTES, Inputs, Out, RECORD_LIMIT};
+use crate::subject::{Stream, Subject};
+use crate::{log_value, procfs};
+use serde::Serialize;
+use std::fs::File;
+use std::io::Read;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use transcript_sync::{Archive, Commit, Committer, Engine, EngineOptions, ReadLimits};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub subject: String,
+    pub secs: f64,
+    pub mb_per_s: f64,
+    pub records_per_s: f64,
+    /// Records (or lines) that came out, and whether that is all of them.
+    pub records: u64,
+    pub complete: bool,
+    pub peak_rss_mib: Option<f64>,
+    pub cpu_secs: Option<f64>,
+    pub note: String,
+}
+
+impl Row {
+    fn new(subject: &str, corpus: &Corpus, secs: f64, records: u64) -> Row {
+        Row {
+            subject: subject.to_owned(),
+            secs,
+            mb_per_s: corpus.bytes as f64 / secs / 1e6,
+            records_per_s: records as f64 / secs,
+            records,
+            complete: records == corpus.records,
+            peak_rss_mib: None,
+            cpu_secs: None,
+            note: String::new(),
+        }
+    }
+}
+
+pub fn run(ctx: &Ctx, corpus: &Corpus) -> Vec<Row> {
+    let paths = corpus.paths();
+    // Warm the page cache, untimed: every subject then reads from memory.
+    run_cat(&paths);
+    let mut rows = vec![cat(corpus, &paths)];
+    println!("  {}", summary(&rows[0]));
+    rows.push(transcript_sync_once(ctx, corpus));
+    println!("  {}", summary(&rows[1]));
+    rows.push(reader_only(ctx, corpus));
+    println!("  {}", summary(&rows[2]));
+    if let Some(peers) = &ctx.peers {
+        let inputs = Inputs {
+            root: &corpus.dir,
+            patterns: &PATTERNS,
+            files: corpus.files.len(),
+        };
+        for name in ["rsyslog imfile", "syslog-ng wildcard-file"] {
+            let state = ctx.fresh_state(name);
+            let out = state.path().join("out.jsonl");
+            let mut cmd = if name.starts_with("rsyslog") {
+                peers.rsyslog(state.path(), &inputs, &Out::File(&out))
+            } else {
+                peers.syslog_ng(state.path(), &inputs, &Out::File(&out))
+            };
+            let row = shipper(ctx, name, &mut cmd, &out, corpus);
+            println!("  {}", summary(&row));
+            rows.push(row);
+        }
+    }
+    rows
+}
+
+fn summary(r: &Row) -> String {
+    format!(
+        "{:<34} {:>7.2} s {:>8.1} MB/s {:>9.0} records/s{}",
+        r.subject,
+        r.secs,
+        r.mb_per_s,
+        r.records_per_s,
+        if r.complete { "" } else { "  INCOMPLETE" }
+    )
+}
+
+fn run_cat(paths: &[std::path::PathBuf]) {
+    let status = Command::new("cat")
+        .args(paths)
+        .stdout(Stdio::null())
+        .status()
+        .expect("running cat");
+    assert!(status.success(), "cat failed");
+}
+
+fn cat(corpus: &Corpus, paths: &[std::path::PathBuf]) -> Row {
+    let start = Instant::now();
+    run_cat(paths);
+    let mut row = Row::new(
+        "cat > /dev/null",
+        corpus,
+        start.elapsed().as_secs_f64(),
+        corpus.records,
+    );
+    row.note = "read limit: bytes only, no line splitting".into();
+    row
+}
+
+/// `run --once` into a fresh archive, timed from spawn to exit; peak memory and CPU time
+/// from `wait4`.
+fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus) -> Row {
+    let state = ctx.fresh_state("transcript-sync");
+    let db = state.path().join("archive.db");
+    let log = state.path().join("stderr.log");
+    let mut cmd = peers::ts_once(&db, &corpus.dir);
+    cmd.stdout(Stdio::null())
+        .stderr(File::create(&log).expect("a log file"));
+    let start = Instant::now();
+    // Reaped by wait4, which also gives its resource usage; std's wait() does not.
+    #[allow(clippy::zombie_processes)]
+    let child = cmd.spawn().expect("starting transcript-sync");
+    let (status, usage) = wait4(child.id());
+    let secs = start.elapsed().as_secs_f64();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status == 0, "transcript-sync run --once failed:\n{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("pass complete"))
+        .unwrap_or_default();
+    let records = log_value(line, "records").unwrap_or(0);
+    let mut row = Row::new("transcript-sync run --once", corpus, secs, records);
+    row.peak_rss_mib = Some(usage.ru_maxrss as f64 / 1024.0);
+    row.cpu_secs = Some(cpu_secs(&usage));
+    let archive = dir_size(state.path()) as f64 / 1e6;
+    row.note = format!("into a fresh archive ({archive:.0} MB on disk)");
+    row
+}
+
+fn wait4(pid: u32) -> (i32, libc::rusage) {
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid as i32, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid as i32, "wait4");
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        -1
+    };
+    (code, usage)
+}
+
+fn cpu_secs(u: &libc::rusage) -> f64 {
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+fn dir_size(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Counts the records of each commit and drops it: the engine reads, validates and batches
+/// exactly as it does for the archive, and nothing is stored.
+struct Discard(Arc<AtomicU64>);
+
+impl Committer for Discard {
+    fn submit(&mut self, commit: Commit) -> transcript_sync::Result<()> {
+        let n: usize = commit.records().map(|b| b.records.len()).sum();
+        self.0.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> transcript_sync::Result<()> {
+        Ok(())
+    }
+}
+
+fn reader_only(ctx: &Ctx, corpus: &Corpus) -> Row {
+    let state = ctx.fresh_state("reader");
+    let reads = Archive::open(&state.path().join("reads.db")).expect("a scratch archive");
+    let count = Arc::new(AtomicU64::new(0));
+    let options = EngineOptions {
+        limits: ReadLimits {
+            record_limit: RECORD_LIMIT,
+            batch_bytes: BATCH_BYTES,
+        },
+    };
+    let mut engine = Engine::new(reads, Box::new(Discard(Arc::clone(&count))), options)
+        .expect("an engine over a scratch archive");
+    let roots = transcript_sync::watch_roots(std::slice::from_ref(&corpus.dir), "**/*.jsonl")
+        .expect("roots for the corpus");
+    let start = Instant::now();
+    let report = engine.run_pass(&roots).expect("a reader-only pass");
+    let secs = start.elapsed().as_secs_f64();
+    let records = count.load(Ordering::Relaxed);
+    let mut row = Row::new("transcript-sync reader only", corpus, secs, records);
+    row.note = format!(
+        "in-process Engine, commits discarded; bytes_read={}",
+        report.bytes_read
+    );
+    row
+}
+
+/// Starts a log shipper on the corpus and times it until its output file holds a line for
+/// every record, or it stops making progress for 30 s.
+fn shipper(ctx: &Ctx, name: &str, cmd: &mut Command, out: &Path, corpus: &Corpus) -> Row {
+    let mut subject = Subject::start(name, cmd, Stream::None);
+    let mut counter = LineCounter::default();
+    let mut last_growth = Instant::now();
+    let mut done_at = None;
+    while last_growth.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+        subject.check_alive();
+        if counter.poll(out) {
+            last_growth = Instant::now();
+        }
+        if counter.lines >= corpus.records && counter.bytes >= corpus.bytes {
+            done_at = Some(Instant::now());
+            break;
+        }
+    }
+    let end = done_at.unwrap_or(last_growth);
+    let secs = (end - subject.started).as_secs_f64();
+    let peak = subject.peak_rss_kib().map(|k| k as f64 / 1024.0);
+    let cpu = procfs::cpu_time(subject.pid()).map(|d| d.as_secs_f64());
+    subject.stop();
+    peers::assert_no_system_logger(ctx.had_dev_log);
+    let mut row = Row::new(name, corpus, secs, counter.lines);
+    row.complete = done_at.is_some() && counter.lines == corpus.records;
+    row.peak_rss_mib = peak;
+    row.cpu_secs = cpu;
+    row.note = format!(
+        "{} lines, {} bytes out (corpus: {} records, {} bytes){}",
+        counter.lines,
+        counter.bytes,
+        corpus.records,
+        corpus.bytes,
+        if done_at.is_none() {
+            "; stalled for 30 s"
+        } else {
+            ""
+        }
+    );
+    row
+}
+
+/// Counts the lines of a growing file as it grows.
+#[derive(Default)]
+pub struct LineCounter {
+    file: Option<File>,
+    buf: Vec<u8>,
+    pub lines: u64,
+    pub bytes: u64,
+}
+
+impl LineCounter {
+    /// Reads what was added since the last call; true when there was something.
+    pub fn poll(&mut self, path: &Path) -> bool {
+        if self.file.is_none() {
+            self.file = File::open(path).ok();
+            self.buf = vec![0; 4 << 20];
+        }
+        let Some(file) = self.file.as_mut() else {
+            return false;
+        };
+        let mut grew = false;
+        while let Ok(n) = file.read(&mut self.buf) {
+            if n == 0 {
+                break;
+            }
+            grew = true;
+            self.bytes += n as u64;
+            self.lines += memchr::memchr_iter(b'\n', &self.buf[..n]).count() as u64;
+        }
+        grew
+    }
+}
