@@ -929,4 +929,12 @@ impl Commit {
             _ => None,
         })
     }
+
+    /// The record batches, taken out of the commit (once it is applied).
+    pub fn into_records(self) -> impl Iterator<Item = RecordBatch> {
+        self.ops.into_iter().filter_map(|op| match op {
+            Op::Records(batch) => Some(batch),
+            _ => None,
+        })
+    }
 }

@@ -12,8 +12,8 @@ const TAP_BACKLOG: usize = 256;
 /// How long a stop waits for the tap to write what it holds to a reader that does not read.
 const TAP_DRAIN: Duration = Duration::from_secs(1);
 
-/// The envelopes of one commit, and the seq of its last record.
-type Chunk = (Vec<u8>, i64);
+/// The envelopes of one commit, in pieces, and the seq of its last record.
+type Chunk = (Vec<Vec<u8>>, i64);
 
 /// A handle on the tap thread. Sending never blocks: a full backlog drops the tap with a
 /// warning, and archiving goes on; what the tap missed is in the archive.
@@ -64,14 +64,15 @@ impl Tap {
 
     /// Writes the envelopes of one commit (ending at `last_seq`) at once if that cannot
     /// block, else hands them to the tap thread.
-    pub fn send(&mut self, envelopes: Vec<u8>, last_seq: i64) {
+    pub fn send(&mut self, envelopes: Vec<Vec<u8>>, last_seq: i64) {
         if self.tx.is_none() {
             return;
         }
+        let len = envelopes.iter().map(Vec::len).sum();
         let direct = self.queued.load(Ordering::Acquire) == 0
-            && self.pipe.is_some_and(|p| p.takes_at_once(envelopes.len()));
+            && self.pipe.is_some_and(|p| p.takes_at_once(len));
         if direct {
-            match RawStdout.write_all(&envelopes) {
+            match write_pieces(&mut RawStdout, &envelopes) {
                 Ok(()) => self.written.store(last_seq, Ordering::Relaxed),
                 Err(e) => {
                     log::warn!("tap stopped: cannot write to stdout ({e}); archiving continues");
@@ -83,7 +84,7 @@ impl Tap {
         self.queue(envelopes, last_seq);
     }
 
-    fn queue(&mut self, envelopes: Vec<u8>, last_seq: i64) {
+    fn queue(&mut self, envelopes: Vec<Vec<u8>>, last_seq: i64) {
         let Some(tx) = &self.tx else {
             return;
         };
@@ -133,9 +134,13 @@ fn copy_out(
             }
             Err(TryRecvError::Disconnected) => return flush(out, last_seq, &mut unflushed),
         };
-        out.write_all(&chunk)?;
+        write_pieces(out, &chunk)?;
         (last_seq, unflushed) = (last, unflushed + 1);
     }
+}
+
+fn write_pieces(out: &mut impl Write, pieces: &[Vec<u8>]) -> io::Result<()> {
+    pieces.iter().try_for_each(|p| out.write_all(p))
 }
 
 /// File descriptor 1, written without std's stdout buffer, so that the tap thread and direct

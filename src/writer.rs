@@ -63,15 +63,16 @@ impl ArchiveWriter {
 
     /// Commits `commit`, waiting out passing archive errors when retrying is on. Meanwhile
     /// the commit channel fills and reading stops: nothing is dropped and nothing advances.
-    fn write_retrying(&mut self, commit: &Commit) -> Result<()> {
+    fn write_retrying(&mut self, commit: Commit) -> Result<()> {
         let mut stall: Option<(Instant, Duration)> = None;
         loop {
-            let err = match self.write(commit) {
-                Ok(()) => {
+            let err = match self.archive.apply(&commit) {
+                Ok(seqs) => {
                     if let Some((since, _)) = stall {
                         let waited = humantime::format_duration(round(since.elapsed()));
                         log::info!("archive writable again after {waited}; archiving resumed");
                     }
+                    self.applied(commit, seqs);
                     return Ok(());
                 }
                 Err(e) if e.is_transient() && self.stop.is_some() => e,
@@ -105,37 +106,41 @@ impl ArchiveWriter {
     }
 
     /// Commits `commit`, then hands its records to the tap in `seq` order.
-    pub fn write(&mut self, commit: &Commit) -> Result<()> {
-        let seqs = self.archive.apply(commit)?;
+    pub fn write(&mut self, commit: Commit) -> Result<()> {
+        let seqs = self.archive.apply(&commit)?;
+        self.applied(commit, seqs);
+        Ok(())
+    }
+
+    /// After a commit: wakes the checkpointer and hands the records to the tap. The records
+    /// move into the tap's pieces, so a record of tens of MiB is not copied into its envelope.
+    fn applied(&mut self, commit: Commit, seqs: Vec<i64>) {
         if let Some(committed) = &self.committed {
             let _ = committed.try_send(());
         }
         let Some(tap) = &mut self.tap else {
-            return Ok(());
+            return;
         };
-        let mut out = Vec::new();
+        let mut pieces = Pieces::default();
         let mut seqs = seqs.into_iter();
         let mut last = 0;
-        for batch in commit.records() {
-            for (r, seq) in batch.records.iter().zip(&mut seqs) {
+        for batch in commit.into_records() {
+            for (r, seq) in batch.records.into_iter().zip(&mut seqs) {
                 let envelope = Envelope {
                     seq,
                     harness: &batch.harness,
                     path: &batch.path,
                     generation: batch.generation,
                     offset: r.offset,
-                    record: &r.bytes,
+                    record: &[],
                 };
-                envelope
-                    .write_to(&mut out)
-                    .expect("writing to a Vec cannot fail");
+                pieces.push_envelope(&envelope, r.bytes);
                 last = seq;
             }
         }
-        if !out.is_empty() {
-            tap.send(out, last);
+        if !pieces.is_empty() {
+            tap.send(pieces.into_vec(), last);
         }
-        Ok(())
     }
 
     /// Moves the writer to a thread of its own; commits sent to the returned committer are
@@ -176,7 +181,7 @@ fn apply_queued(
     for msg in rx {
         match msg {
             ToWriter::Commit(commit) => {
-                lock(writer).write_retrying(&commit)?;
+                lock(writer).write_retrying(commit)?;
                 queued.fetch_sub(1, Ordering::AcqRel);
             }
             ToWriter::Flush(done) => {
@@ -203,6 +208,48 @@ pub struct WriterThread {
     pub gone: Receiver<()>,
 }
 
+/// Records longer than this go to the tap as pieces of their own, not copied into envelopes.
+const OWN_PIECE: usize = 64 * 1024;
+
+/// The bytes of a commit's envelopes, as pieces: small envelopes share one buffer, a long
+/// record is a piece of its own (its buffer, moved).
+#[derive(Default)]
+struct Pieces {
+    done: Vec<Vec<u8>>,
+    current: Vec<u8>,
+}
+
+impl Pieces {
+    /// Appends one envelope whose `record` field is empty, with `record` in its place.
+    fn push_envelope(&mut self, envelope: &Envelope, record: Vec<u8>) {
+        let mut head = Vec::new();
+        envelope
+            .write_to(&mut head)
+            .expect("writing to a Vec cannot fail");
+        // `head` ends with the closing `}` and the newline; the record goes before them.
+        let tail = head.split_off(head.len() - 2);
+        self.current.extend_from_slice(&head);
+        if record.len() > OWN_PIECE {
+            self.done.push(std::mem::take(&mut self.current));
+            self.done.push(record);
+        } else {
+            self.current.extend_from_slice(&record);
+        }
+        self.current.extend_from_slice(&tail);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.done.is_empty() && self.current.is_empty()
+    }
+
+    fn into_vec(mut self) -> Vec<Vec<u8>> {
+        if !self.current.is_empty() {
+            self.done.push(self.current);
+        }
+        self.done
+    }
+}
+
 /// A duration to the millisecond, for people.
 fn round(d: Duration) -> Duration {
     Duration::from_millis(d.as_millis() as u64)
@@ -210,7 +257,7 @@ fn round(d: Duration) -> Duration {
 
 impl Committer for ArchiveWriter {
     fn submit(&mut self, commit: Commit) -> Result<()> {
-        self.write(&commit)
+        self.write(commit)
     }
 
     fn flush(&mut self) -> Result<()> {
@@ -241,7 +288,7 @@ impl Committer for ChannelCommitter {
     fn submit(&mut self, commit: Commit) -> Result<()> {
         if self.queued.load(Ordering::Acquire) == 0 && record_bytes(&commit) <= INLINE_COMMIT_BYTES
         {
-            return lock(&self.writer).write_retrying(&commit);
+            return lock(&self.writer).write_retrying(commit);
         }
         self.queued.fetch_add(1, Ordering::AcqRel);
         self.tx

@@ -224,6 +224,25 @@ fn tap_lines_keep_seq_order_across_direct_writes_and_the_tap_thread() {
 }
 
 #[test]
+fn a_long_record_reaches_the_tap_whole_between_short_ones() {
+    // A record over 64 KiB goes to the tap as a piece of its own rather than being copied
+    // into its envelope; the line must still be one envelope with the record verbatim.
+    let env = Env::new();
+    env.write("t.jsonl", b"");
+    let daemon = Daemon::start(&env, &[], &[], TapReader::Read);
+    daemon.wait_log("caught up");
+    let long = format!(r#"{{"tool_result":"{}"}}"#, "r".repeat(300 * 1024));
+    let recs = vec![r#"{"n":1}"#.to_owned(), long, r#"{"n":2}"#.to_owned()];
+    env.append("t.jsonl", &lines(&recs));
+    let tap = daemon.take_tap(3);
+    for (line, rec) in tap.iter().zip(&recs) {
+        let envelope: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(envelope["seq"].is_i64());
+        assert_eq!(raw_record(line), rec);
+    }
+}
+
+#[test]
 fn the_tap_survives_its_reader_closing_the_pipe() {
     let env = Env::new();
     let d = Daemon::start(&env, &[], &[], TapReader::Close);
