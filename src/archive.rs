@@ -15,6 +15,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// How big the WAL may grow before a commit checkpoints it, and what it is cut back to.
+pub const WAL_LIMIT: i64 = 64 << 20;
+
 /// Records longer than this are written into the row in place rather than bound as a value.
 const STREAMED_RECORD: usize = 1 << 20;
 
@@ -174,11 +177,17 @@ impl Archive {
         Ok(archive)
     }
 
-    /// Stops this connection from checkpointing the WAL when it commits (SQLite's default is
-    /// every 1,000 pages, inside the commit), for a connection whose commits must stay short
-    /// while another runs [`Archive::checkpoint`].
-    pub fn disable_autocheckpoint(&self) -> Result<()> {
-        self.db(self.conn.pragma_update(None, "wal_autocheckpoint", 0))
+    /// For the writing connection: its commits checkpoint the WAL only once it holds
+    /// [`WAL_LIMIT`] bytes (SQLite's default is every 1,000 pages, inside the commit), and a
+    /// WAL that has been checkpointed is cut back to that size. Small commits stay short while
+    /// another connection runs [`Archive::checkpoint`]; a long backfill, which commits faster
+    /// than passive checkpoints can catch up, cannot make the WAL as big as itself.
+    pub fn bound_wal(&self) -> Result<()> {
+        let pages = WAL_LIMIT / i64::from(PAGE_SIZE);
+        self.db(self.conn.pragma_update(None, "wal_autocheckpoint", pages))?;
+        self.db(self
+            .conn
+            .pragma_update(None, "journal_size_limit", WAL_LIMIT))
     }
 
     /// Copies committed WAL frames into the database without waiting for readers or writers

@@ -401,7 +401,9 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
     let reads = Archive::open(&db)?;
     // The writer commits on a thread of its own, so reading the next batch overlaps with
     // committing the last one.
-    let writer = ArchiveWriter::new(Archive::open(&db)?, tap)
+    let write = Archive::open(&db)?;
+    write.bound_wal()?;
+    let writer = ArchiveWriter::new(write, tap)
         .spawn()
         .at_path("<archive writer thread>")?;
     let mut engine = Engine::new(reads, Box::new(writer.committer), options)?;

@@ -52,8 +52,9 @@ pub fn run_live(
 ) -> Result<()> {
     let reads = Archive::open(db)?;
     let write = Archive::open(db)?;
-    // Checkpoints run on their own connection and thread, never inside a commit.
-    write.disable_autocheckpoint()?;
+    // Checkpoints run on their own connection and thread, not inside small commits; only a
+    // commit that takes the WAL past its limit (a long backfill) checkpoints it.
+    write.bound_wal()?;
     let (checkpointer, committed) = Checkpointer::start(Archive::open(db)?)?;
     let manager = Arc::new(ServiceManager::from_env());
     let stop = Arc::new(AtomicBool::new(false));

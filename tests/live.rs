@@ -224,6 +224,28 @@ fn tap_lines_keep_seq_order_across_direct_writes_and_the_tap_thread() {
 }
 
 #[test]
+fn a_long_live_backfill_does_not_grow_the_wal_to_its_own_size() {
+    // Passive checkpoints cannot catch up with a backfill that commits back to back, so
+    // without a bound the WAL grew as big as everything archived, and stayed that size.
+    let env = Env::new();
+    let pad = "w".repeat(4000);
+    for f in 0..4 {
+        let recs: Vec<String> = (0..6000)
+            .map(|i| format!(r#"{{"f":{f},"i":{i},"p":"{pad}"}}"#))
+            .collect();
+        env.write(&format!("f{f}.jsonl"), &lines(&recs));
+    }
+    let d = Daemon::start(&env, &[], &["--batch-bytes", "1M"], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    let mut wal = env.db.as_os_str().to_owned();
+    wal.push("-wal");
+    let wal_size = fs::metadata(std::path::PathBuf::from(wal)).unwrap().len();
+    // 96 MB archived; the WAL may hold 64 MiB plus the commit that crossed that line.
+    assert!(wal_size < 70 << 20, "the WAL grew to {wal_size} bytes");
+    drop(d);
+}
+
+#[test]
 fn a_long_record_reaches_the_tap_whole_between_short_ones() {
     // A record over 64 KiB goes to the tap as a piece of its own rather than being copied
     // into its envelope; the line must still be one envelope with the record verbatim.
