@@ -409,7 +409,7 @@ impl Engine {
                 continue;
             }
             seen.insert(identity, c.path.clone());
-            match self.sources.live_by_identity(identity) {
+            match self.sources.live_by_identity(identity, &c.path) {
                 Some(id) => {
                     claimed.insert(id);
                     queue.push_back(work(c, Plan::Known(id)));
@@ -586,7 +586,7 @@ impl Engine {
             Opened::Replanned => return Ok(Step::Again(Box::new(work))),
         };
         let identity = Identity::of(&meta);
-        if let Some(id) = self.sources.live_by_identity(identity) {
+        if let Some(id) = self.sources.live_by_identity(identity, &work.path) {
             work.plan = Plan::Known(id);
             return Ok(Step::Again(Box::new(work)));
         }
@@ -687,7 +687,7 @@ impl Engine {
         }
         log::debug!("path changed between scan and open path={:?}", work.path);
         let identity = Identity::of(&meta);
-        work.plan = match self.sources.live_by_identity(identity) {
+        work.plan = match self.sources.live_by_identity(identity, &work.path) {
             Some(id) => Plan::Known(id),
             None => Plan::New,
         };

@@ -33,10 +33,17 @@ impl Sources {
         self.rows.values()
     }
 
-    /// The live source that owns `identity`.
-    pub fn live_by_identity(&self, identity: Identity) -> Option<SourceId> {
+    /// The live source that owns `identity`, found at `path`: the one recorded at `path`, else
+    /// one that moved there. A source whose cursor is at offset 0 is not taken to have moved:
+    /// with no bytes behind its cursor, no marker window can tell a moved file from another
+    /// file that reused its inode, and following it would put the records it archived under
+    /// a path they were never written at. Such a file is matched by its path instead.
+    pub fn live_by_identity(&self, identity: Identity, path: &Path) -> Option<SourceId> {
         let ids = self.by_identity.get(&identity)?;
-        ids.iter().copied().find(|id| !self.rows[id].gone)
+        let live = || ids.iter().copied().filter(|id| !self.rows[id].gone);
+        live()
+            .find(|id| self.rows[id].path == path)
+            .or_else(|| live().find(|id| self.rows[id].cursor.position.offset > 0))
     }
 
     /// The newest gone source that owned `identity` (its file may have come back, or the

@@ -117,7 +117,7 @@ fn sigkill_at_random_moments_while_writers_append_truncate_and_replace_loses_and
         .collect();
     let mut probe = ArchiveProbe::new(&env.db);
     for w in &written {
-        probe.wait_for(&w.path, w.records() as u64);
+        probe.wait_for(&w.path, &w.generations);
     }
     d.signal(libc::SIGTERM);
     let (status, _) = d.wait_exit();
@@ -141,7 +141,7 @@ fn assert_archive_matches(env: &Env, written: &[Written], seed: u64) {
     for w in written {
         let (archived, expected) = (
             archived_generations(&conn, &w.path),
-            w.nonempty_generations(),
+            nonempty(&w.generations),
         );
         if let Some(diff) = first_difference(&archived, &expected) {
             panic!(
@@ -233,12 +233,12 @@ impl Written {
     fn records(&self) -> usize {
         self.generations.iter().map(Vec::len).sum()
     }
+}
 
-    /// A generation without records leaves no trace among the archive's records.
-    fn nonempty_generations(&self) -> Vec<Vec<String>> {
-        let nonempty = self.generations.iter().filter(|g| !g.is_empty());
-        nonempty.cloned().collect()
-    }
+/// A generation without records leaves no trace among the archive's records.
+fn nonempty(generations: &[Vec<String>]) -> Vec<Vec<String>> {
+    let nonempty = generations.iter().filter(|g| !g.is_empty());
+    nonempty.cloned().collect()
 }
 
 fn spawn_writers(
@@ -369,14 +369,10 @@ impl FileWriter {
         }
     }
 
-    fn written(&self) -> u64 {
-        self.generations.iter().map(Vec::len).sum::<usize>() as u64
-    }
-
     /// Truncation destroys bytes, so it waits until the archive holds them all: otherwise
     /// the model would demand records nobody could read.
     fn truncate(&mut self, probe: &mut ArchiveProbe) {
-        probe.wait_for(&self.path, self.written());
+        probe.wait_for(&self.path, &self.generations);
         self.file.set_len(0).expect("truncate");
         self.generations.push(Vec::new());
     }
@@ -384,7 +380,7 @@ impl FileWriter {
     /// Writes a new file beside the old one and renames it over it (an atomic save), once the
     /// archive holds everything the old one had.
     fn replace(&mut self, rng: &mut Lcg, probe: &mut ArchiveProbe) {
-        probe.wait_for(&self.path, self.written());
+        probe.wait_for(&self.path, &self.generations);
         self.generations.push(Vec::new());
         let recs: Vec<String> = (0..rng.below(3)).map(|_| self.record(rng)).collect();
         fs::write(&self.staging, lines(&recs)).expect("write a replacement");
@@ -446,27 +442,20 @@ impl ArchiveProbe {
         .map_or(0, |n| n as u64)
     }
 
-    /// The offset of the live source's cursor at `path`; 0 while there is none.
-    fn cursor(&mut self, path: &Path) -> u64 {
-        let Some(conn) = &self.conn else { return 0 };
-        conn.query_row(
-            "SELECT c.offset FROM cursors c JOIN sources s ON s.id = c.source_id \
-             WHERE s.path = ?1 AND s.gone = 0",
-            [path.as_os_str().as_bytes()],
-            |r| r.get::<_, i64>(0),
-        )
-        .map_or(0, |n| n as u64)
-    }
-
-    /// Waits until the archive holds `records` records of `path`, or its cursor has passed
-    /// every byte of the file (then records are missing, and the final comparison says which,
-    /// rather than this wait timing out).
-    fn wait_for(&mut self, path: &Path, records: u64) {
-        let size = fs::metadata(path).expect("stat a crash-loop file").len();
-        let what = format!("{records} records of {path:?} archived");
-        wait_until(&what, || {
-            self.count(path) >= records || self.cursor(path) == size
-        });
+    /// Waits until the archive holds every record written to `path` so far (`generations`);
+    /// on timeout, says where the archive differs from what was written.
+    fn wait_for(&mut self, path: &Path, generations: &[Vec<String>]) {
+        let records: usize = generations.iter().map(Vec::len).sum();
+        let deadline = std::time::Instant::now() + PATIENCE;
+        while self.count(path) < records as u64 {
+            if std::time::Instant::now() > deadline {
+                let conn = self.conn.as_ref();
+                let archived = conn.map_or_else(Vec::new, |c| archived_generations(c, path));
+                let diff = first_difference(&archived, &nonempty(generations));
+                panic!("{path:?}: the archive never held the {records} written: {diff:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 

@@ -88,6 +88,32 @@ fn a_rename_within_a_root_and_a_new_file_at_the_old_name_are_told_apart() {
 }
 
 #[test]
+fn a_source_whose_cursor_verifies_nothing_is_not_followed_to_another_path() {
+    // Regression: a truncated source (cursor at 0, its records in an earlier generation) whose
+    // inode turned up at another path was taken to have moved there, and the records it had
+    // archived were relabelled with a path they were never written at. With the cursor at 0
+    // no marker window can tell a moved file from a reused inode: the crash loop met a
+    // replacement's freed inode taken by another file's replacement. A rename stands in for
+    // that reuse here, since the two look the same.
+    let env = Env::new();
+    let history = records("history", 3);
+    env.write("a.jsonl", &lines(&history));
+    env.run_once(&[]);
+    let a = fs::OpenOptions::new().write(true).open(env.path("a.jsonl"));
+    a.and_then(|f| f.set_len(0)).unwrap();
+    env.run_once(&[]);
+    fs::rename(env.path("a.jsonl"), env.path("b.jsonl")).unwrap();
+    let (at_a, at_b) = (records("a", 2), records("b", 2));
+    env.write("a.jsonl", &lines(&at_a));
+    env.append("b.jsonl", &lines(&at_b));
+    env.run_once(&[]);
+    let mut written_at_a = history;
+    written_at_a.extend(at_a);
+    assert_eq!(env.records_of("a.jsonl"), written_at_a);
+    assert_eq!(env.records_of("b.jsonl"), at_b);
+}
+
+#[test]
 fn a_deleted_source_is_marked_gone_and_keeps_its_archive() {
     let env = Env::new();
     env.write("s.jsonl", b"{\"a\":1}\n{\"partial");
