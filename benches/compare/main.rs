@@ -92,6 +92,9 @@ pub struct Ctx {
 impl Ctx {
     /// A new, empty directory for one subject's run (archive, configuration, state, output).
     pub fn fresh_state(&self, subject: &str) -> tempfile::TempDir {
+        // Write back what earlier subjects left dirty in the page cache, so that no subject
+        // is throttled for another's writes (a backfill leaves about a gigabyte).
+        let _ = std::process::Command::new("sync").status();
         let prefix: String = subject
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
