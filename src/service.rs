@@ -169,9 +169,6 @@ pub fn install(target: &Target, dry_run: bool, out: &mut dyn Write) -> Result<()
 }
 
 fn install_steps(target: &Target) -> Result<Vec<Step>> {
-    if target.manager == Manager::Systemd {
-        refuse_private_tmp(&target.definition)?;
-    }
     let file = target.file();
     let contents = target.contents()?;
     let state = file_state(&file, &contents)?;
@@ -191,22 +188,29 @@ fn install_steps(target: &Target) -> Result<Vec<Step>> {
         Manager::Launchd => launchd::install_steps(target.uid, &file),
     });
     steps.push(Step::Say(logs_hint(target)));
+    if target.manager == Manager::Systemd {
+        steps.extend(private_tmp_warnings(&target.definition));
+    }
     Ok(steps)
 }
 
 /// The unit's `PrivateTmp=yes` gives the service a /tmp and /var/tmp of its own: a binary or
-/// archive there would be out of its reach, and the service would fail to start (203/EXEC).
-fn refuse_private_tmp(def: &Definition) -> Result<()> {
-    for path in [&def.binary, &def.archive] {
-        if path.starts_with("/tmp") || path.starts_with("/var/tmp") {
-            return Err(Error::ServicePath {
-                path: path.clone(),
-                reason: "the service gets a private /tmp and /var/tmp (PrivateTmp=yes) and \
-                         cannot see it there",
-            });
-        }
-    }
-    Ok(())
+/// archive there is out of its reach, and the service fails to start (status 203/EXEC) or to
+/// open its archive. Said loudly rather than refused, since a build tree may sit there.
+fn private_tmp_warnings(def: &Definition) -> Vec<Step> {
+    [(&def.binary, "binary"), (&def.archive, "archive")]
+        .into_iter()
+        .filter(|(path, _)| path.starts_with("/tmp") || path.starts_with("/var/tmp"))
+        .map(|(path, what)| {
+            Step::Say(format!(
+                "warning: the {what} {} is under /tmp or /var/tmp, which the service cannot \
+                 see (PrivateTmp=yes): it will not start; install from a binary and an archive \
+                 elsewhere (cargo install --path ., then ~/.cargo/bin/transcript-sync service \
+                 install)",
+                path.display()
+            ))
+        })
+        .collect()
 }
 
 fn logs_hint(target: &Target) -> String {
