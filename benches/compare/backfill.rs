@@ -66,11 +66,7 @@ pub fn run(ctx: &Ctx, corpus: &Corpus) -> Vec<Row> {
         for name in ["rsyslog imfile", "syslog-ng wildcard-file"] {
             let state = ctx.fresh_state(name);
             let out = state.path().join("out.jsonl");
-            let mut cmd = if name.starts_with("rsyslog") {
-                peers.rsyslog(state.path(), &inputs, &Out::File(&out))
-            } else {
-                peers.syslog_ng(state.path(), &inputs, &Out::File(&out))
-            };
+            let mut cmd = peers.shipper(name, state.path(), &inputs, &Out::File(&out));
             let row = shipper(ctx, name, &mut cmd, &out, corpus);
             println!("  {}", summary(&row));
             rows.push(row);

@@ -100,6 +100,15 @@ impl Peers {
         (rs, sng)
     }
 
+    /// The command for the durable peer called `name` ("rsyslog …" or "syslog-ng …").
+    pub fn shipper(&self, name: &str, state: &Path, inputs: &Inputs, out: &Out) -> Command {
+        if name.starts_with("rsyslog") {
+            self.rsyslog(state, inputs, out)
+        } else {
+            self.syslog_ng(state, inputs, out)
+        }
+    }
+
     /// rsyslogd in the foreground (`-n`) with its own configuration, work directory (imfile's
     /// state files: persisted offsets) and pid file. imfile runs in inotify mode; the lines go
     /// out as they were read (`%msg%`), with omfile, to a file or a FIFO.

@@ -143,11 +143,7 @@ pub fn idle(ctx: &Ctx, corpus: &Corpus) -> Vec<IdleRow> {
         for name in ["rsyslog imfile", "syslog-ng wildcard-file"] {
             let state = ctx.fresh_state(name);
             let out = state.path().join("out.jsonl");
-            let mut cmd = if name.starts_with("rsyslog") {
-                peers.rsyslog(state.path(), &inputs, &Out::File(&out))
-            } else {
-                peers.syslog_ng(state.path(), &inputs, &Out::File(&out))
-            };
+            let mut cmd = peers.shipper(name, state.path(), &inputs, &Out::File(&out));
             let mut s = Subject::start(name, &mut cmd, Stream::None);
             wait_for_lines(&mut s, &out, corpus.records);
             subjects.push((s, state));
