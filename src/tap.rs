@@ -118,8 +118,12 @@ fn copy_out(
     let (mut last_seq, mut unflushed) = (0, 0);
     let flush = |out: &mut dyn Write, last_seq: i64, unflushed: &mut usize| {
         out.flush()?;
-        written.store(last_seq, Ordering::Relaxed);
-        queued.fetch_sub(std::mem::take(unflushed), Ordering::AcqRel);
+        // With nothing written since the last flush, a direct write may have moved `written`
+        // past this thread's last seq.
+        if *unflushed > 0 {
+            written.store(last_seq, Ordering::Relaxed);
+            queued.fetch_sub(std::mem::take(unflushed), Ordering::AcqRel);
+        }
         io::Result::Ok(())
     };
     loop {
