@@ -418,35 +418,29 @@ fn size_value<'de, D: Deserializer<'de>>(
     d: D,
     parse: fn(&str) -> std::result::Result<u64, String>,
 ) -> std::result::Result<u64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Bytes(u64),
-        Text(String),
-    }
-    let text = match Raw::deserialize(d)? {
-        Raw::Bytes(n) => n.to_string(),
-        Raw::Text(t) => t,
-    };
-    parse(&text).map_err(serde::de::Error::custom)
+    parse(&number_or_text(d)?).map_err(serde::de::Error::custom)
 }
 
 fn some_interval<'de, D: Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Option<Duration>, D::Error> {
+    parse_interval(&number_or_text(d)?)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
+/// A value written as a bare number or as a string (`64M`, `250ms`), as text to parse.
+fn number_or_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {
-        Seconds(u64),
+        Number(u64),
         Text(String),
     }
-    let text = match Raw::deserialize(d)? {
-        Raw::Seconds(n) => n.to_string(),
+    Ok(match Raw::deserialize(d)? {
+        Raw::Number(n) => n.to_string(),
         Raw::Text(t) => t,
-    };
-    parse_interval(&text)
-        .map(Some)
-        .map_err(serde::de::Error::custom)
+    })
 }
 
 fn some_level<'de, D: Deserializer<'de>>(

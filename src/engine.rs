@@ -336,7 +336,7 @@ impl Engine {
             .map(|w| match w.plan {
                 Plan::Known(id) => {
                     let src = self.source(id);
-                    if src.cursor.fingerprint == Some(Fingerprint::of(&w.meta)) {
+                    if up_to_date(src, &w.meta) {
                         0
                     } else {
                         w.meta.size().saturating_sub(src.cursor.position.offset)
@@ -480,7 +480,7 @@ impl Engine {
 
     fn step_known(&mut self, mut work: Work, id: SourceId) -> Result<Step> {
         let src = self.source(id);
-        if !src.gone && src.cursor.fingerprint == Some(Fingerprint::of(&work.meta)) {
+        if !src.gone && up_to_date(src, &work.meta) {
             let src = src.clone();
             self.report.unchanged += 1;
             self.follow_move(&src, &work.path)?;
@@ -960,6 +960,11 @@ fn work(c: Candidate, plan: Plan) -> Work {
 }
 
 /// True when `src` is found at `path` and its recorded path no longer names its identity.
+/// True when the file looks as it did when its cursor reached its end: nothing to read.
+fn up_to_date(src: &SourceRow, meta: &Metadata) -> bool {
+    src.cursor.fingerprint == Some(Fingerprint::of(meta))
+}
+
 fn moved(src: &SourceRow, path: &Path) -> bool {
     if src.path == path {
         return false;

@@ -100,7 +100,7 @@ impl ServiceManager {
 
     /// The reload is done.
     pub fn reloaded(&self, status: &str) {
-        self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
+        self.ready(status);
     }
 
     fn sent(&self) -> std::sync::MutexGuard<'_, Sent> {

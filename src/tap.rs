@@ -50,7 +50,7 @@ impl Tap {
                 // Unbuffered: this writer and direct writes share the file descriptor.
                 let mut out = io::BufWriter::with_capacity(64 * 1024, RawStdout);
                 if let Err(e) = copy_out(&rx, &mut out, &progress, &in_flight) {
-                    log::warn!("tap stopped: cannot write to stdout ({e}); archiving continues");
+                    warn_stopped(&e);
                 }
             })?;
         Ok(Tap {
@@ -75,7 +75,7 @@ impl Tap {
             match write_pieces(&mut RawStdout, &envelopes) {
                 Ok(()) => self.written.store(last_seq, Ordering::Relaxed),
                 Err(e) => {
-                    log::warn!("tap stopped: cannot write to stdout ({e}); archiving continues");
+                    warn_stopped(&e);
                     self.tx = None;
                 }
             }
@@ -141,6 +141,11 @@ fn copy_out(
         write_pieces(out, &chunk)?;
         (last_seq, unflushed) = (last, unflushed + 1);
     }
+}
+
+/// Said once, by whichever writer met the error first; the tap writes nothing after it.
+fn warn_stopped(e: &io::Error) {
+    log::warn!("tap stopped: cannot write to stdout ({e}); archiving continues");
 }
 
 fn write_pieces(out: &mut impl Write, pieces: &[Vec<u8>]) -> io::Result<()> {

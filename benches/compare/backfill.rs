@@ -57,22 +57,37 @@ pub fn run(ctx: &Ctx, corpus: &Corpus) -> Vec<Row> {
     println!("  {}", summary(&rows[1]));
     rows.push(reader_only(ctx, corpus));
     println!("  {}", summary(&rows[2]));
-    if let Some(peers) = &ctx.peers {
+    for (name, _state, out, mut cmd) in durable_peers(ctx, corpus) {
+        let row = shipper(ctx, name, &mut cmd, &out, corpus);
+        println!("  {}", summary(&row));
+        rows.push(row);
+    }
+    rows
+}
+
+/// Each durable peer (when installed) with a fresh state directory and its command to forward
+/// `corpus` into `out.jsonl` there. Lazy: each state is made (after a `sync`) only when that
+/// peer's turn comes.
+pub fn durable_peers<'a>(
+    ctx: &'a Ctx,
+    corpus: &'a Corpus,
+) -> impl Iterator<Item = (&'static str, tempfile::TempDir, std::path::PathBuf, Command)> + 'a {
+    let peers = ctx.peers.as_ref();
+    let names = peers.map_or(&[][..], |_| {
+        &["rsyslog imfile", "syslog-ng wildcard-file"][..]
+    });
+    names.iter().filter_map(move |&name| {
+        let peers = peers?;
         let inputs = Inputs {
             root: &corpus.dir,
             patterns: &PATTERNS,
             files: corpus.files.len(),
         };
-        for name in ["rsyslog imfile", "syslog-ng wildcard-file"] {
-            let state = ctx.fresh_state(name);
-            let out = state.path().join("out.jsonl");
-            let mut cmd = peers.shipper(name, state.path(), &inputs, &Out::File(&out));
-            let row = shipper(ctx, name, &mut cmd, &out, corpus);
-            println!("  {}", summary(&row));
-            rows.push(row);
-        }
-    }
-    rows
+        let state = ctx.fresh_state(name);
+        let out = state.path().join("out.jsonl");
+        let cmd = peers.shipper(name, state.path(), &inputs, &Out::File(&out));
+        Some((name, state, out, cmd))
+    })
 }
 
 fn summary(r: &Row) -> String {

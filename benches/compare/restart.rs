@@ -2,9 +2,9 @@
 //! `caught up`, content bytes read), and the CPU time it and its peers use while nothing
 //! changes.
 
-use crate::backfill::LineCounter;
-use crate::corpus::{Corpus, PATTERNS};
-use crate::peers::{self, Inputs, Out};
+use crate::backfill::{LineCounter, durable_peers};
+use crate::corpus::Corpus;
+use crate::peers;
 use crate::subject::{Stream, Subject};
 use crate::{Ctx, log_value, procfs};
 use serde::Serialize;
@@ -134,20 +134,10 @@ pub fn idle(ctx: &Ctx, corpus: &Corpus) -> Vec<IdleRow> {
     subjects.push((ts, ts_state));
     let tail = Subject::start("tail -F", &mut peers::tail_follow(&paths), Stream::None);
     subjects.push((tail, ctx.fresh_state("idle tail")));
-    if let Some(peers) = &ctx.peers {
-        let inputs = Inputs {
-            root: &corpus.dir,
-            patterns: &PATTERNS,
-            files: corpus.files.len(),
-        };
-        for name in ["rsyslog imfile", "syslog-ng wildcard-file"] {
-            let state = ctx.fresh_state(name);
-            let out = state.path().join("out.jsonl");
-            let mut cmd = peers.shipper(name, state.path(), &inputs, &Out::File(&out));
-            let mut s = Subject::start(name, &mut cmd, Stream::None);
-            wait_for_lines(&mut s, &out, corpus.records);
-            subjects.push((s, state));
-        }
+    for (name, state, out, mut cmd) in durable_peers(ctx, corpus) {
+        let mut s = Subject::start(name, &mut cmd, Stream::None);
+        wait_for_lines(&mut s, &out, corpus.records);
+        subjects.push((s, state));
     }
     std::thread::sleep(Duration::from_secs(2));
     let before: Vec<_> = subjects.iter().map(|(s, _)| cpu(s.pid())).collect();
