@@ -77,6 +77,9 @@ pub struct FileConfig {
     /// Extra watched directories.
     #[serde(default)]
     watch: Vec<WatchDir>,
+    /// The text it was parsed from, to place errors found after parsing.
+    #[serde(skip)]
+    text: String,
 }
 
 /// One `[[watch]]` table: a directory of the generic harness.
@@ -159,7 +162,7 @@ impl Source {
 
 /// Parses configuration text; errors carry the file, line and column.
 pub fn parse(path: &Path, text: &str) -> Result<FileConfig> {
-    toml::from_str(text).map_err(|e| {
+    let parsed: Result<FileConfig> = toml::from_str(text).map_err(|e| {
         let (line, column) = e
             .span()
             .map_or((0, 0), |span| line_and_column(text, span.start));
@@ -169,6 +172,10 @@ pub fn parse(path: &Path, text: &str) -> Result<FileConfig> {
             column,
             message: e.message().trim_end().to_owned(),
         }
+    });
+    parsed.map(|file| FileConfig {
+        text: text.to_owned(),
+        ..file
     })
 }
 
@@ -304,7 +311,7 @@ fn roots(source: &Source, file: &FileConfig, flags: &Overrides, env: Env) -> Res
     let known = harness::watchers()?;
     for name in file.watchers.keys() {
         if !known.iter().any(|w| w.builtin && w.name == *name.get_ref()) {
-            return Err(unknown_watcher(source, name, &known));
+            return Err(unknown_watcher(source, &file.text, name, &known));
         }
     }
     let enabled = |name: &str, builtin: bool| {
@@ -326,11 +333,11 @@ fn roots(source: &Source, file: &FileConfig, flags: &Overrides, env: Env) -> Res
 
 fn unknown_watcher(
     source: &Source,
+    text: &str,
     name: &toml::Spanned<String>,
     known: &[harness::Watcher],
 ) -> Error {
-    let text = std::fs::read_to_string(&source.path).unwrap_or_default();
-    let (line, column) = line_and_column(&text, name.span().start);
+    let (line, column) = line_and_column(text, name.span().start);
     let names: Vec<&str> = known
         .iter()
         .filter(|w| w.builtin)
