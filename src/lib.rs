@@ -82,4 +82,5 @@ pub use writer::{ArchiveWriter, ChannelCommitter};
 #[doc(hidden)]
 pub mod fuzzing {
     pub use crate::read::{Batch, Mismatch, Position, Record, Reject, read_complete_records};
+    pub use crate::record::{certainly_valid, validate_with_serde};
 }

@@ -3,11 +3,23 @@
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::fmt;
 
+mod single_pass;
+pub use single_pass::certainly_valid;
+
 /// Checks that `record` is one JSON value: valid UTF-8 (inside strings too), correct syntax,
 /// nothing after the value, and nesting within serde_json's recursion limit (128).
 ///
-/// `Err` carries serde_json's reason, for the rejects table.
+/// A single-pass check settles the common case; anything it is not sure of goes to serde_json,
+/// which gives the verdict. `Err` carries serde_json's reason, for the rejects table.
 pub fn validate(record: &[u8]) -> Result<(), String> {
+    if certainly_valid(record) {
+        return Ok(());
+    }
+    validate_with_serde(record)
+}
+
+/// The verdict of serde_json alone.
+pub fn validate_with_serde(record: &[u8]) -> Result<(), String> {
     serde_json::from_slice::<Valid>(record)
         .map(|_| ())
         .map_err(|e| format!("invalid JSON: {e}"))
