@@ -939,6 +939,13 @@ impl Commit {
         })
     }
 
+    /// The bytes of all its records.
+    pub fn record_bytes(&self) -> u64 {
+        (self.records().flat_map(|b| &b.records))
+            .map(|r| r.bytes.len() as u64)
+            .sum()
+    }
+
     /// The record batches, taken out of the commit (once it is applied).
     pub fn into_records(self) -> impl Iterator<Item = RecordBatch> {
         self.ops.into_iter().filter_map(|op| match op {

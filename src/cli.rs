@@ -1,6 +1,7 @@
 //! The command line: argument definitions and what each command does.
 
 use crate::archive::Archive;
+use crate::checkpointer::Checkpointer;
 use crate::config::{self, Overrides, Settings};
 use crate::doctor;
 use crate::engine::{Engine, EngineOptions};
@@ -400,10 +401,12 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
     };
     let reads = Archive::open(&db)?;
     // The writer commits on a thread of its own, so reading the next batch overlaps with
-    // committing the last one.
+    // committing the last one, and the checkpointer copies the WAL meanwhile.
     let write = Archive::open(&db)?;
     write.bound_wal()?;
+    let (checkpointer, committed) = Checkpointer::start(Archive::open(&db)?)?;
     let writer = ArchiveWriter::new(write, tap)
+        .after_commit(committed)
         .spawn()
         .at_path("<archive writer thread>")?;
     let mut engine = Engine::new(reads, Box::new(writer.committer), options)?;
@@ -413,6 +416,7 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
     // Dropping the engine closes the channel: the writer commits what it holds, then ends.
     drop(engine);
     let written = writer.handle.join().unwrap_or(Err(Error::WriterStopped));
+    checkpointer.stop();
     let report = pass.and_then(|report| written.map(|()| report))?;
     for (path, bytes) in &report.held_back {
         log::info!(

@@ -21,8 +21,9 @@
 //!
 //! `run --once` makes one such pass. The daemon (`pipeline`) keeps it going: `watch` runs one
 //! `notify` instance per watcher and turns events into dirty paths (events are wake-ups, never
-//! data), the engine reads those paths (or rescans), an [`ArchiveWriter`] thread commits, and a
-//! [`Tap`] prints committed records on stdout without ever holding up the writer.
+//! data), the engine reads those paths (or rescans), an [`ArchiveWriter`] thread commits, the
+//! `checkpointer` thread copies the WAL into the database beside it, and a [`Tap`] prints
+//! committed records on stdout without ever holding up the writer.
 //!
 //! Around the pipeline: `config` resolves `config.toml` under the command line's flags into the
 //! settings every command runs with (and again on SIGHUP); `readiness` speaks sd_notify (ready,
@@ -39,6 +40,7 @@
 #![warn(missing_docs)]
 
 mod archive;
+mod checkpointer;
 pub mod cli;
 mod config;
 mod discover;

@@ -12,9 +12,10 @@
 //! behind, the tap is dropped (archiving never waits for stdout).
 
 use crate::archive::{Archive, Commit};
+use crate::checkpointer::Checkpointer;
 use crate::config::Settings;
 use crate::engine::{Engine, EngineOptions, PassReport};
-use crate::error::{Error, IoContext, Result, error_chain};
+use crate::error::{Error, IoContext, Result};
 use crate::harness::Root;
 use crate::logging;
 use crate::progress::{Progress, ProgressShow};
@@ -30,16 +31,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// The key under which the daemon keeps its caught-up figures for `status`.
 pub const CAUGHT_UP: &str = "caught_up";
 
 /// Reads the configuration again (on SIGHUP), with the command line's flags still on top.
 pub type Reload = Box<dyn FnMut() -> Result<Settings> + Send>;
-
-/// How often the checkpointer copies the WAL into the database.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 
 /// Runs the daemon on the archive at `db` until SIGINT or SIGTERM: watches, backfills, then
 /// archives each change as it happens. `Ok` after a clean stop; `Err` when the archive fails.
@@ -52,8 +50,8 @@ pub fn run_live(
 ) -> Result<()> {
     let reads = Archive::open(db)?;
     let write = Archive::open(db)?;
-    // Checkpoints run on their own connection and thread, not inside small commits; only a
-    // commit that takes the WAL past its limit (a long backfill) checkpoints it.
+    // Checkpoints run on their own connection and thread, not inside commits; only a commit
+    // that takes the WAL past its limit (copying fell behind) checkpoints it.
     write.bound_wal()?;
     let (checkpointer, committed) = Checkpointer::start(Archive::open(db)?)?;
     let manager = Arc::new(ServiceManager::from_env());
@@ -398,51 +396,6 @@ fn root_changes(old: &[Root], new: &[Root]) -> (Vec<PathBuf>, Vec<PathBuf>) {
         .map(|k| k.0.clone())
         .collect();
     (added, removed)
-}
-
-/// A thread that checkpoints the WAL after commits, at most every [`CHECKPOINT_EVERY`]; an
-/// idle daemon does not wake it.
-struct Checkpointer {
-    stop: crossbeam_channel::Sender<()>,
-    thread: std::thread::JoinHandle<()>,
-}
-
-impl Checkpointer {
-    /// Starts the thread; a token sent on the returned channel says a commit happened.
-    fn start(archive: Archive) -> Result<(Checkpointer, crossbeam_channel::Sender<()>)> {
-        let (stop, stopped) = bounded::<()>(1);
-        // One pending token is enough: commits that arrive meanwhile share one checkpoint.
-        let (committed, commits) = bounded::<()>(1);
-        let thread = std::thread::Builder::new()
-            .name("checkpointer".into())
-            .spawn(move || checkpoint_after_commits(&archive, &commits, &stopped))
-            .at_path("<checkpointer thread>")?;
-        Ok((Checkpointer { stop, thread }, committed))
-    }
-
-    fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = self.thread.join();
-    }
-}
-
-fn checkpoint_after_commits(archive: &Archive, commits: &Receiver<()>, stop: &Receiver<()>) {
-    let mut last = Instant::now();
-    loop {
-        select! {
-            recv(commits) -> msg => if msg.is_err() { return },
-            recv(stop) -> _ => return,
-        }
-        // Let commits gather for a while, so one checkpoint serves many of them.
-        let due = last + CHECKPOINT_EVERY;
-        if stop.recv_deadline(due).is_ok() {
-            return;
-        }
-        if let Err(e) = archive.checkpoint() {
-            log::debug!("checkpoint skipped: {}", error_chain(&e));
-        }
-        last = Instant::now();
-    }
 }
 
 /// The signal thread's channels.

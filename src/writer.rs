@@ -2,6 +2,7 @@
 //! tap, so nothing is printed before it is durable.
 
 use crate::archive::{Archive, Commit};
+use crate::checkpointer::CommitSignal;
 use crate::engine::Committer;
 use crate::envelope::Envelope;
 use crate::error::{Error, Result, error_chain};
@@ -31,7 +32,7 @@ pub struct ArchiveWriter {
     stop: Option<Arc<AtomicBool>>,
     stalled: Option<StallReport>,
     /// Told (without blocking) after every commit.
-    committed: Option<Sender<()>>,
+    committed: Option<CommitSignal>,
 }
 
 impl ArchiveWriter {
@@ -46,8 +47,8 @@ impl ArchiveWriter {
         }
     }
 
-    /// Sends a token on `committed` after each commit, dropped if one is already pending.
-    pub fn after_commit(mut self, committed: Sender<()>) -> ArchiveWriter {
+    /// Tells `committed` of each commit and the bytes of records it held.
+    pub fn after_commit(mut self, committed: CommitSignal) -> ArchiveWriter {
         self.committed = Some(committed);
         self
     }
@@ -116,7 +117,7 @@ impl ArchiveWriter {
     /// move into the tap's pieces, so a record of tens of MiB is not copied into its envelope.
     fn applied(&mut self, commit: Commit, seqs: Vec<i64>) {
         if let Some(committed) = &self.committed {
-            let _ = committed.try_send(());
+            committed.committed(commit.record_bytes());
         }
         let Some(tap) = &mut self.tap else {
             return;

@@ -1,0 +1,136 @@
+//! The checkpointer: a thread that copies the archive's WAL into the database file after
+//! commits, so that the archive writer's commits do not do it themselves.
+//!
+//! Small live commits are gathered for up to [`CHECKPOINT_EVERY`], so one checkpoint serves
+//! many of them and an idle daemon never wakes the thread. A backfill commits megabytes at a
+//! time: once [`CHECKPOINT_BYTES`] have been committed since the last checkpoint, the next one
+//! starts at once, on this thread, while the writer goes on committing. (Left to the writer's
+//! own automatic checkpoint, the copy would stop its commits for as long as it takes.)
+
+use crate::archive::Archive;
+use crate::error::{IoContext, Result, error_chain};
+use crossbeam_channel::{Receiver, Sender, bounded, select};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The longest that committed frames wait for a checkpoint while commits are small.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+
+/// After this many bytes of records committed, a checkpoint starts without waiting: a
+/// backfill's batch (8 MiB by default) is copied as soon as it is committed.
+const CHECKPOINT_BYTES: u64 = 1 << 20;
+
+/// The running checkpointer thread.
+pub struct Checkpointer {
+    stop: Sender<()>,
+    thread: JoinHandle<()>,
+}
+
+/// What the archive writer tells the checkpointer after each commit.
+#[derive(Clone)]
+pub struct CommitSignal {
+    wake: Sender<()>,
+    bytes: Arc<AtomicU64>,
+}
+
+impl CommitSignal {
+    /// Counts `bytes` of records committed and wakes the checkpointer, without blocking: one
+    /// pending wake-up is enough for any number of commits.
+    pub fn committed(&self, bytes: u64) {
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        let _ = self.wake.try_send(());
+    }
+}
+
+impl Checkpointer {
+    /// Starts the thread on its own connection to the archive.
+    pub fn start(archive: Archive) -> Result<(Checkpointer, CommitSignal)> {
+        Checkpointer::start_every(archive, CHECKPOINT_EVERY)
+    }
+
+    fn start_every(archive: Archive, every: Duration) -> Result<(Checkpointer, CommitSignal)> {
+        let (stop, stopped) = bounded::<()>(1);
+        let (wake, commits) = bounded::<()>(1);
+        let bytes = Arc::new(AtomicU64::new(0));
+        let signal = CommitSignal {
+            wake,
+            bytes: Arc::clone(&bytes),
+        };
+        let thread = std::thread::Builder::new()
+            .name("checkpointer".into())
+            .spawn(move || checkpoint_after_commits(&archive, every, &commits, &stopped, &bytes))
+            .at_path("<checkpointer thread>")?;
+        Ok((Checkpointer { stop, thread }, signal))
+    }
+
+    /// Stops the thread (a checkpoint in progress finishes first).
+    pub fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+fn checkpoint_after_commits(
+    archive: &Archive,
+    every: Duration,
+    commits: &Receiver<()>,
+    stop: &Receiver<()>,
+    bytes: &AtomicU64,
+) {
+    let mut last = Instant::now();
+    loop {
+        select! {
+            recv(commits) -> msg => if msg.is_err() { return },
+            recv(stop) -> _ => return,
+        }
+        let due = last + every;
+        while bytes.load(Ordering::Relaxed) < CHECKPOINT_BYTES {
+            select! {
+                recv(commits) -> msg => if msg.is_err() { return },
+                recv(stop) -> _ => return,
+                default(due.saturating_duration_since(Instant::now())) => break,
+            }
+        }
+        bytes.store(0, Ordering::Relaxed);
+        if let Err(e) = archive.checkpoint() {
+            log::debug!("checkpoint skipped: {}", error_chain(&e));
+        }
+        last = Instant::now();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::Commit;
+    use std::path::Path;
+
+    #[test]
+    fn a_megabyte_committed_is_checkpointed_without_waiting_for_the_interval() {
+        // A backfill commits faster than a timer would copy; waiting for it let the WAL reach
+        // the writer's own limit, and the writer's commits stopped for the copy.
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("archive.db");
+        let mut writer = Archive::open(&db).unwrap();
+        writer.bound_wal().unwrap();
+        let (checkpointer, signal) =
+            Checkpointer::start_every(Archive::open(&db).unwrap(), Duration::from_secs(3600))
+                .unwrap();
+        let before = std::fs::metadata(&db).unwrap().len();
+        let mut commit = Commit::default();
+        commit.event(None, "test", Path::new("/t"), &"x".repeat(2 << 20));
+        writer.apply(&commit).unwrap();
+        signal.committed(2 << 20);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::metadata(&db).unwrap().len() < before + (2 << 20) {
+            assert!(
+                Instant::now() < deadline,
+                "no checkpoint after 2 MiB committed"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        checkpointer.stop();
+    }
+}
