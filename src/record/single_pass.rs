@@ -314,9 +314,46 @@ struct Masks {
     controls: u64,
 }
 
-/// A block's [`Masks`], sixteen bytes at a time.
+/// A block's [`Masks`]: 32 bytes at a time where the processor has AVX2, else 16.
 #[cfg(target_arch = "x86_64")]
 fn block_masks(block: &[u8; 64]) -> Masks {
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the processor has AVX2, checked just above.
+        unsafe { block_masks_avx2(block) }
+    } else {
+        block_masks_sse2(block)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn block_masks_avx2(block: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::{
+        __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_max_epu8, _mm256_movemask_epi8,
+        _mm256_set1_epi8,
+    };
+    let mut masks = Masks {
+        quotes: 0,
+        backslashes: 0,
+        controls: 0,
+    };
+    for (i, lane) in block.chunks_exact(32).enumerate() {
+        // SAFETY: `lane` is 32 readable bytes, and an unaligned load needs no alignment.
+        let v = unsafe { _mm256_loadu_si256(lane.as_ptr().cast::<__m256i>()) };
+        let equal = |c: u8| _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(c as i8)));
+        let space = _mm256_set1_epi8(0x1f);
+        let below_space = _mm256_cmpeq_epi8(_mm256_max_epu8(v, space), space);
+        let at = |m: i32| u64::from(m as u32) << (32 * i);
+        masks.quotes |= at(equal(b'"'));
+        masks.backslashes |= at(equal(b'\\'));
+        masks.controls |= at(_mm256_movemask_epi8(below_space));
+    }
+    masks
+}
+
+/// A block's [`Masks`], sixteen bytes at a time.
+#[cfg(target_arch = "x86_64")]
+fn block_masks_sse2(block: &[u8; 64]) -> Masks {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_set1_epi8,
     };
@@ -343,10 +380,16 @@ fn block_masks(block: &[u8; 64]) -> Masks {
     masks
 }
 
-/// A block's [`Masks`], eight bytes at a time: a byte's high bit says "equal" (or "below"),
-/// and a multiply gathers the high bits into one bit per byte.
 #[cfg(not(target_arch = "x86_64"))]
 fn block_masks(block: &[u8; 64]) -> Masks {
+    block_masks_swar(block)
+}
+
+/// A block's [`Masks`], eight bytes at a time: a byte's high bit says "equal" (or "below"),
+/// and a multiply gathers the high bits into one bit per byte. (On x86_64 only the tests use
+/// it.)
+#[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
+fn block_masks_swar(block: &[u8; 64]) -> Masks {
     const ONES: u64 = u64::MAX / 255;
     const LOWS: u64 = ONES * 0x7f;
     let zero = |x: u64| !(((x & LOWS) + LOWS) | x) & !LOWS;
@@ -397,6 +440,37 @@ mod tests {
     }
 
     proptest! {
+        /// Every way of masking a block, on this processor, gives what a byte-by-byte look
+        /// gives.
+        #[test]
+        fn every_way_of_masking_a_block_agrees(
+            bytes in proptest::array::uniform32(prop_oneof![
+                prop::sample::select(b"\"\\\x00\x1f\x20\x7f\x80\xff\xe0a".to_vec()),
+                any::<u8>(),
+            ]),
+            more in proptest::array::uniform32(any::<u8>()),
+        ) {
+            let mut block = [0u8; 64];
+            block[..32].copy_from_slice(&bytes);
+            block[32..].copy_from_slice(&more);
+            block.swap(5, 40);
+            let bits = |f: &dyn Fn(u8) -> bool| {
+                (block.iter().enumerate()).fold(0u64, |m, (i, b)| m | u64::from(f(*b)) << i)
+            };
+            let want = (bits(&|b| b == b'"'), bits(&|b| b == b'\\'), bits(&|b| b < 0x20));
+            let as_tuple = |m: Masks| (m.quotes, m.backslashes, m.controls);
+            prop_assert_eq!(as_tuple(block_masks(&block)), want);
+            prop_assert_eq!(as_tuple(block_masks_swar(&block)), want);
+            #[cfg(target_arch = "x86_64")]
+            {
+                prop_assert_eq!(as_tuple(block_masks_sse2(&block)), want);
+                if std::arch::is_x86_feature_detected!("avx2") {
+                    // SAFETY: the processor has AVX2.
+                    prop_assert_eq!(as_tuple(unsafe { block_masks_avx2(&block) }), want);
+                }
+            }
+        }
+
         /// Backslash runs of any length, across block boundaries, escape what a byte-by-byte
         /// reading says they escape.
         #[test]
