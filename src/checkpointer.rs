@@ -36,11 +36,17 @@ pub struct CommitSignal {
 }
 
 impl CommitSignal {
-    /// Counts `bytes` of records committed and wakes the checkpointer, without blocking: one
-    /// pending wake-up is enough for any number of commits.
+    /// Counts `bytes` of records committed, and wakes the checkpointer (without blocking) only
+    /// when this is the first commit since its last checkpoint, which starts its wait, or the
+    /// one that reaches [`CHECKPOINT_BYTES`], which ends it. The small commits in between do not
+    /// wake the thread: each wake-up would take a core from the record on its way out.
     pub fn committed(&self, bytes: u64) {
-        self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        let _ = self.wake.try_send(());
+        // A commit without records still wrote to the WAL.
+        let bytes = bytes.max(1);
+        let before = self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        if before == 0 || (before < CHECKPOINT_BYTES && before + bytes >= CHECKPOINT_BYTES) {
+            let _ = self.wake.try_send(());
+        }
     }
 }
 
@@ -106,6 +112,24 @@ mod tests {
     use super::*;
     use crate::archive::Commit;
     use std::path::Path;
+
+    #[test]
+    fn small_commits_wake_the_checkpointer_once_and_a_megabyte_again() {
+        let (wake, woken) = bounded(10);
+        let signal = CommitSignal {
+            wake,
+            bytes: Arc::new(AtomicU64::new(0)),
+        };
+        for _ in 0..3 {
+            signal.committed(2000);
+        }
+        signal.committed(0);
+        assert_eq!(woken.len(), 1, "only the first small commit wakes it");
+        signal.committed(CHECKPOINT_BYTES);
+        assert_eq!(woken.len(), 2, "reaching the threshold wakes it");
+        signal.committed(2000);
+        assert_eq!(woken.len(), 2, "past the threshold, nothing more to say");
+    }
 
     #[test]
     fn a_megabyte_committed_is_checkpointed_without_waiting_for_the_interval() {

@@ -274,7 +274,7 @@ enum ToWriter {
 }
 
 /// Commits at most this many record bytes may be applied on the sender's thread.
-const INLINE_COMMIT_BYTES: usize = 256 * 1024;
+const INLINE_COMMIT_BYTES: u64 = 256 * 1024;
 
 /// Sends commits to a writer thread, or applies a small one itself when nothing is queued.
 pub struct ChannelCommitter {
@@ -287,7 +287,7 @@ pub struct ChannelCommitter {
 
 impl Committer for ChannelCommitter {
     fn submit(&mut self, commit: Commit) -> Result<()> {
-        if self.queued.load(Ordering::Acquire) == 0 && record_bytes(&commit) <= INLINE_COMMIT_BYTES
+        if self.queued.load(Ordering::Acquire) == 0 && commit.record_bytes() <= INLINE_COMMIT_BYTES
         {
             return lock(&self.writer).write_retrying(commit);
         }
@@ -307,12 +307,4 @@ impl Committer for ChannelCommitter {
             .map_err(|_| Error::WriterStopped)?;
         applied.recv().map_err(|_| Error::WriterStopped)
     }
-}
-
-fn record_bytes(commit: &Commit) -> usize {
-    commit
-        .records()
-        .flat_map(|b| &b.records)
-        .map(|r| r.bytes.len())
-        .sum()
 }
