@@ -148,6 +148,10 @@ pub struct Engine {
     scanned_roots: HashSet<PathBuf>,
     /// Paths already reported as passed over (reported again only at debug).
     warned: HashSet<PathBuf>,
+    /// Paths that could not be read, with the file and the error they had: reported once
+    /// (WARN and an `unreadable` event), then at debug until the path is read or names another
+    /// file or fails otherwise.
+    unreadable: HashMap<PathBuf, (Identity, io::ErrorKind)>,
     next_id: SourceId,
     options: EngineOptions,
     report: PassReport,
@@ -186,6 +190,7 @@ impl Engine {
             scanned_roots: reads.scanned_roots()?.into_iter().collect(),
             next_id: reads.next_source_id()?,
             warned: HashSet::new(),
+            unreadable: HashMap::new(),
             reads,
             committer,
             sources,
@@ -505,11 +510,11 @@ impl Engine {
         let size = work.target.map_or(meta.size(), |t| t.min(meta.size()));
         work.target = Some(size);
         if let Err(e) = self.check_held_back(id, &work.path, file, size)? {
-            return self.read_failed(&work.path, &e);
+            return self.read_failed(&work, &e);
         }
         let src = self.source(id).clone();
         match read_complete_records(file, &src.cursor.position, size, &self.options.limits) {
-            Err(e) => self.read_failed(&work.path, &e),
+            Err(e) => self.read_failed(&work, &e),
             Ok(Ok(batch)) => self.commit_batch(work, &src, meta, batch),
             Ok(Err(mismatch)) if src.gone || moved(&src, &work.path) => {
                 // The inode now holds another file: a reused inode, not this source.
@@ -542,7 +547,7 @@ impl Engine {
         let src = self.source(old).clone();
         let size = meta.size();
         match read_complete_records(&file, &src.cursor.position, size, &self.options.limits) {
-            Err(e) => self.read_failed(&work.path, &e),
+            Err(e) => self.read_failed(&work, &e),
             Ok(Ok(batch)) => {
                 // Same bytes up to the cursor under a new identity: an atomic save that only
                 // appended, or a device number that changed across a reboot.
@@ -596,7 +601,7 @@ impl Engine {
                 let id = self.create_source(&work.path, identity, harness, &seed)?;
                 self.read_source(work, id, &file, &meta)
             }
-            Err(e) => self.read_failed(&work.path, &e),
+            Err(e) => self.read_failed(&work, &e),
         }
     }
 
@@ -656,7 +661,7 @@ impl Engine {
                 log::info!("vanished before it was read path={:?}", work.path);
                 return Ok(Opened::Skip);
             }
-            Err(e) => return self.read_failed(&work.path, &e).map(|_| Opened::Skip),
+            Err(e) => return self.read_failed(work, &e).map(|_| Opened::Skip),
         };
         if !meta.file_type().is_file() {
             let path = work.path.clone();
@@ -696,9 +701,20 @@ impl Engine {
         Opened::Replanned
     }
 
-    fn read_failed(&mut self, path: &Path, e: &io::Error) -> Result<Step> {
-        log::warn!("cannot read path={path:?} error={e}; retried next pass");
+    /// Counts a file that could not be read; reports it unless it was reported already, so
+    /// that a file left unreadable is not a warning and an event at every rescan.
+    fn read_failed(&mut self, work: &Work, e: &io::Error) -> Result<Step> {
+        let path = &work.path;
         self.report.errors += 1;
+        let failure = (Identity::of(&work.meta), e.kind());
+        if self.unreadable.insert(path.clone(), failure) == Some(failure) {
+            log::debug!("still cannot read path={path:?} error={e}; retried next pass");
+            return Ok(Step::Done);
+        }
+        log::warn!(
+            "cannot read path={path:?} error={e}; retried at every change and rescan, reported \
+             again once it has been read"
+        );
         let mut tx = Commit::default();
         tx.event(None, "unreadable", path, &e.to_string());
         self.committer.submit(tx)?;
@@ -727,6 +743,7 @@ impl Engine {
             held_back_prefix: batch.held_back_prefix.clone(),
         };
         let path = if path_moved { &work.path } else { &src.path };
+        self.unreadable.remove(&work.path);
         let mut tx = Commit::default();
         record_batch_events(&mut tx, src, path, path_moved, &batch);
         self.after_commit(src, path, &batch, cursor.clone());

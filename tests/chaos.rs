@@ -611,6 +611,63 @@ fn hostile_files_are_each_logged_and_recorded_while_a_good_file_keeps_flowing() 
     assert!(status.success());
 }
 
+#[test]
+fn a_file_left_unreadable_is_reported_once_until_it_has_been_read() {
+    // Every change and every rescan retries an unreadable file. Each retry used to log a
+    // warning and add an `unreadable` event: one a minute, for as long as the file stayed so.
+    // The good file shares the root, so its events come after the secret file's.
+    let env = Env::new();
+    let other_root = env.dir.path().join("other");
+    fs::create_dir(&other_root).expect("create a second root");
+    let mut good = GoodFile::create(&env.root);
+    let d = start_unprivileged(&env, &other_root);
+    d.wait_log(CAUGHT_UP);
+    let secret = place(&env, "secret.jsonl", make_unreadable);
+    let named = format!("path={secret:?}");
+    let warned = || {
+        (d.log().lines())
+            .filter(|l| l.contains(&named) && l.contains("WARN"))
+            .count()
+    };
+    let events = || {
+        env.sql(&format!(
+            "SELECT detail FROM events WHERE kind = 'unreadable' AND path = CAST('{}' AS BLOB)",
+            secret.display()
+        ))
+        .len()
+    };
+    wait_until("the first report", || warned() == 1 && events() == 1);
+    for n in 2..5 {
+        // As root (or its owner), the test can append to a file of mode 000.
+        append_line(&secret, &format!(r#"{{"secret":{n}}}"#));
+        good.flows(&d);
+    }
+    assert_eq!(warned(), 1, "{}", d.log());
+    assert_eq!(events(), 1);
+    set_mode(&secret, 0o644);
+    append_line(&secret, r#"{"secret":5}"#);
+    wait_until("the secret file archived", || {
+        env.records_of("secret.jsonl").len() == 5
+    });
+    // Read once, a new failure is news again.
+    set_mode(&secret, 0o000);
+    append_line(&secret, r#"{"secret":6}"#);
+    wait_until("a second report", || warned() == 2 && events() == 2);
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}
+
+fn append_line(path: &Path, line: &str) {
+    let mut f = open_append(path);
+    f.write_all(format!("{line}\n").as_bytes())
+        .expect("append a line");
+}
+
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
 /// Something hostile to put in the tree, and the log line and archive event it must leave.
 struct Case {
     name: &'static str,
