@@ -46,32 +46,20 @@ impl Checker<'_> {
         'value: loop {
             // A value is expected here.
             match self.skip_space() {
-                Some(b'{') => {
+                Some(open @ (b'{' | b'[')) => {
                     self.at += 1;
-                    if self.skip_space() == Some(b'}') {
+                    let (close, object) = if open == b'{' { (b'}', 1) } else { (b']', 0) };
+                    if self.skip_space() == Some(close) {
                         self.at += 1;
                     } else {
                         if depth == MAX_DEPTH {
                             return false;
                         }
-                        stack = stack << 1 | 1;
+                        stack = stack << 1 | object;
                         depth += 1;
-                        if !self.key() {
+                        if object == 1 && !self.key() {
                             return false;
                         }
-                        continue 'value;
-                    }
-                }
-                Some(b'[') => {
-                    self.at += 1;
-                    if self.skip_space() == Some(b']') {
-                        self.at += 1;
-                    } else {
-                        if depth == MAX_DEPTH {
-                            return false;
-                        }
-                        stack <<= 1;
-                        depth += 1;
                         continue 'value;
                     }
                 }
