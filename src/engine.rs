@@ -113,6 +113,9 @@ struct Work {
     attempts: u8,
 }
 
+/// What a path that could not be read had: the file, the error's kind and its errno.
+type Unreadable = (Identity, io::ErrorKind, Option<i32>);
+
 enum Step {
     Done,
     Again(Box<Work>),
@@ -149,9 +152,10 @@ pub struct Engine {
     /// Paths already reported as passed over (reported again only at debug).
     warned: HashSet<PathBuf>,
     /// Paths that could not be read, with the file and the error they had: reported once
-    /// (WARN and an `unreadable` event), then at debug until the path is read or names another
-    /// file or fails otherwise.
-    unreadable: HashMap<PathBuf, (Identity, io::ErrorKind)>,
+    /// (WARN and an `unreadable` event), then at debug until that file is read, the path names
+    /// another file, or the read fails otherwise. Paths gone from the disk are dropped at each
+    /// full pass.
+    unreadable: HashMap<PathBuf, Unreadable>,
     next_id: SourceId,
     options: EngineOptions,
     report: PassReport,
@@ -244,6 +248,7 @@ impl Engine {
     /// counted in the report and recorded as events.
     pub fn run_pass(&mut self, roots: &[Root]) -> Result<PassReport> {
         self.report = PassReport::default();
+        (self.unreadable).retain(|p, _| p.symlink_metadata().is_ok());
         let found = discover(roots);
         for p in &found.passed {
             self.passed_over(&p.path, &p.why)?;
@@ -706,7 +711,8 @@ impl Engine {
     fn read_failed(&mut self, work: &Work, e: &io::Error) -> Result<Step> {
         let path = &work.path;
         self.report.errors += 1;
-        let failure = (Identity::of(&work.meta), e.kind());
+        // The raw errno too: EIO, EMFILE and ENXIO share one `ErrorKind`.
+        let failure = (Identity::of(&work.meta), e.kind(), e.raw_os_error());
         if self.unreadable.insert(path.clone(), failure) == Some(failure) {
             log::debug!("still cannot read path={path:?} error={e}; retried next pass");
             return Ok(Step::Done);
@@ -743,7 +749,11 @@ impl Engine {
             held_back_prefix: batch.held_back_prefix.clone(),
         };
         let path = if path_moved { &work.path } else { &src.path };
-        self.unreadable.remove(&work.path);
+        if !self.unreadable.is_empty() {
+            // The file read, under whatever name it failed before, is news again when it fails.
+            let identity = Identity::of(meta);
+            (self.unreadable).retain(|p, (id, ..)| *p != work.path && *id != identity);
+        }
         let mut tx = Commit::default();
         record_batch_events(&mut tx, src, path, path_moved, &batch);
         self.after_commit(src, path, &batch, cursor.clone());

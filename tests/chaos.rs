@@ -653,6 +653,18 @@ fn a_file_left_unreadable_is_reported_once_until_it_has_been_read() {
     set_mode(&secret, 0o000);
     append_line(&secret, r#"{"secret":6}"#);
     wait_until("a second report", || warned() == 2 && events() == 2);
+    // Also when the file was read under another name in between.
+    let moved = env.path("moved.jsonl");
+    fs::rename(&secret, &moved).expect("rename the secret file");
+    set_mode(&moved, 0o644);
+    append_line(&moved, r#"{"secret":7}"#);
+    wait_until("the file read under its new name", || {
+        env.records_of("moved.jsonl").len() == 7
+    });
+    set_mode(&moved, 0o000);
+    fs::rename(&moved, &secret).expect("rename it back");
+    append_line(&secret, r#"{"secret":8}"#);
+    wait_until("a third report", || warned() == 3 && events() == 3);
     let (status, _) = d.terminate();
     assert!(status.success());
 }
