@@ -1,28 +1,96 @@
 //! What counts as a record: one complete line holding one JSON value.
 
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use std::borrow::Cow;
 use std::fmt;
 
 mod single_pass;
 pub use single_pass::certainly_valid;
 
-/// Checks that `record` is one JSON value: valid UTF-8 (inside strings too), correct syntax,
-/// nothing after the value, and nesting within serde_json's recursion limit (128).
+/// Checks that `record` is one JSON value by RFC 8259's grammar: valid UTF-8 (inside strings
+/// too), `\u` escapes of any four hex digits (a lone or reversed UTF-16 surrogate half
+/// included, as JavaScript writes a string cut inside an emoji), numbers within an `f64`'s
+/// range, nesting of at most 127 levels, and nothing after the value but white space.
 ///
-/// A single-pass check settles the common case; anything it is not sure of goes to serde_json,
-/// which gives the verdict. `Err` carries serde_json's reason, for the rejects table.
+/// A single-pass check settles the common case; anything it is not sure of goes to
+/// [`validate_slowly`]. `Err` carries the reason, for the rejects table.
 pub fn validate(record: &[u8]) -> Result<(), String> {
     if certainly_valid(record) {
         return Ok(());
     }
-    validate_with_serde(record)
+    validate_slowly(record)
 }
 
-/// The verdict of serde_json alone.
-pub fn validate_with_serde(record: &[u8]) -> Result<(), String> {
-    serde_json::from_slice::<Valid>(record)
+/// The verdict, and its reason, for a line the single pass is not sure of: serde_json's, on the
+/// line with its surrogate escapes made acceptable to it (see [`with_surrogates_replaced`]).
+pub fn validate_slowly(record: &[u8]) -> Result<(), String> {
+    let text = with_surrogates_replaced(record);
+    serde_json::from_slice::<Valid>(&text)
         .map(|_| ())
         .map_err(|e| format!("invalid JSON: {e}"))
+}
+
+/// `bytes` with the four hex digits of every `\u` escape of a UTF-16 surrogate half (D800 to
+/// DFFF) replaced by `fffd`. serde_json pairs surrogate escapes and refuses a lone one, which
+/// RFC 8259's grammar allows; with the same length, the positions in its other reasons stay
+/// true. Borrowed when there is nothing to replace.
+///
+/// Escapes are found by reading backslash pairs from the start, without telling strings apart:
+/// outside a string a backslash is an error whatever follows it, so the verdict is the same.
+fn with_surrogates_replaced(bytes: &[u8]) -> Cow<'_, [u8]> {
+    let mut text = Cow::Borrowed(bytes);
+    let mut at = 0;
+    while let Some(k) = memchr::memchr(b'\\', &bytes[at..]) {
+        let escape = at + k;
+        if is_surrogate_escape(&bytes[escape..]) {
+            text.to_mut()[escape + 2..escape + 6].copy_from_slice(b"fffd");
+        }
+        at = escape + 2;
+        if at >= bytes.len() {
+            break;
+        }
+    }
+    text
+}
+
+/// True when `escape` starts with `\u` and four hex digits naming a surrogate half.
+fn is_surrogate_escape(escape: &[u8]) -> bool {
+    let Some([b'\\', b'u', hex @ ..]) = escape.get(..6) else {
+        return false;
+    };
+    let unit = hex
+        .iter()
+        .try_fold(0u32, |unit, &h| Some(unit << 4 | (h as char).to_digit(16)?));
+    unit.is_some_and(|u| (0xD800..0xE000).contains(&u))
+}
+
+/// The reference verdict the single pass and [`validate`] are tested against, written for
+/// plainness rather than speed: a byte-by-byte walk that tracks strings and escapes rewrites
+/// every surrogate escape inside a string as `\u0041`, then serde_json judges the text.
+#[doc(hidden)]
+pub fn reference_accepts(bytes: &[u8]) -> bool {
+    let mut text = bytes.to_vec();
+    let (mut in_string, mut i) = (false, 0);
+    while i < text.len() {
+        match (in_string, text[i]) {
+            (_, b'"') => in_string = !in_string,
+            (true, b'\\') => {
+                let hex = text.get(i + 2..i + 6).and_then(|h| std::str::from_utf8(h).ok());
+                let unit = hex.and_then(|h| u16::from_str_radix(h, 16).ok());
+                let all_hex = hex.is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+                if text.get(i + 1) == Some(&b'u')
+                    && all_hex
+                    && unit.is_some_and(|u| (0xD800..=0xDFFF).contains(&u))
+                {
+                    text[i + 2..i + 6].copy_from_slice(b"0041");
+                }
+                i += 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    serde_json::from_slice::<serde_json::Value>(&text).is_ok()
 }
 
 /// True for a line with nothing but white space: not a record, skipped and counted.
@@ -99,10 +167,54 @@ mod tests {
     }
 
     #[test]
-    fn rejects_nesting_past_the_recursion_limit() {
-        let deep = "[".repeat(100_000) + &"]".repeat(100_000);
-        let err = validate(deep.as_bytes()).unwrap_err();
+    fn rejects_nesting_past_127_levels() {
+        let nested = |n: usize| "[".repeat(n) + &"]".repeat(n);
+        assert_eq!(validate(nested(127).as_bytes()), Ok(()));
+        let err = validate(nested(128).as_bytes()).unwrap_err();
         assert!(err.contains("recursion limit"), "{err}");
+        let err = validate(nested(100_000).as_bytes()).unwrap_err();
+        assert!(err.contains("recursion limit"), "{err}");
+    }
+
+    /// A string cut between the two halves of an emoji, as Node's `JSON.stringify` writes it,
+    /// is JSON by RFC 8259's grammar: such a line is a record, on either path of the check.
+    #[test]
+    fn lone_and_reversed_surrogate_escapes_are_records() {
+        for line in [
+            &br#"{"type":"user","message":{"content":"tool output \ud83d"}}"#[..],
+            br#"{"lone_high":"abc\ud83d","lone_low":"\udc00x","reversed":"\ude00\ud83d"}"#,
+            br#"["\uD800", "\uDFFF", "\ud83d\ude00"]"#,
+        ] {
+            assert_eq!(validate(line), Ok(()), "{}", String::from_utf8_lossy(line));
+            assert_eq!(validate_slowly(line), Ok(()), "{}", String::from_utf8_lossy(line));
+        }
+        // A number the single pass leaves to the slow path, beside a lone surrogate.
+        assert_eq!(validate(br#"{"n":1e300,"s":"\ud83d"}"#), Ok(()));
+        let deep = "[".repeat(100) + r#""\udc00""# + &"]".repeat(100);
+        assert_eq!(validate(deep.as_bytes()), Ok(()));
+    }
+
+    #[test]
+    fn what_stays_rejected_is_named() {
+        let reason = |line: &[u8]| validate(line).unwrap_err();
+        assert!(reason(br#"{"a":"\u12"}"#).contains("escape"));
+        assert!(reason(br#"{"a":"\uzzzz"}"#).contains("escape"));
+        assert!(reason(br#"{"n":1e400,"s":"\ud83d"}"#).contains("out of range"));
+        assert!(reason(b"{\"s\":\"\\ud83d\xff\"}").contains("invalid"));
+        let late = reason(br#"{"s":"\ud83d", "t": x}"#);
+        assert!(late.contains("expected value at line 1 column 21"), "{late}");
+    }
+
+    #[test]
+    fn surrogate_escapes_are_replaced_in_place_and_nothing_else() {
+        let replaced = |s: &[u8]| with_surrogates_replaced(s).into_owned();
+        assert_eq!(replaced(br#""\ud83d\ude00""#), br#""\ufffd\ufffd""#);
+        assert_eq!(replaced(br#""\\ud83d""#), br#""\\ud83d""#, "an escaped backslash");
+        assert_eq!(replaced(br#""\\\ud83d""#), br#""\\\ufffd""#);
+        assert_eq!(replaced(br#""\u00e9\uD7FF\uE000""#), br#""\u00e9\uD7FF\uE000""#);
+        assert_eq!(replaced(br#""\ud8"#), br#""\ud8"#, "a cut escape");
+        assert_eq!(replaced(b"\\"), b"\\");
+        assert!(matches!(with_surrogates_replaced(b"{}"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -1,19 +1,20 @@
 //! A single-pass JSON checker for the common case: it answers "certainly valid" for a record
-//! serde_json would accept, and "not sure" for anything else, which then goes to serde_json for
-//! the verdict and its reason.
+//! the full rule of [`super::validate`] accepts, and "not sure" for anything else, which then
+//! goes to the slow path for the verdict and its reason.
 //!
-//! It never says "valid" where serde_json says "invalid": whatever it does not check exactly
-//! (lone surrogate escapes, numbers that could overflow an `f64`, deep nesting) is "not sure".
-//! What it does check is JSON's grammar (RFC 8259), UTF-8, and control characters in strings.
+//! It never says "valid" where the rule says "invalid": whatever it does not check exactly
+//! (numbers that could overflow an `f64`, deep nesting) is "not sure". What it does check is
+//! JSON's grammar (RFC 8259, where `\u` takes any four hex digits, a lone surrogate half
+//! included), UTF-8, and control characters in strings.
 
-/// Deeper nesting than this is left to serde_json, which allows 127 levels.
+/// Deeper nesting than this is left to the slow path, which allows 127 levels.
 const MAX_DEPTH: u32 = 64;
 
 /// A number with more digits or a larger exponent than this might overflow an `f64`, which
-/// serde_json rejects; it is left to serde_json.
+/// is rejected; it is left to the slow path.
 const MAX_MAGNITUDE: i64 = 300;
 
-/// True when `bytes` is certainly one JSON value that serde_json accepts.
+/// True when `bytes` is certainly one JSON value that [`super::validate`] accepts.
 pub fn certainly_valid(bytes: &[u8]) -> bool {
     simdutf8::basic::from_utf8(bytes).is_ok() && Checker { bytes, at: 0 }.value_then_end()
 }
@@ -187,14 +188,15 @@ impl Checker<'_> {
         }
     }
 
+    /// Each `\u` must be followed by four hex digits, whatever they name: a surrogate half,
+    /// paired or not, is as valid as any other code unit.
     #[cold]
     fn unicode_escapes_valid(&self, mut escaped: u64) -> bool {
         while escaped != 0 {
             let at = self.at + escaped.trailing_zeros() as usize;
             if self.bytes[at] == b'u' {
-                let unit = self.bytes.get(at + 1..at + 5).and_then(hex_unit);
-                // serde_json pairs surrogates itself and rejects a lone one: not sure.
-                if unit.is_none_or(|u| (0xD800..0xE000).contains(&u)) {
+                let hex = self.bytes.get(at + 1..at + 5);
+                if !hex.is_some_and(|h| h.iter().all(u8::is_ascii_hexdigit)) {
                     return false;
                 }
             }
@@ -396,21 +398,13 @@ fn block_masks_swar(block: &[u8; 64]) -> Masks {
     masks
 }
 
-fn hex_unit(hex: &[u8]) -> Option<u32> {
-    hex.iter().try_fold(0u32, |unit, &h| {
-        let digit = (h as char).to_digit(16)?;
-        Some(unit << 4 | digit)
-    })
-}
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn serde_accepts(bytes: &[u8]) -> bool {
-        serde_json::from_slice::<serde_json::Value>(bytes).is_ok()
-    }
+    use crate::record::{reference_accepts, validate};
 
     /// The escaped bytes of a whole line, one byte at a time.
     fn escaped_naively(bytes: &[u8]) -> Vec<bool> {
@@ -487,35 +481,52 @@ mod tests {
             prop_assert!(certainly_valid(pretty.as_bytes()), "{}", pretty);
         }
 
-        /// Whatever the checker calls valid, serde_json accepts: mutations of valid JSON with the
-        /// bytes that matter to the grammar.
+        /// Whatever the checker calls valid, the reference accepts, and `validate` gives the
+        /// reference's verdict: mutations of valid JSON with the bytes that matter to the
+        /// grammar and with `\u` escapes, surrogate halves among them.
         #[test]
-        fn the_checker_never_accepts_what_serde_json_rejects(
+        fn the_checker_never_accepts_what_the_reference_rejects(
             value in json_value(),
-            edits in proptest::collection::vec((any::<prop::sample::Index>(), edit_byte(), 0..3u8), 1..4),
+            edits in proptest::collection::vec((any::<prop::sample::Index>(), edit(), 0..3u8), 1..4),
         ) {
             let mut bytes = serde_json::to_vec(&value).expect("a value serializes");
-            for (at, byte, kind) in edits {
+            for (at, piece, kind) in edits {
                 let at = at.index(bytes.len() + 1);
                 match kind {
-                    0 => bytes.insert(at, byte),
+                    0 => { bytes.splice(at..at, piece); }
                     1 if at < bytes.len() => { bytes.remove(at); }
-                    _ if at < bytes.len() => bytes[at] = byte,
-                    _ => bytes.push(byte),
+                    _ if at < bytes.len() => { bytes.splice(at..at + 1, piece); }
+                    _ => bytes.extend(piece),
                 }
             }
+            let reference = reference_accepts(&bytes);
             if certainly_valid(&bytes) {
-                prop_assert!(serde_accepts(&bytes), "{}", String::from_utf8_lossy(&bytes));
+                prop_assert!(reference, "{}", String::from_utf8_lossy(&bytes));
             }
+            prop_assert_eq!(validate(&bytes).is_ok(), reference, "{}", String::from_utf8_lossy(&bytes));
         }
     }
 
-    fn edit_byte() -> impl Strategy<Value = u8> {
+    /// A byte that matters to the grammar, any byte, or a `\u` escape.
+    fn edit() -> impl Strategy<Value = Vec<u8>> {
+        let escapes: &[&[u8]] = &[
+            br"\ud83d",
+            br"\ude00",
+            br"\uDBFF\uDFFF",
+            br"\u00e9",
+            br"\u12",
+            br"\uzzzz",
+            br"\u+d80",
+            br"\\ud800",
+            br#""\ud83d""#,
+        ];
         prop_oneof![
             prop::sample::select(
                 b"\"\\{}[]:,-+.0123456789eEtrufalsn/bu \t\r\n\x00\x1f\x7f".to_vec()
-            ),
-            any::<u8>(),
+            )
+            .prop_map(|b| vec![b]),
+            any::<u8>().prop_map(|b| vec![b]),
+            prop::sample::select(escapes).prop_map(<[u8]>::to_vec),
         ]
     }
 
@@ -554,11 +565,9 @@ mod tests {
     }
 
     #[test]
-    fn leaves_the_unusual_to_serde_json() {
+    fn leaves_the_unusual_to_the_slow_path() {
         for unsure in [
-            &br#""\ud83d\ude00""#[..],
-            br#""\ud800""#,
-            b"1e400",
+            &b"1e400"[..],
             b"1e300",
             br#""\x""#,
             b"\"tab\there\"",
@@ -601,6 +610,8 @@ mod tests {
             b"0",
             b"-0.0",
             b"\"\"",
+            br#""\ud83d\ude00""#,
+            br#"{"lone_high":"abc\ud83d","lone_low":"\udc00x","reversed":"\ude00\ud83d"}"#,
             "\"résumé ✓\"".as_bytes(),
         ] {
             assert!(certainly_valid(sure), "{}", String::from_utf8_lossy(sure));
