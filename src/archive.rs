@@ -18,8 +18,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// How big the WAL may grow before a commit checkpoints it, and what it is cut back to.
 pub const WAL_LIMIT: i64 = 64 << 20;
 
-/// Records longer than this are written into the row in place rather than bound as a value.
-const STREAMED_RECORD: usize = 1 << 20;
+/// Records, rejected lines and held-back bytes longer than this are written into their row in
+/// place rather than bound as a value, which SQLite would copy twice (the bound value, then
+/// the row).
+const WRITTEN_IN_PLACE: usize = 1 << 20;
 
 /// The page size of a new archive. Measured on records of 1–15 KiB (BENCHMARKS.md): backfill
 /// speed did not separate the sizes beyond the noise, a one-record commit costs least at 8 KiB
@@ -31,6 +33,7 @@ pub const PAGE_SIZE: u32 = 8 * 1024;
 const MIGRATIONS: &[&str] = &[
     include_str!("archive/schema_v1.sql"),
     include_str!("archive/schema_v2.sql"),
+    include_str!("archive/schema_v3.sql"),
 ];
 
 /// A source's row id.
@@ -45,7 +48,9 @@ pub struct Cursor {
     pub fingerprint: Option<Fingerprint>,
     /// Bytes after the cursor that formed no complete line at the last read.
     pub held_back: u64,
-    /// Their first bytes (at most 64 KiB), kept so they can be recorded if the generation ends.
+    /// Their first bytes (at most 64 KiB), to tell at the next read whether they were
+    /// overwritten. All of them (up to the record limit) are in the archive, recorded as a
+    /// reject if the generation ends before their line does.
     pub held_back_prefix: Vec<u8>,
 }
 
@@ -91,6 +96,8 @@ pub struct PrefixMark {
 pub struct ExportRow {
     /// Global sequence number.
     pub seq: i64,
+    /// The source's id: the same across moves, renames and generations of one file.
+    pub source: SourceId,
     /// The source's watcher.
     pub harness: String,
     /// The source's current path.
@@ -101,6 +108,62 @@ pub struct ExportRow {
     pub offset: u64,
     /// The record, verbatim.
     pub record: Vec<u8>,
+}
+
+/// One rejected line as listed, without its bytes.
+pub struct RejectRow {
+    /// The reject's id (`rejects --raw ID`).
+    pub id: i64,
+    /// When it was recorded (Unix ms).
+    pub at_ms: i64,
+    /// The source's id.
+    pub source: SourceId,
+    /// The source's current path.
+    pub path: PathBuf,
+    /// The generation the line belonged to.
+    pub generation: i64,
+    /// Where the line started in that generation.
+    pub offset: u64,
+    /// The line's length on disk, without its `\n`.
+    pub length: u64,
+    /// How many of its bytes are kept: `length`, or the record limit for a longer line.
+    pub kept: u64,
+    /// Why it is not a record.
+    pub reason: String,
+}
+
+/// Sources whose current path is a given path or lies under it, as SQL over `s.path` and the
+/// values of its three parameters (null: every source).
+struct PathFilter {
+    exact: Option<Vec<u8>>,
+    under: Option<Vec<u8>>,
+}
+
+impl PathFilter {
+    /// The condition, with its parameters numbered from `first`.
+    fn sql(first: usize) -> String {
+        let (exact, len, under) = (first, first + 1, first + 2);
+        format!("(?{exact} IS NULL OR s.path = ?{exact} OR substr(s.path, 1, ?{len}) = ?{under})")
+    }
+
+    fn new(path: Option<&Path>) -> PathFilter {
+        let under = path.map(|p| {
+            let mut b = blob(p);
+            if !b.ends_with(b"/") {
+                b.push(b'/');
+            }
+            b
+        });
+        PathFilter {
+            exact: path.map(blob),
+            under,
+        }
+    }
+
+    fn params(&self) -> (&Option<Vec<u8>>, i64, &Option<Vec<u8>>) {
+        let len = self.under.as_ref().map_or(0, |u| u.len() as i64);
+        (&self.exact, len, &self.under)
+    }
 }
 
 /// An open archive.
@@ -371,21 +434,14 @@ impl Archive {
         path: Option<&Path>,
         mut each: impl FnMut(ExportRow) -> std::io::Result<()>,
     ) -> Result<std::io::Result<()>> {
-        let exact = path.map(blob);
-        let under = path.map(|p| {
-            let mut b = blob(p);
-            if !b.ends_with(b"/") {
-                b.push(b'/');
-            }
-            b
-        });
-        let mut stmt = self.db(self.conn.prepare(
-            "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record
+        let filter = PathFilter::new(path);
+        let mut stmt = self.db(self.conn.prepare(&format!(
+            "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record, s.id
              FROM records r JOIN sources s ON s.id = r.source_id
-             WHERE r.seq > ?1 AND (?2 IS NULL OR s.path = ?2 OR substr(s.path, 1, ?3) = ?4)
-             ORDER BY r.seq",
-        ))?;
-        let len = under.as_ref().map_or(0, |u| u.len() as i64);
+             WHERE r.seq > ?1 AND {} ORDER BY r.seq",
+            PathFilter::sql(2)
+        )))?;
+        let (exact, len, under) = filter.params();
         let mut rows = self.db(stmt.query(params![since_seq, exact, len, under]))?;
         while let Some(r) = self.db(rows.next())? {
             let row = self.db((|| {
@@ -396,6 +452,7 @@ impl Archive {
                     generation: r.get(3)?,
                     offset: r.get::<_, i64>(4)? as u64,
                     record: r.get(5)?,
+                    source: r.get(6)?,
                 })
             })())?;
             if let Err(e) = each(row) {
@@ -403,6 +460,66 @@ impl Archive {
             }
         }
         Ok(Ok(()))
+    }
+
+    /// Calls `each` for every rejected line, in the order they were recorded, optionally only
+    /// those of sources whose current path is `path` or lies under it. Their bytes are not
+    /// loaded: [`Archive::write_reject_raw`] writes them out. An `Err` from `each` stops the
+    /// listing and is returned.
+    pub fn rejects(
+        &self,
+        path: Option<&Path>,
+        mut each: impl FnMut(RejectRow) -> std::io::Result<()>,
+    ) -> Result<std::io::Result<()>> {
+        let filter = PathFilter::new(path);
+        let mut stmt = self.db(self.conn.prepare(&format!(
+            "SELECT j.id, j.at_ms, s.id, s.path, j.generation, j.offset, j.length,
+                    length(j.raw), j.reason
+             FROM rejects j JOIN sources s ON s.id = j.source_id
+             WHERE {} ORDER BY j.id",
+            PathFilter::sql(1)
+        )))?;
+        let (exact, len, under) = filter.params();
+        let mut rows = self.db(stmt.query(params![exact, len, under]))?;
+        while let Some(r) = self.db(rows.next())? {
+            let row = self.db((|| {
+                Ok(RejectRow {
+                    id: r.get(0)?,
+                    at_ms: r.get(1)?,
+                    source: r.get(2)?,
+                    path: path_from_blob(r.get(3)?),
+                    generation: r.get(4)?,
+                    offset: r.get::<_, i64>(5)? as u64,
+                    length: r.get::<_, i64>(6)? as u64,
+                    kept: r.get::<_, i64>(7)? as u64,
+                    reason: r.get(8)?,
+                })
+            })())?;
+            if let Err(e) = each(row) {
+                return Ok(Err(e));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Writes the bytes kept of reject `id` to `out`, as they were on disk, without loading
+    /// them whole. `Ok(None)` when there is no such reject; `Ok(Some(Err))` when `out` failed.
+    pub fn write_reject_raw(
+        &self,
+        id: i64,
+        out: &mut impl std::io::Write,
+    ) -> Result<Option<std::io::Result<u64>>> {
+        let exists = self
+            .conn
+            .query_row("SELECT 1 FROM rejects WHERE id = ?1", [id], |_| Ok(()));
+        if self.db(exists.optional())?.is_none() {
+            return Ok(None);
+        }
+        let blob = self
+            .conn
+            .blob_open(rusqlite::MAIN_DB, "rejects", "raw", id, true);
+        let mut blob = self.db(blob)?;
+        Ok(Some(std::io::copy(&mut blob, out)))
     }
 
     /// How many lifecycle events are recorded, for `status` (rejects are counted per source).
@@ -514,12 +631,11 @@ impl Tx<'_> {
             "INSERT INTO records (source_id, generation, offset, record) VALUES (?1, ?2, ?3, ?4)",
         ))?;
         for r in records {
-            if r.bytes.len() > STREAMED_RECORD {
-                self.insert_large_record(id, generation, r)?;
-            } else {
-                self.db(stmt.execute(params![id, generation, r.offset as i64, r.bytes]))?;
-            }
-            seqs.push(self.tx.last_insert_rowid());
+            let row = params![id, generation, r.offset as i64, bound(&r.bytes)];
+            self.db(stmt.execute(row))?;
+            let seq = self.tx.last_insert_rowid();
+            self.fill_in_place("records", "record", seq, &r.bytes)?;
+            seqs.push(seq);
         }
         let mut stmt = self.db(self.tx.prepare_cached(
             "UPDATE sources SET records = records + ?2, last_archived_ms = ?3 WHERE id = ?1",
@@ -528,21 +644,18 @@ impl Tx<'_> {
             .map(drop)
     }
 
-    /// Inserts a record too big to hand to SQLite as one value, which SQLite would copy twice
-    /// (the bound value, then the row): a zero-filled blob is written in place instead.
-    fn insert_large_record(&self, id: SourceId, generation: i64, r: &Record) -> Result<()> {
+    /// Writes `bytes` into `table.column` of row `rowid` when [`bound`] gave that row a
+    /// zero-filled blob in their place; does nothing otherwise.
+    fn fill_in_place(&self, table: &str, column: &str, rowid: i64, bytes: &[u8]) -> Result<()> {
         use std::io::Write;
-        let mut stmt = self.db(self.tx.prepare_cached(
-            "INSERT INTO records (source_id, generation, offset, record) VALUES (?1, ?2, ?3, ?4)",
-        ))?;
-        let zeroed = rusqlite::blob::ZeroBlob(r.bytes.len() as u64);
-        self.db(stmt.execute(params![id, generation, r.offset as i64, zeroed]))?;
-        let rowid = self.tx.last_insert_rowid();
-        let mut blob =
-            self.db(self
-                .tx
-                .blob_open(rusqlite::MAIN_DB, "records", "record", rowid, false))?;
-        blob.write_all(&r.bytes).map_err(|e| self.blob_error(e))
+        if bytes.len() <= WRITTEN_IN_PLACE {
+            return Ok(());
+        }
+        let blob = self
+            .tx
+            .blob_open(rusqlite::MAIN_DB, table, column, rowid, false);
+        let mut blob = self.db(blob)?;
+        blob.write_all(bytes).map_err(|e| self.blob_error(e))
     }
 
     /// SQLite's error inside a blob write's `io::Error`, so a full disk stays one.
@@ -579,16 +692,57 @@ impl Tx<'_> {
                 r.offset as i64,
                 r.length as i64,
                 r.reason,
-                r.raw,
+                bound(&r.raw),
                 now_ms()
             ];
             self.db(stmt.execute(row))?;
+            let rowid = self.tx.last_insert_rowid();
+            self.fill_in_place("rejects", "raw", rowid, &r.raw)?;
         }
         let mut stmt = self.db(self
             .tx
             .prepare_cached("UPDATE sources SET rejects = rejects + ?2 WHERE id = ?1"))?;
         self.db(stmt.execute(params![id, rejects.len() as i64]))
             .map(drop)
+    }
+
+    /// Keeps the bytes held back past source `id`'s cursor at `offset` (none: forgets them).
+    fn put_held_back(&self, id: SourceId, offset: u64, bytes: &[u8]) -> Result<()> {
+        if bytes.is_empty() {
+            let mut stmt = self.db(self
+                .tx
+                .prepare_cached("DELETE FROM held_back WHERE source_id = ?1"))?;
+            return self.db(stmt.execute([id])).map(drop);
+        }
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "INSERT OR REPLACE INTO held_back (source_id, offset, bytes) VALUES (?1, ?2, ?3)",
+        ))?;
+        self.db(stmt.execute(params![id, offset as i64, bound(bytes)]))?;
+        self.fill_in_place("held_back", "bytes", id, bytes)
+    }
+
+    /// Records the held-back bytes of source `id` as a reject of `generation` (the bytes are
+    /// copied inside SQLite, never loaded), and forgets them. Nothing happens when none are kept.
+    fn reject_held_back(
+        &self,
+        id: SourceId,
+        generation: i64,
+        length: u64,
+        reason: &str,
+    ) -> Result<()> {
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "INSERT INTO rejects (source_id, generation, offset, length, reason, raw, at_ms)
+             SELECT source_id, ?2, offset, ?3, ?4, bytes, ?5 FROM held_back WHERE source_id = ?1",
+        ))?;
+        let rows = params![id, generation, length as i64, reason, now_ms()];
+        if self.db(stmt.execute(rows))? == 0 {
+            return Ok(());
+        }
+        let mut stmt = self.db(self
+            .tx
+            .prepare_cached("UPDATE sources SET rejects = rejects + 1 WHERE id = ?1"))?;
+        self.db(stmt.execute([id]))?;
+        self.put_held_back(id, 0, &[])
     }
 
     /// Appends to the lifecycle log.
@@ -661,6 +815,13 @@ impl Tx<'_> {
                 path,
                 detail,
             } => self.event(*source, kind, path, detail),
+            Op::PutHeldBack { id, offset, bytes } => self.put_held_back(*id, *offset, bytes),
+            Op::RejectHeldBack {
+                id,
+                generation,
+                length,
+                reason,
+            } => self.reject_held_back(*id, *generation, *length, reason),
             Op::PutPrefixMark(mark) => self.put_prefix_mark(mark),
             Op::RemovePrefixMark(identity) => self.remove_prefix_mark(*identity),
             Op::RootScanned(root) => self.mark_root_scanned(root),
@@ -748,6 +909,17 @@ fn window(len: i64, hash: i64) -> Window {
     }
 }
 
+/// `bytes` as a value to bind: themselves, or, past [`WRITTEN_IN_PLACE`], a zero-filled blob
+/// of their length for [`Tx::fill_in_place`] to fill.
+fn bound(bytes: &[u8]) -> rusqlite::types::ToSqlOutput<'_> {
+    use rusqlite::types::{ToSqlOutput, ValueRef};
+    if bytes.len() > WRITTEN_IN_PLACE {
+        ToSqlOutput::ZeroBlob(bytes.len() as u64)
+    } else {
+        ToSqlOutput::Borrowed(ValueRef::Blob(bytes))
+    }
+}
+
 fn blob(path: &Path) -> Vec<u8> {
     path.as_os_str().as_bytes().to_vec()
 }
@@ -795,6 +967,17 @@ enum Op {
         kind: &'static str,
         path: PathBuf,
         detail: String,
+    },
+    PutHeldBack {
+        id: SourceId,
+        offset: u64,
+        bytes: Vec<u8>,
+    },
+    RejectHeldBack {
+        id: SourceId,
+        generation: i64,
+        length: u64,
+        reason: String,
     },
     PutPrefixMark(PrefixMark),
     RemovePrefixMark(Identity),
@@ -907,6 +1090,24 @@ impl Commit {
             kind,
             path: path.to_owned(),
             detail: detail.to_owned(),
+        });
+    }
+
+    /// Keeps the bytes held back past source `id`'s cursor at `offset`, all of them (up to the
+    /// record limit), for the reject they become if the generation ends first; empty `bytes`
+    /// forget them.
+    pub fn put_held_back(&mut self, id: SourceId, offset: u64, bytes: Vec<u8>) {
+        self.ops.push(Op::PutHeldBack { id, offset, bytes });
+    }
+
+    /// Records the held-back bytes kept for source `id` as a reject of `generation`, with the
+    /// line's `length` so far and `reason`, and forgets them.
+    pub fn reject_held_back(&mut self, id: SourceId, generation: i64, length: u64, reason: String) {
+        self.ops.push(Op::RejectHeldBack {
+            id,
+            generation,
+            length,
+            reason,
         });
     }
 

@@ -12,6 +12,7 @@ use crate::lock::ArchiveLock;
 use crate::logging;
 use crate::pipeline::run_live;
 use crate::progress::ProgressShow;
+use crate::rejects::{TextWriter, write_json};
 use crate::seed::{self, StartAt};
 use crate::service::{self, Manager, Target};
 use crate::status;
@@ -73,6 +74,17 @@ pub enum Command {
     Export(ExportArgs),
     /// Show where each source stands: generation, cursor, lag, held-back bytes, counts.
     Status(StatusArgs),
+    /// List the lines that are not records, or write one out exactly as it was on disk.
+    #[command(
+        long_about = "List the lines that are not records, or write one out exactly as it was on \
+        disk.\n\n\
+        A line is a record when it holds one JSON value; any other complete line (and the \
+        unfinished last line of a file that was truncated, replaced or deleted before its \
+        newline came) is rejected: counted, logged, and kept here with its reason, all its \
+        bytes up to the record limit. One line per reject: id, time, source, generation, offset, \
+        length, bytes kept, reason, path."
+    )]
+    Rejects(RejectsArgs),
     /// Work with the configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -278,6 +290,23 @@ pub struct ExportArgs {
     since_seq: i64,
 }
 
+/// Arguments of `rejects`.
+#[derive(Debug, Args)]
+pub struct RejectsArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Only rejects of sources whose current path is this file or lies under this directory.
+    #[arg(long, value_name = "P")]
+    path: Option<PathBuf>,
+    /// Print JSON lines (the same fields) instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Write the kept bytes of reject ID to stdout exactly as they were on disk (without the
+    /// line's newline), and nothing else.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["json", "path"])]
+    raw: Option<i64>,
+}
+
 /// Arguments of `status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -297,6 +326,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Seed(SeedArgs { archive, .. })
         | Command::Export(ExportArgs { archive, .. })
         | Command::Status(StatusArgs { archive, .. })
+        | Command::Rejects(RejectsArgs { archive, .. })
         | Command::Config(ConfigCommand::Check(CheckArgs { archive }))
         | Command::Service(
             ServiceCommand::Install(ServiceArgs { archive, .. })
@@ -334,6 +364,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Seed(args) => seed(args, &settings.archive),
         Command::Export(args) => export(args, &settings.archive),
         Command::Status(args) => status(args, &settings.archive),
+        Command::Rejects(args) => rejects(args, &settings.archive),
         Command::Config(ConfigCommand::Check(_)) => config_check(&settings),
         Command::Service(cmd) => service(cmd, &settings),
         Command::Doctor(args) => doctor(args, &settings),
@@ -477,6 +508,33 @@ fn status(args: StatusArgs, db: &Path) -> Result<()> {
             .and_then(|()| writeln!(out))
     } else {
         status::write_text(&mut out, &st)
+    };
+    stdout_result(written)
+}
+
+fn rejects(args: RejectsArgs, db: &Path) -> Result<()> {
+    let archive = Archive::open_existing(db)?;
+    let mut out = BufWriter::with_capacity(256 * 1024, io::stdout().lock());
+    if let Some(id) = args.raw {
+        let Some(written) = archive.write_reject_raw(id, &mut out)? else {
+            let path = db.to_owned();
+            return Err(Error::NoSuchReject { path, id });
+        };
+        return stdout_result(written.and_then(|_| out.flush()));
+    }
+    let filter = args.path.as_deref().map(absolute);
+    let written = if args.json {
+        archive
+            .rejects(filter.as_deref(), |r| write_json(&mut out, &r.into()))?
+            .and_then(|()| out.flush())
+    } else {
+        let mut table = match TextWriter::new(out) {
+            Ok(table) => table,
+            Err(e) => return stdout_result(Err(e)),
+        };
+        archive
+            .rejects(filter.as_deref(), |r| table.write(&r.into()))?
+            .and_then(|()| table.finish())
     };
     stdout_result(written)
 }

@@ -12,7 +12,7 @@ use crate::fingerprint::{Fingerprint, Identity};
 use crate::harness::Root;
 use crate::open::open_regular;
 use crate::progress::Progress;
-use crate::read::{Batch, Mismatch, Position, ReadLimits, Reject, read_complete_records};
+use crate::read::{Batch, HELD_BACK_PREFIX, Mismatch, Position, ReadLimits, read_complete_records};
 use crate::seed::{Seed, SeedOrigin, StartAt, seed_new_source};
 use crate::sources::Sources;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -733,11 +733,12 @@ impl Engine {
         work: Work,
         src: &SourceRow,
         meta: &Metadata,
-        batch: Batch,
+        mut batch: Batch,
     ) -> Result<Step> {
         let path_moved = moved(src, &work.path);
         let fingerprint = Fingerprint::of(meta);
         let caught_up = batch.finished && work.target == Some(fingerprint.size);
+        let held_back_bytes = std::mem::take(&mut batch.held_back_bytes);
         let cursor = Cursor {
             position: Position {
                 offset: batch.end,
@@ -746,7 +747,8 @@ impl Engine {
             // A cursor that has not reached the size it saw must not look up to date.
             fingerprint: caught_up.then_some(fingerprint),
             held_back: batch.held_back,
-            held_back_prefix: batch.held_back_prefix.clone(),
+            held_back_prefix: held_back_bytes[..held_back_bytes.len().min(HELD_BACK_PREFIX)]
+                .to_vec(),
         };
         let path = if path_moved { &work.path } else { &src.path };
         if !self.unreadable.is_empty() {
@@ -772,6 +774,12 @@ impl Engine {
             records: batch.records,
         });
         tx.insert_rejects(src.id, src.generation, batch.rejects);
+        // Written whenever there are some, even of the same length: bytes past the cursor's
+        // prefix may have changed. A file whose last line is never finished is read again only
+        // when it changes.
+        if cursor.held_back > 0 || src.cursor.held_back > 0 {
+            tx.put_held_back(src.id, cursor.position.offset, held_back_bytes);
+        }
         tx.put_cursor(src.id, &cursor);
         self.committer.submit(tx)?;
         if finished {
@@ -844,13 +852,12 @@ impl Engine {
             "{reason} path={path:?} offset={}",
             src.cursor.position.offset
         );
-        let ended = held_back_reject(src, &reason);
         let mut cursor = src.cursor.clone();
         cursor.held_back = 0;
         cursor.held_back_prefix.clear();
         cursor.fingerprint = None;
         let mut tx = Commit::default();
-        tx.insert_rejects(src.id, src.generation, ended);
+        reject_held_back(&mut tx, src, &reason);
         tx.event(Some(src.id), "held_back_dropped", path, &reason);
         tx.put_cursor(src.id, &cursor);
         self.committer.submit(tx)?;
@@ -876,9 +883,8 @@ impl Engine {
             SeedOrigin::Beginning
         );
         let mut tx = Commit::default();
-        let ended = held_back_reject(src, &format!("generation ended: {why}"));
-        let ended_count = ended.len() as u64;
-        tx.insert_rejects(src.id, src.generation, ended);
+        let ended = reject_held_back(&mut tx, src, &format!("generation ended: {why}"));
+        let ended_count = u64::from(ended);
         tx.event(Some(src.id), "generation_reset", path, &detail);
         tx.update_source(src.id, src.identity, path, generation, false);
         tx.put_cursor(src.id, &Cursor::default());
@@ -903,18 +909,17 @@ impl Engine {
             "{kind} path={:?} source={id} reason={why}; its records stay archived",
             src.path
         );
-        let ended = held_back_reject(&src, &format!("generation ended: {why}"));
-        for r in &ended {
+        let mut tx = Commit::default();
+        let ended = reject_held_back(&mut tx, &src, &format!("generation ended: {why}"));
+        if ended {
             log::warn!(
                 "held-back bytes recorded as a reject path={:?} offset={} length={}",
                 src.path,
-                r.offset,
-                r.length
+                src.cursor.position.offset,
+                src.cursor.held_back
             );
         }
-        let ended_count = ended.len() as u64;
-        let mut tx = Commit::default();
-        tx.insert_rejects(id, src.generation, ended);
+        let ended_count = u64::from(ended);
         tx.event(Some(id), kind, &src.path, why);
         tx.update_source(id, src.identity, &src.path, src.generation, true);
         self.committer.submit(tx)?;
@@ -1002,18 +1007,16 @@ fn moved(src: &SourceRow, path: &Path) -> bool {
     }
 }
 
-/// The held-back bytes of a generation that ends, as a reject (empty when there are none).
-fn held_back_reject(src: &SourceRow, reason: &str) -> Vec<Reject> {
+/// Records the held-back bytes of a generation that ends as a reject, all of them that the
+/// archive keeps; false when there are none.
+fn reject_held_back(tx: &mut Commit, src: &SourceRow, reason: &str) -> bool {
     let c = &src.cursor;
     if c.held_back == 0 {
-        return Vec::new();
+        return false;
     }
-    vec![Reject {
-        offset: c.position.offset,
-        length: c.held_back,
-        reason: format!("incomplete record never completed; {reason}"),
-        raw: c.held_back_prefix.clone(),
-    }]
+    let reason = format!("incomplete record never completed; {reason}");
+    tx.reject_held_back(src.id, src.generation, c.held_back, reason);
+    true
 }
 
 fn show(id: Identity) -> String {

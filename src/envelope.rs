@@ -5,25 +5,21 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// Writes `row` as one line:
-/// `{"seq":…,"harness":"…","path":"…","generation":…,"offset":…,"record":<verbatim>}`.
+/// `{"seq":…,"source":…,"harness":"…","path":"…","generation":…,"offset":…,"record":<verbatim>}`.
+/// `source` stays the same across a file's moves and generations, so (source, generation,
+/// offset) names a record wherever its file has gone; `path` is where it is now.
 /// A path that is not UTF-8 is written lossily; the record bytes were validated as JSON when
 /// they were archived and are copied as they are.
 pub fn write_envelope(out: &mut impl Write, row: &ExportRow) -> io::Result<()> {
-    let Envelope {
-        seq,
-        harness,
-        path,
-        generation,
-        offset,
-        record,
-    } = Envelope::of(row);
-    write_parts(out, seq, harness, path, generation, offset, record)
+    Envelope::of(row).write_to(out)
 }
 
 /// The fields of one envelope, borrowed.
 pub struct Envelope<'a> {
     /// Global sequence number.
     pub seq: i64,
+    /// The source's id.
+    pub source: i64,
     /// The source's watcher.
     pub harness: &'a str,
     /// The source's current path.
@@ -40,6 +36,7 @@ impl<'a> Envelope<'a> {
     fn of(row: &'a ExportRow) -> Envelope<'a> {
         Envelope {
             seq: row.seq,
+            source: row.source,
             harness: &row.harness,
             path: &row.path,
             generation: row.generation,
@@ -50,37 +47,22 @@ impl<'a> Envelope<'a> {
 
     /// Appends this envelope, as one line, to `out`.
     pub fn write_to(&self, out: &mut impl Write) -> io::Result<()> {
-        write_parts(
+        write!(
             out,
-            self.seq,
-            self.harness,
-            self.path,
-            self.generation,
-            self.offset,
-            self.record,
-        )
+            "{{\"seq\":{},\"source\":{},\"harness\":",
+            self.seq, self.source
+        )?;
+        serde_json::to_writer(&mut *out, self.harness)?;
+        out.write_all(b",\"path\":")?;
+        serde_json::to_writer(&mut *out, &self.path.to_string_lossy())?;
+        write!(
+            out,
+            ",\"generation\":{},\"offset\":{},\"record\":",
+            self.generation, self.offset
+        )?;
+        out.write_all(self.record)?;
+        out.write_all(b"}\n")
     }
-}
-
-fn write_parts(
-    out: &mut impl Write,
-    seq: i64,
-    harness: &str,
-    path: &Path,
-    generation: i64,
-    offset: u64,
-    record: &[u8],
-) -> io::Result<()> {
-    write!(out, "{{\"seq\":{seq},\"harness\":")?;
-    serde_json::to_writer(&mut *out, harness)?;
-    out.write_all(b",\"path\":")?;
-    serde_json::to_writer(&mut *out, &path.to_string_lossy())?;
-    write!(
-        out,
-        ",\"generation\":{generation},\"offset\":{offset},\"record\":"
-    )?;
-    out.write_all(record)?;
-    out.write_all(b"}\n")
 }
 
 #[cfg(test)]
@@ -94,6 +76,7 @@ mod tests {
     fn envelope_is_one_json_object_with_the_record_verbatim() {
         let row = ExportRow {
             seq: 7,
+            source: 3,
             harness: "claude-code".into(),
             path: PathBuf::from(OsStr::from_bytes(b"/t/\"odd\"\xff.jsonl")),
             generation: 1,
@@ -103,9 +86,11 @@ mod tests {
         let mut out = Vec::new();
         write_envelope(&mut out, &row).unwrap();
         assert_eq!(out.last(), Some(&b'\n'));
+        assert!(out.starts_with(b"{\"seq\":7,\"source\":3,\"harness\":\"claude-code\",\"path\":"));
         assert!(out.ends_with(b"\"record\":{\"b\":1,  \"a\":[2]}}\n"));
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["seq"], 7);
+        assert_eq!(v["source"], 3);
         assert_eq!(v["path"], "/t/\"odd\"\u{fffd}.jsonl");
         assert_eq!(v["generation"], 1);
         assert_eq!(v["offset"], 42);

@@ -55,6 +55,14 @@ pub enum Error {
         /// The archive database that was looked for.
         path: PathBuf,
     },
+    /// `rejects --raw` was given an id that names no reject.
+    #[error("archive {path} has no reject with id {id}; `transcript-sync rejects` lists them")]
+    NoSuchReject {
+        /// The archive database.
+        path: PathBuf,
+        /// The id given.
+        id: i64,
+    },
     /// A file that exists but holds no transcript-sync archive.
     #[error("{path} is not a transcript-sync archive; check --db and TRANSCRIPT_SYNC_DB")]
     NotAnArchive {

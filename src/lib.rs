@@ -33,7 +33,7 @@
 //! `service` installs the daemon as a systemd user unit or launchd agent, and `doctor` checks
 //! what breaks a watcher in practice.
 //!
-//! `export`, `status` and `seed` read and write the same archive while a `run` holds its lock.
+//! `export`, `status`, `rejects` and `seed` read and write the same archive while a `run` holds its lock.
 //! `service` installs `run` as a systemd user unit or a launchd agent, written from the
 //! templates in `systemd/` and `launchd/`; `doctor` checks what breaks a watcher in practice
 //! (inotify limits, roots, the archive, network filesystems, the service).
@@ -58,6 +58,7 @@ mod progress;
 mod read;
 mod readiness;
 mod record;
+mod rejects;
 mod seed;
 mod service;
 mod sources;

@@ -19,8 +19,9 @@ const CHUNK: u64 = 256 * 1024;
 /// The smallest `pread`, however small the batch.
 const MIN_CHUNK: u64 = 4 * 1024;
 
-/// At most this many raw bytes of a rejected line are kept in the archive.
-pub const REJECT_RAW_LIMIT: usize = 64 * 1024;
+/// How many of the held-back bytes a cursor keeps at hand, to tell at the next read whether
+/// they were overwritten (all of them, up to the record limit, are in the archive).
+pub const HELD_BACK_PREFIX: usize = 64 * 1024;
 
 /// Where reading resumes: the offset just past the last archived record, and the markers of
 /// the bytes before it.
@@ -35,7 +36,8 @@ pub struct Position {
 /// Bounds on one read.
 #[derive(Clone, Copy, Debug)]
 pub struct ReadLimits {
-    /// A line longer than this is rejected without being held in memory.
+    /// A line longer than this is rejected; only its first `record_limit` bytes are held in
+    /// memory and kept.
     pub record_limit: u64,
     /// A batch stops after the line that takes it past this many bytes, so one large file
     /// cannot starve the others or grow memory.
@@ -56,11 +58,12 @@ pub struct Record {
 pub struct Reject {
     /// Where the line starts.
     pub offset: u64,
-    /// The line's length without its terminator.
+    /// The line's length without its `\n` (a `\r` before it counts).
     pub length: u64,
     /// Why it was rejected.
     pub reason: String,
-    /// Its first bytes, at most [`REJECT_RAW_LIMIT`].
+    /// The line's bytes as they were on disk, without the `\n`: all `length` of them, or the
+    /// first record-limit bytes of a line longer than the record limit.
     pub raw: Vec<u8>,
 }
 
@@ -79,8 +82,8 @@ pub struct Batch {
     pub markers: Markers,
     /// Bytes after `end` that form no complete line yet (only when `finished`).
     pub held_back: u64,
-    /// The first of those bytes, at most [`REJECT_RAW_LIMIT`].
-    pub held_back_prefix: Vec<u8>,
+    /// Those bytes, up to the record limit.
+    pub held_back_bytes: Vec<u8>,
     /// True when the read reached the size it was given; false when the batch filled first.
     pub finished: bool,
     /// How many bytes were read from the file, marker windows included.
@@ -235,6 +238,8 @@ impl<'a> Scan<'a> {
 
     /// Appends the start of a line whose end is not in this chunk, switching to "oversized"
     /// before the held bytes would pass the limit (a `\r` before the `\n` is allowed for).
+    /// An oversized line keeps its first `record_limit` bytes, for its reject, and counts the
+    /// rest.
     fn extend_line(&mut self, part: &[u8]) {
         if let Some(len) = &mut self.oversized {
             *len += part.len() as u64;
@@ -242,10 +247,11 @@ impl<'a> Scan<'a> {
         }
         let total = (self.line.len() + part.len()) as u64;
         if total > self.limits.record_limit + 1 {
-            let room = REJECT_RAW_LIMIT.saturating_sub(self.line.len());
-            self.line.truncate(REJECT_RAW_LIMIT);
-            self.line.extend_from_slice(&part[..room.min(part.len())]);
-            self.line.shrink_to_fit();
+            let limit = self.limits.record_limit as usize;
+            self.line.truncate(limit);
+            let room = limit - self.line.len();
+            self.reserve_within_limit(limit);
+            self.line.extend_from_slice(&part[..room]);
             self.oversized = Some(total);
         } else {
             self.reserve_within_limit(total as usize);
@@ -306,15 +312,12 @@ impl<'a> Scan<'a> {
             }
         };
         match verdict {
-            Err(None) => {
-                let raw = line[..len.min(REJECT_RAW_LIMIT)].to_vec();
-                self.reject_oversized(len as u64, raw);
-            }
+            Err(None) => self.reject_oversized(len as u64, line.into_owned()),
             Err(Some(reason)) => self.batch.rejects.push(Reject {
                 offset,
                 length: line.len() as u64,
                 reason,
-                raw: line[..line.len().min(REJECT_RAW_LIMIT)].to_vec(),
+                raw: line.into_owned(),
             }),
             Ok(()) => {
                 let mut bytes = line.into_owned();
@@ -325,7 +328,7 @@ impl<'a> Scan<'a> {
     }
 
     fn reject_oversized(&mut self, length: u64, mut raw: Vec<u8>) {
-        raw.truncate(REJECT_RAW_LIMIT);
+        raw.truncate(self.limits.record_limit as usize);
         self.batch.rejects.push(Reject {
             offset: self.line_start,
             length,
@@ -349,8 +352,8 @@ impl<'a> Scan<'a> {
         self.batch.finished = !self.full;
         if self.batch.finished {
             self.batch.held_back = pos - end;
-            self.line.truncate(REJECT_RAW_LIMIT);
-            self.batch.held_back_prefix = self.line;
+            self.line.truncate(self.limits.record_limit as usize);
+            self.batch.held_back_bytes = self.line;
         }
         self.batch.bytes_read = self.bytes_read;
         self.batch
@@ -458,7 +461,7 @@ mod tests {
         assert_eq!(b.blank_lines, 2);
         assert_eq!(b.end, 17);
         assert_eq!(
-            (b.held_back, b.held_back_prefix.as_slice()),
+            (b.held_back, b.held_back_bytes.as_slice()),
             (4, &b"{\"c\""[..])
         );
     }
@@ -510,7 +513,7 @@ mod tests {
         let b = read_all(&bytes, &Position::default(), &limits);
         assert_eq!(b.rejects.len(), 1);
         assert_eq!(b.rejects[0].length, 600_000);
-        assert_eq!(b.rejects[0].raw.len(), REJECT_RAW_LIMIT);
+        assert_eq!(b.rejects[0].raw, bytes[..100_000]);
         assert_eq!(b.records.len(), 1);
         assert_eq!(b.records[0].offset, 600_001);
     }

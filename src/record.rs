@@ -75,7 +75,9 @@ pub fn reference_accepts(bytes: &[u8]) -> bool {
         match (in_string, text[i]) {
             (_, b'"') => in_string = !in_string,
             (true, b'\\') => {
-                let hex = text.get(i + 2..i + 6).and_then(|h| std::str::from_utf8(h).ok());
+                let hex = text
+                    .get(i + 2..i + 6)
+                    .and_then(|h| std::str::from_utf8(h).ok());
                 let unit = hex.and_then(|h| u16::from_str_radix(h, 16).ok());
                 let all_hex = hex.is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
                 if text.get(i + 1) == Some(&b'u')
@@ -186,7 +188,12 @@ mod tests {
             br#"["\uD800", "\uDFFF", "\ud83d\ude00"]"#,
         ] {
             assert_eq!(validate(line), Ok(()), "{}", String::from_utf8_lossy(line));
-            assert_eq!(validate_slowly(line), Ok(()), "{}", String::from_utf8_lossy(line));
+            assert_eq!(
+                validate_slowly(line),
+                Ok(()),
+                "{}",
+                String::from_utf8_lossy(line)
+            );
         }
         // A number the single pass leaves to the slow path, beside a lone surrogate.
         assert_eq!(validate(br#"{"n":1e300,"s":"\ud83d"}"#), Ok(()));
@@ -202,16 +209,26 @@ mod tests {
         assert!(reason(br#"{"n":1e400,"s":"\ud83d"}"#).contains("out of range"));
         assert!(reason(b"{\"s\":\"\\ud83d\xff\"}").contains("invalid"));
         let late = reason(br#"{"s":"\ud83d", "t": x}"#);
-        assert!(late.contains("expected value at line 1 column 21"), "{late}");
+        assert!(
+            late.contains("expected value at line 1 column 21"),
+            "{late}"
+        );
     }
 
     #[test]
     fn surrogate_escapes_are_replaced_in_place_and_nothing_else() {
         let replaced = |s: &[u8]| with_surrogates_replaced(s).into_owned();
         assert_eq!(replaced(br#""\ud83d\ude00""#), br#""\ufffd\ufffd""#);
-        assert_eq!(replaced(br#""\\ud83d""#), br#""\\ud83d""#, "an escaped backslash");
+        assert_eq!(
+            replaced(br#""\\ud83d""#),
+            br#""\\ud83d""#,
+            "an escaped backslash"
+        );
         assert_eq!(replaced(br#""\\\ud83d""#), br#""\\\ufffd""#);
-        assert_eq!(replaced(br#""\u00e9\uD7FF\uE000""#), br#""\u00e9\uD7FF\uE000""#);
+        assert_eq!(
+            replaced(br#""\u00e9\uD7FF\uE000""#),
+            br#""\u00e9\uD7FF\uE000""#
+        );
         assert_eq!(replaced(br#""\ud8"#), br#""\ud8"#, "a cut escape");
         assert_eq!(replaced(b"\\"), b"\\");
         assert!(matches!(with_surrogates_replaced(b"{}"), Cow::Borrowed(_)));

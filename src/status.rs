@@ -27,9 +27,10 @@ pub struct SourceStatus {
     pub lag: Option<u64>,
     /// Bytes after the cursor that formed no complete line at the last read.
     pub held_back: u64,
-    /// Records archived (all generations).
+    /// Records archived, all generations together (`generation` and `cursor` are the current
+    /// generation's).
     pub records: u64,
-    /// Lines rejected (all generations).
+    /// Lines rejected, all generations together.
     pub rejects: u64,
     /// When a record was last archived, RFC 3339.
     pub last_archived: Option<String>,
@@ -179,6 +180,11 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
             s.path
         )?;
     }
+    writeln!(
+        out,
+        "GEN, CURSOR and HELD are the current generation's; RECORDS and REJECTS count every \
+         generation"
+    )?;
     let t = &st.totals;
     writeln!(
         out,

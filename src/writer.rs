@@ -129,6 +129,7 @@ impl ArchiveWriter {
             for (r, seq) in batch.records.into_iter().zip(&mut seqs) {
                 let envelope = Envelope {
                     seq,
+                    source: batch.source,
                     harness: &batch.harness,
                     path: &batch.path,
                     generation: batch.generation,

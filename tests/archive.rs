@@ -109,7 +109,7 @@ fn the_archive_is_wal_at_the_current_schema_and_a_newer_schema_is_refused() {
     let v: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 2);
+    assert_eq!(v, 3);
     let mode: String = conn
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
@@ -143,6 +143,26 @@ fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records() {
     env.write("s.jsonl", b"{\"new\":1}\n");
     env.run_once(&[]);
     assert_eq!(env.records(), vec![r#"{"old":1}"#, r#"{"new":1}"#]);
-    assert_eq!(env.sql("PRAGMA user_version"), vec!["2"]);
+    assert_eq!(env.sql("PRAGMA user_version"), vec!["3"]);
     assert_eq!(env.sql("SELECT count(*) FROM state"), vec!["0"]);
+}
+
+#[test]
+fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reject() {
+    // A v2 archive kept the held-back bytes only in its cursor row: the migration must carry
+    // them over, so that the reject recorded when the generation ends still has them.
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\n{\"cut");
+    env.run_once(&[]);
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    conn.execute_batch("DROP TABLE held_back; PRAGMA user_version = 2;")
+        .unwrap();
+    drop(conn);
+    env.write("s.jsonl", b"{\"b\":2}\n");
+    env.run_once(&[]);
+    assert_eq!(env.sql("PRAGMA user_version"), vec!["3"]);
+    assert_eq!(
+        env.sql("SELECT offset || ' ' || length || ' ' || CAST(raw AS TEXT) FROM rejects"),
+        vec!["8 5 {\"cut"]
+    );
 }

@@ -14,6 +14,7 @@ fn export_filters_by_path_and_seq_and_prints_envelopes() {
     let first: Value = serde_json::from_str(&all[0]).unwrap();
     assert_eq!(first["seq"], 1);
     assert_eq!(first["harness"], "generic");
+    assert_eq!(first["source"], 1);
     assert_eq!(first["path"], env.path("p1/a.jsonl").to_str().unwrap());
     assert_eq!(first["generation"], 0);
     assert_eq!(first["offset"], 0);
@@ -71,6 +72,10 @@ fn status_reports_cursor_lag_held_back_and_counts() {
         .unwrap();
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("(no run active)"), "{text}");
+    assert!(
+        text.contains("GEN, CURSOR and HELD are the current generation's; RECORDS and REJECTS count every generation"),
+        "{text}"
+    );
     assert!(
         text.contains("total: sources=1 gone=0 records=1 rejects=1 held_back=4 lag=16"),
         "{text}"

@@ -11,6 +11,7 @@ mod identity;
 mod live;
 mod model;
 mod reading;
+mod rejects;
 mod seeding;
 mod service;
 mod supervision;

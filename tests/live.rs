@@ -398,3 +398,39 @@ fn the_wal_is_checkpointed_outside_commits_and_does_not_grow_without_bound() {
     );
     drop(d);
 }
+
+#[test]
+fn every_envelope_names_its_source_the_same_before_and_after_a_move() {
+    // A Codex session moves from sessions/ to archived_sessions/: the tap printed the old path
+    // and `export` prints the new one, so only `source` ties the two together.
+    let env = Env::new();
+    env.write("sessions/rollout-1.jsonl", b"{\"n\":1}\n");
+    env.write("other.jsonl", b"{\"other\":1}\n");
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    let parse = |l: &String| serde_json::from_str::<serde_json::Value>(l).unwrap();
+    let before: Vec<_> = d.take_tap(2).iter().map(parse).collect();
+    let first = before
+        .iter()
+        .find(|e| e["record"]["n"] == 1)
+        .unwrap()
+        .clone();
+    fs::create_dir_all(env.path("archived_sessions")).unwrap();
+    let archived = env.path("archived_sessions/rollout-1.jsonl");
+    fs::rename(env.path("sessions/rollout-1.jsonl"), &archived).unwrap();
+    env.append("archived_sessions/rollout-1.jsonl", b"{\"n\":2}\n");
+    let after = parse(&d.take_tap(1)[0]);
+    assert_eq!(after["path"], archived.to_str().unwrap());
+    assert_ne!(first["path"], after["path"]);
+    assert!(first["source"].is_i64(), "{first}");
+    assert_eq!(first["source"], after["source"]);
+    let exported: Vec<_> = env.export(&[]).iter().map(parse).collect();
+    let session: Vec<_> = exported
+        .iter()
+        .filter(|e| e["record"]["n"].is_i64())
+        .collect();
+    assert_eq!(session.len(), 2);
+    assert!(session.iter().all(|e| e["source"] == first["source"]));
+    let other = exported.iter().find(|e| e["record"]["other"] == 1).unwrap();
+    assert_ne!(other["source"], first["source"]);
+}

@@ -76,7 +76,11 @@ fn bad_lines_are_rejected_logged_and_skipped_without_blocking_the_rest() {
         "{reasons:?}"
     );
     let raw = env.sql("SELECT length(raw) || '/' || length FROM rejects ORDER BY offset");
-    assert_eq!(raw[3], "65536/200000", "raw bytes are capped at 64 KiB");
+    assert_eq!(raw[3], "200000/200000", "a rejected line is kept whole");
+    assert_eq!(
+        raw[4], "262144/300010",
+        "a line over the limit keeps the limit"
+    );
     assert_eq!(
         env.sql("SELECT count(*) FROM events WHERE kind = 'reject'"),
         vec!["5"]

@@ -126,6 +126,36 @@ impl Env {
             .collect()
     }
 
+    /// `rejects --json`, one value per reject.
+    pub fn rejects(&self, extra: &[&str]) -> Vec<Value> {
+        let out = self.rejects_output(&["--json"], extra);
+        assert!(out.status.success(), "rejects failed:\n{}", stderr(&out));
+        (String::from_utf8(out.stdout).unwrap().lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// `rejects --raw ID`: the bytes it writes.
+    pub fn reject_raw(&self, id: &Value) -> Vec<u8> {
+        let out = self.rejects_output(&["--raw", &id.to_string()], &[]);
+        assert!(
+            out.status.success(),
+            "rejects --raw failed:\n{}",
+            stderr(&out)
+        );
+        out.stdout
+    }
+
+    pub fn rejects_output(&self, args: &[&str], extra: &[&str]) -> Output {
+        let mut cmd = self.cmd();
+        cmd.arg("rejects")
+            .arg("--db")
+            .arg(&self.db)
+            .args(args)
+            .args(extra);
+        cmd.output().unwrap()
+    }
+
     /// The raw records `export` prints, in seq order.
     pub fn records(&self) -> Vec<String> {
         self.export(&[])

@@ -1,20 +1,19 @@
 //! Fuzzes the record reader: arbitrary bytes as a file's content, read at once and as a file
 //! that grows by appends cut at fuzzer-chosen points, in batches of a fuzzer-chosen size.
 //! Every complete line must be a record, a reject or a blank line, as an independent splitter
-//! says; records must be valid JSON; offsets must grow; records, rejects, blank lines and
-//! held-back bytes must account for every byte; and reading in pieces must equal reading at
-//! once, position and markers included.
+//! says; records must be valid by the reference rule; offsets must grow; records, rejects (whole,
+//! up to the record limit), blank lines and held-back bytes must account for every byte; and
+//! reading in pieces must equal reading at once, position and markers included.
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use transcript_sync::fuzzing::{Batch, Position, Record, Reject, read_complete_records};
+use transcript_sync::fuzzing::{
+    Batch, Position, Record, Reject, read_complete_records, reference_accepts,
+};
 use transcript_sync::{Markers, ReadLimits};
-
-/// At most this many raw bytes of a rejected line are kept (the reader's limit).
-const RAW_LIMIT: usize = 64 * 1024;
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -33,7 +32,7 @@ struct Reading {
     blank_lines: u64,
     position: Position,
     held_back: u64,
-    held_back_prefix: Vec<u8>,
+    held_back_bytes: Vec<u8>,
 }
 
 impl Reading {
@@ -46,7 +45,7 @@ impl Reading {
             markers: batch.markers,
         };
         self.held_back = batch.held_back;
-        self.held_back_prefix = batch.held_back_prefix;
+        self.held_back_bytes = batch.held_back_bytes;
     }
 }
 
@@ -132,20 +131,21 @@ fn check_against_lines(content: &[u8], reading: &Reading, record_limit: u64) {
         "held back: the rest"
     );
     let rest = &content[end..];
-    assert_eq!(reading.held_back_prefix, rest[..rest.len().min(RAW_LIMIT)]);
+    let kept = |bytes: &[u8]| bytes[..bytes.len().min(record_limit as usize)].to_vec();
+    assert_eq!(reading.held_back_bytes, kept(rest), "held-back bytes");
     let (mut records, mut rejects, mut blank) = (Vec::new(), Vec::new(), 0);
     let mut offset = 0;
     for line in content[..end].split_inclusive(|b| *b == b'\n') {
         let line = &line[..line.len() - 1];
         let bytes = line.strip_suffix(b"\r").unwrap_or(line);
         if bytes.len() as u64 > record_limit {
-            rejects.push((offset, line));
+            rejects.push((offset, line, kept(line)));
         } else if bytes.iter().all(u8::is_ascii_whitespace) {
             blank += 1;
-        } else if serde_json::from_slice::<serde_json::Value>(bytes).is_ok() {
+        } else if reference_accepts(bytes) {
             records.push((offset, bytes));
         } else {
-            rejects.push((offset, line));
+            rejects.push((offset, line, line.to_vec()));
         }
         offset += line.len() as u64 + 1;
     }
@@ -155,14 +155,10 @@ fn check_against_lines(content: &[u8], reading: &Reading, record_limit: u64) {
     assert_eq!(got, records, "records");
     assert_eq!(reading.blank_lines, blank, "blank lines");
     assert_eq!(reading.rejects.len(), rejects.len(), "rejects");
-    for (r, (offset, line)) in reading.rejects.iter().zip(rejects) {
+    for (r, (offset, line, raw)) in reading.rejects.iter().zip(rejects) {
         assert_eq!(r.offset, offset, "reject offset");
         assert_eq!(r.length, line.len() as u64, "reject length at {offset}");
-        assert_eq!(
-            r.raw,
-            line[..line.len().min(RAW_LIMIT)],
-            "reject raw at {offset}"
-        );
+        assert_eq!(r.raw, raw, "reject raw at {offset}");
         assert!(!r.reason.is_empty(), "a reject says why");
     }
 }

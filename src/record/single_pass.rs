@@ -398,7 +398,6 @@ fn block_masks_swar(block: &[u8; 64]) -> Masks {
     masks
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

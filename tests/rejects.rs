@@ -1,0 +1,234 @@
+//! Nothing an agent wrote is lost: lines with lone surrogate escapes are records, rejected
+//! lines and unfinished last lines are kept whole, and `rejects` shows them.
+
+use crate::util::*;
+use serde_json::Value;
+
+/// Lines that JavaScript's `JSON.stringify` writes when a string is cut between the two
+/// halves of an emoji, and that `JSON.parse` and Python's `json` read back: the archive may be
+/// the only copy left, so they must be records, byte for byte.
+const SURROGATE_LINES: [&str; 2] = [
+    r#"{"type":"user","message":{"content":"tool output \ud83d"}}"#,
+    r#"{"lone_high":"abc\ud83d","lone_low":"\udc00x","reversed":"\ude00\ud83d"}"#,
+];
+
+#[test]
+fn lines_with_lone_or_reversed_surrogate_escapes_are_archived_and_exported_byte_for_byte() {
+    let env = Env::new();
+    let mut all: Vec<String> = SURROGATE_LINES.iter().map(|l| l.to_string()).collect();
+    // Long enough that the single pass sees the escapes in a block of their own.
+    all.push(format!(r#"{{"pad":"{}","s":"\ud83d"}}"#, "x".repeat(100)));
+    env.write("s.jsonl", &lines(&all));
+    let log = env.run_once(&[]);
+    assert_eq!(counter(&log, "rejects"), 0, "{log}");
+    assert_eq!(env.records(), all);
+    assert!(env.rejects(&[]).is_empty());
+}
+
+#[test]
+fn a_line_node_writes_with_a_cut_emoji_is_archived_byte_for_byte() {
+    let env = Env::new();
+    // The text is cut one UTF-16 unit short, inside the emoji, as a truncating agent does.
+    let script = r#"const text = "tool output 😀"; process.stdout.write(JSON.stringify({type: "user", message: {content: text.slice(0, text.length - 1)}}) + "\n");"#;
+    let out = env.command("node").args(["-e", script]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let line = String::from_utf8(out.stdout).unwrap();
+    assert!(line.contains(r"\ud83d"), "node wrote {line}");
+    env.write("node.jsonl", line.as_bytes());
+    env.run_once(&[]);
+    assert_eq!(env.records(), vec![line.trim_end().to_owned()]);
+}
+
+#[test]
+fn a_3_mib_invalid_line_is_kept_whole_and_written_out_by_rejects_raw() {
+    let env = Env::new();
+    let mut bad = format!(r#"{{"image":"{}""#, "QUJD".repeat(3 << 18)).into_bytes();
+    bad.extend_from_slice(b",oops}\r");
+    let mut bytes = b"{\"before\":1}\n".to_vec();
+    bytes.extend_from_slice(&bad);
+    bytes.extend_from_slice(b"\n{\"after\":2}\n");
+    env.write("s.jsonl", &bytes);
+    env.run_once(&[]);
+    assert_eq!(env.records(), vec![r#"{"before":1}"#, r#"{"after":2}"#]);
+    let rejects = env.rejects(&[]);
+    assert_eq!(rejects.len(), 1);
+    let r = &rejects[0];
+    assert_eq!(r["offset"], 13);
+    assert_eq!(r["length"], bad.len());
+    assert_eq!(r["kept"], bad.len());
+    assert!(
+        r["reason"].as_str().unwrap().starts_with("invalid JSON: "),
+        "{r}"
+    );
+    assert_eq!(sha256(&env.reject_raw(&r["id"])), sha256(&bad));
+}
+
+#[test]
+fn a_line_over_the_record_limit_keeps_exactly_the_limit_and_its_true_length() {
+    let env = Env::new();
+    let long: Vec<u8> = (0..3_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut bytes = long.clone();
+    bytes.extend_from_slice(b"\n{\"after\":1}\n");
+    env.write("s.jsonl", &bytes);
+    // Small batches: the line is read in many chunks, past several batch ends.
+    env.run_once(&["--record-limit", "1M", "--batch-bytes", "64K"]);
+    assert_eq!(env.records(), vec![r#"{"after":1}"#]);
+    let r = &env.rejects(&[])[0];
+    assert_eq!(r["length"], 3_000_000);
+    assert_eq!(r["kept"], 1 << 20);
+    let reason = r["reason"].as_str().unwrap();
+    assert!(reason.contains("line of 3000000 bytes"), "{reason}");
+    assert!(
+        env.reject_raw(&r["id"]) == long[..1 << 20],
+        "the first 1 MiB"
+    );
+}
+
+#[test]
+fn an_unfinished_last_line_is_kept_whole_when_its_generation_ends() {
+    // 2 MiB held back past the cursor: more than the cursor keeps at hand (64 KiB) and more
+    // than SQLite is handed as one value (1 MiB). The file is then cut to a new, shorter
+    // content, which ends the generation before the line was finished.
+    let env = Env::new();
+    let unfinished = format!(r#"{{"partial":"{}"#, "z".repeat(2 << 20)).into_bytes();
+    let mut bytes = b"{\"a\":1}\n".to_vec();
+    bytes.extend_from_slice(&unfinished);
+    env.write("s.jsonl", &bytes);
+    let log = env.run_once(&[]);
+    assert_eq!(counter(&log, "held_back_bytes"), unfinished.len() as u64);
+    env.write("s.jsonl", b"{\"b\":2}\n");
+    let log = env.run_once(&[]);
+    assert_log_has(&log, "new generation");
+    let r = &env.rejects(&[])[0];
+    assert_eq!(
+        (r["generation"].clone(), r["offset"].clone()),
+        (0.into(), 8.into())
+    );
+    assert_eq!(r["length"], unfinished.len());
+    assert_eq!(r["kept"], unfinished.len());
+    assert!(
+        r["reason"].as_str().unwrap().contains("never completed"),
+        "{r}"
+    );
+    assert!(env.reject_raw(&r["id"]) == unfinished);
+    assert_eq!(env.records(), vec![r#"{"a":1}"#, r#"{"b":2}"#]);
+}
+
+#[test]
+fn an_unfinished_line_that_grows_is_kept_as_it_last_was_when_its_file_is_deleted() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\n{\"grow");
+    env.run_once(&[]);
+    env.append("s.jsonl", &[b'x'; 100_000]);
+    env.run_once(&[]);
+    std::fs::remove_file(env.path("s.jsonl")).unwrap();
+    env.run_once(&[]);
+    let r = &env.rejects(&[])[0];
+    let mut want = b"{\"grow".to_vec();
+    want.extend_from_slice(&[b'x'; 100_000]);
+    assert_eq!(r["length"], want.len());
+    assert!(env.reject_raw(&r["id"]) == want);
+    assert!(
+        env.sql("SELECT count(*) FROM held_back") == vec!["0"],
+        "forgotten once rejected"
+    );
+}
+
+#[test]
+fn rejects_lists_every_field_filters_by_path_and_prints_a_table() {
+    let env = Env::new();
+    env.write("a/s.jsonl", b"{\"a\":1}\nnot json\n");
+    env.write("b/t.jsonl", b"[1,]\n{\"b\":1}\n{\"x\":\"\\u12\"}\n");
+    env.run_once(&[]);
+    let all = env.rejects(&[]);
+    assert_eq!(all.len(), 3);
+    let a = &all[0];
+    let json = env.rejects_output(&["--json"], &[]).stdout;
+    let first = String::from_utf8(json)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    let fields = [
+        "id",
+        "time",
+        "path",
+        "source",
+        "generation",
+        "offset",
+        "length",
+        "kept",
+    ];
+    let at: Vec<usize> = (fields.iter().chain(&["reason"]))
+        .map(|f| {
+            first
+                .find(&format!("\"{f}\":"))
+                .unwrap_or_else(|| panic!("{f}: {first}"))
+        })
+        .collect();
+    assert!(at.is_sorted(), "fields in this order: {first}");
+    assert_eq!(a["path"], env.path("a/s.jsonl").to_str().unwrap());
+    assert_eq!(
+        (a["offset"].clone(), a["length"].clone()),
+        (8.into(), 8.into())
+    );
+    assert!(a["time"].as_str().unwrap().ends_with('Z'));
+    assert!(
+        all[2]["reason"].as_str().unwrap().contains("escape"),
+        "{}",
+        all[2]
+    );
+    let b = env.rejects(&["--path", env.path("b").to_str().unwrap()]);
+    let offsets: Vec<&Value> = b.iter().map(|r| &r["offset"]).collect();
+    assert_eq!(offsets, [&Value::from(0), &Value::from(13)]);
+    assert_eq!(env.reject_raw(&a["id"]), b"not json");
+    let table = env.rejects_output(&[], &[]);
+    let table = String::from_utf8(table.stdout).unwrap();
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 5, "{table}");
+    assert!(rows[0].trim_start().starts_with("ID  TIME"), "{table}");
+    assert!(
+        rows[1].contains(env.path("a/s.jsonl").to_str().unwrap()),
+        "{table}"
+    );
+    assert!(
+        rows[1].ends_with("invalid JSON: expected ident at line 1 column 2"),
+        "{table}"
+    );
+    assert!(rows[4].starts_with("total: rejects=3"), "{table}");
+    assert!(
+        env.status()["totals"]["rejects"] == 3,
+        "status keeps its count"
+    );
+}
+
+#[test]
+fn rejects_raw_of_an_unknown_id_names_the_archive_and_how_to_list_them() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"a\":1}\n");
+    env.run_once(&[]);
+    let out = env.rejects_output(&["--raw", "7"], &[]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains(env.db.to_str().unwrap()), "{err}");
+    assert!(
+        err.contains("no reject with id 7; `transcript-sync rejects` lists them"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+}
+
+/// The SHA-256 of `bytes`, by coreutils' `sha256sum`.
+fn sha256(bytes: &[u8]) -> String {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = (Command::new("sha256sum")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped()))
+    .spawn()
+    .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
