@@ -682,7 +682,7 @@ impl Tx<'_> {
             return Ok(());
         }
         let mut stmt = self.db(self.tx.prepare_cached(
-            "INSERT INTO rejects (source_id, generation, offset, length, reason, raw, at_ms)
+            "INSERT INTO rejects (source_id, generation, offset, length, reason, at_ms, raw)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         ))?;
         for r in rejects {
@@ -692,8 +692,8 @@ impl Tx<'_> {
                 r.offset as i64,
                 r.length as i64,
                 r.reason,
-                bound(&r.raw),
-                now_ms()
+                now_ms(),
+                bound(&r.raw)
             ];
             self.db(stmt.execute(row))?;
             let rowid = self.tx.last_insert_rowid();
@@ -721,8 +721,9 @@ impl Tx<'_> {
         self.fill_in_place("held_back", "bytes", id, bytes)
     }
 
-    /// Records the held-back bytes of source `id` as a reject of `generation` (the bytes are
-    /// copied inside SQLite, never loaded), and forgets them. Nothing happens when none are kept.
+    /// Records the held-back bytes of source `id` as a reject of `generation`, and forgets
+    /// them. Nothing happens when none are kept. The bytes go from blob to blob in small pieces
+    /// (an `INSERT … SELECT` would load them whole).
     fn reject_held_back(
         &self,
         id: SourceId,
@@ -730,14 +731,25 @@ impl Tx<'_> {
         length: u64,
         reason: &str,
     ) -> Result<()> {
-        let mut stmt = self.db(self.tx.prepare_cached(
-            "INSERT INTO rejects (source_id, generation, offset, length, reason, raw, at_ms)
-             SELECT source_id, ?2, offset, ?3, ?4, bytes, ?5 FROM held_back WHERE source_id = ?1",
-        ))?;
-        let rows = params![id, generation, length as i64, reason, now_ms()];
-        if self.db(stmt.execute(rows))? == 0 {
+        let kept = self.tx.query_row(
+            "SELECT offset, length(bytes) FROM held_back WHERE source_id = ?1",
+            [id],
+            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
+        );
+        let Some((offset, n)) = self.db(kept.optional())? else {
             return Ok(());
-        }
+        };
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "INSERT INTO rejects (source_id, generation, offset, length, reason, at_ms, raw)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, zeroblob(?7))",
+        ))?;
+        let row = params![id, generation, offset, length as i64, reason, now_ms(), n];
+        self.db(stmt.execute(row))?;
+        let reject = self.tx.last_insert_rowid();
+        let main = rusqlite::MAIN_DB;
+        let mut from = self.db(self.tx.blob_open(main, "held_back", "bytes", id, true))?;
+        let mut to = self.db(self.tx.blob_open(main, "rejects", "raw", reject, false))?;
+        std::io::copy(&mut from, &mut to).map_err(|e| self.blob_error(e))?;
         let mut stmt = self.db(self
             .tx
             .prepare_cached("UPDATE sources SET rejects = rejects + 1 WHERE id = ?1"))?;

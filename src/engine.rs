@@ -774,10 +774,7 @@ impl Engine {
             records: batch.records,
         });
         tx.insert_rejects(src.id, src.generation, batch.rejects);
-        // Written whenever there are some, even of the same length: bytes past the cursor's
-        // prefix may have changed. A file whose last line is never finished is read again only
-        // when it changes.
-        if cursor.held_back > 0 || src.cursor.held_back > 0 {
+        if held_back_to_write(&src.cursor, &cursor, self.options.limits.record_limit) {
             tx.put_held_back(src.id, cursor.position.offset, held_back_bytes);
         }
         tx.put_cursor(src.id, &cursor);
@@ -1007,6 +1004,21 @@ fn moved(src: &SourceRow, path: &Path) -> bool {
     }
 }
 
+/// Whether the held-back bytes of `new` are to be written to the archive, after `old`'s.
+///
+/// They are whenever there are some (or were, to forget them), even of the same length: bytes
+/// past the cursor's prefix may have changed, and a file whose last line is never finished is
+/// read again only when it changes. The exception is a line already past the record limit at
+/// the last read, whose first record-limit bytes, all that is kept, are stored already: it is
+/// not written again at each read while it grows.
+fn held_back_to_write(old: &Cursor, new: &Cursor, record_limit: u64) -> bool {
+    let still_oversized = old.held_back > record_limit
+        && new.held_back > record_limit
+        && old.position.offset == new.position.offset
+        && old.held_back_prefix == new.held_back_prefix;
+    (new.held_back > 0 || old.held_back > 0) && !still_oversized
+}
+
 /// Records the held-back bytes of a generation that ends as a reject, all of them that the
 /// archive keeps; false when there are none.
 fn reject_held_back(tx: &mut Commit, src: &SourceRow, reason: &str) -> bool {
@@ -1021,4 +1033,56 @@ fn reject_held_back(tx: &mut Commit, src: &SourceRow, reason: &str) -> bool {
 
 fn show(id: Identity) -> String {
     format!("{}:{}", id.dev, id.ino)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn held(offset: u64, held_back: u64, prefix: &[u8]) -> Cursor {
+        Cursor {
+            position: Position {
+                offset,
+                ..Position::default()
+            },
+            held_back,
+            held_back_prefix: prefix.to_vec(),
+            ..Cursor::default()
+        }
+    }
+
+    #[test]
+    fn held_back_bytes_are_written_unless_a_line_past_the_limit_only_grew() {
+        let limit = 100;
+        let write = |old: &Cursor, new: &Cursor| held_back_to_write(old, new, limit);
+        assert!(
+            !write(&held(8, 0, b""), &held(9, 0, b"")),
+            "none, before or after"
+        );
+        assert!(write(&held(8, 0, b""), &held(8, 5, b"{\"a\":")), "new ones");
+        assert!(
+            write(&held(8, 5, b"{\"a\":"), &held(8, 5, b"{\"a\":")),
+            "same length"
+        );
+        assert!(
+            write(&held(8, 5, b"{\"a\":"), &held(14, 0, b"")),
+            "forgotten"
+        );
+        assert!(
+            write(&held(8, 90, b"x"), &held(8, 150, b"x")),
+            "crossing the limit"
+        );
+        assert!(
+            !write(&held(8, 150, b"x"), &held(8, 900, b"x")),
+            "past it and growing"
+        );
+        assert!(
+            write(&held(8, 150, b"x"), &held(8, 900, b"y")),
+            "overwritten"
+        );
+        assert!(
+            write(&held(8, 150, b"x"), &held(20, 900, b"x")),
+            "another line"
+        );
+    }
 }

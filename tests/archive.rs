@@ -125,7 +125,7 @@ fn the_archive_is_wal_at_the_current_schema_and_a_newer_schema_is_refused() {
 }
 
 #[test]
-fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records() {
+fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records_and_rejects() {
     let env = Env::new();
     fs::create_dir_all(env.db.parent().unwrap()).unwrap();
     let conn = rusqlite::Connection::open(&env.db).unwrap();
@@ -136,6 +136,7 @@ fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records() {
              VALUES (1, 1, 1, CAST('/old.jsonl' AS BLOB), 'generic', 0, 1, 0);
          INSERT INTO cursors VALUES (1, 8, 8, 0, 8, 0, NULL, NULL, NULL, 0, x'', 0);
          INSERT INTO records (source_id, generation, offset, record) VALUES (1, 0, 0, CAST('{\"old\":1}' AS BLOB));
+         INSERT INTO rejects VALUES (4, 1, 0, 8, 3, 'invalid JSON: old', CAST('bad' AS BLOB), 1000);
          PRAGMA user_version = 1;",
     )
     .unwrap();
@@ -145,6 +146,11 @@ fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records() {
     assert_eq!(env.records(), vec![r#"{"old":1}"#, r#"{"new":1}"#]);
     assert_eq!(env.sql("PRAGMA user_version"), vec!["3"]);
     assert_eq!(env.sql("SELECT count(*) FROM state"), vec!["0"]);
+    let rejects = env.rejects(&[]);
+    assert_eq!(rejects.len(), 1);
+    assert_eq!(rejects[0]["reason"], "invalid JSON: old");
+    assert_eq!(rejects[0]["time"], "1970-01-01T00:00:01Z");
+    assert_eq!(env.reject_raw(&rejects[0]["id"]), b"bad");
 }
 
 #[test]
