@@ -5,8 +5,8 @@
 //! past them commit together, so a crash at any instant loses nothing and duplicates nothing.
 
 use crate::error::{ArchiveContext, Error, IoContext, Result};
-use crate::fingerprint::{Fingerprint, Identity, Markers, Window};
-use crate::read::{Position, Record, Reject};
+use crate::fingerprint::{Fingerprint, Identity, MARKER_WINDOW, Markers, Window};
+use crate::read::{HELD_BACK_PREFIX, Position, Record, Reject};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::ffi::OsStr;
 use std::fs::{DirBuilder, OpenOptions};
@@ -77,6 +77,9 @@ pub struct SourceRow {
     pub rejects: u64,
     /// When a record was last archived (Unix ms).
     pub last_archived_ms: Option<i64>,
+    /// Why its cursor row cannot be used, when the archive holds one that is corrupted: such a
+    /// source is never read, and nothing else takes its file.
+    pub invalid: Option<String>,
 }
 
 /// A `seed` mark: the first `position.offset` bytes of this identity are history.
@@ -298,7 +301,9 @@ impl Archive {
         Ok(())
     }
 
-    /// Every source with its cursor.
+    /// Every source with its cursor. A row that cannot be a cursor (a corrupted archive) does
+    /// not fail the call: its source comes with [`SourceRow::invalid`] saying why, and a
+    /// default cursor that is never to be used.
     pub fn sources(&self) -> Result<Vec<SourceRow>> {
         let mut stmt = self.db(self.conn.prepare(
             "SELECT s.id, s.dev, s.ino, s.path, s.harness, s.generation, s.gone, s.records,
@@ -307,42 +312,23 @@ impl Archive {
              FROM sources s JOIN cursors c ON c.source_id = s.id ORDER BY s.id",
         ))?;
         let rows = stmt.query_map([], |r| {
-            let identity = Identity {
-                dev: r.get::<_, i64>(1)? as u64,
-                ino: r.get::<_, i64>(2)? as u64,
-            };
-            let size: Option<i64> = r.get(15)?;
-            Ok(SourceRow {
-                id: r.get(0)?,
-                identity,
-                path: path_from_blob(r.get(3)?),
-                harness: r.get(4)?,
-                generation: r.get(5)?,
-                gone: r.get(6)?,
-                records: r.get::<_, i64>(7)? as u64,
-                rejects: r.get::<_, i64>(8)? as u64,
-                last_archived_ms: r.get(9)?,
-                cursor: Cursor {
-                    position: Position {
-                        offset: r.get::<_, i64>(10)? as u64,
-                        markers: Markers {
-                            head: window(r.get(11)?, r.get(12)?),
-                            tail: window(r.get(13)?, r.get(14)?),
-                        },
-                    },
-                    fingerprint: match size {
-                        None => None,
-                        Some(size) => Some(Fingerprint {
-                            identity,
-                            size: size as u64,
-                            mtime_ns: r.get(16)?,
-                            ctime_ns: r.get(17)?,
-                        }),
-                    },
-                    held_back: r.get::<_, i64>(18)? as u64,
-                    held_back_prefix: r.get(19)?,
+            let id: SourceId = r.get(0)?;
+            Ok(source_row(r).unwrap_or_else(|why| SourceRow {
+                id,
+                identity: Identity {
+                    dev: r.get::<_, i64>(1).unwrap_or_default() as u64,
+                    ino: r.get::<_, i64>(2).unwrap_or_default() as u64,
                 },
-            })
+                path: r.get(3).map(path_from_blob).unwrap_or_default(),
+                harness: r.get(4).unwrap_or_default(),
+                generation: 0,
+                gone: false,
+                cursor: Cursor::default(),
+                records: 0,
+                rejects: 0,
+                last_archived_ms: None,
+                invalid: Some(why),
+            }))
         });
         let rows = self.db(rows)?;
         self.db(rows.collect())
@@ -919,6 +905,73 @@ fn window(len: i64, hash: i64) -> Window {
         len: len as u64,
         hash: hash as u64,
     }
+}
+
+/// One row of [`Archive::sources`], checked: `Err` says what makes it unusable (a value of the
+/// wrong type, a negative count or size, marker windows longer than a window or than the
+/// bytes before the cursor, held-back bytes shorter than their prefix). Reading such a cursor
+/// could index past a buffer or allocate whatever length the row claims.
+fn source_row(r: &rusqlite::Row) -> std::result::Result<SourceRow, String> {
+    let get_i64 = |i: usize| r.get::<_, i64>(i).map_err(|e| e.to_string());
+    let count = |i: usize, what: &str| match get_i64(i)? {
+        n if n < 0 => Err(format!("{what} is negative ({n})")),
+        n => Ok(n as u64),
+    };
+    let identity = Identity {
+        dev: get_i64(1)? as u64,
+        ino: get_i64(2)? as u64,
+    };
+    let offset = count(10, "offset")?;
+    let window_at = |len_at: usize, what: &str| {
+        let len = count(len_at, what)?;
+        let most = offset.min(MARKER_WINDOW);
+        if len > most {
+            return Err(format!("{what} {len} is longer than {most} bytes"));
+        }
+        Ok(window(len as i64, get_i64(len_at + 1)?))
+    };
+    let markers = Markers {
+        head: window_at(11, "head window")?,
+        tail: window_at(13, "tail window")?,
+    };
+    let size = r.get::<_, Option<i64>>(15).map_err(|e| e.to_string())?;
+    let fingerprint = match size {
+        None => None,
+        Some(size) if size < 0 => return Err(format!("size is negative ({size})")),
+        Some(size) => Some(Fingerprint {
+            identity,
+            size: size as u64,
+            mtime_ns: get_i64(16)?,
+            ctime_ns: get_i64(17)?,
+        }),
+    };
+    let held_back = count(18, "held-back length")?;
+    let held_back_prefix: Vec<u8> = r.get(19).map_err(|e| e.to_string())?;
+    let prefix = held_back_prefix.len();
+    if prefix > HELD_BACK_PREFIX || prefix as u64 > held_back {
+        return Err(format!(
+            "held-back prefix of {prefix} bytes for {held_back} held-back bytes"
+        ));
+    }
+    let generation = count(5, "generation")? as i64;
+    Ok(SourceRow {
+        id: get_i64(0)?,
+        identity,
+        path: path_from_blob(r.get(3).map_err(|e| e.to_string())?),
+        harness: r.get(4).map_err(|e| e.to_string())?,
+        generation,
+        gone: r.get(6).map_err(|e| e.to_string())?,
+        records: count(7, "record count")?,
+        rejects: count(8, "reject count")?,
+        last_archived_ms: r.get(9).map_err(|e| e.to_string())?,
+        cursor: Cursor {
+            position: Position { offset, markers },
+            fingerprint,
+            held_back,
+            held_back_prefix,
+        },
+        invalid: None,
+    })
 }
 
 /// `bytes` as a value to bind: themselves, or, past [`WRITTEN_IN_PLACE`], a zero-filled blob

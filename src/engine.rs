@@ -190,6 +190,8 @@ impl Engine {
         if persisted > 0 {
             log::info!("seeded sources={persisted} source=persisted (each at debug)");
         }
+        let mut committer = committer;
+        report_invalid_cursors(&sources, committer.as_mut())?;
         Ok(Engine {
             scanned_roots: reads.scanned_roots()?.into_iter().collect(),
             next_id: reads.next_source_id()?,
@@ -466,7 +468,7 @@ impl Engine {
         let missing: Vec<SourceId> = self
             .sources
             .iter()
-            .filter(|s| !s.gone && !claimed.contains(&s.id))
+            .filter(|s| !s.gone && s.invalid.is_none() && !claimed.contains(&s.id))
             .filter(|s| roots.iter().any(|r| s.path.starts_with(&r.path)))
             .filter(|s| !unlisted.iter().any(|u| s.path.starts_with(u)))
             .map(|s| s.id)
@@ -478,6 +480,16 @@ impl Engine {
     }
 
     fn step(&mut self, work: Work, first_scan: &[bool], roots: &[Root]) -> Result<Step> {
+        if let Plan::Known(id) | Plan::PathMatch(id) = work.plan
+            && let Some(why) = &self.source(id).invalid
+        {
+            log::debug!(
+                "not read path={:?} source={id}: its cursor row is invalid ({why})",
+                work.path
+            );
+            self.report.errors += 1;
+            return Ok(Step::Done);
+        }
         match work.plan {
             Plan::Known(id) => self.step_known(work, id),
             Plan::PathMatch(id) => self.step_path_match(work, id),
@@ -653,6 +665,7 @@ impl Engine {
             records: 0,
             rejects: 0,
             last_archived_ms: None,
+            invalid: None,
         });
         Ok(id)
     }
@@ -951,6 +964,27 @@ impl Engine {
             .get(id)
             .expect("a planned source id comes from the source table")
     }
+}
+
+/// Says, for each source whose cursor row is invalid, at WARN and in an `invalid_cursor`
+/// event, that it is not read while the others carry on.
+fn report_invalid_cursors(sources: &Sources, committer: &mut dyn Committer) -> Result<()> {
+    let mut tx = Commit::default();
+    for s in sources.iter() {
+        if let Some(why) = &s.invalid {
+            let detail = format!(
+                "cursor row is invalid ({why}); this source is not read and its file is not \
+                 archived again, its records stay archived; the archive may be damaged: check \
+                 it with `sqlite3 ARCHIVE 'PRAGMA integrity_check'`"
+            );
+            log::warn!("source={} path={:?} {detail}", s.id, s.path);
+            tx.event(Some(s.id), "invalid_cursor", &s.path, &detail);
+        }
+    }
+    if tx.is_empty() {
+        return Ok(());
+    }
+    committer.submit(tx)
 }
 
 /// The events that go with a batch: its rejects, and a source that came back or moved.

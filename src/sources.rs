@@ -37,13 +37,19 @@ impl Sources {
     /// one that moved there. A source whose cursor is at offset 0 is not taken to have moved:
     /// with no bytes behind its cursor, no marker window can tell a moved file from another
     /// file that reused its inode, and following it would put the records it archived under
-    /// a path they were never written at. Such a file is matched by its path instead.
+    /// a path they were never written at. Such a file is matched by its path instead. A
+    /// source whose cursor row is invalid keeps its identity wherever the file is, so that no
+    /// new source reads the file again from its start.
     pub fn live_by_identity(&self, identity: Identity, path: &Path) -> Option<SourceId> {
         let ids = self.by_identity.get(&identity)?;
         let live = || ids.iter().copied().filter(|id| !self.rows[id].gone);
+        let followed = |id: &SourceId| {
+            let row = &self.rows[id];
+            row.cursor.position.offset > 0 || row.invalid.is_some()
+        };
         live()
             .find(|id| self.rows[id].path == path)
-            .or_else(|| live().find(|id| self.rows[id].cursor.position.offset > 0))
+            .or_else(|| live().find(followed))
     }
 
     /// The newest gone source that owned `identity` (its file may have come back, or the

@@ -36,6 +36,9 @@ pub struct SourceStatus {
     pub last_archived: Option<String>,
     /// True when the file is gone or was replaced.
     pub gone: bool,
+    /// Why the source's cursor row cannot be used (a damaged archive), when it cannot: such a
+    /// source is not read.
+    pub invalid: Option<String>,
 }
 
 /// The whole status.
@@ -125,6 +128,7 @@ fn source_status(s: &SourceRow) -> SourceStatus {
             humantime::format_rfc3339_seconds(at).to_string()
         }),
         gone: s.gone,
+        invalid: s.invalid.clone(),
     }
 }
 
@@ -185,6 +189,15 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
         "GEN, CURSOR and HELD are the current generation's; RECORDS and REJECTS count every \
          generation"
     )?;
+    for s in st.sources.iter().filter(|s| s.invalid.is_some()) {
+        let why = s.invalid.as_deref().unwrap_or_default();
+        writeln!(
+            out,
+            "source {} is not read: its cursor row is invalid ({why}); see the invalid_cursor \
+             event",
+            s.source
+        )?;
+    }
     let t = &st.totals;
     writeln!(
         out,

@@ -1,6 +1,7 @@
 //! The archive file: permissions, the single-writer lock, and crash safety.
 
 use crate::util::*;
+use serde_json::Value;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -171,4 +172,67 @@ fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reje
         env.sql("SELECT offset || ' ' || length || ' ' || CAST(raw AS TEXT) FROM rejects"),
         vec!["8 5 {\"cut"]
     );
+}
+
+#[test]
+fn corrupted_cursor_rows_are_reported_and_skipped_while_the_others_carry_on() {
+    // A damaged archive must not panic the daemon, nor make it allocate whatever a row
+    // claims, nor read a file again from its start as a new source: each bad row's source is
+    // skipped, named in the log, in an event and in `status`; the others are read as usual.
+    let env = Env::new();
+    for name in ["a", "b", "c", "d", "e", "ok"] {
+        env.write(&format!("{name}.jsonl"), b"{\"n\":1}\n");
+    }
+    env.run_once(&[]);
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    let corrupt = |name: &str, set: &str| {
+        let sql = format!(
+            "UPDATE cursors SET {set} WHERE source_id =
+                 (SELECT id FROM sources WHERE CAST(path AS TEXT) LIKE '%/{name}.jsonl')"
+        );
+        assert_eq!(conn.execute(&sql, []).unwrap(), 1, "{sql}");
+    };
+    corrupt("a", "tail_len = 5000");
+    corrupt("b", "head_len = -3");
+    corrupt("c", "held_back = 2, held_back_prefix = zeroblob(70000)");
+    corrupt("d", "offset = 'eight'");
+    corrupt("e", "size = -1");
+    drop(conn);
+    for name in ["a", "b", "c", "d", "e", "ok"] {
+        env.append(&format!("{name}.jsonl"), b"{\"n\":2}\n");
+    }
+    fs::rename(env.path("e.jsonl"), env.path("moved-e.jsonl")).unwrap();
+    let log = env.run_once(&[]);
+    assert_eq!(
+        counter(&log, "new_sources"),
+        0,
+        "no file is taken for new: {log}"
+    );
+    assert_eq!(counter(&log, "records"), 1, "only ok.jsonl is read: {log}");
+    for (name, why) in [
+        ("a", "tail window 5000 is longer than 8 bytes"),
+        ("b", "head window is negative (-3)"),
+        ("c", "held-back prefix of 70000 bytes for 2 held-back bytes"),
+        ("d", "Invalid column type Text at index: 10"),
+        ("e", "size is negative (-1)"),
+    ] {
+        let line = log
+            .lines()
+            .find(|l| {
+                l.contains(&format!("/{name}.jsonl\"")) && l.contains("cursor row is invalid")
+            })
+            .unwrap_or_else(|| panic!("no warning for {name}: {log}"));
+        assert!(line.contains(why), "{line}");
+    }
+    assert_eq!(
+        env.sql("SELECT count(*) FROM events WHERE kind = 'invalid_cursor'"),
+        vec!["5"]
+    );
+    let st = env.status();
+    let invalid: Vec<&Value> = (st["sources"].as_array().unwrap().iter())
+        .filter(|s| !s["invalid"].is_null())
+        .collect();
+    assert_eq!(invalid.len(), 5, "{st}");
+    assert_eq!(env.records_of("ok.jsonl"), vec![r#"{"n":1}"#, r#"{"n":2}"#]);
+    assert_eq!(env.records_of("a.jsonl"), vec![r#"{"n":1}"#]);
 }
