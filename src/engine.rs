@@ -235,6 +235,15 @@ impl Engine {
         (self.sources.iter().count() as u64, records)
     }
 
+    /// Bytes past the cursors of live sources that no record holds yet, as of each source's
+    /// last read: their unfinished last lines.
+    pub fn lag(&self) -> u64 {
+        (self.sources.iter())
+            .filter(|s| !s.gone)
+            .map(|s| s.cursor.held_back)
+            .sum()
+    }
+
     /// Hands a commit that is not part of a batch to the committer (such as daemon state).
     pub fn submit(&mut self, commit: Commit) -> Result<()> {
         self.committer.submit(commit)

@@ -23,7 +23,7 @@ use crate::readiness::ServiceManager;
 use crate::tap::Tap;
 use crate::watch::{self, PolledRoot, Wakeups, WatcherThread};
 use crate::writer::ArchiveWriter;
-use crossbeam_channel::{Receiver, bounded, never, select, tick};
+use crossbeam_channel::{Receiver, after, bounded, never, select, tick};
 use indicatif::HumanBytes;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -138,11 +138,13 @@ impl Daemon {
         let watchdog = self.manager.ping_every().map_or_else(never, tick);
         while !self.stop.load(Ordering::Relaxed) {
             let (rescan, poll) = (self.rescan.clone(), self.poll.clone());
+            let status_due = (self.manager.held_back_status_due()).map_or_else(never, after);
             select! {
                 recv(wake) -> _ => self.on_wake()?,
                 recv(rescan) -> _ => self.on_rescan()?,
                 recv(poll) -> _ => self.on_poll()?,
                 recv(watchdog) -> _ => self.manager.watchdog(),
+                recv(status_due) -> _ => self.manager.send_held_back_status(),
                 recv(signals.reload) -> _ => self.on_reload()?,
                 recv(signals.stop) -> _ => break,
                 recv(writer_gone) -> _ => return Err(Error::WriterStopped),
@@ -263,8 +265,10 @@ impl Daemon {
             0 => String::new(),
             n => format!(" ({n} polled)"),
         };
+        let lag = HumanBytes(self.engine.lag());
         format!(
-            "watching {roots} roots{polled}: {sources} sources, {records} records archived; lag 0 B"
+            "watching {roots} roots{polled}: {sources} sources, {records} records archived; lag \
+             {lag}"
         )
     }
 

@@ -23,6 +23,8 @@ pub struct ServiceManager {
 struct Sent {
     ping: Instant,
     status: Option<Instant>,
+    /// The newest status line the throttle held back, sent once it is due.
+    pending: Option<String>,
 }
 
 impl ServiceManager {
@@ -38,6 +40,7 @@ impl ServiceManager {
             last: Mutex::new(Sent {
                 ping: Instant::now(),
                 status: None,
+                pending: None,
             }),
             failed: AtomicBool::new(false),
         }
@@ -51,11 +54,15 @@ impl ServiceManager {
     /// The daemon is ready: its watches are in place.
     pub fn ready(&self, status: &str) {
         self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
-        self.sent().status = Some(Instant::now());
+        let mut sent = self.sent();
+        sent.status = Some(Instant::now());
+        sent.pending = None;
     }
 
-    /// A status line for `systemctl status`; dropped if one was sent less than a second ago,
-    /// unless `now` is set.
+    /// A status line for `systemctl status`. Within a second of the last one (unless `now` is
+    /// set) it is held back instead, replacing any line held back before, and sent by
+    /// [`ServiceManager::send_held_back_status`] once the second is over: the last word is
+    /// never lost to the throttle.
     pub fn status(&self, text: &str, now: bool) {
         if !self.enabled {
             return;
@@ -63,11 +70,34 @@ impl ServiceManager {
         {
             let mut sent = self.sent();
             if !now && sent.status.is_some_and(|t| t.elapsed() < STATUS_EVERY) {
+                sent.pending = Some(text.to_owned());
                 return;
             }
             sent.status = Some(Instant::now());
+            sent.pending = None;
         }
         self.send(&[NotifyState::Status(text)]);
+    }
+
+    /// How long until a held-back status line is due; `None` when none is held back.
+    pub fn held_back_status_due(&self) -> Option<Duration> {
+        let sent = self.sent();
+        sent.pending.as_ref()?;
+        let since = sent.status.map_or(STATUS_EVERY, |t| t.elapsed());
+        Some(STATUS_EVERY.saturating_sub(since))
+    }
+
+    /// Sends the status line held back by the throttle, if there is one.
+    pub fn send_held_back_status(&self) {
+        let text = {
+            let mut sent = self.sent();
+            let Some(text) = sent.pending.take() else {
+                return;
+            };
+            sent.status = Some(Instant::now());
+            text
+        };
+        self.send(&[NotifyState::Status(&text)]);
     }
 
     /// Keeps the watchdog fed; sends a keep-alive when half the timeout has passed. Called

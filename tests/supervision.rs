@@ -351,3 +351,27 @@ fn a_root_that_cannot_be_watched_is_polled() {
     let (status, _) = daemon.terminate();
     assert!(status.success());
 }
+
+#[test]
+fn the_status_line_reports_the_bytes_not_yet_archived() {
+    // An unfinished last line is lag: written to the transcript, in no record yet.
+    let env = Env::new();
+    let socket = NotifySocket::bind(&env);
+    let mut bytes = lines(&records("old", 2));
+    bytes.extend_from_slice(b"{\"unfinished\":");
+    env.write("t.jsonl", &bytes);
+    let mut cmd = daemon_cmd(&env);
+    cmd.arg("--watch")
+        .arg(&env.root)
+        .env("NOTIFY_SOCKET", &socket.path);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    let caught_up = socket.until("records archived");
+    let last = caught_up.last().unwrap();
+    assert!(
+        last.contains("2 records archived; lag 14 B"),
+        "{caught_up:?}"
+    );
+    env.append("t.jsonl", b"1}\n");
+    socket.until("3 records archived; lag 0 B");
+    drop(daemon);
+}
