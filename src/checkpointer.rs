@@ -8,7 +8,7 @@
 //! own automatic checkpoint, the copy would stop its commits for as long as it takes.)
 
 use crate::archive::Archive;
-use crate::error::{IoContext, Result, error_chain};
+use crate::error::{Result, SystemContext, error_chain};
 use crossbeam_channel::{Receiver, Sender, bounded, select};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,7 +67,7 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("checkpointer".into())
             .spawn(move || checkpoint_after_commits(&archive, every, &commits, &stopped, &bytes))
-            .at_path("<checkpointer thread>")?;
+            .starting("checkpointer")?;
         Ok((Checkpointer { stop, thread }, signal))
     }
 

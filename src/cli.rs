@@ -6,7 +6,7 @@ use crate::config::{self, Overrides, Settings};
 use crate::doctor;
 use crate::engine::{Engine, EngineOptions};
 use crate::envelope::write_envelope;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result, SystemContext};
 use crate::harness::absolute;
 use crate::lock::ArchiveLock;
 use crate::logging;
@@ -418,7 +418,7 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
     crate::archive::ensure_dir(&db)?;
     let _lock = ArchiveLock::acquire(&db)?;
     let tap = match args.sink {
-        Some(Sink::Stdout) => Some(Tap::stdout().at_path("<tap thread>")?),
+        Some(Sink::Stdout) => Some(Tap::stdout().starting("tap")?),
         None => None,
     };
     log_settings(&settings);
@@ -439,7 +439,7 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
     let writer = ArchiveWriter::new(write, tap)
         .after_commit(committed)
         .spawn()
-        .at_path("<archive writer thread>")?;
+        .starting("archive writer")?;
     let mut engine = Engine::new(reads, Box::new(writer.committer), options)?;
     let mut display = show.start();
     engine.observe(Box::new(move |p| display.update(p)));
@@ -618,10 +618,7 @@ fn doctor(args: DoctorArgs, settings: &Settings) -> Result<()> {
 fn stdout_result(written: io::Result<()>) -> Result<()> {
     match written {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(source) => Err(Error::Io {
-            path: Path::new("<stdout>").to_owned(),
-            source,
-        }),
+        Err(source) => Err(Error::Stdout { source }),
         Ok(()) => Ok(()),
     }
 }

@@ -129,6 +129,26 @@ pub enum Error {
         /// What is wrong, and what is expected.
         message: String,
     },
+    /// A thread of the daemon could not be started (the process is out of threads or memory).
+    #[error("cannot start the {name} thread")]
+    Thread {
+        /// The thread's name.
+        name: &'static str,
+        /// Why it did not start.
+        source: io::Error,
+    },
+    /// The handlers for SIGINT, SIGTERM and SIGHUP could not be installed.
+    #[error("cannot install the signal handlers")]
+    Signals {
+        /// Why.
+        source: io::Error,
+    },
+    /// Writing a command's output failed (other than a reader that closed the pipe).
+    #[error("cannot write to stdout")]
+    Stdout {
+        /// Why.
+        source: io::Error,
+    },
     /// The archive writer thread ended (its error was reported where it happened).
     #[error("the archive writer stopped")]
     WriterStopped,
@@ -236,6 +256,24 @@ impl<T> IoContext<T> for io::Result<T> {
     }
 }
 
+/// Names what an `io::Error` that is about no file was about.
+pub(crate) trait SystemContext<T> {
+    /// For a thread that could not be started.
+    fn starting(self, name: &'static str) -> Result<T>;
+    /// For a failed write to stdout.
+    fn on_stdout(self) -> Result<T>;
+}
+
+impl<T> SystemContext<T> for io::Result<T> {
+    fn starting(self, name: &'static str) -> Result<T> {
+        self.map_err(|source| Error::Thread { name, source })
+    }
+
+    fn on_stdout(self) -> Result<T> {
+        self.map_err(|source| Error::Stdout { source })
+    }
+}
+
 /// Attaches the archive's path to a SQLite error.
 pub(crate) trait ArchiveContext<T> {
     fn at_archive(self, path: &Path) -> Result<T>;
@@ -270,5 +308,18 @@ mod tests {
             error_chain(&err),
             "archive /a/archive.db: database is locked"
         );
+    }
+
+    #[test]
+    fn failures_that_concern_no_file_name_what_failed_not_a_made_up_path() {
+        let spawn: io::Result<()> = Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        let err = spawn.starting("tap").unwrap_err();
+        assert!(
+            error_chain(&err).starts_with("cannot start the tap thread: "),
+            "{err:#}"
+        );
+        let write: io::Result<()> = Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        let err = write.on_stdout().unwrap_err();
+        assert!(error_chain(&err).starts_with("cannot write to stdout: "));
     }
 }

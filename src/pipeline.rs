@@ -15,7 +15,7 @@ use crate::archive::{Archive, Commit};
 use crate::checkpointer::Checkpointer;
 use crate::config::Settings;
 use crate::engine::{Engine, EngineOptions, PassReport};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result, SystemContext};
 use crate::harness::Root;
 use crate::logging;
 use crate::progress::{Progress, ProgressShow};
@@ -67,7 +67,7 @@ pub fn run_live(
         .retrying(Arc::clone(&stop), stalled)
         .after_commit(committed)
         .spawn()
-        .at_path("<archive writer thread>")?;
+        .starting("archive writer")?;
     let options = EngineOptions {
         limits: settings.limits,
     };
@@ -415,7 +415,8 @@ impl SignalListener {
     /// SIGINT and SIGTERM set `stop` (which ends a pass after the batch in hand) and wake the
     /// loop; a second SIGINT exits at once. SIGHUP asks for a reload.
     fn start(stop: Arc<AtomicBool>) -> Result<SignalListener> {
-        let mut signals = Signals::new([SIGINT, SIGTERM, SIGHUP]).at_path("<signal handlers>")?;
+        let mut signals =
+            Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|source| Error::Signals { source })?;
         let handle = signals.handle();
         // One pending token each is enough: a stop is a stop, and reloads coalesce.
         let (stop_tx, stop_rx) = bounded(1);
@@ -435,7 +436,7 @@ impl SignalListener {
                     let _ = stop_tx.try_send(());
                 }
             })
-            .at_path("<signal thread>")?;
+            .starting("signal")?;
         Ok(SignalListener {
             handle,
             stop: stop_rx,

@@ -9,7 +9,7 @@ mod launchd;
 mod systemd;
 
 use crate::archive;
-use crate::error::{Error, IoContext, Result, error_chain};
+use crate::error::{Error, IoContext, Result, SystemContext, error_chain};
 use command::Cmd;
 use serde::Serialize;
 use std::fs;
@@ -264,7 +264,7 @@ fn file_state(file: &Path, contents: &str) -> Result<FileState> {
 fn perform(steps: &[Step], dry_run: bool, out: &mut dyn Write) -> Result<()> {
     for step in steps {
         if dry_run {
-            describe(step, out).at_path("<stdout>")?;
+            describe(step, out).on_stdout()?;
         } else {
             execute(step, out)?;
         }
@@ -318,7 +318,7 @@ fn execute(step: &Step, out: &mut dyn Write) -> Result<()> {
         },
         Step::Say(text) => text.clone(),
     };
-    writeln!(out, "{line}").at_path("<stdout>")
+    writeln!(out, "{line}").on_stdout()
 }
 
 fn archive_dir_of(archive: &Path) -> PathBuf {
