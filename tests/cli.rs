@@ -109,10 +109,28 @@ fn errors_name_the_path_and_exit_non_zero() {
 #[test]
 fn logs_go_to_stderr_and_export_output_to_stdout_only() {
     let env = Env::new();
-    env.write("s.jsonl", b"{\"a\":1}\n");
+    env.write("s.jsonl", b"{\"a\":1}\n{\"b\":2}\n");
     let out = env.run_once_output(&[]);
     assert!(out.stdout.is_empty());
     assert!(stderr(&out).contains("pass complete"));
+    // With every log line on, `export` still prints envelopes alone on stdout.
+    let out = (env.cmd().env("RUST_LOG", "debug"))
+        .args(["export", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8(out.stdout.clone()).unwrap();
+    let lines: Vec<Value> = (stdout.lines())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}")))
+        .collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(
+        lines
+            .iter()
+            .all(|e| e["seq"].is_i64() && e["record"].is_object())
+    );
+    assert!(!stderr(&out).contains("\"seq\""), "{}", stderr(&out));
 }
 
 #[test]

@@ -368,9 +368,16 @@ fn a_symlinked_directory_moved_into_a_root_is_not_followed() {
 fn the_wal_is_checkpointed_outside_commits_and_does_not_grow_without_bound() {
     // Commits never checkpoint (that would stall a record behind a copy of the WAL); the
     // checkpointer thread does it. Each round waits until the main file has taken the round's
-    // records, so the WAL is reused instead of growing by every round.
+    // records, so the WAL is reused instead of growing by every round. Which thread wrote
+    // what comes from the kernel's per-thread I/O counts: the threads that commit write each
+    // record once (into the WAL), the checkpointer once more (into the main file).
     let env = Env::new();
-    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--rescan-interval", "3600", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(&env.root);
+    let d = Daemon::spawn(cmd, TapReader::Read);
     d.wait_log(CAUGHT_UP);
     let big = "x".repeat(4000);
     let mut expected = 0u64;
@@ -396,7 +403,37 @@ fn the_wal_is_checkpointed_outside_commits_and_does_not_grow_without_bound() {
         "the WAL grew to {} bytes",
         size(&wal)
     );
+    let records = expected * 4000;
+    let (checkpointer, others) = written_by_thread(d.pid(), "checkpointer");
+    assert!(
+        checkpointer > records * 9 / 10,
+        "the checkpointer wrote {checkpointer} bytes for {records} bytes of records"
+    );
+    assert!(
+        others < records * 3 / 2,
+        "the committing threads wrote {others} bytes for {records} bytes of records: they \
+         checkpoint too"
+    );
     drop(d);
+}
+
+/// Bytes written (`wchar`) by the threads of `pid` named `name`, and by all the others.
+fn written_by_thread(pid: i32, name: &str) -> (u64, u64) {
+    let (mut named, mut others) = (0, 0);
+    for task in fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let comm = fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let io = fs::read_to_string(dir.join("io")).unwrap_or_default();
+        let wchar = (io.lines())
+            .find_map(|l| l.strip_prefix("wchar: "))
+            .map_or(0, |n| n.trim().parse::<u64>().unwrap());
+        if comm.trim() == name {
+            named += wchar;
+        } else {
+            others += wchar;
+        }
+    }
+    (named, others)
 }
 
 #[test]

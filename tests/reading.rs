@@ -146,7 +146,7 @@ fn an_unchanged_file_is_not_opened_again() {
 }
 
 #[test]
-fn a_file_is_read_only_up_to_its_size_when_opened_and_a_full_batch_yields_to_other_files() {
+fn a_full_batch_yields_to_other_files() {
     // Small batches: the big file is read in many turns, interleaved with the small ones, and
     // its cursor is not taken for caught up until the last turn.
     let env = Env::new();
@@ -165,6 +165,64 @@ fn a_file_is_read_only_up_to_its_size_when_opened_and_a_full_batch_yields_to_oth
     assert_eq!(env.records_of("big.jsonl"), big);
     let log = env.run_once(&[]);
     assert_eq!(counter(&log, "opened"), 0);
+}
+
+#[test]
+fn a_file_is_read_only_up_to_the_size_it_had_when_first_read_in_a_pass() {
+    // A file that keeps growing must not hold a pass forever: what is appended after its first
+    // read in a pass waits for the next pass. To append at that moment, not before nor after
+    // the pass, the daemon's stderr is a pipe of one page that the test stops reading once
+    // the big file's first batch is logged: the daemon then blocks on its next log lines,
+    // well inside the file's hundreds of turns, and the test appends while it waits.
+    use std::io::{BufRead, BufReader, Read};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    let env = Env::new();
+    let big = records("big", 6000);
+    env.write("big.jsonl", &lines(&big));
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe(2) writes.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: pipe(2) just opened both; each is owned once from here on.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: F_SETPIPE_SZ takes an int and changes only the pipe's capacity.
+    assert!(unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, 4096) } >= 4096);
+    let mut child = (env.cmd().env("RUST_LOG", "debug"))
+        .args(["run", "--once", "--batch-bytes", "1K", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(&env.root)
+        .stderr(std::process::Stdio::from(write))
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(std::fs::File::from(read));
+    let mut seen = String::new();
+    while !seen.contains("committing path=") {
+        seen.clear();
+        assert!(log.read_line(&mut seen).unwrap() > 0, "no batch was logged");
+    }
+    let full = |fd: i32| {
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer given.
+        unsafe { libc::ioctl(fd, libc::FIONREAD, &mut unread) };
+        unread >= 4096 - 200
+    };
+    wait_until("the daemon to block on a full stderr", || {
+        full(log.get_ref().as_raw_fd())
+    });
+    let more = records("more", 5);
+    env.append("big.jsonl", &lines(&more));
+    let mut rest = String::new();
+    log.read_to_string(&mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    assert_eq!(counter(&rest, "records"), 6000, "{rest}");
+    assert_eq!(
+        env.records_of("big.jsonl"),
+        big,
+        "the appended records wait"
+    );
+    let log = env.run_once(&[]);
+    assert_eq!(counter(&log, "records"), 5);
+    assert_eq!(env.records_of("big.jsonl"), [big, more].concat());
 }
 
 #[test]
