@@ -859,14 +859,13 @@ fn create_private(path: &Path) -> Result<bool> {
         return Ok(false);
     }
     ensure_dir(path)?;
-    // umask 077 while creating, so no other bits can appear even for an instant.
-    let old = unsafe { libc::umask(0o077) };
+    // Created with mode 0600: the umask can only take bits away, so no other bits appear,
+    // even for an instant.
     let created = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path);
-    unsafe { libc::umask(old) };
     match created {
         Ok(_) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),

@@ -3,6 +3,7 @@
 
 use crate::error::{Error, IoContext, Result};
 use crate::harness::{self, Root, absolute};
+use crate::home;
 use crate::read::ReadLimits;
 use crate::seed::StartAt;
 use serde::{Deserialize, Deserializer, Serialize};
@@ -17,8 +18,7 @@ const CONFIG_FILE: &str = "config.toml";
 /// The directory name under the platform's data and configuration directories.
 const APP_DIR: &str = "transcript-sync";
 
-/// Reads an environment variable (a parameter, so that tests can give their own).
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub use crate::home::Env;
 
 /// The default archive path: `$XDG_DATA_HOME/transcript-sync/archive.db`
 /// (`~/.local/share/...` when unset), or `~/Library/Application Support/transcript-sync/`
@@ -34,17 +34,10 @@ pub fn default_config(env: Env) -> Result<PathBuf> {
 }
 
 fn platform_dir(env: Env, xdg: &str, fallback: &str) -> Result<PathBuf> {
-    let home = || env("HOME").filter(|h| !h.is_empty()).map(PathBuf::from);
     let base = if cfg!(target_os = "macos") {
-        home()
-            .ok_or(Error::NoHome)?
-            .join("Library/Application Support")
+        home::home(env)?.join("Library/Application Support")
     } else {
-        // The XDG spec says a relative value is invalid and to be ignored.
-        match env(xdg).filter(|d| d.starts_with('/')) {
-            Some(dir) => PathBuf::from(dir),
-            None => home().ok_or(Error::NoHome)?.join(fallback),
-        }
+        home::xdg_dir(env, xdg, fallback)?
     };
     Ok(base.join(APP_DIR))
 }
@@ -252,7 +245,7 @@ impl Settings {
         let file = file.unwrap_or_default();
         let archive = match (&flags.db, &file.archive) {
             (Some(db), _) => absolute(db),
-            (None, Some(a)) => expand_home(a, env)?,
+            (None, Some(a)) => home::expand_tilde(a, env)?,
             (None, None) => default_archive(env)?,
         };
         let mut roots = roots(&source, &file, flags, env)?;
@@ -323,7 +316,7 @@ fn roots(source: &Source, file: &FileConfig, flags: &Overrides, env: Env) -> Res
     let mut roots = harness::builtin_roots_where(env, &enabled)?;
     for w in &file.watch {
         let glob = w.glob.as_deref().unwrap_or(harness::DEFAULT_GLOB);
-        let mut dir = harness::watch_roots(&[expand_home(&w.path, env)?], glob)?;
+        let mut dir = harness::watch_roots(&[home::expand_tilde(&w.path, env)?], glob)?;
         dir.iter_mut()
             .for_each(|r| r.start_at = w.start_at.unwrap_or_default());
         roots.append(&mut dir);
@@ -352,17 +345,6 @@ fn unknown_watcher(
             name.get_ref(),
             names.join(", ")
         ),
-    }
-}
-
-/// `~/rest` against HOME; other paths are absolute already (checked when parsed).
-fn expand_home(path: &Path, env: Env) -> Result<PathBuf> {
-    match path.strip_prefix("~") {
-        Ok(rest) => {
-            let home = env("HOME").filter(|h| !h.is_empty()).ok_or(Error::NoHome)?;
-            Ok(PathBuf::from(home).join(rest))
-        }
-        Err(_) => Ok(path.to_owned()),
     }
 }
 

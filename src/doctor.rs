@@ -186,7 +186,7 @@ fn network_findings(root: &Root) -> Vec<Finding> {
     paths.extend(filesystem::mounts_below(&root.path));
     paths
         .iter()
-        .filter_map(|p| Some((p, filesystem::network_kind(p).ok()??)))
+        .filter_map(|p| Some((p, crate::sys::network_filesystem(p).ok()??)))
         .map(|(p, kind)| {
             Finding::new(
                 Level::Warn,
@@ -347,10 +347,7 @@ fn archive_mode_finding(archive: &Path, mode: u32) -> Finding {
 }
 
 fn writable_finding(archive: &Path) -> Option<Finding> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(archive.as_os_str().as_bytes()).ok()?;
-    // SAFETY: `c` is a valid NUL-terminated path; access only reads it.
-    if unsafe { libc::access(c.as_ptr(), libc::R_OK | libc::W_OK) } == 0 {
+    if crate::sys::can_read_and_write(archive) {
         return None;
     }
     let msg = format!(
@@ -366,7 +363,7 @@ fn writable_finding(archive: &Path) -> Option<Finding> {
 
 /// SQLite's WAL needs shared memory that a network filesystem does not give.
 fn network_archive_finding(dir: &Path) -> Option<Finding> {
-    let kind = filesystem::network_kind(dir).ok()??;
+    let kind = crate::sys::network_filesystem(dir).ok()??;
     let msg = format!(
         "the archive's directory {} is on {kind}; SQLite's WAL needs a local filesystem",
         dir.display()
@@ -388,7 +385,7 @@ fn disk_finding(archive: &Path) -> Finding {
             "no existing directory above the archive".into(),
         );
     };
-    let space = match filesystem::space(dir) {
+    let space = match crate::sys::space(dir) {
         Ok(space) => space,
         Err(e) => {
             let msg = format!("cannot tell the free space of {}: {e}", dir.display());

@@ -125,13 +125,7 @@ fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<Pat
         return Ok(absolute(Path::new(&dir)));
     }
     let default = w.home_default.as_deref().unwrap_or("~");
-    match default.strip_prefix("~") {
-        Some(rest) => {
-            let home = env("HOME").filter(|h| !h.is_empty()).ok_or(Error::NoHome)?;
-            Ok(PathBuf::from(home).join(rest.trim_start_matches('/')))
-        }
-        None => Ok(PathBuf::from(default)),
-    }
+    crate::home::expand_tilde(Path::new(default), env)
 }
 
 fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {

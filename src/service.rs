@@ -86,14 +86,9 @@ impl Target {
         pass_archive: bool,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Target> {
-        let home = env("HOME")
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from)
-            .ok_or(Error::NoHome)?;
+        let home = crate::home::home(env)?;
         let binary = std::env::current_exe().map_err(|source| Error::CurrentExe { source })?;
-        let config_home = env("XDG_CONFIG_HOME")
-            .filter(|d| d.starts_with('/'))
-            .map(PathBuf::from);
+        let config_home = crate::home::xdg_var(env, "XDG_CONFIG_HOME");
         Ok(Target {
             manager,
             definition: Definition {
@@ -104,8 +99,7 @@ impl Target {
                 home,
             },
             config_home,
-            // SAFETY: getuid has no preconditions and cannot fail.
-            uid: unsafe { libc::getuid() },
+            uid: crate::sys::uid(),
         })
     }
 

@@ -158,12 +158,7 @@ struct RawStdout;
 
 impl Write for RawStdout {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes; fd 1 stays open for the process.
-        let n = unsafe { libc::write(1, buf.as_ptr().cast(), buf.len()) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n as usize)
+        crate::sys::write_stdout(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -179,35 +174,15 @@ struct StdoutPipe {
 
 impl StdoutPipe {
     /// `Some` when fd 1 is a pipe whose capacity can be read (Linux).
-    #[cfg(target_os = "linux")]
     fn detect() -> Option<StdoutPipe> {
-        use std::os::fd::AsFd;
-        let stdout = io::stdout();
-        let meta = std::fs::File::from(stdout.as_fd().try_clone_to_owned().ok()?)
-            .metadata()
-            .ok()?;
-        if !std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()) {
-            return None;
-        }
-        // SAFETY: F_GETPIPE_SZ takes no argument and only reads the pipe's size.
-        let capacity = unsafe { libc::fcntl(1, libc::F_GETPIPE_SZ) };
-        (capacity > 0).then_some(StdoutPipe {
-            capacity: capacity as usize,
-        })
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    fn detect() -> Option<StdoutPipe> {
-        None
+        crate::sys::stdout_pipe_capacity().map(|capacity| StdoutPipe { capacity })
     }
 
     /// True when the pipe is empty (its reader has taken everything) and `len` bytes fit in
     /// it with two pages to spare, so writing them cannot block.
     fn takes_at_once(self, len: usize) -> bool {
-        let mut unread: libc::c_int = 0;
-        // SAFETY: FIONREAD writes one int through the pointer given.
-        let ok = unsafe { libc::ioctl(1, libc::FIONREAD, &mut unread) } == 0;
-        ok && unread == 0 && len + 2 * 4096 <= self.capacity
+        crate::sys::stdout_unread().is_ok_and(|unread| unread == 0)
+            && len + 2 * 4096 <= self.capacity
     }
 }
 

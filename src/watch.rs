@@ -288,43 +288,6 @@ fn limit_hint(e: &notify::Error) -> &'static str {
     }
 }
 
-/// The kind of network filesystem `path` is on, if it is on one: changes made by other
-/// machines there raise no inotify events.
-#[cfg(target_os = "linux")]
-pub fn network_filesystem(path: &Path) -> Option<&'static str> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statfs struct.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    network_kind(st.f_type as u64)
-}
-
-/// Not detected on this platform.
-#[cfg(not(target_os = "linux"))]
-pub fn network_filesystem(_path: &Path) -> Option<&'static str> {
-    None
-}
-
-/// Names the network filesystems by their statfs magic numbers (linux/magic.h).
-pub fn network_kind(magic: u64) -> Option<&'static str> {
-    Some(match magic {
-        0x6969 => "nfs",
-        0x517B => "smb",
-        0xFF53_4D42 => "cifs",
-        0xFE53_4D42 => "smb2",
-        0x0102_1997 => "9p",
-        0x00C3_6400 => "ceph",
-        0x6573_5546 => "fuse",
-        0x5346_414F => "afs",
-        0x0BD0_0BD0 => "lustre",
-        0x4750_4653 => "gpfs",
-        _ => return None,
-    })
-}
-
 /// Where each root stands: watched, or waiting for a missing level to appear.
 struct Roots {
     name: String,
@@ -370,7 +333,7 @@ impl Roots {
             if let Some(parent) = self.waiting.remove(root) {
                 self.unwatch_parent(&parent);
             }
-            if let Some(kind) = network_filesystem(root) {
+            if let Ok(Some(kind)) = crate::sys::network_filesystem(root) {
                 let reason = format!(
                     "it is on a network filesystem ({kind}), where changes made by other machines raise no events"
                 );

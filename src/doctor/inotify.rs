@@ -72,8 +72,7 @@ pub struct InUse {
 /// watches (`inotify wd:` lines in `/proc/PID/fdinfo/FD`) of this user's processes.
 /// Processes that cannot be read are passed over.
 pub fn in_use(skip: Option<u32>) -> InUse {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::geteuid() };
+    let uid = crate::sys::effective_uid();
     let mut total = InUse::default();
     let Ok(procs) = fs::read_dir("/proc") else {
         return total;
@@ -122,15 +121,13 @@ mod tests {
 
     #[test]
     fn this_process_sees_its_own_inotify_instance_and_watch() {
+        use rustix::fs::inotify;
         let before = in_use_by(Path::new("/proc/self"));
-        let fd = unsafe { libc::inotify_init1(libc::IN_CLOEXEC) };
-        assert!(fd >= 0);
+        let fd = inotify::init(inotify::CreateFlags::CLOEXEC).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let path = std::ffi::CString::new(dir.path().to_str().unwrap()).unwrap();
-        let wd = unsafe { libc::inotify_add_watch(fd, path.as_ptr(), libc::IN_CREATE) };
-        assert!(wd >= 0);
+        inotify::add_watch(&fd, dir.path(), inotify::WatchFlags::CREATE).unwrap();
         let mine = in_use_by(Path::new("/proc/self"));
-        unsafe { libc::close(fd) };
+        drop(fd);
         let added = (
             mine.instances - before.instances,
             mine.watches - before.watches,

@@ -1,0 +1,165 @@
+//! The operating-system calls the program makes beyond what std offers, as safe functions
+//! (on rustix), and the one table of network filesystems that the daemon and `doctor` share.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::path::Path;
+
+/// Free and total space of a filesystem, in bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Space {
+    /// Bytes an unprivileged user can still write.
+    pub available: u64,
+    /// The filesystem's size.
+    pub total: u64,
+}
+
+/// `statvfs(path)`: the space of the filesystem holding `path`.
+// The field types differ by platform (`fsblkcnt_t` is 32 bits on macOS).
+#[allow(clippy::useless_conversion)]
+pub fn space(path: &Path) -> io::Result<Space> {
+    let st = rustix::fs::statvfs(path)?;
+    let frsize = u64::from(st.f_frsize);
+    Ok(Space {
+        available: u64::from(st.f_bavail).saturating_mul(frsize),
+        total: u64::from(st.f_blocks).saturating_mul(frsize),
+    })
+}
+
+/// The network filesystems by their statfs magic numbers (linux/magic.h and the filesystems'
+/// own headers). On them, a change made by another machine raises no inotify event, so the
+/// daemon polls roots there and `doctor` says so.
+#[cfg(target_os = "linux")]
+const NETWORK: &[(u64, &str)] = &[
+    (0x6969, "nfs"),
+    (0x517B, "smb"),
+    (0xFF53_4D42, "cifs"),
+    (0xFE53_4D42, "smb2"),
+    (0x0102_1997, "9p"),
+    (0x00C3_6400, "ceph"),
+    (
+        0x6573_5546,
+        "fuse (sshfs, rclone or another userspace filesystem)",
+    ),
+    (0x6B41_4653, "afs"),
+    (0x5346_414F, "openafs"),
+    (0x7375_7245, "coda"),
+    (0x564C, "ncp"),
+    (0x0BD0_0BD0, "lustre"),
+    (0x4750_4653, "gpfs"),
+    (0x0116_1970, "gfs2"),
+    (0x7461_636F, "ocfs2"),
+];
+
+/// The network filesystems by the type names statfs gives on macOS.
+#[cfg(target_os = "macos")]
+const NETWORK: &[&str] = &["nfs", "smbfs", "afpfs", "webdav", "macfuse", "osxfuse"];
+
+/// The network filesystem `path` is on, by name, or `None` for a local one.
+#[cfg(target_os = "linux")]
+pub fn network_filesystem(path: &Path) -> io::Result<Option<&'static str>> {
+    let magic = rustix::fs::statfs(path)?.f_type as u64;
+    Ok(network_kind(magic))
+}
+
+/// The network filesystem with this statfs magic number, if it is one.
+#[cfg(target_os = "linux")]
+fn network_kind(magic: u64) -> Option<&'static str> {
+    NETWORK.iter().find(|(m, _)| *m == magic).map(|(_, n)| *n)
+}
+
+/// The network filesystem `path` is on, by name, or `None` for a local one.
+#[cfg(target_os = "macos")]
+pub fn network_filesystem(path: &Path) -> io::Result<Option<&'static str>> {
+    let st = rustix::fs::statfs(path)?;
+    let name: Vec<u8> = (st.f_fstypename.iter())
+        .take_while(|c| **c != 0)
+        .map(|c| *c as u8)
+        .collect();
+    Ok(NETWORK.iter().find(|n| name == n.as_bytes()).copied())
+}
+
+/// The network filesystem `path` is on; not known on this platform.
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+pub fn network_filesystem(_path: &Path) -> io::Result<Option<&'static str>> {
+    Ok(None)
+}
+
+/// True when this user may both read and write `path` (`access(R_OK | W_OK)`).
+pub fn can_read_and_write(path: &Path) -> bool {
+    use rustix::fs::Access;
+    rustix::fs::access(path, Access::READ_OK | Access::WRITE_OK).is_ok()
+}
+
+/// The real user id.
+pub fn uid() -> u32 {
+    rustix::process::getuid().as_raw()
+}
+
+/// The effective user id.
+pub fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Writes to file descriptor 1 directly, without std's stdout buffer (so that two writers
+/// sharing it cannot reorder each other's bytes). Returns how many bytes were written.
+pub fn write_stdout(buf: &[u8]) -> io::Result<usize> {
+    Ok(rustix::io::write(io::stdout().as_fd(), buf)?)
+}
+
+/// stdout's pipe capacity, when stdout is a pipe whose capacity can be read (Linux).
+#[cfg(target_os = "linux")]
+pub fn stdout_pipe_capacity() -> Option<usize> {
+    let stdout = io::stdout();
+    let stat = rustix::fs::fstat(stdout.as_fd()).ok()?;
+    let fifo = rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Fifo;
+    fifo.then(|| rustix::pipe::fcntl_getpipe_size(stdout.as_fd()).ok())
+        .flatten()
+        .filter(|c| *c > 0)
+}
+
+/// Not known on this platform.
+#[cfg(not(target_os = "linux"))]
+pub fn stdout_pipe_capacity() -> Option<usize> {
+    None
+}
+
+/// How many bytes written to stdout its reader has not read yet (`FIONREAD`).
+pub fn stdout_unread() -> io::Result<u64> {
+    Ok(rustix::io::ioctl_fionread(io::stdout().as_fd())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_temp_directory_has_space_and_is_not_on_a_network() {
+        let dir = tempfile::tempdir().unwrap();
+        let space = space(dir.path()).unwrap();
+        assert!(space.total >= space.available && space.total > 0);
+        assert_eq!(network_filesystem(dir.path()).unwrap(), None);
+    }
+
+    /// One table serves the daemon and `doctor`; each magic number names one filesystem.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn network_filesystems_are_named_by_their_magic_numbers() {
+        assert_eq!(network_kind(0x6969), Some("nfs"));
+        assert_eq!(network_kind(0x6B41_4653), Some("afs"));
+        assert_eq!(network_kind(0x7375_7245), Some("coda"));
+        assert_eq!(network_kind(0xEF53), None, "ext4 is local");
+        let mut magics: Vec<u64> = NETWORK.iter().map(|(m, _)| *m).collect();
+        magics.sort_unstable();
+        magics.dedup();
+        assert_eq!(magics.len(), NETWORK.len());
+    }
+
+    #[test]
+    fn this_user_can_read_and_write_its_own_temp_file() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        assert!(can_read_and_write(file.path()));
+        assert!(!can_read_and_write(Path::new("/nonexistent/file")));
+        assert_eq!(uid(), effective_uid());
+    }
+}
