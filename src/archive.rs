@@ -692,19 +692,39 @@ impl Tx<'_> {
             .map(drop)
     }
 
-    /// Keeps the bytes held back past source `id`'s cursor at `offset` (none: forgets them).
-    fn put_held_back(&self, id: SourceId, offset: u64, bytes: &[u8]) -> Result<()> {
-        if bytes.is_empty() {
+    /// Keeps `bytes`, held back past source `id`'s cursor at `offset`; none forget them. When
+    /// `grown` says they begin with what is stored for the same offset, only what they add is
+    /// written, as a new piece.
+    fn put_held_back(&self, id: SourceId, offset: u64, bytes: &[u8], grown: bool) -> Result<()> {
+        let stored = self.tx.query_row(
+            "SELECT min(offset), sum(length(bytes)) FROM held_back WHERE source_id = ?1",
+            [id],
+            |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)),
+        );
+        let stored = match self.db(stored)? {
+            (Some(at), Some(len)) if grown && at == offset as i64 => len as usize,
+            _ => 0,
+        };
+        if stored == bytes.len() && stored > 0 {
+            return Ok(());
+        }
+        if stored == 0 || stored > bytes.len() {
             let mut stmt = self.db(self
                 .tx
                 .prepare_cached("DELETE FROM held_back WHERE source_id = ?1"))?;
-            return self.db(stmt.execute([id])).map(drop);
+            self.db(stmt.execute([id]))?;
+        }
+        let start = if stored > bytes.len() { 0 } else { stored };
+        let piece = &bytes[start..];
+        if piece.is_empty() {
+            return Ok(());
         }
         let mut stmt = self.db(self.tx.prepare_cached(
-            "INSERT OR REPLACE INTO held_back (source_id, offset, bytes) VALUES (?1, ?2, ?3)",
+            "INSERT INTO held_back (source_id, start, offset, bytes) VALUES (?1, ?2, ?3, ?4)",
         ))?;
-        self.db(stmt.execute(params![id, offset as i64, bound(bytes)]))?;
-        self.fill_in_place("held_back", "bytes", id, bytes)
+        self.db(stmt.execute(params![id, start as i64, offset as i64, bound(piece)]))?;
+        let rowid = self.tx.last_insert_rowid();
+        self.fill_in_place("held_back", "bytes", rowid, piece)
     }
 
     /// Records the held-back bytes of source `id` as a reject of `generation`, and forgets
@@ -717,30 +737,53 @@ impl Tx<'_> {
         length: u64,
         reason: &str,
     ) -> Result<()> {
-        let kept = self.tx.query_row(
-            "SELECT offset, length(bytes) FROM held_back WHERE source_id = ?1",
-            [id],
-            |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)),
-        );
-        let Some((offset, n)) = self.db(kept.optional())? else {
+        let mut stmt = self.db(self.tx.prepare_cached(
+            "SELECT rowid, start, offset, length(bytes) FROM held_back WHERE source_id = ?1
+             ORDER BY start",
+        ))?;
+        let pieces = stmt.query_map([id], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        });
+        let pieces: Vec<(i64, i64, i64, i64)> = self.db(self.db(pieces)?.collect())?;
+        let Some(&(_, last_start, offset, last_len)) = pieces.last() else {
             return Ok(());
         };
         let mut stmt = self.db(self.tx.prepare_cached(
             "INSERT INTO rejects (source_id, generation, offset, length, reason, at_ms, raw)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, zeroblob(?7))",
         ))?;
-        let row = params![id, generation, offset, length as i64, reason, now_ms(), n];
+        let kept = last_start + last_len;
+        let row = params![
+            id,
+            generation,
+            offset,
+            length as i64,
+            reason,
+            now_ms(),
+            kept
+        ];
         self.db(stmt.execute(row))?;
         let reject = self.tx.last_insert_rowid();
         let main = rusqlite::MAIN_DB;
-        let mut from = self.db(self.tx.blob_open(main, "held_back", "bytes", id, true))?;
         let mut to = self.db(self.tx.blob_open(main, "rejects", "raw", reject, false))?;
-        std::io::copy(&mut from, &mut to).map_err(|e| self.blob_error(e))?;
+        for (rowid, start, ..) in pieces {
+            use std::io::{Seek, SeekFrom};
+            let mut from = self.db(self.tx.blob_open(main, "held_back", "bytes", rowid, true))?;
+            let copied = to
+                .seek(SeekFrom::Start(start as u64))
+                .and_then(|_| std::io::copy(&mut from, &mut to));
+            copied.map_err(|e| self.blob_error(e))?;
+        }
         let mut stmt = self.db(self
             .tx
             .prepare_cached("UPDATE sources SET rejects = rejects + 1 WHERE id = ?1"))?;
         self.db(stmt.execute([id]))?;
-        self.put_held_back(id, 0, &[])
+        self.put_held_back(id, 0, &[], false)
     }
 
     /// Appends to the lifecycle log.
@@ -813,7 +856,12 @@ impl Tx<'_> {
                 path,
                 detail,
             } => self.event(*source, kind, path, detail),
-            Op::PutHeldBack { id, offset, bytes } => self.put_held_back(*id, *offset, bytes),
+            Op::PutHeldBack {
+                id,
+                offset,
+                bytes,
+                grown,
+            } => self.put_held_back(*id, *offset, bytes, *grown),
             Op::RejectHeldBack {
                 id,
                 generation,
@@ -1036,6 +1084,7 @@ enum Op {
         id: SourceId,
         offset: u64,
         bytes: Vec<u8>,
+        grown: bool,
     },
     RejectHeldBack {
         id: SourceId,
@@ -1159,9 +1208,15 @@ impl Commit {
 
     /// Keeps the bytes held back past source `id`'s cursor at `offset`, all of them (up to the
     /// record limit), for the reject they become if the generation ends first; empty `bytes`
-    /// forget them.
-    pub fn put_held_back(&mut self, id: SourceId, offset: u64, bytes: Vec<u8>) {
-        self.ops.push(Op::PutHeldBack { id, offset, bytes });
+    /// forget them. `grown` says they begin with the bytes kept at the last read (the same
+    /// line, longer now): only what they add is written.
+    pub fn put_held_back(&mut self, id: SourceId, offset: u64, bytes: Vec<u8>, grown: bool) {
+        self.ops.push(Op::PutHeldBack {
+            id,
+            offset,
+            bytes,
+            grown,
+        });
     }
 
     /// Records the held-back bytes kept for source `id` as a reject of `generation`, with the

@@ -79,10 +79,10 @@ pub enum Command {
         long_about = "List the lines that are not records, or write one out exactly as it was on \
         disk.\n\n\
         A line is a record when it holds one JSON value; any other complete line (and the \
-        unfinished last line of a file that was truncated, replaced or deleted before its \
-        newline came) is rejected: counted, logged, and kept here with its reason, all its \
-        bytes up to the record limit. One line per reject: id, time, source, generation, offset, \
-        length, bytes kept, reason, path."
+        unfinished last line of a file that was truncated, rewritten, replaced, deleted or \
+        overwritten before its newline came) is rejected: counted, logged, and kept here with \
+        its reason, all its bytes up to the record limit. One line per reject: id, time, \
+        source, generation, offset, length, bytes kept, path, reason."
     )]
     Rejects(RejectsArgs),
     /// Work with the configuration file.
@@ -302,7 +302,8 @@ pub struct RejectsArgs {
     #[arg(long)]
     json: bool,
     /// Write the kept bytes of reject ID to stdout exactly as they were on disk (without the
-    /// line's newline), and nothing else.
+    /// line's newline; of a line over the record limit, its first record-limit bytes), and
+    /// nothing else.
     #[arg(long, value_name = "ID", conflicts_with_all = ["json", "path"])]
     raw: Option<i64>,
 }

@@ -796,8 +796,12 @@ impl Engine {
             records: batch.records,
         });
         tx.insert_rejects(src.id, src.generation, batch.rejects);
-        if held_back_to_write(&src.cursor, &cursor, self.options.limits.record_limit) {
-            tx.put_held_back(src.id, cursor.position.offset, held_back_bytes);
+        // Written whenever there are some, or were (to forget them): the archive adds only
+        // what a line that grew has added, and a file whose last line is never finished is
+        // read again only when it changes.
+        if cursor.held_back > 0 || src.cursor.held_back > 0 {
+            let grown = held_back_grown(&src.cursor, &cursor, &held_back_bytes);
+            tx.put_held_back(src.id, cursor.position.offset, held_back_bytes, grown);
         }
         tx.put_cursor(src.id, &cursor);
         self.committer.submit(tx)?;
@@ -941,12 +945,22 @@ impl Engine {
         let ended_count = u64::from(ended);
         tx.event(Some(id), kind, &src.path, why);
         tx.update_source(id, src.identity, &src.path, src.generation, true);
+        let mut cursor = src.cursor.clone();
+        if ended {
+            // Recorded: a file that comes back is read again from its cursor, and what it
+            // holds back then is held back anew.
+            cursor.held_back = 0;
+            cursor.held_back_prefix.clear();
+            cursor.fingerprint = None;
+            tx.put_cursor(id, &cursor);
+        }
         self.committer.submit(tx)?;
         self.report.gone += 1;
         self.report.rejects += ended_count;
         self.sources.put(SourceRow {
             gone: true,
             rejects: src.rejects + ended_count,
+            cursor,
             ..src
         });
         Ok(())
@@ -1047,19 +1061,13 @@ fn moved(src: &SourceRow, path: &Path) -> bool {
     }
 }
 
-/// Whether the held-back bytes of `new` are to be written to the archive, after `old`'s.
-///
-/// They are whenever there are some (or were, to forget them), even of the same length: bytes
-/// past the cursor's prefix may have changed, and a file whose last line is never finished is
-/// read again only when it changes. The exception is a line already past the record limit at
-/// the last read, whose first record-limit bytes, all that is kept, are stored already: it is
-/// not written again at each read while it grows.
-fn held_back_to_write(old: &Cursor, new: &Cursor, record_limit: u64) -> bool {
-    let still_oversized = old.held_back > record_limit
-        && new.held_back > record_limit
+/// True when held-back bytes that begin with `prefix`, at the offset of `new`, are `old`'s
+/// grown longer: the same unfinished line, with more of it written since. Only the first
+/// 64 KiB are compared (all the cursor keeps at hand), as the overwrite check does.
+fn held_back_grown(old: &Cursor, new: &Cursor, bytes: &[u8]) -> bool {
+    old.held_back > 0
         && old.position.offset == new.position.offset
-        && old.held_back_prefix == new.held_back_prefix;
-    (new.held_back > 0 || old.held_back > 0) && !still_oversized
+        && bytes.starts_with(&old.held_back_prefix)
 }
 
 /// Records the held-back bytes of a generation that ends as a reject, all of them that the
@@ -1095,37 +1103,24 @@ mod tests {
     }
 
     #[test]
-    fn held_back_bytes_are_written_unless_a_line_past_the_limit_only_grew() {
-        let limit = 100;
-        let write = |old: &Cursor, new: &Cursor| held_back_to_write(old, new, limit);
+    fn held_back_bytes_have_grown_when_they_extend_the_same_line() {
+        let old = held(8, 5, b"{\"a\":");
+        assert!(held_back_grown(&old, &held(8, 9, b""), b"{\"a\":[1,"));
         assert!(
-            !write(&held(8, 0, b""), &held(9, 0, b"")),
-            "none, before or after"
-        );
-        assert!(write(&held(8, 0, b""), &held(8, 5, b"{\"a\":")), "new ones");
-        assert!(
-            write(&held(8, 5, b"{\"a\":"), &held(8, 5, b"{\"a\":")),
-            "same length"
+            held_back_grown(&old, &held(8, 5, b""), b"{\"a\":"),
+            "the same"
         );
         assert!(
-            write(&held(8, 5, b"{\"a\":"), &held(14, 0, b"")),
-            "forgotten"
-        );
-        assert!(
-            write(&held(8, 90, b"x"), &held(8, 150, b"x")),
-            "crossing the limit"
-        );
-        assert!(
-            !write(&held(8, 150, b"x"), &held(8, 900, b"x")),
-            "past it and growing"
-        );
-        assert!(
-            write(&held(8, 150, b"x"), &held(8, 900, b"y")),
+            !held_back_grown(&old, &held(8, 9, b""), b"{\"b\":[1,"),
             "overwritten"
         );
         assert!(
-            write(&held(8, 150, b"x"), &held(20, 900, b"x")),
+            !held_back_grown(&old, &held(20, 9, b""), b"{\"a\":[1,"),
             "another line"
+        );
+        assert!(
+            !held_back_grown(&held(8, 0, b""), &held(8, 2, b""), b"{}"),
+            "none before"
         );
     }
 }

@@ -33,10 +33,11 @@
 //! `service` installs the daemon as a systemd user unit or launchd agent, and `doctor` checks
 //! what breaks a watcher in practice.
 //!
-//! `export`, `status`, `rejects` and `seed` read and write the same archive while a `run` holds its lock.
-//! `service` installs `run` as a systemd user unit or a launchd agent, written from the
-//! templates in `systemd/` and `launchd/`; `doctor` checks what breaks a watcher in practice
-//! (inotify limits, roots, the archive, network filesystems, the service).
+//! `export`, `status`, `rejects` and `seed` read and write the same archive while a `run`
+//! holds its lock. `service` installs `run` as a systemd user unit or a launchd agent, written
+//! from the templates in `systemd/` and `launchd/`; `doctor` checks what breaks a watcher in
+//! practice (inotify limits, roots, the archive, network filesystems, the service). System
+//! calls beyond std's go through `sys`; `home` finds HOME and the XDG directories.
 #![warn(missing_docs)]
 
 mod archive;

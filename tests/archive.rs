@@ -158,19 +158,36 @@ fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records_and_rejects(
 fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reject() {
     // A v2 archive kept the held-back bytes only in its cursor row: the migration must carry
     // them over, so that the reject recorded when the generation ends still has them.
+    // A gone source's held-back bytes were recorded when it went (v2 left them in its cursor):
+    // they must not be carried over, to be recorded a second time.
     let env = Env::new();
     env.write("s.jsonl", b"{\"a\":1}\n{\"cut");
+    env.write("g.jsonl", b"{\"g\":1}\n{\"gone");
+    env.run_once(&[]);
+    fs::remove_file(env.path("g.jsonl")).unwrap();
     env.run_once(&[]);
     let conn = rusqlite::Connection::open(&env.db).unwrap();
-    conn.execute_batch("DROP TABLE held_back; PRAGMA user_version = 2;")
-        .unwrap();
+    conn.execute_batch(
+        "DROP TABLE held_back;
+         UPDATE cursors SET held_back = 6, held_back_prefix = CAST('{\"gone' AS BLOB)
+             WHERE source_id = (SELECT id FROM sources WHERE gone = 1);
+         PRAGMA user_version = 2;",
+    )
+    .unwrap();
     drop(conn);
     env.write("s.jsonl", b"{\"b\":2}\n");
     env.run_once(&[]);
     assert_eq!(env.sql("PRAGMA user_version"), vec!["3"]);
     assert_eq!(
-        env.sql("SELECT offset || ' ' || length || ' ' || CAST(raw AS TEXT) FROM rejects"),
-        vec!["8 5 {\"cut"]
+        env.sql(
+            "SELECT offset || ' ' || length || ' ' || CAST(raw AS TEXT) FROM rejects ORDER BY id"
+        ),
+        vec!["8 6 {\"gone", "8 5 {\"cut"]
+    );
+    assert_eq!(env.sql("SELECT count(*) FROM held_back"), vec!["0"]);
+    assert_eq!(
+        env.sql("SELECT held_back FROM cursors ORDER BY source_id"),
+        vec!["0", "0"]
     );
 }
 

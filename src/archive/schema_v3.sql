@@ -18,13 +18,22 @@ INSERT INTO rejects_v3 (id, source_id, generation, offset, length, reason, at_ms
 DROP TABLE rejects;
 ALTER TABLE rejects_v3 RENAME TO rejects;
 
--- The held-back bytes, apart from the cursor row, so that a commit which leaves them as they
--- were does not write them again. The cursor keeps only their first 64 KiB, to tell an
--- overwrite at the next read.
+-- The bytes held back past a source's cursor (its unfinished last line, from `offset`), in
+-- pieces: `start` is where a piece begins within them. A line that grows between two reads
+-- adds a piece rather than writing again what is stored. The cursor keeps only their first
+-- 64 KiB, to tell an overwrite at the next read; a cursor holds back bytes exactly when this
+-- table has pieces for its source.
 CREATE TABLE held_back (
-    source_id INTEGER PRIMARY KEY REFERENCES sources (id),
+    source_id INTEGER NOT NULL REFERENCES sources (id),
+    start INTEGER NOT NULL,
     offset INTEGER NOT NULL,
-    bytes BLOB NOT NULL
+    bytes BLOB NOT NULL,
+    PRIMARY KEY (source_id, start)
 );
-INSERT INTO held_back (source_id, offset, bytes)
-    SELECT source_id, offset, held_back_prefix FROM cursors WHERE held_back > 0;
+-- A gone source's held-back bytes were recorded as a reject when it went.
+INSERT INTO held_back (source_id, start, offset, bytes)
+    SELECT c.source_id, 0, c.offset, c.held_back_prefix
+    FROM cursors c JOIN sources s ON s.id = c.source_id
+    WHERE c.held_back > 0 AND s.gone = 0;
+UPDATE cursors SET held_back = 0, held_back_prefix = x''
+    WHERE source_id IN (SELECT id FROM sources WHERE gone = 1);
