@@ -4,9 +4,11 @@
 //! Every change the engine makes goes through one [`Tx`]: the records of a batch and the cursor
 //! past them commit together, so a crash at any instant loses nothing and duplicates nothing.
 
+use crate::domain::{
+    Cursor, HELD_BACK_PREFIX, Position, PrefixMark, Record, Reject, SourceId, SourceRow,
+};
 use crate::error::{ArchiveContext, Error, IoContext, Result};
 use crate::fingerprint::{Fingerprint, Identity, MARKER_WINDOW, Markers, Window};
-use crate::read::{HELD_BACK_PREFIX, Position, Record, Reject};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::ffi::OsStr;
 use std::fs::{DirBuilder, OpenOptions};
@@ -35,65 +37,6 @@ const MIGRATIONS: &[&str] = &[
     include_str!("archive/schema_v2.sql"),
     include_str!("archive/schema_v3.sql"),
 ];
-
-/// A source's row id.
-pub type SourceId = i64;
-
-/// Where a source's reading stands.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Cursor {
-    /// The offset past the last archived line, and its markers.
-    pub position: Position,
-    /// The file as it was when it was last read; `None` before the first read.
-    pub fingerprint: Option<Fingerprint>,
-    /// Bytes after the cursor that formed no complete line at the last read.
-    pub held_back: u64,
-    /// Their first bytes (at most 64 KiB), to tell at the next read whether they were
-    /// overwritten. All of them (up to the record limit) are in the archive, recorded as a
-    /// reject if the generation ends before their line does.
-    pub held_back_prefix: Vec<u8>,
-}
-
-/// One source as stored.
-#[derive(Clone, Debug)]
-pub struct SourceRow {
-    /// Row id.
-    pub id: SourceId,
-    /// The identity it owns.
-    pub identity: Identity,
-    /// Its current path.
-    pub path: PathBuf,
-    /// The watcher that found it.
-    pub harness: String,
-    /// Current generation.
-    pub generation: i64,
-    /// True once its file has disappeared or been replaced by another identity.
-    pub gone: bool,
-    /// Its cursor.
-    pub cursor: Cursor,
-    /// Records archived, all generations.
-    pub records: u64,
-    /// Lines rejected, all generations.
-    pub rejects: u64,
-    /// When a record was last archived (Unix ms).
-    pub last_archived_ms: Option<i64>,
-    /// Why its cursor row cannot be used, when the archive holds one that is corrupted: such a
-    /// source is never read, and nothing else takes its file.
-    pub invalid: Option<String>,
-}
-
-/// A `seed` mark: the first `position.offset` bytes of this identity are history.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PrefixMark {
-    /// The file's identity when it was seeded.
-    pub identity: Identity,
-    /// The path it was seeded at.
-    pub path: PathBuf,
-    /// The resolved offset and the markers of the bytes before it.
-    pub position: Position,
-    /// How many records the prefix holds.
-    pub skipped_records: u64,
-}
 
 /// One archived record as exported.
 pub struct ExportRow {

@@ -1,11 +1,10 @@
 //! Configuration: `config.toml`, the platform's default paths, and how command-line flags
 //! override the file. The resolved [`Settings`] are what every command runs with.
 
+use crate::domain::{ReadLimits, StartAt};
 use crate::error::{Error, IoContext, Result};
 use crate::harness::{self, Root, absolute};
 use crate::home;
-use crate::read::ReadLimits;
-use crate::seed::StartAt;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

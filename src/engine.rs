@@ -5,15 +5,16 @@
 //! in turns: each turn reads at most one batch from one file and commits it, and a file with
 //! more to read goes to the back of the queue.
 
-use crate::archive::{Archive, Commit, Cursor, RecordBatch, SourceId, SourceRow};
+use crate::archive::{Archive, Commit, RecordBatch};
 use crate::discover::{Candidate, discover, file_kind};
+use crate::domain::{Cursor, HELD_BACK_PREFIX, Position, ReadLimits, SourceId, SourceRow, StartAt};
 use crate::error::Result;
 use crate::fingerprint::{Fingerprint, Identity};
 use crate::harness::Root;
 use crate::open::open_regular;
 use crate::progress::Progress;
-use crate::read::{Batch, HELD_BACK_PREFIX, Mismatch, Position, ReadLimits, read_complete_records};
-use crate::seed::{Seed, SeedOrigin, StartAt, seed_new_source};
+use crate::read::{Batch, Mismatch, read_complete_records};
+use crate::seed::{Seed, SeedOrigin, seed_new_source};
 use crate::sources::Sources;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;

@@ -1,8 +1,8 @@
 //! Watcher definitions: one `watchers/NAME.toml` per agent harness, embedded at build time,
 //! resolved into the roots a pass scans.
 
+use crate::domain::StartAt;
 use crate::error::{Error, Result};
-use crate::seed::StartAt;
 use globset::{Glob, GlobMatcher};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

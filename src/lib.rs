@@ -46,6 +46,7 @@ pub mod cli;
 mod config;
 mod discover;
 mod doctor;
+mod domain;
 mod engine;
 mod envelope;
 mod error;
@@ -71,12 +72,11 @@ mod watch;
 mod writer;
 
 pub use archive::{Archive, Commit, PAGE_SIZE};
+pub use domain::{ReadLimits, StartAt};
 pub use engine::{Committer, Engine, EngineOptions, PassReport};
 pub use error::{Error, Result};
 pub use fingerprint::{Fingerprint, Identity, Markers};
 pub use harness::{Root, builtin_roots, watch_roots};
-pub use read::ReadLimits;
-pub use seed::StartAt;
 pub use tap::Tap;
 pub use writer::{ArchiveWriter, ChannelCommitter};
 
@@ -87,6 +87,7 @@ pub use writer::{ArchiveWriter, ChannelCommitter};
 /// `[position, size)` into records, rejects, blank lines and held-back bytes.
 #[doc(hidden)]
 pub mod fuzzing {
-    pub use crate::read::{Batch, Mismatch, Position, Record, Reject, read_complete_records};
+    pub use crate::domain::{Position, Record, Reject};
+    pub use crate::read::{Batch, Mismatch, read_complete_records};
     pub use crate::record::{certainly_valid, reference_accepts, validate, validate_slowly};
 }

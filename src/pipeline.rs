@@ -386,7 +386,7 @@ fn root_changes(old: &[Root], new: &[Root]) -> (Vec<PathBuf>, Vec<PathBuf>) {
             r.path.clone(),
             r.harness.clone(),
             r.glob.glob().to_string(),
-            r.start_at == crate::seed::StartAt::End,
+            r.start_at == crate::domain::StartAt::End,
         )
     };
     let old_keys: BTreeSet<_> = old.iter().map(key).collect();

@@ -5,6 +5,7 @@
 //! new markers from those same bytes, so a cursor never describes bytes other than the ones
 //! that were archived.
 
+use crate::domain::{Position, ReadLimits, Record, Reject};
 use crate::fingerprint::{MARKER_WINDOW, Markers, Window};
 use crate::record;
 use memchr::memchr;
@@ -18,54 +19,6 @@ const CHUNK: u64 = 256 * 1024;
 
 /// The smallest `pread`, however small the batch.
 const MIN_CHUNK: u64 = 4 * 1024;
-
-/// How many of the held-back bytes a cursor keeps at hand, to tell at the next read whether
-/// they were overwritten (all of them, up to the record limit, are in the archive).
-pub const HELD_BACK_PREFIX: usize = 64 * 1024;
-
-/// Where reading resumes: the offset just past the last archived record, and the markers of
-/// the bytes before it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub struct Position {
-    /// The offset just past the last consumed line.
-    pub offset: u64,
-    /// The marker windows at `offset`.
-    pub markers: Markers,
-}
-
-/// Bounds on one read.
-#[derive(Clone, Copy, Debug)]
-pub struct ReadLimits {
-    /// A line longer than this is rejected; only its first `record_limit` bytes are held in
-    /// memory and kept.
-    pub record_limit: u64,
-    /// A batch stops after the line that takes it past this many bytes, so one large file
-    /// cannot starve the others or grow memory.
-    pub batch_bytes: u64,
-}
-
-/// One complete, valid record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Record {
-    /// Where the line starts.
-    pub offset: u64,
-    /// The line without `\n` (and without a `\r` before it).
-    pub bytes: Vec<u8>,
-}
-
-/// One complete line that is not a record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Reject {
-    /// Where the line starts.
-    pub offset: u64,
-    /// The line's length without its `\n` (a `\r` before it counts).
-    pub length: u64,
-    /// Why it was rejected.
-    pub reason: String,
-    /// The line's bytes as they were on disk, without the `\n`: all `length` of them, or the
-    /// first record-limit bytes of a line longer than the record limit.
-    pub raw: Vec<u8>,
-}
 
 /// What one read produced.
 #[derive(Debug, Default)]

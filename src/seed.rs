@@ -1,26 +1,15 @@
 //! Where a new source starts: its persisted cursor, its prefix mark (`transcript-sync seed`),
 //! or the start policy, in that order.
 
-use crate::archive::{Archive, Commit, PrefixMark};
+use crate::archive::{Archive, Commit};
+use crate::domain::{Position, PrefixMark, StartAt};
 use crate::error::{Error, IoContext, Result};
 use crate::fingerprint::{Identity, Markers};
-use crate::read::{Boundary, Position, find_boundary};
+use crate::read::{Boundary, find_boundary};
 use std::fmt;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-
-/// Where files seen at a root's first scan start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StartAt {
-    /// Archive everything (the default).
-    #[default]
-    Beginning,
-    /// Start after the last complete record of each file present at a root's first scan;
-    /// files and generations that appear later still start at 0.
-    End,
-}
 
 /// Which rule placed a source's cursor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The engine's in-memory view of the archive's sources, indexed by identity and by path.
 
-use crate::archive::{SourceId, SourceRow};
+use crate::domain::{SourceId, SourceRow};
 use crate::fingerprint::Identity;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

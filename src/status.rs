@@ -1,6 +1,7 @@
 //! `status`: where each source stands, from the archive and a fresh `lstat`.
 
-use crate::archive::{Archive, SourceRow};
+use crate::archive::Archive;
+use crate::domain::SourceRow;
 use crate::error::Result;
 use crate::fingerprint::Identity;
 use serde::Serialize;

@@ -1,0 +1,125 @@
+//! What the pipeline talks about, below every module that uses it: sources and their
+//! cursors, the records and rejects a read yields, where a new source starts, and the limits
+//! of a read. `read`, `archive`, `seed`, `harness` and `config` all import these from here.
+
+use crate::fingerprint::{Fingerprint, Identity, Markers};
+use std::path::PathBuf;
+
+/// How many of the held-back bytes a cursor keeps at hand, to tell at the next read whether
+/// they were overwritten (all of them, up to the record limit, are in the archive).
+pub const HELD_BACK_PREFIX: usize = 64 * 1024;
+
+/// Where reading resumes: the offset just past the last archived record, and the markers of
+/// the bytes before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Position {
+    /// The offset just past the last consumed line.
+    pub offset: u64,
+    /// The marker windows at `offset`.
+    pub markers: Markers,
+}
+
+/// Bounds on one read.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadLimits {
+    /// A line longer than this is rejected; only its first `record_limit` bytes are held in
+    /// memory and kept.
+    pub record_limit: u64,
+    /// A batch stops after the line that takes it past this many bytes, so one large file
+    /// cannot starve the others or grow memory.
+    pub batch_bytes: u64,
+}
+
+/// One complete, valid record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Where the line starts.
+    pub offset: u64,
+    /// The line without `\n` (and without a `\r` before it).
+    pub bytes: Vec<u8>,
+}
+
+/// One complete line that is not a record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reject {
+    /// Where the line starts.
+    pub offset: u64,
+    /// The line's length without its `\n` (a `\r` before it counts).
+    pub length: u64,
+    /// Why it was rejected.
+    pub reason: String,
+    /// The line's bytes as they were on disk, without the `\n`: all `length` of them, or the
+    /// first record-limit bytes of a line longer than the record limit.
+    pub raw: Vec<u8>,
+}
+
+/// A source's row id.
+pub type SourceId = i64;
+
+/// Where a source's reading stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cursor {
+    /// The offset past the last archived line, and its markers.
+    pub position: Position,
+    /// The file as it was when it was last read; `None` before the first read.
+    pub fingerprint: Option<Fingerprint>,
+    /// Bytes after the cursor that formed no complete line at the last read.
+    pub held_back: u64,
+    /// Their first bytes (at most 64 KiB), to tell at the next read whether they were
+    /// overwritten. All of them (up to the record limit) are in the archive, recorded as a
+    /// reject if the generation ends before their line does.
+    pub held_back_prefix: Vec<u8>,
+}
+
+/// One source as stored.
+#[derive(Clone, Debug)]
+pub struct SourceRow {
+    /// Row id.
+    pub id: SourceId,
+    /// The identity it owns.
+    pub identity: Identity,
+    /// Its current path.
+    pub path: PathBuf,
+    /// The watcher that found it.
+    pub harness: String,
+    /// Current generation.
+    pub generation: i64,
+    /// True once its file has disappeared or been replaced by another identity.
+    pub gone: bool,
+    /// Its cursor.
+    pub cursor: Cursor,
+    /// Records archived, all generations.
+    pub records: u64,
+    /// Lines rejected, all generations.
+    pub rejects: u64,
+    /// When a record was last archived (Unix ms).
+    pub last_archived_ms: Option<i64>,
+    /// Why its cursor row cannot be used, when the archive holds one that is corrupted: such a
+    /// source is never read, and nothing else takes its file.
+    pub invalid: Option<String>,
+}
+
+/// A `seed` mark: the first `position.offset` bytes of this identity are history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrefixMark {
+    /// The file's identity when it was seeded.
+    pub identity: Identity,
+    /// The path it was seeded at.
+    pub path: PathBuf,
+    /// The resolved offset and the markers of the bytes before it.
+    pub position: Position,
+    /// How many records the prefix holds.
+    pub skipped_records: u64,
+}
+
+/// Where files seen at a root's first scan start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartAt {
+    /// Archive everything (the default).
+    #[default]
+    Beginning,
+    /// Start after the last complete record of each file present at a root's first scan;
+    /// files and generations that appear later still start at 0.
+    End,
+}
