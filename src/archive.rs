@@ -471,7 +471,6 @@ impl Tx<'_> {
         result.at_archive(self.path)
     }
 
-    /// Adds source `id` at generation 0 with its first cursor.
     fn insert_source(
         &self,
         id: SourceId,
@@ -495,7 +494,6 @@ impl Tx<'_> {
         self.put_cursor(id, cursor)
     }
 
-    /// Records a source's identity, path, generation and gone flag.
     fn update_source(
         &self,
         id: SourceId,
@@ -519,7 +517,6 @@ impl Tx<'_> {
         self.db(n).map(drop)
     }
 
-    /// Stores a source's cursor.
     fn put_cursor(&self, id: SourceId, cursor: &Cursor) -> Result<()> {
         let m = &cursor.position.markers;
         let fp = cursor.fingerprint.as_ref();
@@ -545,7 +542,6 @@ impl Tx<'_> {
         self.db(n).map(drop)
     }
 
-    /// Appends records of one generation; they take the next `seq` numbers, pushed to `seqs`.
     fn insert_records(
         &self,
         id: SourceId,
@@ -605,7 +601,6 @@ impl Tx<'_> {
         }
     }
 
-    /// Records rejected lines (and held-back bytes of an ended generation).
     fn insert_rejects(&self, id: SourceId, generation: i64, rejects: &[Reject]) -> Result<()> {
         if rejects.is_empty() {
             return Ok(());
@@ -635,9 +630,7 @@ impl Tx<'_> {
             .map(drop)
     }
 
-    /// Keeps `bytes`, held back past source `id`'s cursor at `offset`; none forget them. When
-    /// `grown` says they begin with what is stored for the same offset, only what they add is
-    /// written, as a new piece.
+    // A line that grew since the last read adds a piece from the end of what is stored.
     fn put_held_back(&self, id: SourceId, offset: u64, bytes: &[u8], grown: bool) -> Result<()> {
         let stored = self.tx.query_row(
             "SELECT min(offset), sum(length(bytes)) FROM held_back WHERE source_id = ?1",
@@ -670,9 +663,8 @@ impl Tx<'_> {
         self.fill_in_place("held_back", "bytes", rowid, piece)
     }
 
-    /// Records the held-back bytes of source `id` as a reject of `generation`, and forgets
-    /// them. Nothing happens when none are kept. The bytes go from blob to blob in small pieces
-    /// (an `INSERT … SELECT` would load them whole).
+    // The bytes go from blob to blob in small pieces (an `INSERT … SELECT` would load them
+    // whole).
     fn reject_held_back(
         &self,
         id: SourceId,
@@ -729,7 +721,6 @@ impl Tx<'_> {
         self.put_held_back(id, 0, &[], false)
     }
 
-    /// Appends to the lifecycle log.
     fn event(&self, source: Option<SourceId>, kind: &str, path: &Path, detail: &str) -> Result<()> {
         let mut stmt = self.db(self.tx.prepare_cached(
             "INSERT INTO events (at_ms, source_id, kind, path, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -738,7 +729,6 @@ impl Tx<'_> {
             .map(drop)
     }
 
-    /// Stores a prefix mark, replacing any earlier one for the same identity.
     fn put_prefix_mark(&self, mark: &PrefixMark) -> Result<()> {
         let id = mark.identity;
         let m = &mark.position.markers;
@@ -770,6 +760,7 @@ impl Tx<'_> {
         .map(drop)
     }
 
+    /// Writes `op`, pushing the `seq` of each record it inserts to `seqs`.
     fn apply(&self, op: &Op, seqs: &mut Vec<i64>) -> Result<()> {
         match op {
             Op::InsertSource {
@@ -818,7 +809,6 @@ impl Tx<'_> {
         }
     }
 
-    /// Deletes the prefix mark of `identity` (a mark is used once).
     fn remove_prefix_mark(&self, identity: Identity) -> Result<()> {
         self.db(self.tx.execute(
             "DELETE FROM prefix_marks WHERE dev = ?1 AND ino = ?2",
@@ -827,7 +817,6 @@ impl Tx<'_> {
         .map(drop)
     }
 
-    /// Remembers that `root` has had its first scan.
     fn mark_root_scanned(&self, root: &Path) -> Result<()> {
         self.db(self.tx.execute(
             "INSERT OR IGNORE INTO roots (path, first_scan_ms) VALUES (?1, ?2)",
@@ -990,58 +979,116 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// One change inside a [`Commit`].
+/// One change inside a [`Commit`]: what each variant writes is its contract, and
+/// [`Tx::apply`] is the one place that writes it.
 #[derive(Debug)]
-enum Op {
+pub enum Op {
+    /// Adds source `id` at generation 0 with its first cursor.
     InsertSource {
+        /// The new source's id (the engine allocates ids: only one `run` writes).
         id: SourceId,
+        /// The identity it owns.
         identity: Identity,
+        /// Where its file is.
         path: PathBuf,
+        /// The watcher that found it.
         harness: String,
+        /// Where reading starts.
         cursor: Cursor,
     },
+    /// Records a source's identity, path, generation and gone flag.
     UpdateSource {
+        /// The source.
         id: SourceId,
+        /// Its identity now.
         identity: Identity,
+        /// Its path now.
         path: PathBuf,
+        /// Its generation now.
         generation: i64,
+        /// Whether its file is gone.
         gone: bool,
     },
+    /// Stores a source's cursor.
     PutCursor {
+        /// The source.
         id: SourceId,
+        /// Its cursor now.
         cursor: Cursor,
     },
+    /// Appends records; they take the next `seq` numbers, returned by [`Archive::apply`] in
+    /// the order of [`Commit::records`].
     Records(RecordBatch),
+    /// Records rejected lines, whole (up to the record limit), and counts them on the source.
     Rejects {
+        /// The source.
         id: SourceId,
+        /// The generation they belong to.
         generation: i64,
+        /// The lines.
         rejects: Vec<Reject>,
     },
-    Event {
-        source: Option<SourceId>,
-        kind: &'static str,
-        path: PathBuf,
-        detail: String,
-    },
+    /// Keeps the bytes held back past a source's cursor, all of them (up to the record limit),
+    /// for the reject they become if the generation ends first; empty `bytes` forget them.
     PutHeldBack {
+        /// The source.
         id: SourceId,
+        /// Where the unfinished line starts (the cursor's offset).
         offset: u64,
+        /// Its bytes so far.
         bytes: Vec<u8>,
+        /// They begin with the bytes kept at the last read (the same line, longer now): only
+        /// what they add is written.
         grown: bool,
     },
+    /// Records the held-back bytes kept for a source as a reject, counts it, and forgets
+    /// them; nothing when none are kept.
     RejectHeldBack {
+        /// The source.
         id: SourceId,
+        /// The generation they belong to.
         generation: i64,
+        /// The unfinished line's length so far (more than is kept, past the record limit).
         length: u64,
+        /// Why it is rejected.
         reason: String,
     },
+    /// Appends to the lifecycle log.
+    Event {
+        /// The source concerned, if any.
+        source: Option<SourceId>,
+        /// What happened (`seeded`, `moved`, `reject`, …).
+        kind: &'static str,
+        /// The path concerned.
+        path: PathBuf,
+        /// The details.
+        detail: String,
+    },
+    /// Stores a prefix mark, replacing any earlier one for the same identity.
     PutPrefixMark(PrefixMark),
+    /// Deletes the prefix mark of an identity (a mark is used once).
     RemovePrefixMark(Identity),
+    /// Remembers that a root has had its first scan.
     RootScanned(PathBuf),
+    /// Keeps a value for `status`.
     SetState {
+        /// Its name.
         key: &'static str,
+        /// Its value.
         value: String,
     },
+}
+
+impl Op {
+    /// An [`Op::Event`].
+    pub fn event(source: Option<SourceId>, kind: &'static str, path: &Path, detail: &str) -> Op {
+        Op::Event {
+            source,
+            kind,
+            path: path.to_owned(),
+            detail: detail.to_owned(),
+        }
+    }
 }
 
 /// Records of one source and generation, with what an envelope needs.
@@ -1072,125 +1119,16 @@ impl Commit {
         self.ops.is_empty()
     }
 
-    /// Adds source `id` at generation 0 with its first cursor.
-    pub fn insert_source(
-        &mut self,
-        id: SourceId,
-        identity: Identity,
-        path: &Path,
-        harness: &str,
-        cursor: &Cursor,
-    ) {
-        self.ops.push(Op::InsertSource {
-            id,
-            identity,
-            path: path.to_owned(),
-            harness: harness.to_owned(),
-            cursor: cursor.clone(),
-        });
-    }
-
-    /// Records a source's identity, path, generation and gone flag.
-    pub fn update_source(
-        &mut self,
-        id: SourceId,
-        identity: Identity,
-        path: &Path,
-        generation: i64,
-        gone: bool,
-    ) {
-        let path = path.to_owned();
-        self.ops.push(Op::UpdateSource {
-            id,
-            identity,
-            path,
-            generation,
-            gone,
-        });
-    }
-
-    /// Stores a source's cursor.
-    pub fn put_cursor(&mut self, id: SourceId, cursor: &Cursor) {
-        let cursor = cursor.clone();
-        self.ops.push(Op::PutCursor { id, cursor });
-    }
-
-    /// Appends records; they take the next `seq` numbers.
-    pub fn insert_records(&mut self, batch: RecordBatch) {
-        if !batch.records.is_empty() {
-            self.ops.push(Op::Records(batch));
+    /// Adds `op` (record and reject batches only when they hold some).
+    pub fn push(&mut self, op: Op) {
+        let empty = match &op {
+            Op::Records(batch) => batch.records.is_empty(),
+            Op::Rejects { rejects, .. } => rejects.is_empty(),
+            _ => false,
+        };
+        if !empty {
+            self.ops.push(op);
         }
-    }
-
-    /// Records rejected lines (and held-back bytes of an ended generation).
-    pub fn insert_rejects(&mut self, id: SourceId, generation: i64, rejects: Vec<Reject>) {
-        if !rejects.is_empty() {
-            self.ops.push(Op::Rejects {
-                id,
-                generation,
-                rejects,
-            });
-        }
-    }
-
-    /// Appends to the lifecycle log.
-    pub fn event(
-        &mut self,
-        source: Option<SourceId>,
-        kind: &'static str,
-        path: &Path,
-        detail: &str,
-    ) {
-        self.ops.push(Op::Event {
-            source,
-            kind,
-            path: path.to_owned(),
-            detail: detail.to_owned(),
-        });
-    }
-
-    /// Keeps the bytes held back past source `id`'s cursor at `offset`, all of them (up to the
-    /// record limit), for the reject they become if the generation ends first; empty `bytes`
-    /// forget them. `grown` says they begin with the bytes kept at the last read (the same
-    /// line, longer now): only what they add is written.
-    pub fn put_held_back(&mut self, id: SourceId, offset: u64, bytes: Vec<u8>, grown: bool) {
-        self.ops.push(Op::PutHeldBack {
-            id,
-            offset,
-            bytes,
-            grown,
-        });
-    }
-
-    /// Records the held-back bytes kept for source `id` as a reject of `generation`, with the
-    /// line's `length` so far and `reason`, and forgets them.
-    pub fn reject_held_back(&mut self, id: SourceId, generation: i64, length: u64, reason: String) {
-        self.ops.push(Op::RejectHeldBack {
-            id,
-            generation,
-            length,
-            reason,
-        });
-    }
-
-    /// Stores a prefix mark, replacing any earlier one for the same identity.
-    pub fn put_prefix_mark(&mut self, mark: PrefixMark) {
-        self.ops.push(Op::PutPrefixMark(mark));
-    }
-
-    /// Deletes the prefix mark of `identity` (a mark is used once).
-    pub fn remove_prefix_mark(&mut self, identity: Identity) {
-        self.ops.push(Op::RemovePrefixMark(identity));
-    }
-
-    /// Remembers that `root` has had its first scan.
-    pub fn mark_root_scanned(&mut self, root: &Path) {
-        self.ops.push(Op::RootScanned(root.to_owned()));
-    }
-
-    /// Keeps a value for `status`.
-    pub fn set_state(&mut self, key: &'static str, value: String) {
-        self.ops.push(Op::SetState { key, value });
     }
 
     /// The record batches, in the order their `seq` numbers are returned by

@@ -110,7 +110,7 @@ fn checkpoint_after_commits(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::Commit;
+    use crate::archive::{Commit, Op};
     use std::path::Path;
 
     #[test]
@@ -144,7 +144,12 @@ mod tests {
                 .unwrap();
         let before = std::fs::metadata(&db).unwrap().len();
         let mut commit = Commit::default();
-        commit.event(None, "test", Path::new("/t"), &"x".repeat(2 << 20));
+        commit.push(Op::event(
+            None,
+            "test",
+            Path::new("/t"),
+            &"x".repeat(2 << 20),
+        ));
         writer.apply(&commit).unwrap();
         signal.committed(2 << 20);
         let deadline = Instant::now() + Duration::from_secs(20);

@@ -5,12 +5,13 @@
 //! in turns: each turn reads at most one batch from one file and commits it, and a file with
 //! more to read goes to the back of the queue.
 
-use crate::archive::{Archive, Commit, RecordBatch};
+use crate::archive::{Archive, Commit, Op};
 use crate::discover::{Candidate, discover, file_kind};
-use crate::domain::{Cursor, HELD_BACK_PREFIX, Position, ReadLimits, SourceId, SourceRow, StartAt};
+use crate::domain::{Cursor, Position, ReadLimits, SourceId, SourceRow, StartAt};
 use crate::error::Result;
 use crate::fingerprint::{Fingerprint, Identity};
 use crate::harness::Root;
+use crate::lifecycle::{self, Change, MarkUse};
 use crate::open::open_regular;
 use crate::progress::Progress;
 use crate::read::{Batch, Mismatch, read_complete_records};
@@ -318,7 +319,7 @@ impl Engine {
         }
         log::warn!("passed over path={path:?} reason={why}");
         let mut tx = Commit::default();
-        tx.event(None, "passed_over", path, why);
+        tx.push(Op::event(None, "passed_over", path, why));
         self.committer.submit(tx)
     }
 
@@ -392,7 +393,7 @@ impl Engine {
         // starts at 0.
         for r in roots {
             if self.scanned_roots.insert(r.path.clone()) {
-                tx.mark_root_scanned(&r.path);
+                tx.push(Op::RootScanned(r.path.clone()));
             }
         }
         if !tx.is_empty() {
@@ -586,12 +587,14 @@ impl Engine {
                     src.cursor.position.offset
                 );
                 log::info!("continued path={:?} source={old} {detail}", work.path);
-                let mut tx = Commit::default();
-                tx.event(Some(old), "continued", &work.path, &detail);
-                tx.update_source(old, identity, &src.path, src.generation, false);
-                self.committer.submit(tx)?;
-                let updated = SourceRow { identity, ..src };
-                self.sources.put(updated.clone());
+                let path = work.path.clone();
+                let change = Change::Continued {
+                    identity,
+                    path,
+                    detail,
+                };
+                self.change(old, change)?;
+                let updated = self.source(old).clone();
                 work.target = Some(size);
                 work.plan = Plan::Known(old);
                 self.commit_batch(work, &updated, &meta, batch)
@@ -640,44 +643,54 @@ impl Engine {
         harness: &str,
         seed: &Seed,
     ) -> Result<SourceId> {
-        let cursor = Cursor {
-            position: seed.position,
-            ..Cursor::default()
-        };
         let detail = format!(
             "offset={} source={} skipped_records={}",
             seed.position.offset, seed.origin, seed.skipped_records
         );
+        let mark = match &seed.rejected_mark {
+            Some((mark, why)) => {
+                let at = mark.position.offset;
+                log::warn!("prefix mark not used path={path:?} mark_offset={at} reason={why}");
+                MarkUse::Rejected(why.clone())
+            }
+            None if seed.origin == SeedOrigin::Prefix => MarkUse::Used,
+            None => MarkUse::None,
+        };
         let id = self.next_id;
         self.next_id += 1;
-        let mut tx = Commit::default();
-        tx.insert_source(id, identity, path, harness, &cursor);
-        if let Some((mark, why)) = &seed.rejected_mark {
-            let at = mark.position.offset;
-            log::warn!("prefix mark not used path={path:?} mark_offset={at} reason={why}");
-            tx.event(Some(id), "prefix_mismatch", path, why);
-        }
-        if seed.origin == SeedOrigin::Prefix || seed.rejected_mark.is_some() {
-            tx.remove_prefix_mark(identity);
-        }
-        tx.event(Some(id), "seeded", path, &detail);
-        self.committer.submit(tx)?;
-        log::info!("seeded path={path:?} {detail}");
-        self.report.new_sources += 1;
-        self.sources.put(SourceRow {
+        let row = SourceRow {
             id,
             identity,
             path: path.to_owned(),
             harness: harness.to_owned(),
             generation: 0,
             gone: false,
-            cursor,
+            cursor: Cursor {
+                position: seed.position,
+                ..Cursor::default()
+            },
             records: 0,
             rejects: 0,
             last_archived_ms: None,
             invalid: None,
-        });
+        };
+        let change = Change::Seeded {
+            row,
+            detail: detail.clone(),
+            mark,
+        };
+        self.change(id, change)?;
+        log::info!("seeded path={path:?} {detail}");
+        self.report.new_sources += 1;
         Ok(id)
+    }
+
+    /// Applies `change` to source `id`, in memory and in one commit, and counts the rejects
+    /// it records. The one way the engine changes a source.
+    fn change(&mut self, id: SourceId, change: Change) -> Result<()> {
+        let mut tx = Commit::default();
+        self.report.rejects += lifecycle::apply(&mut self.sources, &mut tx, id, change);
+        self.committer.submit(tx)
     }
 
     /// Opens the work's path and checks that the handle is the regular file that was planned.
@@ -745,7 +758,7 @@ impl Engine {
              again once it has been read"
         );
         let mut tx = Commit::default();
-        tx.event(None, "unreadable", path, &e.to_string());
+        tx.push(Op::event(None, "unreadable", path, &e.to_string()));
         self.committer.submit(tx)?;
         Ok(Step::Done)
     }
@@ -761,7 +774,6 @@ impl Engine {
         let path_moved = moved(src, &work.path);
         let fingerprint = Fingerprint::of(meta);
         let caught_up = batch.finished && work.target == Some(fingerprint.size);
-        let held_back_bytes = std::mem::take(&mut batch.held_back_bytes);
         let cursor = Cursor {
             position: Position {
                 offset: batch.end,
@@ -770,8 +782,7 @@ impl Engine {
             // A cursor that has not reached the size it saw must not look up to date.
             fingerprint: caught_up.then_some(fingerprint),
             held_back: batch.held_back,
-            held_back_prefix: held_back_bytes[..held_back_bytes.len().min(HELD_BACK_PREFIX)]
-                .to_vec(),
+            held_back_prefix: Vec::new(),
         };
         let path = if path_moved { &work.path } else { &src.path };
         if !self.unreadable.is_empty() {
@@ -779,41 +790,24 @@ impl Engine {
             let identity = Identity::of(meta);
             (self.unreadable).retain(|p, (id, ..)| *p != work.path && *id != identity);
         }
-        let mut tx = Commit::default();
-        record_batch_events(&mut tx, src, path, path_moved, &batch);
-        self.after_commit(src, path, &batch, cursor.clone());
-        log::debug!(
-            "committing path={path:?} records={} offset={}..{}",
-            batch.records.len(),
-            src.cursor.position.offset,
-            batch.end
-        );
-        let finished = batch.finished;
-        tx.insert_records(RecordBatch {
-            source: src.id,
-            harness: src.harness.clone(),
+        self.report_batch(src, path, &batch);
+        let change = Change::BatchRead {
             path: path.to_owned(),
-            generation: src.generation,
-            records: batch.records,
-        });
-        tx.insert_rejects(src.id, src.generation, batch.rejects);
-        // Written whenever there are some, or were (to forget them): the archive adds only
-        // what a line that grew has added, and a file whose last line is never finished is
-        // read again only when it changes.
-        if cursor.held_back > 0 || src.cursor.held_back > 0 {
-            let grown = held_back_grown(&src.cursor, &cursor, &held_back_bytes);
-            tx.put_held_back(src.id, cursor.position.offset, held_back_bytes, grown);
-        }
-        tx.put_cursor(src.id, &cursor);
-        self.committer.submit(tx)?;
-        if finished {
+            records: std::mem::take(&mut batch.records),
+            rejects: std::mem::take(&mut batch.rejects),
+            cursor,
+            held_back: std::mem::take(&mut batch.held_back_bytes),
+        };
+        self.change(src.id, change)?;
+        if batch.finished {
             Ok(Step::Done)
         } else {
             Ok(Step::Again(Box::new(work)))
         }
     }
 
-    fn after_commit(&mut self, src: &SourceRow, path: &Path, batch: &Batch, cursor: Cursor) {
+    /// Logs a batch's rejects and move, and counts what it read.
+    fn report_batch(&mut self, src: &SourceRow, path: &Path, batch: &Batch) {
         for r in &batch.rejects {
             log::warn!(
                 "rejected path={path:?} offset={} length={} reason={}",
@@ -825,18 +819,16 @@ impl Engine {
         if src.path != path {
             log::info!("moved path={path:?} from={:?} source={}", src.path, src.id);
         }
+        log::debug!(
+            "committing path={path:?} records={} offset={}..{}",
+            batch.records.len(),
+            src.cursor.position.offset,
+            batch.end
+        );
         let r = &mut self.report;
         r.records += batch.records.len() as u64;
-        r.rejects += batch.rejects.len() as u64;
         r.blank_lines += batch.blank_lines;
         r.bytes_read += batch.bytes_read;
-        let mut row = src.clone();
-        row.path = path.to_owned();
-        row.gone = false;
-        row.records += batch.records.len() as u64;
-        row.rejects += batch.rejects.len() as u64;
-        row.cursor = cursor;
-        self.sources.put(row);
     }
 
     /// The bytes held back past the cursor must still be there when reading resumes: if they
@@ -876,66 +868,38 @@ impl Engine {
             "{reason} path={path:?} offset={}",
             src.cursor.position.offset
         );
-        let mut cursor = src.cursor.clone();
-        cursor.held_back = 0;
-        cursor.held_back_prefix.clear();
-        cursor.fingerprint = None;
-        let mut tx = Commit::default();
-        reject_held_back(&mut tx, src, &reason);
-        tx.event(Some(src.id), "held_back_dropped", path, &reason);
-        tx.put_cursor(src.id, &cursor);
-        self.committer.submit(tx)?;
-        self.report.rejects += 1;
-        self.sources.put(SourceRow {
-            rejects: src.rejects + 1,
-            cursor,
-            ..src.clone()
-        });
-        Ok(())
+        let path = path.to_owned();
+        self.change(src.id, Change::HeldBackDropped { path, reason })
     }
 
     /// Starts a new generation of the same identity (truncated or rewritten in place).
     fn new_generation(&mut self, src: &SourceRow, path: &Path, why: Mismatch) -> Result<()> {
-        let generation = src.generation + 1;
         let detail = format!(
-            "generation {} -> {generation}: {why}; cursor was at offset {}",
-            src.generation, src.cursor.position.offset
+            "generation {} -> {}: {why}; cursor was at offset {}",
+            src.generation,
+            src.generation + 1,
+            src.cursor.position.offset
         );
         log::warn!("new generation path={path:?} source={} {detail}", src.id);
         log::info!(
             "seeded path={path:?} offset=0 source={} skipped_records=0",
             SeedOrigin::Beginning
         );
-        let mut tx = Commit::default();
-        let ended = reject_held_back(&mut tx, src, &format!("generation ended: {why}"));
-        let ended_count = u64::from(ended);
-        tx.event(Some(src.id), "generation_reset", path, &detail);
-        tx.update_source(src.id, src.identity, path, generation, false);
-        tx.put_cursor(src.id, &Cursor::default());
-        self.committer.submit(tx)?;
+        let path = path.to_owned();
+        let why = why.to_string();
+        self.change(src.id, Change::NewGeneration { path, detail, why })?;
         self.report.new_generations += 1;
-        self.report.rejects += ended_count;
-        self.sources.put(SourceRow {
-            generation,
-            path: path.to_owned(),
-            gone: false,
-            rejects: src.rejects + ended_count,
-            cursor: Cursor::default(),
-            ..src.clone()
-        });
         Ok(())
     }
 
     /// Marks a source gone (its archive stays), recording its held-back bytes.
     fn end_source(&mut self, id: SourceId, kind: &'static str, why: &str) -> Result<()> {
-        let src = self.source(id).clone();
+        let src = self.source(id);
         log::info!(
             "{kind} path={:?} source={id} reason={why}; its records stay archived",
             src.path
         );
-        let mut tx = Commit::default();
-        let ended = reject_held_back(&mut tx, &src, &format!("generation ended: {why}"));
-        if ended {
+        if src.cursor.held_back > 0 {
             log::warn!(
                 "held-back bytes recorded as a reject path={:?} offset={} length={}",
                 src.path,
@@ -943,27 +907,9 @@ impl Engine {
                 src.cursor.held_back
             );
         }
-        let ended_count = u64::from(ended);
-        tx.event(Some(id), kind, &src.path, why);
-        tx.update_source(id, src.identity, &src.path, src.generation, true);
-        let mut cursor = src.cursor.clone();
-        if ended {
-            // Recorded: a file that comes back is read again from its cursor, and what it
-            // holds back then is held back anew.
-            cursor.held_back = 0;
-            cursor.held_back_prefix.clear();
-            cursor.fingerprint = None;
-            tx.put_cursor(id, &cursor);
-        }
-        self.committer.submit(tx)?;
+        let why = why.to_owned();
+        self.change(id, Change::Gone { kind, why })?;
         self.report.gone += 1;
-        self.report.rejects += ended_count;
-        self.sources.put(SourceRow {
-            gone: true,
-            rejects: src.rejects + ended_count,
-            cursor,
-            ..src
-        });
         Ok(())
     }
 
@@ -973,14 +919,8 @@ impl Engine {
             return Ok(());
         }
         log::info!("moved path={path:?} from={:?} source={}", src.path, src.id);
-        let mut tx = Commit::default();
-        record_batch_events(&mut tx, src, path, true, &Batch::default());
-        self.committer.submit(tx)?;
-        self.sources.put(SourceRow {
-            path: path.to_owned(),
-            ..src.clone()
-        });
-        Ok(())
+        let path = path.to_owned();
+        self.change(src.id, Change::Moved { path })
     }
 
     fn source(&self, id: SourceId) -> &SourceRow {
@@ -1002,37 +942,13 @@ fn report_invalid_cursors(sources: &Sources, committer: &mut dyn Committer) -> R
                  it with `sqlite3 ARCHIVE 'PRAGMA integrity_check'`"
             );
             log::warn!("source={} path={:?} {detail}", s.id, s.path);
-            tx.event(Some(s.id), "invalid_cursor", &s.path, &detail);
+            tx.push(Op::event(Some(s.id), "invalid_cursor", &s.path, &detail));
         }
     }
     if tx.is_empty() {
         return Ok(());
     }
     committer.submit(tx)
-}
-
-/// The events that go with a batch: its rejects, and a source that came back or moved.
-fn record_batch_events(
-    tx: &mut Commit,
-    src: &SourceRow,
-    path: &Path,
-    path_moved: bool,
-    batch: &Batch,
-) {
-    for r in &batch.rejects {
-        let detail = format!("offset={} length={} {}", r.offset, r.length, r.reason);
-        tx.event(Some(src.id), "reject", path, &detail);
-    }
-    if src.gone {
-        let detail = "found again, marker windows match";
-        tx.event(Some(src.id), "source_returned", path, detail);
-    }
-    if path_moved {
-        tx.event(Some(src.id), "moved", path, &format!("from {:?}", src.path));
-    }
-    if src.gone || path_moved {
-        tx.update_source(src.id, src.identity, path, src.generation, false);
-    }
 }
 
 fn work(c: Candidate, plan: Plan) -> Work {
@@ -1062,66 +978,6 @@ fn moved(src: &SourceRow, path: &Path) -> bool {
     }
 }
 
-/// True when held-back bytes that begin with `prefix`, at the offset of `new`, are `old`'s
-/// grown longer: the same unfinished line, with more of it written since. Only the first
-/// 64 KiB are compared (all the cursor keeps at hand), as the overwrite check does.
-fn held_back_grown(old: &Cursor, new: &Cursor, bytes: &[u8]) -> bool {
-    old.held_back > 0
-        && old.position.offset == new.position.offset
-        && bytes.starts_with(&old.held_back_prefix)
-}
-
-/// Records the held-back bytes of a generation that ends as a reject, all of them that the
-/// archive keeps; false when there are none.
-fn reject_held_back(tx: &mut Commit, src: &SourceRow, reason: &str) -> bool {
-    let c = &src.cursor;
-    if c.held_back == 0 {
-        return false;
-    }
-    let reason = format!("incomplete record never completed; {reason}");
-    tx.reject_held_back(src.id, src.generation, c.held_back, reason);
-    true
-}
-
 fn show(id: Identity) -> String {
     format!("{}:{}", id.dev, id.ino)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn held(offset: u64, held_back: u64, prefix: &[u8]) -> Cursor {
-        Cursor {
-            position: Position {
-                offset,
-                ..Position::default()
-            },
-            held_back,
-            held_back_prefix: prefix.to_vec(),
-            ..Cursor::default()
-        }
-    }
-
-    #[test]
-    fn held_back_bytes_have_grown_when_they_extend_the_same_line() {
-        let old = held(8, 5, b"{\"a\":");
-        assert!(held_back_grown(&old, &held(8, 9, b""), b"{\"a\":[1,"));
-        assert!(
-            held_back_grown(&old, &held(8, 5, b""), b"{\"a\":"),
-            "the same"
-        );
-        assert!(
-            !held_back_grown(&old, &held(8, 9, b""), b"{\"b\":[1,"),
-            "overwritten"
-        );
-        assert!(
-            !held_back_grown(&old, &held(20, 9, b""), b"{\"a\":[1,"),
-            "another line"
-        );
-        assert!(
-            !held_back_grown(&held(8, 0, b""), &held(8, 2, b""), b"{}"),
-            "none before"
-        );
-    }
 }

@@ -53,6 +53,7 @@ mod error;
 mod fingerprint;
 mod harness;
 mod home;
+mod lifecycle;
 mod lock;
 mod logging;
 mod open;
@@ -71,7 +72,7 @@ mod tap;
 mod watch;
 mod writer;
 
-pub use archive::{Archive, Commit, PAGE_SIZE};
+pub use archive::{Archive, Commit, Op, PAGE_SIZE};
 pub use domain::{ReadLimits, StartAt};
 pub use engine::{Committer, Engine, EngineOptions, PassReport};
 pub use error::{Error, Result};

@@ -11,7 +11,7 @@
 //! engine blocks on the commit channel (memory stays bounded); when the tap's reader falls
 //! behind, the tap is dropped (archiving never waits for stdout).
 
-use crate::archive::{Archive, Commit};
+use crate::archive::{Archive, Commit, Op};
 use crate::checkpointer::Checkpointer;
 use crate::config::Settings;
 use crate::engine::{Engine, EngineOptions, PassReport};
@@ -189,7 +189,10 @@ impl Daemon {
 
     fn set_caught_up(&mut self, value: String) -> Result<()> {
         let mut c = Commit::default();
-        c.set_state(CAUGHT_UP, value);
+        c.push(Op::SetState {
+            key: CAUGHT_UP,
+            value,
+        });
         self.engine.submit(c)?;
         self.engine.flush()
     }

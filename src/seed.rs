@@ -1,7 +1,7 @@
 //! Where a new source starts: its persisted cursor, its prefix mark (`transcript-sync seed`),
 //! or the start policy, in that order.
 
-use crate::archive::{Archive, Commit};
+use crate::archive::{Archive, Commit, Op};
 use crate::domain::{Position, PrefixMark, StartAt};
 use crate::error::{Error, IoContext, Result};
 use crate::fingerprint::{Identity, Markers};
@@ -160,9 +160,9 @@ pub fn seed_prefix(
         .prefix_mark(identity)?
         .map(|old| old.position.offset);
     let mut tx = Commit::default();
-    tx.put_prefix_mark(mark);
+    tx.push(Op::PutPrefixMark(mark));
     let detail = format!("prefix mark offset={} records={}", end.offset, end.records);
-    tx.event(None, "prefix_marked", path, &detail);
+    tx.push(Op::event(None, "prefix_marked", path, &detail));
     archive.apply(&tx)?;
     Ok(Seeded {
         offset: end.offset,
