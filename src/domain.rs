@@ -72,7 +72,7 @@ pub struct Cursor {
 }
 
 /// One source as stored.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceRow {
     /// Row id.
     pub id: SourceId,

@@ -13,6 +13,7 @@ use crate::fingerprint::{Fingerprint, Identity};
 use crate::harness::Root;
 use crate::lifecycle::{self, Change, MarkUse};
 use crate::open::open_regular;
+use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::read::{Batch, Mismatch, read_complete_records};
 use crate::seed::{Seed, SeedOrigin, seed_new_source};
@@ -91,17 +92,6 @@ impl fmt::Display for PassReport {
             self.held_back.values().sum::<u64>()
         )
     }
-}
-
-/// How a file found by the scan relates to the archive.
-#[derive(Clone, Copy, Debug)]
-enum Plan {
-    /// Its identity belongs to this source.
-    Known(SourceId),
-    /// Its identity is new, but this live source had its path.
-    PathMatch(SourceId),
-    /// Neither.
-    New,
 }
 
 /// One file's place in the pass queue.
@@ -410,64 +400,14 @@ impl Engine {
         Ok(())
     }
 
-    /// Matches candidates to sources: first to live sources by identity (moves, aliases),
-    /// then the rest by path (replacements), and only then to gone sources by identity (a
-    /// file that came back; a reused inode is told apart by its marker windows later).
-    fn plan(&self, mut candidates: Vec<Candidate>) -> Result<(VecDeque<Work>, HashSet<SourceId>)> {
-        candidates.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut seen = HashMap::<Identity, PathBuf>::new();
-        let mut claimed = HashSet::new();
-        let mut queue = VecDeque::new();
-        let mut unknown = Vec::new();
-        for c in candidates {
-            let identity = Identity::of(&c.meta);
-            if let Some(first) = seen.get(&identity) {
-                // Overlapping roots find one path twice; that is no alias.
-                if *first != c.path {
-                    log::info!(
-                        "same file under two paths path={:?} alias_of={first:?}",
-                        c.path
-                    );
-                }
-                continue;
-            }
-            seen.insert(identity, c.path.clone());
-            match self.sources.live_by_identity(identity, &c.path) {
-                Some(id) => {
-                    claimed.insert(id);
-                    queue.push_back(work(c, Plan::Known(id)));
-                }
-                None => unknown.push(c),
-            }
-        }
-        for c in unknown {
-            let plan = self.plan_unknown(&c, &mut claimed)?;
-            queue.push_back(work(c, plan));
-        }
+    /// Plans `candidates` (see [`plan::plan`]) into a queue of work.
+    fn plan(&self, candidates: Vec<Candidate>) -> Result<(VecDeque<Work>, HashSet<SourceId>)> {
+        let marked = |identity| Ok(self.reads.prefix_mark(identity)?.is_some());
+        let (planned, claimed) = plan::plan(&self.sources, candidates, &marked)?;
+        let queue = (planned.into_iter())
+            .map(|p| work(p.candidate, p.plan))
+            .collect();
         Ok((queue, claimed))
-    }
-
-    /// A file whose identity no live source owns: a prefix mark on it wins (the user said
-    /// where it starts); else it may replace the live source at its path, or be a gone source
-    /// come back (told from a reused inode by its marker windows, so only a source that has
-    /// archived something, and so has windows, can come back); else it is new.
-    fn plan_unknown(&self, c: &Candidate, claimed: &mut HashSet<SourceId>) -> Result<Plan> {
-        let identity = Identity::of(&c.meta);
-        if self.reads.prefix_mark(identity)?.is_some() {
-            return Ok(Plan::New);
-        }
-        if let Some(id) = self
-            .sources
-            .live_by_path(&c.path)
-            .filter(|id| claimed.insert(*id))
-        {
-            return Ok(Plan::PathMatch(id));
-        }
-        let returning = self
-            .sources
-            .gone_by_identity(identity)
-            .filter(|id| self.source(*id).cursor.position.offset > 0);
-        Ok(returning.map_or(Plan::New, Plan::Known))
     }
 
     fn mark_missing_gone(
@@ -544,7 +484,7 @@ impl Engine {
         match read_complete_records(file, &src.cursor.position, size, &self.options.limits) {
             Err(e) => self.read_failed(&work, &e),
             Ok(Ok(batch)) => self.commit_batch(work, &src, meta, batch),
-            Ok(Err(mismatch)) if src.gone || moved(&src, &work.path) => {
+            Ok(Err(mismatch)) if src.gone || plan::moved(&src, &work.path) => {
                 // The inode now holds another file: a reused inode, not this source.
                 if !src.gone {
                     let why = format!("its inode now holds another file at {:?}", work.path);
@@ -732,11 +672,7 @@ impl Engine {
             return Opened::Skip;
         }
         log::debug!("path changed between scan and open path={:?}", work.path);
-        let identity = Identity::of(&meta);
-        work.plan = match self.sources.live_by_identity(identity, &work.path) {
-            Some(id) => Plan::Known(id),
-            None => Plan::New,
-        };
+        work.plan = plan::replan(&self.sources, Identity::of(&meta), &work.path);
         work.meta = meta;
         work.target = None;
         Opened::Replanned
@@ -771,7 +707,7 @@ impl Engine {
         meta: &Metadata,
         mut batch: Batch,
     ) -> Result<Step> {
-        let path_moved = moved(src, &work.path);
+        let path_moved = plan::moved(src, &work.path);
         let fingerprint = Fingerprint::of(meta);
         let caught_up = batch.finished && work.target == Some(fingerprint.size);
         let cursor = Cursor {
@@ -915,7 +851,7 @@ impl Engine {
 
     /// Records a new path for an unchanged source whose old path no longer names it.
     fn follow_move(&mut self, src: &SourceRow, path: &Path) -> Result<()> {
-        if !moved(src, path) {
+        if !plan::moved(src, path) {
             return Ok(());
         }
         log::info!("moved path={path:?} from={:?} source={}", src.path, src.id);
@@ -966,16 +902,6 @@ fn work(c: Candidate, plan: Plan) -> Work {
 /// True when the file looks as it did when its cursor reached its end: nothing to read.
 fn up_to_date(src: &SourceRow, meta: &Metadata) -> bool {
     src.cursor.fingerprint == Some(Fingerprint::of(meta))
-}
-
-fn moved(src: &SourceRow, path: &Path) -> bool {
-    if src.path == path {
-        return false;
-    }
-    match std::fs::symlink_metadata(&src.path) {
-        Ok(meta) => Identity::of(&meta) != src.identity,
-        Err(_) => true,
-    }
 }
 
 fn show(id: Identity) -> String {

@@ -58,6 +58,7 @@ mod lock;
 mod logging;
 mod open;
 mod pipeline;
+mod plan;
 mod progress;
 mod read;
 mod readiness;

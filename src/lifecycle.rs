@@ -321,6 +321,130 @@ mod tests {
         }
     }
 
+    /// Every change, applied to the in-memory sources and committed to a real archive: after
+    /// each, the archive's rows read back equal the in-memory ones (but for the time of the
+    /// last record, which only the archive keeps).
+    #[test]
+    fn the_archive_and_the_in_memory_sources_agree_after_every_change() {
+        use crate::archive::Archive;
+        use crate::fingerprint::Window;
+        let dir = tempfile::tempdir().unwrap();
+        let mut archive = Archive::open(&dir.path().join("a.db")).unwrap();
+        let mut sources = Sources::default();
+        let identity = Identity { dev: 1, ino: 2 };
+        let row = SourceRow {
+            id: 1,
+            identity,
+            path: "/t/a.jsonl".into(),
+            harness: "generic".into(),
+            generation: 0,
+            gone: false,
+            cursor: Cursor::default(),
+            records: 0,
+            rejects: 0,
+            last_archived_ms: None,
+            invalid: None,
+        };
+        let at = |offset: u64, held_back| Cursor {
+            position: Position {
+                offset,
+                markers: crate::fingerprint::Markers {
+                    head: Window { len: 3, hash: 7 },
+                    tail: Window {
+                        len: 3,
+                        hash: offset,
+                    },
+                },
+            },
+            held_back,
+            ..Cursor::default()
+        };
+        let record = |offset| Record {
+            offset,
+            bytes: b"{}".to_vec(),
+        };
+        let reject = Reject {
+            offset: 3,
+            length: 1,
+            reason: "invalid".into(),
+            raw: b"x".to_vec(),
+        };
+        let changes = vec![
+            Change::Seeded {
+                row,
+                detail: "offset=0".into(),
+                mark: MarkUse::Used,
+            },
+            Change::BatchRead {
+                path: "/t/a.jsonl".into(),
+                records: vec![record(0)],
+                rejects: vec![reject],
+                cursor: at(5, 4),
+                held_back: b"{\"b\"".to_vec(),
+            },
+            Change::BatchRead {
+                path: "/t/moved.jsonl".into(),
+                records: vec![],
+                rejects: vec![],
+                cursor: at(5, 6),
+                held_back: b"{\"b\":1".to_vec(),
+            },
+            Change::Moved {
+                path: "/t/again.jsonl".into(),
+            },
+            Change::Continued {
+                identity: Identity { dev: 1, ino: 3 },
+                path: "/t/again.jsonl".into(),
+                detail: "1:2 -> 1:3".into(),
+            },
+            Change::HeldBackDropped {
+                path: "/t/again.jsonl".into(),
+                reason: "overwritten".into(),
+            },
+            Change::BatchRead {
+                path: "/t/again.jsonl".into(),
+                records: vec![record(5)],
+                rejects: vec![],
+                cursor: at(9, 2),
+                held_back: b"[1".to_vec(),
+            },
+            Change::NewGeneration {
+                path: "/t/again.jsonl".into(),
+                detail: "generation 0 -> 1".into(),
+                why: "truncated".into(),
+            },
+            Change::BatchRead {
+                path: "/t/again.jsonl".into(),
+                records: vec![record(0)],
+                rejects: vec![],
+                cursor: at(3, 2),
+                held_back: b"[2".to_vec(),
+            },
+            Change::Gone {
+                kind: "source_gone",
+                why: "deleted".into(),
+            },
+        ];
+        let mut rejects = 0;
+        for change in changes {
+            let what = format!("{change:?}");
+            let mut tx = Commit::default();
+            rejects += apply(&mut sources, &mut tx, 1, change);
+            archive.apply(&tx).unwrap();
+            let mut stored = archive.sources().unwrap().remove(0);
+            stored.last_archived_ms = None;
+            let mut held = sources.get(1).unwrap().clone();
+            held.last_archived_ms = None;
+            assert_eq!(stored, held, "after {what}");
+        }
+        let row = sources.get(1).unwrap();
+        assert_eq!(
+            (row.generation, row.gone, row.records, row.rejects),
+            (1, true, 3, 4)
+        );
+        assert_eq!(rejects, 4, "one line, and three unfinished ones");
+    }
+
     #[test]
     fn held_back_bytes_have_grown_when_they_extend_the_same_line() {
         let old = held(8, 5, b"{\"a\":");
