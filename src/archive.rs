@@ -542,13 +542,8 @@ impl Tx<'_> {
         self.db(n).map(drop)
     }
 
-    fn insert_records(
-        &self,
-        id: SourceId,
-        generation: i64,
-        records: &[Record],
-        seqs: &mut Vec<i64>,
-    ) -> Result<()> {
+    fn insert_records(&self, batch: &RecordBatch, seqs: &mut Vec<i64>) -> Result<()> {
+        let (id, records) = (batch.source, &batch.records);
         if records.is_empty() {
             return Ok(());
         }
@@ -556,7 +551,7 @@ impl Tx<'_> {
             "INSERT INTO records (source_id, generation, offset, record) VALUES (?1, ?2, ?3, ?4)",
         ))?;
         for r in records {
-            let row = params![id, generation, r.offset as i64, bound(&r.bytes)];
+            let row = params![id, batch.generation, r.offset as i64, bound(&r.bytes)];
             self.db(stmt.execute(row))?;
             let seq = self.tx.last_insert_rowid();
             self.fill_in_place("records", "record", seq, &r.bytes)?;
@@ -565,7 +560,7 @@ impl Tx<'_> {
         let mut stmt = self.db(self.tx.prepare_cached(
             "UPDATE sources SET records = records + ?2, last_archived_ms = ?3 WHERE id = ?1",
         ))?;
-        self.db(stmt.execute(params![id, records.len() as i64, now_ms()]))
+        self.db(stmt.execute(params![id, records.len() as i64, batch.read_ms]))
             .map(drop)
     }
 
@@ -778,7 +773,7 @@ impl Tx<'_> {
                 gone,
             } => self.update_source(*id, *identity, path, *generation, *gone),
             Op::PutCursor { id, cursor } => self.put_cursor(*id, cursor),
-            Op::Records(r) => self.insert_records(r.source, r.generation, &r.records, seqs),
+            Op::Records(r) => self.insert_records(r, seqs),
             Op::Rejects {
                 id,
                 generation,
@@ -1102,6 +1097,8 @@ pub struct RecordBatch {
     pub path: PathBuf,
     /// The generation.
     pub generation: i64,
+    /// When they were read (Unix ms), kept as the source's last archived time.
+    pub read_ms: i64,
     /// The records, in file order.
     pub records: Vec<Record>,
 }
@@ -1153,5 +1150,190 @@ impl Commit {
             Op::Records(batch) => Some(batch),
             _ => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archive() -> (tempfile::TempDir, Archive) {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = Archive::open(&dir.path().join("a.db")).unwrap();
+        (dir, archive)
+    }
+
+    fn add_source(archive: &mut Archive, id: SourceId, path: &str) {
+        let mut tx = Commit::default();
+        tx.push(Op::InsertSource {
+            id,
+            identity: Identity {
+                dev: 1,
+                ino: id as u64,
+            },
+            path: path.into(),
+            harness: "generic".into(),
+            cursor: Cursor::default(),
+        });
+        archive.apply(&tx).unwrap();
+    }
+
+    fn apply(archive: &mut Archive, op: Op) {
+        let mut tx = Commit::default();
+        tx.push(op);
+        archive.apply(&tx).unwrap();
+    }
+
+    fn pieces(archive: &Archive) -> Vec<(i64, Vec<u8>)> {
+        let mut stmt = (archive.conn)
+            .prepare("SELECT start, bytes FROM held_back ORDER BY source_id, start")
+            .unwrap();
+        let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    }
+
+    fn raw(archive: &Archive, id: i64) -> Vec<u8> {
+        let mut out = Vec::new();
+        archive
+            .write_reject_raw(id, &mut out)
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn held_back_bytes_that_grow_are_stored_as_pieces_and_rejected_whole() {
+        let (_dir, mut archive) = archive();
+        add_source(&mut archive, 1, "/t/a.jsonl");
+        let put = |archive: &mut Archive, bytes: &[u8], grown| {
+            let bytes = bytes.to_vec();
+            apply(
+                archive,
+                Op::PutHeldBack {
+                    id: 1,
+                    offset: 8,
+                    bytes,
+                    grown,
+                },
+            );
+        };
+        put(&mut archive, b"{\"a\"", false);
+        put(&mut archive, b"{\"a\":[1", true);
+        put(&mut archive, b"{\"a\":[1", true);
+        assert_eq!(
+            pieces(&archive),
+            [(0, b"{\"a\"".to_vec()), (4, b":[1".to_vec())],
+            "a grown line adds a piece; an unchanged one adds nothing"
+        );
+        put(&mut archive, b"{\"a\"", true);
+        assert_eq!(
+            pieces(&archive),
+            [(0, b"{\"a\"".to_vec())],
+            "shorter: rewritten"
+        );
+        put(&mut archive, b"[[[", false);
+        assert_eq!(
+            pieces(&archive),
+            [(0, b"[[[".to_vec())],
+            "another line: rewritten"
+        );
+        put(&mut archive, b"[[[[[", true);
+        let reason = "why".to_owned();
+        apply(
+            &mut archive,
+            Op::RejectHeldBack {
+                id: 1,
+                generation: 0,
+                length: 9,
+                reason,
+            },
+        );
+        assert!(pieces(&archive).is_empty(), "forgotten once rejected");
+        let mut listed = Vec::new();
+        (archive.rejects(None, |r| Ok(listed.push(r))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (listed[0].offset, listed[0].length, listed[0].kept),
+            (8, 9, 5)
+        );
+        assert_eq!(raw(&archive, listed[0].id), b"[[[[[");
+        assert_eq!(archive.sources().unwrap()[0].rejects, 1);
+        let reason = "again".to_owned();
+        apply(
+            &mut archive,
+            Op::RejectHeldBack {
+                id: 1,
+                generation: 0,
+                length: 9,
+                reason,
+            },
+        );
+        assert_eq!(
+            archive.sources().unwrap()[0].rejects,
+            1,
+            "none kept: nothing recorded"
+        );
+    }
+
+    #[test]
+    fn rejects_longer_than_a_value_are_written_in_place_and_read_back_whole() {
+        let (_dir, mut archive) = archive();
+        add_source(&mut archive, 1, "/t/a/s.jsonl");
+        add_source(&mut archive, 2, "/t/b.jsonl");
+        let long: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let reject = |raw: Vec<u8>| Reject {
+            offset: 0,
+            length: raw.len() as u64,
+            reason: "invalid".into(),
+            raw,
+        };
+        let rejects = vec![reject(long.clone())];
+        apply(
+            &mut archive,
+            Op::Rejects {
+                id: 1,
+                generation: 0,
+                rejects,
+            },
+        );
+        let rejects = vec![reject(b"short".to_vec())];
+        apply(
+            &mut archive,
+            Op::Rejects {
+                id: 2,
+                generation: 0,
+                rejects,
+            },
+        );
+        let mut under_a = Vec::new();
+        let dir = Path::new("/t/a");
+        (archive.rejects(Some(dir), |r| Ok(under_a.push(r.id))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(under_a.len(), 1);
+        assert!(raw(&archive, under_a[0]) == long);
+        assert!(
+            archive
+                .write_reject_raw(99, &mut Vec::new())
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_cursor_row_that_cannot_be_a_cursor_makes_its_source_invalid_not_the_archive() {
+        let (_dir, mut archive) = archive();
+        add_source(&mut archive, 1, "/t/a.jsonl");
+        add_source(&mut archive, 2, "/t/b.jsonl");
+        (archive.conn)
+            .execute("UPDATE cursors SET held_back = -1 WHERE source_id = 1", [])
+            .unwrap();
+        let rows = archive.sources().unwrap();
+        let why = rows[0].invalid.as_deref().unwrap();
+        assert_eq!(why, "held-back length is negative (-1)");
+        assert_eq!(rows[0].path, Path::new("/t/a.jsonl"));
+        assert!(rows[1].invalid.is_none());
     }
 }

@@ -907,3 +907,110 @@ fn up_to_date(src: &SourceRow, meta: &Metadata) -> bool {
 fn show(id: Identity) -> String {
     format!("{}:{}", id.dev, id.ino)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::watch_roots;
+    use crate::writer::ArchiveWriter;
+    use std::fs;
+
+    /// An engine over a temp directory, committing straight into a temp archive.
+    struct Setup {
+        dir: tempfile::TempDir,
+        roots: Vec<Root>,
+        engine: Engine,
+    }
+
+    impl Setup {
+        fn new() -> Setup {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path().join("watch");
+            fs::create_dir(&root).unwrap();
+            let engine = Setup::engine(dir.path());
+            let roots = watch_roots(&[root], "**/*.jsonl").unwrap();
+            Setup { dir, roots, engine }
+        }
+
+        fn engine(dir: &Path) -> Engine {
+            let db = dir.join("a.db");
+            let writer = ArchiveWriter::new(Archive::open(&db).unwrap(), None);
+            let limits = ReadLimits {
+                record_limit: 1 << 20,
+                batch_bytes: 1 << 20,
+            };
+            Engine::new(
+                Archive::open(&db).unwrap(),
+                Box::new(writer),
+                EngineOptions { limits },
+            )
+            .unwrap()
+        }
+
+        fn path(&self, name: &str) -> PathBuf {
+            self.roots[0].path.join(name)
+        }
+
+        fn pass(&mut self) -> PassReport {
+            self.engine.run_pass(&self.roots).unwrap()
+        }
+
+        fn only_source(&self) -> &SourceRow {
+            let mut all = self.engine.sources.iter();
+            let row = all.next().unwrap();
+            assert!(all.next().is_none());
+            row
+        }
+    }
+
+    #[test]
+    fn a_pass_archives_complete_lines_holds_back_the_rest_and_skips_what_did_not_change() {
+        let mut s = Setup::new();
+        fs::write(s.path("a.jsonl"), b"{\"a\":1}\nnot json\n{\"b\"").unwrap();
+        let report = s.pass();
+        assert_eq!((report.opened, report.records, report.rejects), (1, 1, 1));
+        assert_eq!(report.held_back.values().sum::<u64>(), 4);
+        let src = s.only_source().clone();
+        assert_eq!((src.cursor.position.offset, src.cursor.held_back), (17, 4));
+        assert_eq!(src.cursor.held_back_prefix, b"{\"b\"");
+        let report = s.pass();
+        assert_eq!((report.opened, report.unchanged), (0, 1));
+        // What the engine holds is what a new engine loads from the archive.
+        let reloaded = Setup::engine(s.dir.path());
+        assert_eq!(reloaded.sources.get(src.id), Some(&src));
+    }
+
+    #[test]
+    fn a_truncated_file_starts_a_new_generation_and_its_unfinished_line_is_a_reject() {
+        let mut s = Setup::new();
+        fs::write(s.path("a.jsonl"), b"{\"a\":1}\n{\"b\":2}\n{\"c\"").unwrap();
+        s.pass();
+        fs::write(s.path("a.jsonl"), b"{\"d\":4}\n").unwrap();
+        let report = s.pass();
+        assert_eq!(report.new_generations, 1);
+        assert_eq!((report.records, report.rejects), (1, 1));
+        let src = s.only_source();
+        assert_eq!((src.generation, src.records, src.rejects), (1, 3, 1));
+        assert_eq!(src.cursor.position.offset, 8);
+    }
+
+    #[test]
+    fn a_source_whose_cursor_row_is_invalid_is_not_read_and_counted_as_an_error() {
+        let mut s = Setup::new();
+        fs::write(s.path("a.jsonl"), b"{\"a\":1}\n").unwrap();
+        s.pass();
+        let db = s.dir.path().join("a.db");
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute("UPDATE cursors SET tail_len = 4096", [])
+            .unwrap();
+        drop(conn);
+        s.engine = Setup::engine(s.dir.path());
+        fs::write(s.path("a.jsonl"), b"{\"a\":1}\n{\"b\":2}\n").unwrap();
+        let report = s.pass();
+        assert_eq!(
+            (report.records, report.errors, report.new_sources),
+            (0, 1, 0)
+        );
+        assert!(s.only_source().invalid.is_some());
+    }
+}
