@@ -1251,9 +1251,12 @@ mod tests {
         );
         assert!(pieces(&archive).is_empty(), "forgotten once rejected");
         let mut listed = Vec::new();
-        (archive.rejects(None, |r| Ok(listed.push(r))))
-            .unwrap()
-            .unwrap();
+        (archive.rejects(None, |r| {
+            listed.push(r);
+            Ok(())
+        }))
+        .unwrap()
+        .unwrap();
         assert_eq!(
             (listed[0].offset, listed[0].length, listed[0].kept),
             (8, 9, 5)
@@ -1309,9 +1312,12 @@ mod tests {
         );
         let mut under_a = Vec::new();
         let dir = Path::new("/t/a");
-        (archive.rejects(Some(dir), |r| Ok(under_a.push(r.id))))
-            .unwrap()
-            .unwrap();
+        (archive.rejects(Some(dir), |r| {
+            under_a.push(r.id);
+            Ok(())
+        }))
+        .unwrap()
+        .unwrap();
         assert_eq!(under_a.len(), 1);
         assert!(raw(&archive, under_a[0]) == long);
         assert!(
