@@ -1,24 +1,21 @@
 //! The command line: argument definitions and what each command does.
 
 use crate::archive::Archive;
-use crate::checkpointer::Checkpointer;
 use crate::config::{self, Overrides, Settings};
 use crate::doctor;
 use crate::domain::StartAt;
-use crate::engine::{Engine, EngineOptions};
 use crate::envelope::write_envelope;
 use crate::error::{Error, Result, SystemContext};
 use crate::harness::absolute;
 use crate::lock::ArchiveLock;
 use crate::logging;
-use crate::pipeline::run_live;
+use crate::pipeline::{run_live, run_once};
 use crate::progress::ProgressShow;
 use crate::rejects::{TextWriter, write_json};
 use crate::seed;
 use crate::service::{self, Manager, Target};
 use crate::status;
 use crate::tap::Tap;
-use crate::writer::ArchiveWriter;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -429,28 +426,7 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
         let reload = Box::new(move || Settings::load(source.clone(), &flags, &env));
         return run_live(&db, tap, settings, show, reload);
     }
-    let options = EngineOptions {
-        limits: settings.limits,
-    };
-    let reads = Archive::open(&db)?;
-    // The writer commits on a thread of its own, so reading the next batch overlaps with
-    // committing the last one, and the checkpointer copies the WAL meanwhile.
-    let write = Archive::open(&db)?;
-    write.bound_wal()?;
-    let (checkpointer, committed) = Checkpointer::start(Archive::open(&db)?)?;
-    let writer = ArchiveWriter::new(write, tap)
-        .after_commit(committed)
-        .spawn()
-        .starting("archive writer")?;
-    let mut engine = Engine::new(reads, Box::new(writer.committer), options)?;
-    let mut display = show.start();
-    engine.observe(Box::new(move |p| display.update(p)));
-    let pass = engine.run_pass(&settings.roots);
-    // Dropping the engine closes the channel: the writer commits what it holds, then ends.
-    drop(engine);
-    let written = writer.handle.join().unwrap_or(Err(Error::WriterStopped));
-    checkpointer.stop();
-    let report = pass.and_then(|report| written.map(|()| report))?;
+    let report = run_once(&db, tap, &settings, show)?;
     for (path, bytes) in &report.held_back {
         log::info!(
             "held back path={path:?} bytes={bytes} (an incomplete last line, archived once it ends with a newline)"

@@ -14,6 +14,7 @@
 use crate::archive::{Archive, Commit, Op};
 use crate::checkpointer::Checkpointer;
 use crate::config::Settings;
+use crate::domain::ReadLimits;
 use crate::engine::{Engine, EngineOptions, PassReport};
 use crate::error::{Error, Result, SystemContext};
 use crate::harness::Root;
@@ -22,7 +23,7 @@ use crate::progress::{Progress, ProgressShow};
 use crate::readiness::ServiceManager;
 use crate::tap::Tap;
 use crate::watch::{self, PolledRoot, Wakeups, WatcherThread};
-use crate::writer::ArchiveWriter;
+use crate::writer::{ArchiveWriter, StallReport};
 use crossbeam_channel::{Receiver, after, bounded, never, select, tick};
 use indicatif::HumanBytes;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
@@ -31,6 +32,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// The key under which the daemon keeps its caught-up figures for `status`.
@@ -38,6 +40,76 @@ pub const CAUGHT_UP: &str = "caught_up";
 
 /// Reads the configuration again (on SIGHUP), with the command line's flags still on top.
 pub type Reload = Box<dyn FnMut() -> Result<Settings> + Send>;
+
+/// The threads every `run` starts, wired in this one place: the engine (on the caller's
+/// thread) commits through the archive writer's thread, and the checkpointer copies the WAL
+/// into the database beside them.
+struct Pipeline {
+    writer: JoinHandle<Result<()>>,
+    /// Disconnects when the writer thread ends.
+    writer_gone: Receiver<()>,
+    checkpointer: Checkpointer,
+}
+
+/// What the daemon adds to the writer: retry a commit the archive refuses for a reason that
+/// passes (until the flag is set), saying so through the report.
+type Retry = (Arc<AtomicBool>, StallReport);
+
+impl Pipeline {
+    /// Opens the archive at `db` three times (reads, writes, checkpoints), starts the writer
+    /// and checkpointer threads, and returns the engine that commits through them. Records
+    /// committed go to `tap` too.
+    fn start(
+        db: &Path,
+        tap: Option<Tap>,
+        limits: ReadLimits,
+        retry: Option<Retry>,
+    ) -> Result<(Engine, Pipeline)> {
+        let reads = Archive::open(db)?;
+        let write = Archive::open(db)?;
+        // Checkpoints run on their own connection and thread, not inside commits; only a
+        // commit that takes the WAL past its limit (copying fell behind) checkpoints it.
+        write.bound_wal()?;
+        let (checkpointer, committed) = Checkpointer::start(Archive::open(db)?)?;
+        let mut writer = ArchiveWriter::new(write, tap).after_commit(committed);
+        if let Some((stop, stalled)) = retry {
+            writer = writer.retrying(stop, stalled);
+        }
+        let writer = writer.spawn().starting("archive writer")?;
+        let engine = Engine::new(reads, Box::new(writer.committer), EngineOptions { limits })?;
+        let pipeline = Pipeline {
+            writer: writer.handle,
+            writer_gone: writer.gone,
+            checkpointer,
+        };
+        Ok((engine, pipeline))
+    }
+
+    /// Drops `engine`, which closes its commit channel, waits for the writer to commit what
+    /// it holds, then stops the checkpointer. `Err` is the writer's.
+    fn finish(self, engine: Engine) -> Result<()> {
+        drop(engine);
+        let written = self.writer.join().unwrap_or(Err(Error::WriterStopped));
+        self.checkpointer.stop();
+        written
+    }
+}
+
+/// `run --once`: one pass over the configured roots, each file read up to the size it has
+/// when it is read, then every commit made. Returns the pass's report.
+pub fn run_once(
+    db: &Path,
+    tap: Option<Tap>,
+    settings: &Settings,
+    show: ProgressShow,
+) -> Result<PassReport> {
+    let (mut engine, pipeline) = Pipeline::start(db, tap, settings.limits, None)?;
+    let mut display = show.start();
+    engine.observe(Box::new(move |p| display.update(p)));
+    let pass = engine.run_pass(&settings.roots);
+    let written = pipeline.finish(engine);
+    pass.and_then(|report| written.map(|()| report))
+}
 
 /// Runs the daemon on the archive at `db` until SIGINT or SIGTERM: watches, backfills, then
 /// archives each change as it happens. `Ok` after a clean stop; `Err` when the archive fails.
@@ -48,30 +120,18 @@ pub fn run_live(
     show: ProgressShow,
     reload: Reload,
 ) -> Result<()> {
-    let reads = Archive::open(db)?;
-    let write = Archive::open(db)?;
-    // Checkpoints run on their own connection and thread, not inside commits; only a commit
-    // that takes the WAL past its limit (copying fell behind) checkpoints it.
-    write.bound_wal()?;
-    let (checkpointer, committed) = Checkpointer::start(Archive::open(db)?)?;
     let manager = Arc::new(ServiceManager::from_env());
     let stop = Arc::new(AtomicBool::new(false));
-    let stalled = {
+    let stalled: StallReport = {
         let manager = Arc::clone(&manager);
         Box::new(move |why: &str| {
             manager.watchdog();
             manager.status(why, false);
         })
     };
-    let writer = ArchiveWriter::new(write, tap)
-        .retrying(Arc::clone(&stop), stalled)
-        .after_commit(committed)
-        .spawn()
-        .starting("archive writer")?;
-    let options = EngineOptions {
-        limits: settings.limits,
-    };
-    let engine = Engine::new(reads, Box::new(writer.committer), options)?.with_stop(stop);
+    let retry = (Arc::clone(&stop), stalled);
+    let (engine, pipeline) = Pipeline::start(db, tap, settings.limits, Some(retry))?;
+    let engine = engine.with_stop(stop);
     let stop = engine.stop_flag();
     let signals = SignalListener::start(Arc::clone(&stop))?;
     let (wakeups, wake_rx) = Wakeups::new();
@@ -88,13 +148,10 @@ pub fn run_live(
         reload,
         show,
     };
-    let result = daemon.run(&wake_rx, &signals, &writer.gone);
+    let result = daemon.run(&wake_rx, &signals, &pipeline.writer_gone);
     daemon.manager.stopping();
     daemon.stop_watchers();
-    // Dropping the engine drops the committer: the writer commits what it holds, then ends.
-    drop(daemon);
-    let written = writer.handle.join().unwrap_or(Err(Error::WriterStopped));
-    checkpointer.stop();
+    let written = pipeline.finish(daemon.engine);
     // Only now: until here a second SIGINT must still reach the signal thread.
     signals.handle.close();
     match (result, written) {
