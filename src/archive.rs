@@ -391,6 +391,46 @@ impl Archive {
         Ok(Ok(()))
     }
 
+    /// Up to `limit` records with `after < seq <= through`, in `seq` order: one page of a
+    /// consumer's catch-up (see `follow`).
+    pub fn records_page(&self, after: i64, through: i64, limit: usize) -> Result<Vec<ExportRow>> {
+        let mut stmt = self.db(self.conn.prepare_cached(
+            "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record, s.id
+             FROM records r JOIN sources s ON s.id = r.source_id
+             WHERE r.seq > ?1 AND r.seq <= ?2 ORDER BY r.seq LIMIT ?3",
+        ))?;
+        let rows = stmt.query_map(params![after, through, limit as i64], |r| {
+            Ok(ExportRow {
+                seq: r.get(0)?,
+                harness: r.get(1)?,
+                path: path_from_blob(r.get(2)?),
+                generation: r.get(3)?,
+                offset: r.get::<_, i64>(4)? as u64,
+                record: r.get(5)?,
+                source: r.get(6)?,
+            })
+        });
+        let rows = self.db(rows)?;
+        self.db(rows.collect())
+    }
+
+    /// The highest `seq` committed, or 0 in an archive without records.
+    pub fn last_seq(&self) -> Result<i64> {
+        let last = (self.conn).query_row("SELECT max(seq) FROM records", [], |r| {
+            r.get::<_, Option<i64>>(0)
+        });
+        Ok(self.db(last)?.unwrap_or(0))
+    }
+
+    /// The last `seq` the durable consumer `name` recorded as done ([`Op::ConsumerDone`]), if
+    /// it ever did.
+    pub fn consumer_seq(&self, name: &str) -> Result<Option<i64>> {
+        let seq = (self.conn).query_row("SELECT seq FROM consumers WHERE name = ?1", [name], |r| {
+            r.get(0)
+        });
+        self.db(seq.optional())
+    }
+
     /// Calls `each` for every rejected line, in the order they were recorded, optionally only
     /// those of sources whose current path is `path` or lies under it. Their bytes are not
     /// loaded: [`Archive::write_reject_raw`] writes them out. An `Err` from `each` stops the
@@ -747,6 +787,14 @@ impl Tx<'_> {
         .map(drop)
     }
 
+    fn consumer_done(&self, name: &str, seq: i64) -> Result<()> {
+        self.db(self.tx.execute(
+            "INSERT OR REPLACE INTO consumers (name, seq, updated_ms) VALUES (?1, ?2, ?3)",
+            params![name, seq, now_ms()],
+        ))
+        .map(drop)
+    }
+
     fn set_state(&self, key: &str, value: &str) -> Result<()> {
         self.db(self.tx.execute(
             "INSERT OR REPLACE INTO state (key, value, updated_ms) VALUES (?1, ?2, ?3)",
@@ -801,6 +849,7 @@ impl Tx<'_> {
             Op::RemovePrefixMark(identity) => self.remove_prefix_mark(*identity),
             Op::RootScanned(root) => self.mark_root_scanned(root),
             Op::SetState { key, value } => self.set_state(key, value),
+            Op::ConsumerDone { name, seq } => self.consumer_done(name, *seq),
         }
     }
 
@@ -1065,6 +1114,14 @@ pub enum Op {
     RemovePrefixMark(Identity),
     /// Remembers that a root has had its first scan.
     RootScanned(PathBuf),
+    /// Records that the durable consumer `name` is done with every record up to `seq`,
+    /// committed together with the consumer's own work (see `follow`).
+    ConsumerDone {
+        /// The consumer.
+        name: String,
+        /// The last `seq` it is done with.
+        seq: i64,
+    },
     /// Keeps a value for `status`.
     SetState {
         /// Its name.

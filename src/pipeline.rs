@@ -1,8 +1,8 @@
 //! The live daemon: threads and channels.
 //!
 //! ```text
-//! notify (one per watcher) ──marks──▶ Wakeups ──wake──▶ engine ──Commit──▶ archive writer ──▶ tap
-//!                                      (dirty set)       (reads)  bounded 4   (SQLite)   bounded, lossy
+//! notify (one per watcher) ──marks──▶ Wakeups ──wake──▶ engine ──Commit──▶ archive writer ──▶ hub ──▶ tap
+//!                                      (dirty set)       (reads)  bounded 4   (SQLite)            bounded, lossy
 //! ```
 //!
 //! The engine thread (the caller's) reads: it waits for a wake-up, a periodic stat-only rescan
@@ -17,6 +17,7 @@ use crate::config::Settings;
 use crate::domain::ReadLimits;
 use crate::engine::{Engine, EngineOptions, PassReport};
 use crate::error::{Error, Result, SystemContext};
+use crate::follow::Hub;
 use crate::harness::Root;
 use crate::logging;
 use crate::progress::{Progress, ProgressShow};
@@ -71,7 +72,12 @@ impl Pipeline {
         // commit that takes the WAL past its limit (copying fell behind) checkpoints it.
         write.bound_wal()?;
         let (checkpointer, committed) = Checkpointer::start(Archive::open(db)?)?;
-        let mut writer = ArchiveWriter::new(write, tap).after_commit(committed);
+        let hub = Hub::new(reads.last_seq()?);
+        if let Some(tap) = tap {
+            // The tap starts now: it prints what commits from here on.
+            hub.subscribe(Box::new(tap));
+        }
+        let mut writer = ArchiveWriter::new(write, Some(hub)).after_commit(committed);
         if let Some((stop, stalled)) = retry {
             writer = writer.retrying(stop, stalled);
         }

@@ -1,5 +1,9 @@
-//! The live tap: envelopes of committed records on stdout, never holding up the archive.
+//! The live tap: envelopes of committed records on stdout, never holding up the archive. It is
+//! a subscriber of the archive's [`Hub`](crate::follow::Hub) that starts "now" and, rather
+//! than catch up, is dropped when stdout is not read fast enough.
 
+use crate::envelope::Envelope;
+use crate::follow::{Offer, Published, RecordAt, Subscriber};
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError, bounded};
 use std::io::{self, Write};
 use std::sync::Arc;
@@ -13,7 +17,7 @@ const TAP_BACKLOG: usize = 256;
 const TAP_DRAIN: Duration = Duration::from_secs(1);
 
 /// The envelopes of one commit, in pieces, and the seq of its last record.
-type Chunk = (Vec<Vec<u8>>, i64);
+type Chunk = (Vec<Piece>, i64);
 
 /// A handle on the tap thread. Sending never blocks: a full backlog drops the tap with a
 /// warning, and archiving goes on; what the tap missed is in the archive.
@@ -64,11 +68,11 @@ impl Tap {
 
     /// Writes the envelopes of one commit (ending at `last_seq`) at once if that cannot
     /// block, else hands them to the tap thread.
-    pub fn send(&mut self, envelopes: Vec<Vec<u8>>, last_seq: i64) {
+    fn send(&mut self, envelopes: Vec<Piece>, last_seq: i64) {
         if self.tx.is_none() {
             return;
         }
-        let len = envelopes.iter().map(Vec::len).sum();
+        let len = envelopes.iter().map(|p| p.bytes().len()).sum();
         let direct = self.queued.load(Ordering::Acquire) == 0
             && self.pipe.is_some_and(|p| p.takes_at_once(len));
         if direct {
@@ -84,7 +88,7 @@ impl Tap {
         self.queue(envelopes, last_seq);
     }
 
-    fn queue(&mut self, envelopes: Vec<Vec<u8>>, last_seq: i64) {
+    fn queue(&mut self, envelopes: Vec<Piece>, last_seq: i64) {
         let Some(tx) = &self.tx else {
             return;
         };
@@ -148,8 +152,95 @@ fn warn_stopped(e: &io::Error) {
     log::warn!("tap stopped: cannot write to stdout ({e}); archiving continues");
 }
 
-fn write_pieces(out: &mut impl Write, pieces: &[Vec<u8>]) -> io::Result<()> {
-    pieces.iter().try_for_each(|p| out.write_all(p))
+fn write_pieces(out: &mut impl Write, pieces: &[Piece]) -> io::Result<()> {
+    pieces.iter().try_for_each(|p| out.write_all(p.bytes()))
+}
+
+impl Subscriber for Tap {
+    /// Renders a commit's envelopes and writes or queues them; a tap that has stopped (its
+    /// reader is gone or too slow) is let go.
+    fn offer(&mut self, published: &Arc<Published>) -> Offer {
+        if self.tx.is_none() {
+            return Offer::LetGo;
+        }
+        let mut pieces = Pieces::default();
+        let mut last = 0;
+        for (at, envelope) in published.entries() {
+            pieces.push_envelope(published, at, &envelope);
+            last = envelope.seq;
+        }
+        if !pieces.is_empty() {
+            self.send(pieces.into_vec(), last);
+        }
+        match self.tx {
+            Some(_) => Offer::Taken,
+            None => Offer::LetGo,
+        }
+    }
+}
+
+/// Records longer than this are written from the published commit itself rather than copied
+/// into the tap's buffer.
+const OWN_PIECE: usize = 64 * 1024;
+
+/// A piece of a commit's envelopes: bytes of the tap's own, or a long record's bytes where
+/// the published commit holds them.
+enum Piece {
+    Bytes(Vec<u8>),
+    Record(Arc<Published>, RecordAt),
+}
+
+impl Piece {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Piece::Bytes(bytes) => bytes,
+            Piece::Record(published, at) => published.record(*at),
+        }
+    }
+}
+
+/// The bytes of a commit's envelopes, as pieces: small envelopes share one buffer, a long
+/// record is a piece of its own.
+#[derive(Default)]
+struct Pieces {
+    done: Vec<Piece>,
+    current: Vec<u8>,
+}
+
+impl Pieces {
+    /// Appends `envelope`, the record at `at` of `published`.
+    fn push_envelope(&mut self, published: &Arc<Published>, at: RecordAt, envelope: &Envelope) {
+        let record = envelope.record;
+        let mut head = Vec::new();
+        (Envelope {
+            record: &[],
+            ..*envelope
+        })
+        .write_to(&mut head)
+        .expect("writing to a Vec cannot fail");
+        // `head` ends with the closing `}` and the newline; the record goes before them.
+        let tail = head.split_off(head.len() - 2);
+        self.current.extend_from_slice(&head);
+        if record.len() > OWN_PIECE {
+            self.done
+                .push(Piece::Bytes(std::mem::take(&mut self.current)));
+            self.done.push(Piece::Record(Arc::clone(published), at));
+        } else {
+            self.current.extend_from_slice(record);
+        }
+        self.current.extend_from_slice(&tail);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.done.is_empty() && self.current.is_empty()
+    }
+
+    fn into_vec(mut self) -> Vec<Piece> {
+        if !self.current.is_empty() {
+            self.done.push(Piece::Bytes(self.current));
+        }
+        self.done
+    }
 }
 
 /// File descriptor 1, written without std's stdout buffer, so that the tap thread and direct

@@ -1,12 +1,11 @@
-//! The archive writer: applies the engine's commits in order, then shows their records to the
-//! tap, so nothing is printed before it is durable.
+//! The archive writer: applies the engine's commits in order, then publishes their records to
+//! the archive's consumers (see `follow`), so no consumer sees a record before it is durable.
 
 use crate::archive::{Archive, Commit};
 use crate::checkpointer::CommitSignal;
 use crate::engine::Committer;
-use crate::envelope::Envelope;
 use crate::error::{Error, Result, error_chain};
-use crate::tap::Tap;
+use crate::follow::{Hub, Published};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,7 +26,7 @@ pub type StallReport = Box<dyn Fn(&str) + Send>;
 /// Owns the archive's write connection.
 pub struct ArchiveWriter {
     archive: Archive,
-    tap: Option<Tap>,
+    hub: Option<Arc<Hub>>,
     /// Ends retrying (the daemon is stopping); unset means retry until the archive recovers.
     stop: Option<Arc<AtomicBool>>,
     stalled: Option<StallReport>,
@@ -36,11 +35,12 @@ pub struct ArchiveWriter {
 }
 
 impl ArchiveWriter {
-    /// A writer on `archive`, showing committed records to `tap` if given.
-    pub fn new(archive: Archive, tap: Option<Tap>) -> ArchiveWriter {
+    /// A writer on `archive`, publishing each commit to `hub` if given; the hub is closed
+    /// when the writer ends.
+    pub fn new(archive: Archive, hub: Option<Arc<Hub>>) -> ArchiveWriter {
         ArchiveWriter {
             archive,
-            tap,
+            hub,
             stop: None,
             stalled: None,
             committed: None,
@@ -106,42 +106,21 @@ impl ArchiveWriter {
         }
     }
 
-    /// Commits `commit`, then hands its records to the tap in `seq` order.
+    /// Commits `commit`, then publishes its records in `seq` order.
     pub fn write(&mut self, commit: Commit) -> Result<()> {
         let seqs = self.archive.apply(&commit)?;
         self.applied(commit, seqs);
         Ok(())
     }
 
-    /// After a commit: wakes the checkpointer and hands the records to the tap. The records
-    /// move into the tap's pieces, so a record of tens of MiB is not copied into its envelope.
+    /// After a commit: wakes the checkpointer and publishes the records, which move into the
+    /// published commit (a record of tens of MiB is not copied for its consumers).
     fn applied(&mut self, commit: Commit, seqs: Vec<i64>) {
         if let Some(committed) = &self.committed {
             committed.committed(commit.record_bytes());
         }
-        let Some(tap) = &mut self.tap else {
-            return;
-        };
-        let mut pieces = Pieces::default();
-        let mut seqs = seqs.into_iter();
-        let mut last = 0;
-        for batch in commit.into_records() {
-            for (r, seq) in batch.records.into_iter().zip(&mut seqs) {
-                let envelope = Envelope {
-                    seq,
-                    source: batch.source,
-                    harness: &batch.harness,
-                    path: &batch.path,
-                    generation: batch.generation,
-                    offset: r.offset,
-                    record: &[],
-                };
-                pieces.push_envelope(&envelope, r.bytes);
-                last = seq;
-            }
-        }
-        if !pieces.is_empty() {
-            tap.send(pieces.into_vec(), last);
+        if let Some(hub) = &self.hub {
+            hub.publish(Published::new(commit.into_records().collect(), seqs));
         }
     }
 
@@ -210,45 +189,13 @@ pub struct WriterThread {
     pub gone: Receiver<()>,
 }
 
-/// Records longer than this go to the tap as pieces of their own, not copied into envelopes.
-const OWN_PIECE: usize = 64 * 1024;
-
-/// The bytes of a commit's envelopes, as pieces: small envelopes share one buffer, a long
-/// record is a piece of its own (its buffer, moved).
-#[derive(Default)]
-struct Pieces {
-    done: Vec<Vec<u8>>,
-    current: Vec<u8>,
-}
-
-impl Pieces {
-    /// Appends one envelope whose `record` field is empty, with `record` in its place.
-    fn push_envelope(&mut self, envelope: &Envelope, record: Vec<u8>) {
-        let mut head = Vec::new();
-        envelope
-            .write_to(&mut head)
-            .expect("writing to a Vec cannot fail");
-        // `head` ends with the closing `}` and the newline; the record goes before them.
-        let tail = head.split_off(head.len() - 2);
-        self.current.extend_from_slice(&head);
-        if record.len() > OWN_PIECE {
-            self.done.push(std::mem::take(&mut self.current));
-            self.done.push(record);
-        } else {
-            self.current.extend_from_slice(&record);
+impl Drop for ArchiveWriter {
+    /// Nothing more will be published: the hub lets its subscribers go (a tap writes out what
+    /// it holds) and tells followers so.
+    fn drop(&mut self) {
+        if let Some(hub) = &self.hub {
+            hub.close();
         }
-        self.current.extend_from_slice(&tail);
-    }
-
-    fn is_empty(&self) -> bool {
-        self.done.is_empty() && self.current.is_empty()
-    }
-
-    fn into_vec(mut self) -> Vec<Vec<u8>> {
-        if !self.current.is_empty() {
-            self.done.push(self.current);
-        }
-        self.done
     }
 }
 

@@ -169,6 +169,7 @@ fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reje
     let conn = rusqlite::Connection::open(&env.db).unwrap();
     conn.execute_batch(
         "DROP TABLE held_back;
+         DROP TABLE consumers;
          UPDATE cursors SET held_back = 6, held_back_prefix = CAST('{\"gone' AS BLOB)
              WHERE source_id = (SELECT id FROM sources WHERE gone = 1);
          PRAGMA user_version = 2;",

@@ -1,5 +1,5 @@
 -- Schema version 3: rejected lines are kept whole (up to the record limit), and so are the
--- bytes held back past a cursor.
+-- bytes held back past a cursor; durable consumers keep their place.
 --
 -- `rejects` is rebuilt with `raw` as its last column: SQLite stores a zero-filled blob, which
 -- a long line is written into in place, without allocating it only when it ends the row.
@@ -37,3 +37,11 @@ INSERT INTO held_back (source_id, start, offset, bytes)
     WHERE c.held_back > 0 AND s.gone = 0;
 UPDATE cursors SET held_back = 0, held_back_prefix = x''
     WHERE source_id IN (SELECT id FROM sources WHERE gone = 1);
+
+-- Durable consumers of the archive (an index, a shipper): the last `seq` each is done with,
+-- committed with its own work, so that it resumes where it left off.
+CREATE TABLE consumers (
+    name TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+);

@@ -1,0 +1,494 @@
+//! The archive is the log; consumers follow it.
+//!
+//! # The contract
+//!
+//! Every record committed to the archive has a `seq`, and records commit in `seq` order. The
+//! archive writer publishes each commit to a [`Hub`] only after SQLite has committed it,
+//! together with the records it has in hand, and moves on: publishing never waits for a
+//! consumer.
+//!
+//! - **Catch-up, then live.** A consumer starts after a `seq` of its choosing (0 for
+//!   everything, or "now"). [`Hub::subscribe`] registers it and returns the last `seq`
+//!   published, both under the lock that publishing takes, so every later commit reaches the
+//!   consumer live and every earlier one is in the archive. The consumer reads
+//!   `(start, that seq]` from the archive in pages, then takes what was published: no gap and
+//!   no duplicate at the switch (a client that got live output before the history it belonged
+//!   to is the mistake this rules out).
+//! - **Order.** A consumer sees records in `seq` order, each once, and each only after its
+//!   commit.
+//! - **Never slowing the archive.** A live subscriber is offered each commit without
+//!   blocking. One that cannot take it (its queue is full) is let go; a [`Follower`] then
+//!   catches up from the archive from the last `seq` it saw and subscribes again, while an
+//!   in-memory sink such as the stdout tap is dropped with a warning naming the last `seq` it
+//!   wrote out.
+//! - **Durable consumers** (an index, a shipper) keep their place in the archive: an
+//!   [`Op::ConsumerDone`](crate::archive::Op::ConsumerDone) committed together with their own
+//!   work, read back with [`Archive::consumer_seq`] to start from. In-memory consumers (the
+//!   tap, a socket subscriber) keep nothing.
+//! - **Power loss.** The archive runs with `synchronous=NORMAL`: a crash of the process loses
+//!   nothing, but a power loss or kernel crash may roll back the last commits, and their
+//!   records are then read again from the transcripts under new `seq` numbers, which may be
+//!   the same numbers as before. A durable consumer's place rolls back with them (it commits
+//!   after them, in the same log). Anything kept outside the archive (what the tap printed, a
+//!   remote store) must therefore key a record on (source, generation, offset), which a
+//!   re-read gives the same record again, never on `seq` alone.
+
+use crate::archive::{Archive, ExportRow, RecordBatch};
+use crate::envelope::Envelope;
+use crate::error::Result;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// What the writer publishes after one commit: its record batches in `seq` order, with the
+/// `seq` of each record.
+#[derive(Debug)]
+pub struct Published {
+    batches: Vec<RecordBatch>,
+    seqs: Vec<i64>,
+}
+
+impl Published {
+    /// The records of `batches`, which took `seqs` in that order.
+    pub fn new(batches: Vec<RecordBatch>, seqs: Vec<i64>) -> Published {
+        Published { batches, seqs }
+    }
+
+    /// The last `seq` it holds, or `None` for a commit without records.
+    pub fn last_seq(&self) -> Option<i64> {
+        self.seqs.last().copied()
+    }
+
+    /// Its records as envelopes, in `seq` order.
+    pub fn envelopes(&self) -> impl Iterator<Item = Envelope<'_>> {
+        self.entries().map(|(_, envelope)| envelope)
+    }
+
+    /// Its records as envelopes, in `seq` order, each with where its bytes are for
+    /// [`Published::record`].
+    pub fn entries(&self) -> impl Iterator<Item = (RecordAt, Envelope<'_>)> {
+        let records = (self.batches.iter().enumerate()).flat_map(|(b, batch)| {
+            (batch.records.iter().enumerate()).map(move |(r, rec)| (b, r, batch, rec))
+        });
+        records.zip(&self.seqs).map(|((b, r, batch, rec), seq)| {
+            let envelope = Envelope {
+                seq: *seq,
+                source: batch.source,
+                harness: &batch.harness,
+                path: &batch.path,
+                generation: batch.generation,
+                offset: rec.offset,
+                record: &rec.bytes,
+            };
+            (
+                RecordAt {
+                    batch: b,
+                    record: r,
+                },
+                envelope,
+            )
+        })
+    }
+
+    /// The bytes of the record at `at`.
+    pub fn record(&self, at: RecordAt) -> &[u8] {
+        &self.batches[at.batch].records[at.record].bytes
+    }
+}
+
+/// Where a record is in a [`Published`]: which batch, which record of it.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordAt {
+    batch: usize,
+    record: usize,
+}
+
+/// A live subscriber: offered each commit as it is published, on the publishing thread,
+/// under the hub's lock. An offer must not block.
+pub trait Subscriber: Send {
+    /// Takes `published`, or says it cannot keep up (or has stopped) and is to be let go.
+    fn offer(&mut self, published: &Arc<Published>) -> Offer;
+}
+
+/// A subscriber's answer to an offer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offer {
+    /// Taken; keep offering.
+    Taken,
+    /// Not taken: let this subscriber go.
+    LetGo,
+}
+
+/// Where commits are published, and consumers subscribe.
+pub struct Hub {
+    state: Mutex<HubState>,
+}
+
+struct HubState {
+    /// The last `seq` published.
+    published: i64,
+    subscribers: Vec<Box<dyn Subscriber>>,
+    /// Set when the writer ends: nothing more will be published.
+    closed: bool,
+}
+
+impl Hub {
+    /// A hub whose archive holds records up to `last_seq`.
+    pub fn new(last_seq: i64) -> Arc<Hub> {
+        Arc::new(Hub {
+            state: Mutex::new(HubState {
+                published: last_seq,
+                subscribers: Vec::new(),
+                closed: false,
+            }),
+        })
+    }
+
+    /// Called by the writer after each commit, in commit order: offers `published` to every
+    /// subscriber, letting go of those that do not take it.
+    pub fn publish(&self, published: Published) {
+        let Some(last) = published.last_seq() else {
+            return;
+        };
+        let published = Arc::new(published);
+        let mut state = self.lock();
+        state.published = last;
+        (state.subscribers).retain_mut(|s| s.offer(&published) == Offer::Taken);
+    }
+
+    /// Registers `subscriber` for every commit published from now on, and returns the last
+    /// `seq` published before it: records up to it are in the archive, records after it
+    /// reach the subscriber. `None` once the hub is closed.
+    pub fn subscribe(&self, subscriber: Box<dyn Subscriber>) -> Option<i64> {
+        let mut state = self.lock();
+        if state.closed {
+            return None;
+        }
+        state.subscribers.push(subscriber);
+        Some(state.published)
+    }
+
+    /// The last `seq` published.
+    pub fn published(&self) -> i64 {
+        self.lock().published
+    }
+
+    /// The writer has ended: lets every subscriber go (a tap writes out what it holds) and
+    /// tells followers that nothing more will come.
+    pub fn close(&self) {
+        let subscribers = {
+            let mut state = self.lock();
+            state.closed = true;
+            std::mem::take(&mut state.subscribers)
+        };
+        drop(subscribers);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HubState> {
+        // A subscriber that panicked in an offer leaves the list as it was: still usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// How many commits a follower's live queue holds before the follower is let go and catches
+/// up from the archive instead.
+const LIVE_BACKLOG: usize = 1024;
+
+/// How many records one catch-up read takes from the archive.
+const PAGE: usize = 1000;
+
+/// Where a [`Follower`] starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// After this `seq` (0: every record in the archive).
+    After(i64),
+    /// After the last `seq` published when it subscribes: only what commits from then on.
+    Now,
+}
+
+/// A consumer that follows the archive: catch-up from the archive, then live, in `seq` order,
+/// each record once, falling back to the archive whenever it falls behind.
+pub struct Follower {
+    hub: Arc<Hub>,
+    archive: Archive,
+    /// The last `seq` handed out.
+    done: i64,
+    /// Records before this `seq` are read from the archive; after it, from `live`.
+    live_after: i64,
+    live: Option<Receiver<Arc<Published>>>,
+    /// How many commits `live` holds.
+    backlog: usize,
+    /// Records read or received and not yet handed out.
+    pending: std::collections::VecDeque<ExportRow>,
+}
+
+/// A follower's live queue.
+struct Queue(Sender<Arc<Published>>);
+
+impl Subscriber for Queue {
+    fn offer(&mut self, published: &Arc<Published>) -> Offer {
+        match self.0.try_send(Arc::clone(published)) {
+            Ok(()) => Offer::Taken,
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Offer::LetGo,
+        }
+    }
+}
+
+impl Follower {
+    /// Follows the archive from `start`, reading catch-up through `archive` (a connection of
+    /// the follower's own). `Ok(None)` when the hub is closed already.
+    pub fn start(hub: Arc<Hub>, archive: Archive, start: Start) -> Result<Option<Follower>> {
+        Follower::start_with(hub, archive, start, LIVE_BACKLOG)
+    }
+
+    fn start_with(
+        hub: Arc<Hub>,
+        archive: Archive,
+        start: Start,
+        backlog: usize,
+    ) -> Result<Option<Follower>> {
+        let mut follower = Follower {
+            hub,
+            archive,
+            done: 0,
+            live_after: 0,
+            live: None,
+            backlog,
+            pending: Default::default(),
+        };
+        if !follower.subscribe() {
+            return Ok(None);
+        }
+        follower.done = match start {
+            Start::After(seq) => seq.min(follower.live_after),
+            Start::Now => follower.live_after,
+        };
+        Ok(Some(follower))
+    }
+
+    /// Registers a new live queue; false when the hub is closed.
+    fn subscribe(&mut self) -> bool {
+        let (tx, rx) = bounded(self.backlog);
+        match self.hub.subscribe(Box::new(Queue(tx))) {
+            Some(published) => {
+                self.live_after = published;
+                self.live = Some(rx);
+                true
+            }
+            None => {
+                self.live = None;
+                false
+            }
+        }
+    }
+
+    /// The next record, waiting up to `wait` for one to commit. `Ok(None)` when none came in
+    /// that time, or the writer has ended and every record has been handed out.
+    pub fn next(&mut self, wait: Duration) -> Result<Option<ExportRow>> {
+        loop {
+            if let Some(row) = self.pending.pop_front() {
+                self.done = row.seq;
+                return Ok(Some(row));
+            }
+            if self.done < self.live_after {
+                let page = self
+                    .archive
+                    .records_page(self.done, self.live_after, PAGE)?;
+                self.pending.extend(page);
+                continue;
+            }
+            let Some(live) = &self.live else {
+                return Ok(None);
+            };
+            match live.recv_timeout(wait) {
+                Ok(published) => self.take(&published),
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                // Let go (it fell behind) or closed: catch up from the archive, then follow
+                // again, or end once the hub is closed and the archive read to its end.
+                Err(RecvTimeoutError::Disconnected) => {
+                    if !self.subscribe() {
+                        let last = self.archive.last_seq()?;
+                        if self.done >= last {
+                            return Ok(None);
+                        }
+                        self.live_after = last;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Queues the records of a live commit: all past what was handed out, since the catch-up
+    /// stopped where the subscription began.
+    fn take(&mut self, published: &Published) {
+        for e in published.envelopes() {
+            debug_assert!(e.seq > self.live_after, "live records follow the catch-up");
+            self.pending.push_back(ExportRow {
+                seq: e.seq,
+                source: e.source,
+                harness: e.harness.to_owned(),
+                path: e.path.to_owned(),
+                generation: e.generation,
+                offset: e.offset,
+                record: e.record.to_vec(),
+            });
+        }
+    }
+
+    /// The last `seq` handed out.
+    pub fn done(&self) -> i64 {
+        self.done
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::{Commit, Op};
+    use crate::domain::{Cursor, Record};
+    use crate::fingerprint::Identity;
+    use crate::writer::ArchiveWriter;
+
+    /// A writer publishing to a hub, over a temp archive holding one source.
+    struct Setup {
+        dir: tempfile::TempDir,
+        hub: Arc<Hub>,
+        writer: ArchiveWriter,
+        offset: u64,
+    }
+
+    impl Setup {
+        fn new() -> Setup {
+            let dir = tempfile::tempdir().unwrap();
+            let archive = Archive::open(&dir.path().join("a.db")).unwrap();
+            let hub = Hub::new(archive.last_seq().unwrap());
+            let mut writer = ArchiveWriter::new(archive, Some(Arc::clone(&hub)));
+            let mut tx = Commit::default();
+            tx.push(Op::InsertSource {
+                id: 1,
+                identity: Identity { dev: 1, ino: 1 },
+                path: "/t/a.jsonl".into(),
+                harness: "generic".into(),
+                cursor: Cursor::default(),
+            });
+            writer.write(tx).unwrap();
+            Setup {
+                dir,
+                hub,
+                writer,
+                offset: 0,
+            }
+        }
+
+        /// Commits `n` records, one commit each.
+        fn commit(&mut self, n: usize) {
+            for _ in 0..n {
+                let mut tx = Commit::default();
+                let bytes = format!("{{\"at\":{}}}", self.offset).into_bytes();
+                tx.push(Op::Records(RecordBatch {
+                    source: 1,
+                    harness: "generic".into(),
+                    path: "/t/a.jsonl".into(),
+                    generation: 0,
+                    read_ms: 0,
+                    records: vec![Record {
+                        offset: self.offset,
+                        bytes,
+                    }],
+                }));
+                self.offset += 10;
+                self.writer.write(tx).unwrap();
+            }
+        }
+
+        fn follow(&self, start: Start, backlog: usize) -> Follower {
+            let archive = Archive::open(&self.dir.path().join("a.db")).unwrap();
+            Follower::start_with(Arc::clone(&self.hub), archive, start, backlog)
+                .unwrap()
+                .unwrap()
+        }
+    }
+
+    /// The seqs a follower hands out until none is waiting.
+    fn drain(f: &mut Follower) -> Vec<i64> {
+        let mut seqs = Vec::new();
+        while let Some(row) = f.next(Duration::ZERO).unwrap() {
+            assert_eq!(
+                row.record,
+                format!("{{\"at\":{}}}", row.offset).into_bytes()
+            );
+            seqs.push(row.seq);
+        }
+        seqs
+    }
+
+    #[test]
+    fn catch_up_then_live_hands_out_every_record_once_in_order() {
+        // Records committed after the follower subscribed are in the archive too by the time
+        // it reads its catch-up: it must read only up to where it subscribed, and take the
+        // rest live, or it would hand them out twice.
+        let mut s = Setup::new();
+        s.commit(10);
+        let mut f = s.follow(Start::After(0), 64);
+        s.commit(10);
+        assert_eq!(drain(&mut f), (1..=20).collect::<Vec<_>>());
+        s.commit(3);
+        assert_eq!(drain(&mut f), [21, 22, 23]);
+        assert_eq!(f.done(), 23);
+    }
+
+    #[test]
+    fn a_follower_that_falls_behind_is_let_go_and_catches_up_from_the_archive() {
+        let mut s = Setup::new();
+        let mut f = s.follow(Start::After(0), 4);
+        s.commit(25);
+        assert_eq!(drain(&mut f), (1..=25).collect::<Vec<_>>());
+        s.commit(2);
+        assert_eq!(drain(&mut f), [26, 27], "it follows live again");
+    }
+
+    #[test]
+    fn a_follower_started_now_or_after_a_seq_gets_only_what_follows() {
+        let mut s = Setup::new();
+        s.commit(5);
+        let mut now = s.follow(Start::Now, 64);
+        let mut after = s.follow(Start::After(3), 64);
+        s.commit(2);
+        assert_eq!(drain(&mut now), [6, 7]);
+        assert_eq!(drain(&mut after), [4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn when_the_writer_ends_a_follower_hands_out_the_rest_then_ends() {
+        let mut s = Setup::new();
+        let mut f = s.follow(Start::After(0), 2);
+        s.commit(6);
+        let Setup {
+            dir, hub, writer, ..
+        } = s;
+        drop(writer);
+        assert_eq!(drain(&mut f), (1..=6).collect::<Vec<_>>());
+        assert!(
+            f.next(Duration::from_secs(5)).unwrap().is_none(),
+            "ended, not waiting"
+        );
+        let archive = Archive::open(&dir.path().join("a.db")).unwrap();
+        assert!(Follower::start(hub, archive, Start::Now).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_durable_consumer_keeps_its_place_with_its_work() {
+        let mut s = Setup::new();
+        s.commit(4);
+        let mut f = s.follow(Start::After(0), 64);
+        let done = drain(&mut f);
+        let mut tx = Commit::default();
+        let name = "index".to_owned();
+        let seq = *done.last().unwrap();
+        tx.push(Op::ConsumerDone { name, seq });
+        s.writer.write(tx).unwrap();
+        let archive = Archive::open(&s.dir.path().join("a.db")).unwrap();
+        assert_eq!(archive.consumer_seq("index").unwrap(), Some(4));
+        assert_eq!(archive.consumer_seq("other").unwrap(), None);
+    }
+}
