@@ -5,7 +5,7 @@ use crate::config::{self, Overrides, Settings};
 use crate::doctor;
 use crate::domain::StartAt;
 use crate::envelope::write_envelope;
-use crate::error::{Error, Result, SystemContext};
+use crate::error::{Error, IoContext, Result, SystemContext};
 use crate::harness::absolute;
 use crate::lock::ArchiveLock;
 use crate::logging;
@@ -98,6 +98,39 @@ pub enum Command {
         One line per finding: ok, warn or FAIL. Exits 1 when a check fails, 0 otherwise."
     )]
     Doctor(DoctorArgs),
+    /// Print a completion script for a shell on stdout.
+    #[command(
+        long_about = "Print a completion script for SHELL on stdout, generated from this \
+        binary's own arguments. For example: `transcript-sync completions bash > \
+        ~/.local/share/bash-completion/completions/transcript-sync`; zsh: a file named \
+        `_transcript-sync` in a directory of $fpath; fish: \
+        ~/.config/fish/completions/transcript-sync.fish."
+    )]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff) on stdout, or write every page into a directory.
+    #[command(
+        long_about = "Print the man page, in roff, on stdout, generated from this binary's own \
+        arguments; with --dir, write it and one page per command (transcript-sync-run.1, …) \
+        into that directory instead: `transcript-sync man --dir ~/.local/share/man/man1`, \
+        then `man transcript-sync` or `man transcript-sync-rejects`."
+    )]
+    Man(ManArgs),
+}
+
+/// Arguments of `man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write every page (the command and each subcommand) into this directory.
+    #[arg(long, value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// Arguments of `completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
 }
 
 /// Arguments of `doctor`.
@@ -319,6 +352,12 @@ pub struct StatusArgs {
 /// Runs a parsed command line: loads the configuration, starts logging, runs the command.
 /// `Err` is fatal and names the path involved.
 pub fn execute(cli: Cli) -> Result<()> {
+    // Generated from the argument definitions alone: no configuration, no archive.
+    match &cli.command {
+        Command::Completions(args) => return completions(args.shell),
+        Command::Man(args) => return man(args.dir.as_deref()),
+        _ => {}
+    }
     let source = config::Source::locate(cli.config.as_deref(), &env)?;
     let flags = match &cli.command {
         Command::Run(args) => args.overrides(),
@@ -335,6 +374,7 @@ pub fn execute(cli: Cli) -> Result<()> {
             db: archive.db.clone(),
             ..Overrides::default()
         },
+        Command::Completions(_) | Command::Man(_) => Overrides::default(),
         Command::Doctor(args) => Overrides {
             db: args.archive.db.clone(),
             watch: args.dirs.watch.clone(),
@@ -367,6 +407,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Config(ConfigCommand::Check(_)) => config_check(&settings),
         Command::Service(cmd) => service(cmd, &settings),
         Command::Doctor(args) => doctor(args, &settings),
+        Command::Completions(_) | Command::Man(_) => Ok(()),
     }
 }
 
@@ -590,6 +631,28 @@ fn doctor(args: DoctorArgs, settings: &Settings) -> Result<()> {
         0 => Ok(()),
         failures => Err(Error::DoctorFailed { failures }),
     }
+}
+
+/// `completions SHELL`: the script clap_complete writes for this command line.
+fn completions(shell: clap_complete::Shell) -> Result<()> {
+    use clap::CommandFactory;
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "transcript-sync", &mut out);
+    stdout_result(io::stdout().lock().write_all(&out))
+}
+
+/// `man`: the pages clap_mangen renders from this command line, the main one on stdout or all
+/// of them into `dir`.
+fn man(dir: Option<&Path>) -> Result<()> {
+    use clap::CommandFactory;
+    if let Some(dir) = dir {
+        clap_mangen::generate_to(Cli::command(), dir).at_path(dir)?;
+        println!("wrote the man pages into {}", dir.display());
+        return Ok(());
+    }
+    let mut out = Vec::new();
+    let rendered = clap_mangen::Man::new(Cli::command()).render(&mut out);
+    stdout_result(rendered.and_then(|()| io::stdout().lock().write_all(&out)))
 }
 
 /// A reader that closed the pipe early is not an error (`export | head`).

@@ -3,41 +3,48 @@
 //!
 //! # Architecture
 //!
-//! A pass runs the pipeline once, in the order of the modules:
+//! The types every stage shares (sources, cursors, records, rejects) live in `domain`, below
+//! their users. A pass runs the pipeline once, in the order of the modules:
 //!
 //! 1. [`harness`] turns the embedded watcher definitions (`watchers/*.toml`) or `--watch`
 //!    directories into [`Root`]s.
 //! 2. `discover` walks each root without following symlinks and lists the transcript files,
 //!    reporting whatever it passes over.
-//! 3. `engine` matches each file to a source in the archive — by identity (device, inode),
-//!    then by path — and skips any file whose [`Fingerprint`] (identity, size, mtime, ctime)
-//!    equals its cursor's.
+//! 3. `plan` matches each file to a source — by identity (device, inode), then by path — and
+//!    the engine skips any file whose [`Fingerprint`] (identity, size, mtime, ctime) equals
+//!    its cursor's.
 //! 4. `open` and `read` open a changed file as an owned handle, verify the cursor's marker
 //!    windows against it, and read exactly the complete lines of `[cursor, size on the handle)`
 //!    in bounded batches; `record` decides which lines are records.
 //! 5. `seed` decides where a new source starts: persisted cursor, prefix mark, start policy.
-//! 6. [`Archive`] commits each batch together with the cursor past it in one SQLite
+//! 6. `lifecycle` turns what happened to a source (a batch read, a new generation, a move, …)
+//!    into its new in-memory row and the [`Commit`] that records it, in one function.
+//! 7. [`Archive`] commits each batch together with the cursor past it in one SQLite
 //!    transaction, so a crash at any instant loses and duplicates nothing.
+//! 8. The archive is a log that consumers follow (`follow`): the [`ArchiveWriter`] publishes
+//!    each commit to a [`Hub`] once it is durable; a [`Follower`] catches up from the archive,
+//!    then takes what is published, with no gap and no duplicate at the switch. The [`Tap`]
+//!    (`--sink stdout`) is a subscriber that starts "now".
 //!
-//! `run --once` makes one such pass. The daemon (`pipeline`) keeps it going: `watch` runs one
-//! `notify` instance per watcher and turns events into dirty paths (events are wake-ups, never
-//! data), the engine reads those paths (or rescans), an [`ArchiveWriter`] thread commits, the
-//! `checkpointer` thread copies the WAL into the database beside it, and a [`Tap`] prints
-//! committed records on stdout without ever holding up the writer.
+//! `pipeline` wires these threads once for `run --once` (one pass) and for the daemon, which
+//! keeps passes going: `watch` runs one `notify` instance per watcher and turns events into
+//! dirty paths (events are wake-ups, never data), the engine reads those paths (or rescans),
+//! the writer thread commits, and the `checkpointer` thread copies the WAL into the database
+//! beside it.
 //!
 //! Around the pipeline: `config` resolves `config.toml` under the command line's flags into the
-//! settings every command runs with (and again on SIGHUP); `readiness` speaks sd_notify (ready,
-//! status, watchdog, stopping); `logging` shapes log lines for the journal or a terminal;
-//! `progress` shows a backfill as a bar or as periodic log lines; when a root cannot be watched
-//! (limits, network filesystems), `watch` hands it to the daemon, which polls it instead.
-//! `service` installs the daemon as a systemd user unit or launchd agent, and `doctor` checks
-//! what breaks a watcher in practice.
+//! settings every command runs with (and again on SIGHUP), with `home` for HOME and the XDG
+//! directories; `readiness` speaks sd_notify (ready, status, watchdog, stopping); `logging`
+//! shapes log lines for the journal or a terminal; `progress` shows a backfill as a bar or as
+//! periodic log lines; when a root cannot be watched (limits, network filesystems), `watch`
+//! hands it to the daemon, which polls it instead.
 //!
 //! `export`, `status`, `rejects` and `seed` read and write the same archive while a `run`
 //! holds its lock. `service` installs `run` as a systemd user unit or a launchd agent, written
 //! from the templates in `systemd/` and `launchd/`; `doctor` checks what breaks a watcher in
 //! practice (inotify limits, roots, the archive, network filesystems, the service). System
-//! calls beyond std's go through `sys`; `home` finds HOME and the XDG directories.
+//! calls beyond std's go through `sys`, as safe calls on rustix; `unsafe` is left only in the
+//! SIMD code of `record`.
 #![warn(missing_docs)]
 
 mod archive;

@@ -231,3 +231,62 @@ fn bad_paths_are_refused_with_the_path_and_create_nothing() {
         stderr(&out)
     );
 }
+
+#[test]
+fn completions_load_in_bash_and_every_shell_gets_the_subcommands() {
+    let env = Env::new();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = env.cmd().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}: {}", stderr(&out));
+        let script = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            script.contains("rejects") && script.contains("completions"),
+            "{shell}"
+        );
+    }
+    // Loaded into a real bash, the script registers completion for the command.
+    let line = format!(
+        "source <({} completions bash) && complete -p transcript-sync",
+        BIN
+    );
+    let out = env.command("bash").args(["-c", &line]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let registered = String::from_utf8(out.stdout).unwrap();
+    assert!(registered.contains("transcript-sync"), "{registered}");
+}
+
+#[test]
+fn the_man_page_is_roff_with_every_command() {
+    let env = Env::new();
+    let out = env.cmd().arg("man").output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.contains(".TH transcript-sync 1"), "{page}");
+    let dir = env.dir.path().join("man1");
+    std::fs::create_dir(&dir).unwrap();
+    let out = env.cmd().args(["man", "--dir"]).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    for command in [
+        "run", "seed", "export", "status", "rejects", "doctor", "service",
+    ] {
+        assert!(
+            page.contains(&format!("transcript\\-sync\\-{command}(1)")),
+            "{command}: {page}"
+        );
+        let sub = dir.join(format!("transcript-sync-{command}.1"));
+        let text = std::fs::read_to_string(&sub).unwrap_or_else(|e| panic!("{sub:?}: {e}"));
+        assert!(
+            text.contains(&format!(".TH transcript-sync-{command} 1")),
+            "{text}"
+        );
+    }
+    // man itself formats the page, as a person would read it.
+    let shown = (env.command("man").env("MANWIDTH", "80"))
+        .arg("-l")
+        .arg(dir.join("transcript-sync-rejects.1"))
+        .output()
+        .unwrap();
+    assert!(shown.status.success(), "{}", stderr(&shown));
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("--raw"), "{shown}");
+}

@@ -53,10 +53,14 @@ pub fn run(ctx: &Ctx, corpus: &Corpus) -> Vec<Row> {
     run_cat(&paths);
     let mut rows = vec![cat(corpus, &paths)];
     println!("  {}", summary(&rows[0]));
-    rows.push(transcript_sync_once(ctx, corpus));
+    rows.push(transcript_sync_once(ctx, corpus, "transcript-sync"));
     println!("  {}", summary(&rows[1]));
+    if peers::baseline().is_some() {
+        rows.push(transcript_sync_once(ctx, corpus, peers::BASELINE));
+        println!("  {}", summary(rows.last().expect("just pushed")));
+    }
     rows.push(reader_only(ctx, corpus));
-    println!("  {}", summary(&rows[2]));
+    println!("  {}", summary(rows.last().expect("just pushed")));
     for (name, _state, out, mut cmd) in durable_peers(ctx, corpus) {
         let row = shipper(ctx, name, &mut cmd, &out, corpus);
         println!("  {}", summary(&row));
@@ -125,11 +129,11 @@ fn cat(corpus: &Corpus, paths: &[std::path::PathBuf]) -> Row {
 
 /// `run --once` into a fresh archive, timed from spawn to exit; peak memory and CPU time
 /// from `wait4`.
-fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus) -> Row {
-    let state = ctx.fresh_state("transcript-sync");
+fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus, name: &str) -> Row {
+    let state = ctx.fresh_state(name);
     let db = state.path().join("archive.db");
     let log = state.path().join("stderr.log");
-    let mut cmd = peers::ts_once(&db, &corpus.dir);
+    let mut cmd = peers::ts_once_of(&peers::ts_binary(name), &db, &corpus.dir);
     cmd.stdout(Stdio::null())
         .stderr(File::create(&log).expect("a log file"));
     let start = Instant::now();
@@ -145,7 +149,7 @@ fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus) -> Row {
         .find(|l| l.contains("pass complete"))
         .unwrap_or_default();
     let records = log_value(line, "records").unwrap_or(0);
-    let mut row = Row::new("transcript-sync run --once", corpus, secs, records);
+    let mut row = Row::new(&format!("{name} run --once"), corpus, secs, records);
     row.peak_rss_mib = Some(usage.ru_maxrss as f64 / 1024.0);
     row.cpu_secs = Some(cpu_secs(&usage));
     let archive = dir_size(state.path()) as f64 / 1e6;

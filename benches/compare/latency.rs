@@ -36,8 +36,9 @@ pub const SUBJECTS: [&str; 4] = [
 
 pub fn run(ctx: &Ctx) -> Vec<Row> {
     let mut rows = Vec::new();
-    for name in SUBJECTS {
-        if name != "tail -F" && name != "transcript-sync" && ctx.peers.is_none() {
+    let baseline = peers::baseline().map(|_| peers::BASELINE);
+    for name in SUBJECTS.into_iter().chain(baseline) {
+        if name != "tail -F" && !name.starts_with("transcript-sync") && ctx.peers.is_none() {
             continue;
         }
         let state = ctx.fresh_state(name);
@@ -72,8 +73,9 @@ pub fn start(ctx: &Ctx, name: &str, state: &Path, files: &[PathBuf]) -> Subject 
     let peers = ctx.peers.as_ref();
     match name {
         "tail -F" => Subject::start(name, &mut peers::tail_follow(files), Stream::Stdout),
-        "transcript-sync" => {
-            let mut cmd = peers::ts_daemon(&state.join("archive.db"), live);
+        "transcript-sync" | peers::BASELINE => {
+            let bin = peers::ts_binary(name);
+            let mut cmd = peers::ts_daemon_of(&bin, &state.join("archive.db"), live);
             let s = Subject::start(name, &mut cmd, Stream::Stdout);
             let caught_up = s.logs.find("caught up", Duration::from_secs(120));
             assert!(caught_up.is_some(), "no 'caught up':\n{}", s.logs.tail(20));

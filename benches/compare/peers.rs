@@ -16,9 +16,38 @@ pub fn transcript_sync() -> &'static str {
     env!("CARGO_BIN_EXE_transcript-sync")
 }
 
+/// The subject name of an earlier build of transcript-sync measured beside this one.
+pub const BASELINE: &str = "transcript-sync (baseline)";
+
+/// `COMPARE_BASELINE`: an earlier build's binary, measured beside this one in the backfill and
+/// latency runs, so that a change is judged against its baseline on the same machine at the
+/// same time.
+pub fn baseline() -> Option<PathBuf> {
+    let path = PathBuf::from(std::env::var_os("COMPARE_BASELINE")?);
+    assert!(
+        path.is_file(),
+        "COMPARE_BASELINE={} is not a file",
+        path.display()
+    );
+    Some(path)
+}
+
+/// The binary that subject `name` runs: this build, or the baseline's.
+pub fn ts_binary(name: &str) -> PathBuf {
+    match name {
+        BASELINE => baseline().expect("a baseline subject comes from COMPARE_BASELINE"),
+        _ => PathBuf::from(transcript_sync()),
+    }
+}
+
 /// `transcript-sync run --once --db DB --watch DIR`.
 pub fn ts_once(db: &Path, dir: &Path) -> Command {
-    let mut cmd = Command::new(transcript_sync());
+    ts_once_of(Path::new(transcript_sync()), db, dir)
+}
+
+/// `run --once` of the binary at `bin`.
+pub fn ts_once_of(bin: &Path, db: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.args(["run", "--once", "--db"])
         .arg(db)
         .arg("--watch")
@@ -31,7 +60,12 @@ pub fn ts_once(db: &Path, dir: &Path) -> Command {
 /// `transcript-sync run --sink stdout --db DB --watch DIR`: each record committed, then
 /// printed as an envelope line.
 pub fn ts_daemon(db: &Path, dir: &Path) -> Command {
-    let mut cmd = Command::new(transcript_sync());
+    ts_daemon_of(Path::new(transcript_sync()), db, dir)
+}
+
+/// `run --sink stdout` of the binary at `bin`.
+pub fn ts_daemon_of(bin: &Path, db: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.args(["run", "--sink", "stdout", "--db"])
         .arg(db)
         .arg("--watch")
