@@ -56,6 +56,23 @@ pub struct ExportRow {
     pub record: Vec<u8>,
 }
 
+/// The query of an [`ExportRow`], to be followed by its `WHERE`.
+const EXPORT_ROW: &str = "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record, s.id
+     FROM records r JOIN sources s ON s.id = r.source_id";
+
+/// One row of [`EXPORT_ROW`].
+fn export_row(r: &rusqlite::Row) -> rusqlite::Result<ExportRow> {
+    Ok(ExportRow {
+        seq: r.get(0)?,
+        harness: r.get(1)?,
+        path: path_from_blob(r.get(2)?),
+        generation: r.get(3)?,
+        offset: r.get::<_, i64>(4)? as u64,
+        record: r.get(5)?,
+        source: r.get(6)?,
+    })
+}
+
 /// One rejected line as listed, without its bytes.
 pub struct RejectRow {
     /// The reject's id (`rejects --raw ID`).
@@ -256,21 +273,16 @@ impl Archive {
         ))?;
         let rows = stmt.query_map([], |r| {
             let id: SourceId = r.get(0)?;
-            Ok(source_row(r).unwrap_or_else(|why| SourceRow {
-                id,
-                identity: Identity {
+            Ok(source_row(r).unwrap_or_else(|why| {
+                let identity = Identity {
                     dev: r.get::<_, i64>(1).unwrap_or_default() as u64,
                     ino: r.get::<_, i64>(2).unwrap_or_default() as u64,
-                },
-                path: r.get(3).map(path_from_blob).unwrap_or_default(),
-                harness: r.get(4).unwrap_or_default(),
-                generation: 0,
-                gone: false,
-                cursor: Cursor::default(),
-                records: 0,
-                rejects: 0,
-                last_archived_ms: None,
-                invalid: Some(why),
+                };
+                let path = r.get(3).map(path_from_blob).unwrap_or_default();
+                let harness = r.get(4).unwrap_or_default();
+                let mut row = SourceRow::new(id, identity, path, harness);
+                row.invalid = Some(why);
+                row
             }))
         });
         let rows = self.db(rows)?;
@@ -365,25 +377,13 @@ impl Archive {
     ) -> Result<std::io::Result<()>> {
         let filter = PathFilter::new(path);
         let mut stmt = self.db(self.conn.prepare(&format!(
-            "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record, s.id
-             FROM records r JOIN sources s ON s.id = r.source_id
-             WHERE r.seq > ?1 AND {} ORDER BY r.seq",
+            "{EXPORT_ROW} WHERE r.seq > ?1 AND {} ORDER BY r.seq",
             PathFilter::sql(2)
         )))?;
         let (exact, len, under) = filter.params();
         let mut rows = self.db(stmt.query(params![since_seq, exact, len, under]))?;
         while let Some(r) = self.db(rows.next())? {
-            let row = self.db((|| {
-                Ok(ExportRow {
-                    seq: r.get(0)?,
-                    harness: r.get(1)?,
-                    path: path_from_blob(r.get(2)?),
-                    generation: r.get(3)?,
-                    offset: r.get::<_, i64>(4)? as u64,
-                    record: r.get(5)?,
-                    source: r.get(6)?,
-                })
-            })())?;
+            let row = self.db(export_row(r))?;
             if let Err(e) = each(row) {
                 return Ok(Err(e));
             }
@@ -394,22 +394,10 @@ impl Archive {
     /// Up to `limit` records with `after < seq <= through`, in `seq` order: one page of a
     /// consumer's catch-up (see `follow`).
     pub fn records_page(&self, after: i64, through: i64, limit: usize) -> Result<Vec<ExportRow>> {
-        let mut stmt = self.db(self.conn.prepare_cached(
-            "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record, s.id
-             FROM records r JOIN sources s ON s.id = r.source_id
-             WHERE r.seq > ?1 AND r.seq <= ?2 ORDER BY r.seq LIMIT ?3",
-        ))?;
-        let rows = stmt.query_map(params![after, through, limit as i64], |r| {
-            Ok(ExportRow {
-                seq: r.get(0)?,
-                harness: r.get(1)?,
-                path: path_from_blob(r.get(2)?),
-                generation: r.get(3)?,
-                offset: r.get::<_, i64>(4)? as u64,
-                record: r.get(5)?,
-                source: r.get(6)?,
-            })
-        });
+        let mut stmt = self.db(self.conn.prepare_cached(&format!(
+            "{EXPORT_ROW} WHERE r.seq > ?1 AND r.seq <= ?2 ORDER BY r.seq LIMIT ?3"
+        )))?;
+        let rows = stmt.query_map(params![after, through, limit as i64], export_row);
         let rows = self.db(rows)?;
         self.db(rows.collect())
     }
@@ -1296,16 +1284,17 @@ mod tests {
             "another line: rewritten"
         );
         put(&mut archive, b"[[[[[", true);
-        let reason = "why".to_owned();
-        apply(
-            &mut archive,
-            Op::RejectHeldBack {
+        let reject = |archive: &mut Archive| {
+            let reason = "unfinished".to_owned();
+            let op = Op::RejectHeldBack {
                 id: 1,
                 generation: 0,
                 length: 9,
                 reason,
-            },
-        );
+            };
+            apply(archive, op);
+        };
+        reject(&mut archive);
         assert!(pieces(&archive).is_empty(), "forgotten once rejected");
         let mut listed = Vec::new();
         (archive.rejects(None, |r| {
@@ -1320,16 +1309,7 @@ mod tests {
         );
         assert_eq!(raw(&archive, listed[0].id), b"[[[[[");
         assert_eq!(archive.sources().unwrap()[0].rejects, 1);
-        let reason = "again".to_owned();
-        apply(
-            &mut archive,
-            Op::RejectHeldBack {
-                id: 1,
-                generation: 0,
-                length: 9,
-                reason,
-            },
-        );
+        reject(&mut archive);
         assert_eq!(
             archive.sources().unwrap()[0].rejects,
             1,

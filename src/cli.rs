@@ -520,15 +520,7 @@ fn export(args: ExportArgs, db: &Path) -> Result<()> {
 fn status(args: StatusArgs, db: &Path) -> Result<()> {
     let archive = Archive::open_existing(db)?;
     let st = status::status(&archive)?;
-    let mut out = io::stdout().lock();
-    let written = if args.json {
-        serde_json::to_writer_pretty(&mut out, &st)
-            .map_err(io::Error::from)
-            .and_then(|()| writeln!(out))
-    } else {
-        status::write_text(&mut out, &st)
-    };
-    stdout_result(written)
+    print_report(args.json, &st, status::write_text)
 }
 
 fn rejects(args: RejectsArgs, db: &Path) -> Result<()> {
@@ -618,15 +610,7 @@ fn service_target(manager: Manager, settings: &Settings, pass_archive: bool) -> 
 fn doctor(args: DoctorArgs, settings: &Settings) -> Result<()> {
     let target = service_target(Manager::native(), settings, args.archive.db.is_some());
     let report = doctor::diagnose(&settings.roots, &settings.archive, &target);
-    let mut out = io::stdout().lock();
-    let written = if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)
-            .map_err(io::Error::from)
-            .and_then(|()| writeln!(out))
-    } else {
-        doctor::write_text(&mut out, &report)
-    };
-    stdout_result(written)?;
+    print_report(args.json, &report, |out, r| doctor::write_text(out, r))?;
     match report.failures {
         0 => Ok(()),
         failures => Err(Error::DoctorFailed { failures }),
@@ -653,6 +637,23 @@ fn man(dir: Option<&Path>) -> Result<()> {
     let mut out = Vec::new();
     let rendered = clap_mangen::Man::new(Cli::command()).render(&mut out);
     stdout_result(rendered.and_then(|()| io::stdout().lock().write_all(&out)))
+}
+
+/// Prints `report` on stdout: as pretty JSON, or as `text` writes it for people.
+fn print_report<T: serde::Serialize>(
+    json: bool,
+    report: &T,
+    text: impl FnOnce(&mut io::StdoutLock<'static>, &T) -> io::Result<()>,
+) -> Result<()> {
+    let mut out = io::stdout().lock();
+    let written = if json {
+        serde_json::to_writer_pretty(&mut out, report)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out))
+    } else {
+        text(&mut out, report)
+    };
+    stdout_result(written)
 }
 
 /// A reader that closed the pipe early is not an error (`export | head`).

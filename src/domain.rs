@@ -99,6 +99,25 @@ pub struct SourceRow {
     pub invalid: Option<String>,
 }
 
+impl SourceRow {
+    /// A new source: generation 0, live, nothing archived yet, its cursor at offset 0.
+    pub fn new(id: SourceId, identity: Identity, path: PathBuf, harness: String) -> SourceRow {
+        SourceRow {
+            id,
+            identity,
+            path,
+            harness,
+            generation: 0,
+            gone: false,
+            cursor: Cursor::default(),
+            records: 0,
+            rejects: 0,
+            last_archived_ms: None,
+            invalid: None,
+        }
+    }
+}
+
 /// A `seed` mark: the first `position.offset` bytes of this identity are history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PrefixMark {

@@ -598,22 +598,8 @@ impl Engine {
         };
         let id = self.next_id;
         self.next_id += 1;
-        let row = SourceRow {
-            id,
-            identity,
-            path: path.to_owned(),
-            harness: harness.to_owned(),
-            generation: 0,
-            gone: false,
-            cursor: Cursor {
-                position: seed.position,
-                ..Cursor::default()
-            },
-            records: 0,
-            rejects: 0,
-            last_archived_ms: None,
-            invalid: None,
-        };
+        let mut row = SourceRow::new(id, identity, path.to_owned(), harness.to_owned());
+        row.cursor.position = seed.position;
         let change = Change::Seeded {
             row,
             detail: detail.clone(),

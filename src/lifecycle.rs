@@ -338,19 +338,7 @@ mod tests {
         let mut archive = Archive::open(&dir.path().join("a.db")).unwrap();
         let mut sources = Sources::default();
         let identity = Identity { dev: 1, ino: 2 };
-        let row = SourceRow {
-            id: 1,
-            identity,
-            path: "/t/a.jsonl".into(),
-            harness: "generic".into(),
-            generation: 0,
-            gone: false,
-            cursor: Cursor::default(),
-            records: 0,
-            rejects: 0,
-            last_archived_ms: None,
-            invalid: None,
-        };
+        let row = SourceRow::new(1, identity, "/t/a.jsonl".into(), "generic".into());
         let at = |offset: u64, held_back| Cursor {
             position: Position {
                 offset,

@@ -125,7 +125,6 @@ pub fn moved(src: &SourceRow, path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{Cursor, Position};
     use std::fs;
     use tempfile::TempDir;
 
@@ -144,25 +143,11 @@ mod tests {
     }
 
     fn source(id: SourceId, c: &Candidate, path: &Path, gone: bool, offset: u64) -> SourceRow {
-        SourceRow {
-            id,
-            identity: Identity::of(&c.meta),
-            path: path.to_owned(),
-            harness: "generic".into(),
-            generation: 0,
-            gone,
-            cursor: Cursor {
-                position: Position {
-                    offset,
-                    ..Position::default()
-                },
-                ..Cursor::default()
-            },
-            records: 0,
-            rejects: 0,
-            last_archived_ms: None,
-            invalid: None,
-        }
+        let identity = Identity::of(&c.meta);
+        let mut row = SourceRow::new(id, identity, path.to_owned(), "generic".into());
+        row.gone = gone;
+        row.cursor.position.offset = offset;
+        row
     }
 
     fn plans(sources: &Sources, found: Vec<Candidate>) -> Vec<(String, Plan)> {
