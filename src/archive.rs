@@ -391,15 +391,29 @@ impl Archive {
         Ok(Ok(()))
     }
 
-    /// Up to `limit` records with `after < seq <= through`, in `seq` order: one page of a
-    /// consumer's catch-up (see `follow`).
-    pub fn records_page(&self, after: i64, through: i64, limit: usize) -> Result<Vec<ExportRow>> {
+    /// Records with `after < seq <= through`, in `seq` order, up to `limit` of them and
+    /// stopping once they hold `max_bytes` (past at least one): one page of a consumer's
+    /// catch-up (see `follow`).
+    pub fn records_page(
+        &self,
+        after: i64,
+        through: i64,
+        limit: usize,
+        max_bytes: u64,
+    ) -> Result<Vec<ExportRow>> {
         let mut stmt = self.db(self.conn.prepare_cached(&format!(
             "{EXPORT_ROW} WHERE r.seq > ?1 AND r.seq <= ?2 ORDER BY r.seq LIMIT ?3"
         )))?;
-        let rows = stmt.query_map(params![after, through, limit as i64], export_row);
-        let rows = self.db(rows)?;
-        self.db(rows.collect())
+        let mut rows = self.db(stmt.query(params![after, through, limit as i64]))?;
+        let (mut page, mut bytes) = (Vec::new(), 0);
+        while bytes < max_bytes
+            && let Some(r) = self.db(rows.next())?
+        {
+            let row = self.db(export_row(r))?;
+            bytes += row.record.len() as u64;
+            page.push(row);
+        }
+        Ok(page)
     }
 
     /// The highest `seq` committed, or 0 in an archive without records.
@@ -1363,6 +1377,43 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn a_catch_up_page_stops_at_its_row_limit_its_byte_budget_or_its_last_seq() {
+        let (_dir, mut archive) = archive();
+        add_source(&mut archive, 1, "/t/a.jsonl");
+        let records = (0..5u64)
+            .map(|i| Record {
+                offset: i * 10,
+                bytes: b"[1,2,3]".to_vec(),
+            })
+            .collect();
+        let batch = RecordBatch {
+            source: 1,
+            harness: "generic".into(),
+            path: "/t/a.jsonl".into(),
+            generation: 0,
+            read_ms: 0,
+            records,
+        };
+        apply(&mut archive, Op::Records(batch));
+        let seqs = |page: Vec<ExportRow>| page.iter().map(|r| r.seq).collect::<Vec<_>>();
+        assert_eq!(
+            seqs(archive.records_page(0, 5, 3, 1 << 20).unwrap()),
+            [1, 2, 3]
+        );
+        assert_eq!(seqs(archive.records_page(1, 5, 10, 8).unwrap()), [2, 3]);
+        assert_eq!(
+            seqs(archive.records_page(1, 5, 10, 1).unwrap()),
+            [2],
+            "at least one"
+        );
+        assert_eq!(
+            seqs(archive.records_page(2, 4, 10, 1 << 20).unwrap()),
+            [3, 4]
+        );
+        assert_eq!(archive.last_seq().unwrap(), 5);
     }
 
     #[test]

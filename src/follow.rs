@@ -15,7 +15,8 @@
 //!   no duplicate at the switch (a client that got live output before the history it belonged
 //!   to is the mistake this rules out).
 //! - **Order.** A consumer sees records in `seq` order, each once, and each only after its
-//!   commit.
+//!   commit. A record's `path` is where its file was when it was read if it came live, and
+//!   where the file is now if it came from the archive; `source` is the same either way.
 //! - **Never slowing the archive.** A live subscriber is offered each commit without
 //!   blocking. One that cannot take it (its queue is full) is let go; a [`Follower`] then
 //!   catches up from the archive from the last `seq` it saw and subscribes again, while an
@@ -37,6 +38,7 @@ use crate::archive::{Archive, ExportRow, RecordBatch};
 use crate::envelope::Envelope;
 use crate::error::Result;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -46,12 +48,21 @@ use std::time::Duration;
 pub struct Published {
     batches: Vec<RecordBatch>,
     seqs: Vec<i64>,
+    /// The bytes of its records.
+    bytes: u64,
 }
 
 impl Published {
     /// The records of `batches`, which took `seqs` in that order.
     pub fn new(batches: Vec<RecordBatch>, seqs: Vec<i64>) -> Published {
-        Published { batches, seqs }
+        let bytes = (batches.iter().flat_map(|b| &b.records))
+            .map(|r| r.bytes.len() as u64)
+            .sum();
+        Published {
+            batches,
+            seqs,
+            bytes,
+        }
     }
 
     /// The last `seq` it holds, or `None` for a commit without records.
@@ -108,6 +119,10 @@ pub struct RecordAt {
 pub trait Subscriber: Send {
     /// Takes `published`, or says it cannot keep up (or has stopped) and is to be let go.
     fn offer(&mut self, published: &Arc<Published>) -> Offer;
+
+    /// Told, as it is registered, the last `seq` published before it: what it is offered
+    /// follows that.
+    fn subscribed(&mut self, _after: i64) {}
 }
 
 /// A subscriber's answer to an offer.
@@ -151,9 +166,20 @@ impl Hub {
             return;
         };
         let published = Arc::new(published);
-        let mut state = self.lock();
-        state.published = last;
-        (state.subscribers).retain_mut(|s| s.offer(&published) == Offer::Taken);
+        let let_go: Vec<Box<dyn Subscriber>> = {
+            let mut state = self.lock();
+            state.published = last;
+            let mut let_go = Vec::new();
+            for mut subscriber in std::mem::take(&mut state.subscribers) {
+                match subscriber.offer(&published) {
+                    Offer::Taken => state.subscribers.push(subscriber),
+                    Offer::LetGo => let_go.push(subscriber),
+                }
+            }
+            let_go
+        };
+        // Dropped outside the lock: letting one go may take a moment (a tap's thread).
+        drop(let_go);
     }
 
     /// Registers `subscriber` for every commit published from now on, and returns the last
@@ -164,6 +190,8 @@ impl Hub {
         if state.closed {
             return None;
         }
+        let mut subscriber = subscriber;
+        subscriber.subscribed(state.published);
         state.subscribers.push(subscriber);
         Some(state.published)
     }
@@ -194,8 +222,14 @@ impl Hub {
 /// up from the archive instead.
 const LIVE_BACKLOG: usize = 1024;
 
-/// How many records one catch-up read takes from the archive.
+/// How many bytes of records a follower's live queue holds, at most, before it is let go (one
+/// commit over it is still taken into an empty queue): a backfill's commits are megabytes each.
+const LIVE_BYTES: u64 = 64 << 20;
+
+/// How many records one catch-up read takes from the archive, at most, and after how many
+/// bytes of records it stops (past at least one record).
 const PAGE: usize = 1000;
+const PAGE_BYTES: u64 = 16 << 20;
 
 /// Where a [`Follower`] starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,19 +250,32 @@ pub struct Follower {
     /// Records before this `seq` are read from the archive; after it, from `live`.
     live_after: i64,
     live: Option<Receiver<Arc<Published>>>,
-    /// How many commits `live` holds.
-    backlog: usize,
+    /// The bytes of records in `live`.
+    live_bytes: Arc<AtomicU64>,
+    /// How many commits, and bytes of records, `live` holds at most.
+    backlog: (usize, u64),
     /// Records read or received and not yet handed out.
     pending: std::collections::VecDeque<ExportRow>,
 }
 
-/// A follower's live queue.
-struct Queue(Sender<Arc<Published>>);
+/// A follower's live queue, the bytes of records in it, and how many it may hold.
+struct Queue {
+    tx: Sender<Arc<Published>>,
+    bytes: Arc<AtomicU64>,
+    max_bytes: u64,
+}
 
 impl Subscriber for Queue {
     fn offer(&mut self, published: &Arc<Published>) -> Offer {
-        match self.0.try_send(Arc::clone(published)) {
-            Ok(()) => Offer::Taken,
+        let queued = self.bytes.load(Ordering::Acquire);
+        if queued > 0 && queued + published.bytes > self.max_bytes {
+            return Offer::LetGo;
+        }
+        match self.tx.try_send(Arc::clone(published)) {
+            Ok(()) => {
+                self.bytes.fetch_add(published.bytes, Ordering::AcqRel);
+                Offer::Taken
+            }
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => Offer::LetGo,
         }
     }
@@ -238,14 +285,15 @@ impl Follower {
     /// Follows the archive from `start`, reading catch-up through `archive` (a connection of
     /// the follower's own). `Ok(None)` when the hub is closed already.
     pub fn start(hub: Arc<Hub>, archive: Archive, start: Start) -> Result<Option<Follower>> {
-        Follower::start_with(hub, archive, start, LIVE_BACKLOG)
+        Follower::start_with(hub, archive, start, (LIVE_BACKLOG, LIVE_BYTES))
     }
 
+    /// With a live queue of `backlog` commits and bytes at most.
     fn start_with(
         hub: Arc<Hub>,
         archive: Archive,
         start: Start,
-        backlog: usize,
+        backlog: (usize, u64),
     ) -> Result<Option<Follower>> {
         let mut follower = Follower {
             hub,
@@ -253,6 +301,7 @@ impl Follower {
             done: 0,
             live_after: 0,
             live: None,
+            live_bytes: Arc::new(AtomicU64::new(0)),
             backlog,
             pending: Default::default(),
         };
@@ -268,8 +317,17 @@ impl Follower {
 
     /// Registers a new live queue; false when the hub is closed.
     fn subscribe(&mut self) -> bool {
-        let (tx, rx) = bounded(self.backlog);
-        match self.hub.subscribe(Box::new(Queue(tx))) {
+        let (tx, rx) = bounded(self.backlog.0);
+        // A queue of its own: what a queue let go still holds is read before its end.
+        self.live_bytes = Arc::new(AtomicU64::new(0));
+        let bytes = Arc::clone(&self.live_bytes);
+        let max_bytes = self.backlog.1;
+        let queue = Queue {
+            tx,
+            bytes,
+            max_bytes,
+        };
+        match self.hub.subscribe(Box::new(queue)) {
             Some(published) => {
                 self.live_after = published;
                 self.live = Some(rx);
@@ -291,9 +349,9 @@ impl Follower {
                 return Ok(Some(row));
             }
             if self.done < self.live_after {
-                let page = self
-                    .archive
-                    .records_page(self.done, self.live_after, PAGE)?;
+                let page =
+                    self.archive
+                        .records_page(self.done, self.live_after, PAGE, PAGE_BYTES)?;
                 self.pending.extend(page);
                 continue;
             }
@@ -301,7 +359,10 @@ impl Follower {
                 return Ok(None);
             };
             match live.recv_timeout(wait) {
-                Ok(published) => self.take(&published),
+                Ok(published) => {
+                    self.live_bytes.fetch_sub(published.bytes, Ordering::AcqRel);
+                    self.take(&published);
+                }
                 Err(RecvTimeoutError::Timeout) => return Ok(None),
                 // Let go (it fell behind) or closed: catch up from the archive, then follow
                 // again, or end once the hub is closed and the archive read to its end.
@@ -401,7 +462,7 @@ mod tests {
             }
         }
 
-        fn follow(&self, start: Start, backlog: usize) -> Follower {
+        fn follow(&self, start: Start, backlog: (usize, u64)) -> Follower {
             let archive = Archive::open(&self.dir.path().join("a.db")).unwrap();
             Follower::start_with(Arc::clone(&self.hub), archive, start, backlog)
                 .unwrap()
@@ -429,7 +490,7 @@ mod tests {
         // rest live, or it would hand them out twice.
         let mut s = Setup::new();
         s.commit(10);
-        let mut f = s.follow(Start::After(0), 64);
+        let mut f = s.follow(Start::After(0), (64, LIVE_BYTES));
         s.commit(10);
         assert_eq!(drain(&mut f), (1..=20).collect::<Vec<_>>());
         s.commit(3);
@@ -440,19 +501,33 @@ mod tests {
     #[test]
     fn a_follower_that_falls_behind_is_let_go_and_catches_up_from_the_archive() {
         let mut s = Setup::new();
-        let mut f = s.follow(Start::After(0), 4);
+        let mut f = s.follow(Start::After(0), (4, LIVE_BYTES));
         s.commit(25);
+        assert_eq!(s.hub.lock().subscribers.len(), 0, "let go");
         assert_eq!(drain(&mut f), (1..=25).collect::<Vec<_>>());
         s.commit(2);
         assert_eq!(drain(&mut f), [26, 27], "it follows live again");
     }
 
     #[test]
+    fn a_follower_whose_queue_holds_too_many_bytes_is_let_go_and_catches_up() {
+        // Each commit here holds 8 or 9 bytes of records: a queue of at most 25 takes two.
+        let mut s = Setup::new();
+        let mut f = s.follow(Start::After(0), (64, 25));
+        s.commit(9);
+        assert_eq!(s.hub.lock().subscribers.len(), 0, "let go");
+        assert_eq!(drain(&mut f), (1..=9).collect::<Vec<_>>());
+        assert_eq!(s.hub.lock().subscribers.len(), 1, "subscribed again");
+        s.commit(1);
+        assert_eq!(drain(&mut f), [10], "it follows live again");
+    }
+
+    #[test]
     fn a_follower_started_now_or_after_a_seq_gets_only_what_follows() {
         let mut s = Setup::new();
         s.commit(5);
-        let mut now = s.follow(Start::Now, 64);
-        let mut after = s.follow(Start::After(3), 64);
+        let mut now = s.follow(Start::Now, (64, LIVE_BYTES));
+        let mut after = s.follow(Start::After(3), (64, LIVE_BYTES));
         s.commit(2);
         assert_eq!(drain(&mut now), [6, 7]);
         assert_eq!(drain(&mut after), [4, 5, 6, 7]);
@@ -461,7 +536,7 @@ mod tests {
     #[test]
     fn when_the_writer_ends_a_follower_hands_out_the_rest_then_ends() {
         let mut s = Setup::new();
-        let mut f = s.follow(Start::After(0), 2);
+        let mut f = s.follow(Start::After(0), (2, LIVE_BYTES));
         s.commit(6);
         let Setup {
             dir, hub, writer, ..
@@ -480,7 +555,7 @@ mod tests {
     fn a_durable_consumer_keeps_its_place_with_its_work() {
         let mut s = Setup::new();
         s.commit(4);
-        let mut f = s.follow(Start::After(0), 64);
+        let mut f = s.follow(Start::After(0), (64, LIVE_BYTES));
         let done = drain(&mut f);
         let mut tx = Commit::default();
         let name = "index".to_owned();

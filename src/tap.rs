@@ -157,6 +157,11 @@ fn write_pieces(out: &mut impl Write, pieces: &[Piece]) -> io::Result<()> {
 }
 
 impl Subscriber for Tap {
+    /// Until it writes something, what the tap missed if it is dropped starts after `after`.
+    fn subscribed(&mut self, after: i64) {
+        self.written.store(after, Ordering::Relaxed);
+    }
+
     /// Renders a commit's envelopes and writes or queues them; a tap that has stopped (its
     /// reader is gone or too slow) is let go.
     fn offer(&mut self, published: &Arc<Published>) -> Offer {
@@ -279,9 +284,13 @@ impl StdoutPipe {
 
 impl Drop for Tap {
     /// Lets the tap thread write what it holds, and waits for it a little: a reader that does
-    /// not read must not keep the daemon from stopping (the thread ends with the process).
+    /// not read must not keep the daemon from stopping (the thread ends with the process). A
+    /// tap that stopped already (dropped, or its pipe closed) said so then, and is not waited
+    /// for: its thread may be stuck writing to a reader that does not read.
     fn drop(&mut self) {
-        self.tx = None;
+        if self.tx.take().is_none() {
+            return;
+        }
         if let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
             self.finished.recv_timeout(TAP_DRAIN)
         {
