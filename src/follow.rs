@@ -169,14 +169,9 @@ impl Hub {
         let let_go: Vec<Box<dyn Subscriber>> = {
             let mut state = self.lock();
             state.published = last;
-            let mut let_go = Vec::new();
-            for mut subscriber in std::mem::take(&mut state.subscribers) {
-                match subscriber.offer(&published) {
-                    Offer::Taken => state.subscribers.push(subscriber),
-                    Offer::LetGo => let_go.push(subscriber),
-                }
-            }
-            let_go
+            (state.subscribers)
+                .extract_if(.., |s| s.offer(&published) == Offer::LetGo)
+                .collect()
         };
         // Dropped outside the lock: letting one go may take a moment (a tap's thread).
         drop(let_go);
