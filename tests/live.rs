@@ -377,12 +377,7 @@ fn the_wal_is_checkpointed_outside_commits_and_does_not_grow_without_bound() {
     // what comes from the kernel's per-thread I/O counts: the threads that commit write each
     // record once (into the WAL), the checkpointer once more (into the main file).
     let env = Env::new();
-    let mut cmd = env.cmd();
-    cmd.args(["run", "--rescan-interval", "3600", "--db"])
-        .arg(&env.db)
-        .arg("--watch")
-        .arg(&env.root);
-    let d = Daemon::spawn(cmd, TapReader::Read);
+    let d = Daemon::start_without_tap(&env);
     d.wait_log(CAUGHT_UP);
     let big = "x".repeat(4000);
     let mut expected = 0u64;

@@ -267,12 +267,7 @@ fn a_long_rejected_line_costs_no_more_memory_than_a_record_of_its_size() {
     let peak_kib = |valid: bool| {
         let env = Env::new();
         env.write("s.jsonl", &line(valid));
-        let mut cmd = env.cmd();
-        cmd.args(["run", "--rescan-interval", "3600", "--db"])
-            .arg(&env.db)
-            .arg("--watch")
-            .arg(&env.root);
-        let d = Daemon::spawn(cmd, TapReader::Read);
+        let d = Daemon::start_without_tap(&env);
         d.wait_log("INFO  caught up sources=");
         let status = std::fs::read_to_string(format!("/proc/{}/status", d.pid())).unwrap();
         let hwm = (status.lines())

@@ -319,6 +319,16 @@ impl Daemon {
         Daemon::spawn(cmd, tap)
     }
 
+    /// Starts the daemon on the env's root without a tap (no `--sink`), rescanning hourly.
+    pub fn start_without_tap(env: &Env) -> Daemon {
+        let mut cmd = env.cmd();
+        cmd.args(["run", "--rescan-interval", "3600", "--db"])
+            .arg(&env.db)
+            .arg("--watch")
+            .arg(&env.root);
+        Daemon::spawn(cmd, TapReader::Read)
+    }
+
     /// Starts `cmd` (a `run` command line) as a daemon with its stdout and stderr captured.
     pub fn spawn(mut cmd: Command, tap: TapReader) -> Daemon {
         use std::io::{BufRead, BufReader};
