@@ -54,9 +54,11 @@ pub enum Command {
         it is written, until SIGINT or SIGTERM (or, with --once, exit after one pass). SIGHUP \
         reloads the configuration file.\n\n\
         Without --watch, the watchers of the configuration file, by default the built-in ones: \
-        Claude Code ($CLAUDE_CONFIG_DIR or ~/.claude, projects/**/*.jsonl) and Codex CLI \
-        ($CODEX_HOME or ~/.codex, sessions/ and archived_sessions/). Directories that do not \
-        exist yet are waited for."
+        Claude Code ($CLAUDE_CONFIG_DIR or ~/.claude, projects/**/*.jsonl), Codex CLI \
+        ($CODEX_HOME or ~/.codex, sessions/ and archived_sessions/), Cursor \
+        (~/.cursor/projects/*/agent-transcripts/) and Gemini CLI \
+        ($GEMINI_CLI_HOME or ~, .gemini/tmp/*/chats/). Directories that do not exist yet are \
+        waited for."
     )]
     Run(RunArgs),
     /// Mark the records now in a file as history that is not to be archived.

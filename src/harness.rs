@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 const DEFINITIONS: &[(&str, &str)] = &[
     ("claude-code", include_str!("../watchers/claude-code.toml")),
     ("codex", include_str!("../watchers/codex.toml")),
+    ("cursor", include_str!("../watchers/cursor.toml")),
+    ("gemini-cli", include_str!("../watchers/gemini-cli.toml")),
     ("generic", include_str!("../watchers/generic.toml")),
 ];
 
@@ -186,6 +188,7 @@ mod tests {
         let env = |k: &str| match k {
             "HOME" => Some("/home/u".to_owned()),
             "CODEX_HOME" => Some("/data/codex".to_owned()),
+            "GEMINI_CLI_HOME" => Some("/g".to_owned()),
             _ => None,
         };
         let roots: Vec<_> = builtin_roots(&env)
@@ -205,8 +208,25 @@ mod tests {
                     "codex".into(),
                     PathBuf::from("/data/codex/archived_sessions")
                 ),
+                ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
+                ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
             ]
         );
+    }
+
+    #[test]
+    fn the_gemini_and_cursor_globs_take_chats_and_transcripts_flat_or_nested() {
+        let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
+        let glob = |harness: &str| &roots.iter().find(|r| r.harness == harness).unwrap().glob;
+        let gemini = glob("gemini-cli");
+        assert!(gemini.is_match("3f2a/chats/session-2026-11-30T10-00-ab12cd34.jsonl"));
+        assert!(gemini.is_match("3f2a/chats/ab12cd34-parent/sub-1.jsonl"));
+        assert!(!gemini.is_match("3f2a/chats/session-2026-11-30T10-00-ab12cd34.json"));
+        assert!(!gemini.is_match("3f2a/logs.jsonl"));
+        let cursor = glob("cursor");
+        assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c.jsonl"));
+        assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c/5e1c.jsonl"));
+        assert!(!cursor.is_match("home-u-app/worker.jsonl"));
     }
 
     #[test]

@@ -38,12 +38,12 @@ fn config_check_prints_the_resolved_configuration() {
         .collect();
     assert_eq!(
         harnesses,
-        ["claude-code", "generic"],
+        ["claude-code", "cursor", "gemini-cli", "generic"],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[1]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[1]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[1]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[3]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[3]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[3]["start_at"].as_str(), Some("end"));
 }
 
 #[test]
@@ -91,7 +91,10 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     env.write_config("[watchers]\nclaude = false\n");
     let err = stderr(&check(&env));
     assert!(err.contains("config.toml:2:1"), "{err}");
-    assert!(err.contains("claude-code, codex"), "{err}");
+    assert!(
+        err.contains("claude-code, codex, cursor, gemini-cli"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -129,7 +129,8 @@ fn no_watchdog_keep_alives_are_sent_for_another_process() {
 /// A configuration that watches only `dirs`, with the test's archive.
 fn watch_only(env: &Env, dirs: &[&Path]) {
     let mut text = format!(
-        "archive = {:?}\n[watchers]\nclaude-code = false\ncodex = false\n",
+        "archive = {:?}\n[watchers]\nclaude-code = false\ncodex = false\ncursor = false\n\
+         gemini-cli = false\n",
         env.db
     );
     for d in dirs {

@@ -166,8 +166,12 @@ impl Env {
 
     /// The raw records of one file (by current path), in seq order.
     pub fn records_of(&self, rel: &str) -> Vec<String> {
-        let p = self.path(rel);
-        self.export(&["--path", p.to_str().unwrap()])
+        self.export_records_of(&self.path(rel))
+    }
+
+    /// The raw records of the file at `path` (anywhere), in seq order.
+    pub fn export_records_of(&self, path: &Path) -> Vec<String> {
+        self.export(&["--path", path.to_str().unwrap()])
             .iter()
             .map(|l| raw_record(l).to_owned())
             .collect()

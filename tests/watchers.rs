@@ -1,4 +1,5 @@
-//! The built-in watchers: Claude Code and Codex CLI, found under HOME or their variables.
+//! The built-in watchers: Claude Code, Codex CLI, Cursor and Gemini CLI, found under HOME or
+//! their variables.
 
 use crate::util::*;
 use std::fs;
@@ -103,4 +104,78 @@ fn a_copied_real_world_tree_is_reproduced_line_for_line_by_export() {
     }
     run_builtin(&env, &[]);
     assert_eq!(env.records(), expected);
+}
+
+/// A Gemini CLI chat as its ChatRecordingService writes it: a metadata line, then messages,
+/// metadata patches and a rewind marker.
+const GEMINI_CHAT: &[&str] = &[
+    r#"{"sessionId":"ab12cd34-0000-4000-8000-000000000001","projectHash":"3f2a","startTime":"2026-11-30T10:00:00.000Z","lastUpdated":"2026-11-30T10:00:00.000Z","kind":"main"}"#,
+    r#"{"id":"m1","timestamp":"2026-11-30T10:00:01.000Z","type":"user","content":[{"text":"list the files"}]}"#,
+    r#"{"id":"m2","timestamp":"2026-11-30T10:00:03.000Z","type":"gemini","content":"Here they are.","model":"gemini-2.5-pro","tokens":{"input":812,"output":40,"total":852}}"#,
+    r#"{"$set":{"lastUpdated":"2026-11-30T10:00:03.000Z"}}"#,
+    r#"{"$rewindTo":"m2"}"#,
+];
+
+/// A Cursor agent transcript: role and content blocks, no ids or timestamps.
+const CURSOR_TRANSCRIPT: &[&str] = &[
+    r#"{"role":"user","message":{"content":[{"type":"text","text":"fix the build"}]}}"#,
+    r#"{"role":"assistant","message":{"content":[{"type":"tool_use","name":"run_terminal_cmd","input":{"command":"cargo build"}}]}}"#,
+];
+
+#[test]
+fn gemini_chats_and_cursor_transcripts_are_archived_from_home() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    let chats = home.join(".gemini/tmp/3f2a/chats");
+    write(
+        &chats.join("session-2026-11-30T10-00-ab12cd34.jsonl"),
+        &lines_of(GEMINI_CHAT),
+    );
+    write(
+        &chats.join("ab12cd34/sub-1.jsonl"),
+        &lines_of(&GEMINI_CHAT[..2]),
+    );
+    write(
+        &chats.join("session-2026-10-01T09-00-old.json"),
+        b"{\"messages\":[]}\n",
+    );
+    write(
+        &home.join(".gemini/tmp/3f2a/logs.jsonl"),
+        b"{\"not\":\"a chat\"}\n",
+    );
+    let projects = home.join(".cursor/projects/home-u-app/agent-transcripts");
+    write(&projects.join("5e1c.jsonl"), &lines_of(CURSOR_TRANSCRIPT));
+    write(
+        &projects.join("9a0b/9a0b.jsonl"),
+        &lines_of(CURSOR_TRANSCRIPT),
+    );
+    let log = run_builtin(&env, &[]);
+    assert_log_has(&log, "harness=gemini-cli");
+    assert_log_has(&log, "harness=cursor");
+    let out = env.export(&[]);
+    let count = |harness: &str| {
+        (out.iter())
+            .filter(|l| l.contains(&format!("\"harness\":\"{harness}\"")))
+            .count()
+    };
+    assert_eq!((count("gemini-cli"), count("cursor")), (7, 4), "{out:?}");
+    let session = chats.join("session-2026-11-30T10-00-ab12cd34.jsonl");
+    assert_eq!(env.export_records_of(&session), GEMINI_CHAT);
+}
+
+#[test]
+fn gemini_cli_home_stands_in_for_the_home_directory() {
+    let env = Env::new();
+    let profile = env.dir.path().join("gemini-profile");
+    let chat = profile.join(".gemini/tmp/77aa/chats/session-2026-11-30T11-00-ffee0011.jsonl");
+    write(&chat, &lines_of(&GEMINI_CHAT[..2]));
+    run_builtin(&env, &[("GEMINI_CLI_HOME", &profile)]);
+    assert_eq!(env.export_records_of(&chat), &GEMINI_CHAT[..2]);
+}
+
+fn lines_of(records: &[&str]) -> Vec<u8> {
+    records
+        .iter()
+        .flat_map(|r| [r.as_bytes(), b"\n"].concat())
+        .collect()
 }
