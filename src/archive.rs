@@ -262,7 +262,7 @@ impl Archive {
     }
 
     /// Every source with its cursor. A row that cannot be a cursor (a corrupted archive) does
-    /// not fail the call: its source comes with [`SourceRow::invalid`] saying why, and a
+    /// not fail the call: its source comes with `SourceRow::invalid` saying why, and a
     /// default cursor that is never to be used.
     pub fn sources(&self) -> Result<Vec<SourceRow>> {
         let mut stmt = self.db(self.conn.prepare(
@@ -1026,7 +1026,7 @@ pub fn now_ms() -> i64 {
 }
 
 /// One change inside a [`Commit`]: what each variant writes is its contract, and
-/// [`Tx::apply`] is the one place that writes it.
+/// `Tx::apply` is the one place that writes it.
 #[derive(Debug)]
 pub enum Op {
     /// Adds source `id` at generation 0 with its first cursor.
