@@ -22,7 +22,7 @@ pub fn validate(record: &[u8]) -> Result<(), String> {
 }
 
 /// The verdict, and its reason, for a line the single pass is not sure of: serde_json's, on the
-/// line with its surrogate escapes made acceptable to it (see [`with_surrogates_replaced`]).
+/// line with its surrogate escapes made acceptable to it (see `with_surrogates_replaced`).
 pub fn validate_slowly(record: &[u8]) -> Result<(), String> {
     let text = with_surrogates_replaced(record);
     serde_json::from_slice::<Valid>(&text)
