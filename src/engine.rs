@@ -123,6 +123,18 @@ enum Opened {
     Replanned,
 }
 
+/// What the engine's sources add up to.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Totals {
+    /// Sources, gone ones included.
+    pub sources: u64,
+    /// Records archived, all sources and generations.
+    pub records: u64,
+    /// Bytes past the cursors of live sources that no record holds yet, as of each source's
+    /// last read: their unfinished last lines.
+    pub lag: u64,
+}
+
 /// Where the engine's commits go.
 pub trait Committer {
     /// Hands over one transaction. `Ok` means it is committed, or accepted by an archive
@@ -221,19 +233,17 @@ impl Engine {
         self.observer = Some(observer);
     }
 
-    /// Sources and records archived so far, over all sources.
-    pub fn totals(&self) -> (u64, u64) {
-        let records = self.sources.iter().map(|s| s.records).sum();
-        (self.sources.iter().count() as u64, records)
-    }
-
-    /// Bytes past the cursors of live sources that no record holds yet, as of each source's
-    /// last read: their unfinished last lines.
-    pub fn lag(&self) -> u64 {
-        (self.sources.iter())
-            .filter(|s| !s.gone)
-            .map(|s| s.cursor.held_back)
-            .sum()
+    /// Sources, records archived and lag so far, over all sources, in one pass.
+    pub fn totals(&self) -> Totals {
+        let mut totals = Totals::default();
+        for s in self.sources.iter() {
+            totals.sources += 1;
+            totals.records += s.records;
+            if !s.gone {
+                totals.lag += s.cursor.held_back;
+            }
+        }
+        totals
     }
 
     /// Hands a commit that is not part of a batch to the committer (such as daemon state).

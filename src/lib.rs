@@ -83,7 +83,7 @@ mod writer;
 
 pub use archive::{Archive, Commit, Op, PAGE_SIZE};
 pub use domain::{ReadLimits, StartAt};
-pub use engine::{Committer, Engine, EngineOptions, PassReport};
+pub use engine::{Committer, Engine, EngineOptions, PassReport, Totals};
 pub use error::{Error, Result};
 pub use fingerprint::{Fingerprint, Identity, Markers};
 pub use follow::{Follower, Hub, Offer, Published, Start, Subscriber};

@@ -15,7 +15,7 @@ use crate::archive::{Archive, Commit, Op};
 use crate::checkpointer::Checkpointer;
 use crate::config::Settings;
 use crate::domain::ReadLimits;
-use crate::engine::{Engine, EngineOptions, PassReport};
+use crate::engine::{Engine, EngineOptions, PassReport, Totals};
 use crate::error::{Error, Result, SystemContext};
 use crate::follow::Hub;
 use crate::harness::Root;
@@ -236,7 +236,9 @@ impl Daemon {
             log::info!("held back path={path:?} bytes={bytes} (an incomplete last line)");
         }
         log::info!("backfill complete {report}");
-        let (sources, records) = self.engine.totals();
+        let Totals {
+            sources, records, ..
+        } = self.engine.totals();
         let figures = serde_json::json!({
             "sources": sources,
             "records": records,
@@ -246,7 +248,7 @@ impl Daemon {
         self.set_caught_up(figures.to_string())?;
         // Said only once everything it counts, and the figures for `status`, are committed.
         log::info!("caught up sources={sources} records={records}");
-        self.manager.status(&self.live_status(), true);
+        self.report_status(true);
         Ok(())
     }
 
@@ -282,7 +284,7 @@ impl Daemon {
             self.engine.sync_paths(&self.settings.roots, files)?
         };
         log::debug!("sync complete {report}");
-        self.manager.status(&self.live_status(), false);
+        self.report_status(false);
         Ok(())
     }
 
@@ -304,7 +306,7 @@ impl Daemon {
         let report = self.engine.run_pass(&roots)?;
         if changed(&report) {
             log::debug!("poll found changes {report}");
-            self.manager.status(&self.live_status(), false);
+            self.report_status(false);
         }
         Ok(())
     }
@@ -324,14 +326,26 @@ impl Daemon {
         self.poll = tick(every);
     }
 
+    /// Sends the live status line, unless no service manager listens: it sums over every
+    /// source, and is asked for after every wake-up.
+    fn report_status(&self, now: bool) {
+        if self.manager.listening() {
+            self.manager.status(&self.live_status(), now);
+        }
+    }
+
     fn live_status(&self) -> String {
-        let (sources, records) = self.engine.totals();
+        let Totals {
+            sources,
+            records,
+            lag,
+        } = self.engine.totals();
         let roots = self.settings.roots.len();
         let polled = match self.polled.len() {
             0 => String::new(),
             n => format!(" ({n} polled)"),
         };
-        let lag = HumanBytes(self.engine.lag());
+        let lag = HumanBytes(lag);
         format!(
             "watching {roots} roots{polled}: {sources} sources, {records} records archived; lag \
              {lag}"

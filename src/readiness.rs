@@ -46,6 +46,11 @@ impl ServiceManager {
         }
     }
 
+    /// True when a service manager listens (`NOTIFY_SOCKET` is set): status lines reach it.
+    pub fn listening(&self) -> bool {
+        self.enabled
+    }
+
     /// How often the work loop must call [`ServiceManager::watchdog`], if at all.
     pub fn ping_every(&self) -> Option<Duration> {
         self.ping_every
