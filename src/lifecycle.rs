@@ -94,8 +94,7 @@ pub fn apply(sources: &mut Sources, tx: &mut Commit, id: SourceId, change: Chang
         seeded(sources, tx, row, &detail, mark);
         return 0;
     }
-    let old = (sources.get(id).cloned()).expect("a source that changes is in the source table");
-    let src = old.clone();
+    let src = (sources.get(id).cloned()).expect("a source that changes is in the source table");
     let (row, rejects) = match change {
         Change::Seeded { .. } => unreachable!("a new source is seeded above"),
         Change::BatchRead {
@@ -163,7 +162,10 @@ pub fn apply(sources: &mut Sources, tx: &mut Commit, id: SourceId, change: Chang
             (row, ended)
         }
     };
-    record_row(tx, &old, &row);
+    let old = sources
+        .get(id)
+        .expect("the source read above is still in the table");
+    record_row(tx, old, &row);
     sources.put(row);
     rejects
 }
