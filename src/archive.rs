@@ -36,6 +36,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("archive/schema_v1.sql"),
     include_str!("archive/schema_v2.sql"),
     include_str!("archive/schema_v3.sql"),
+    include_str!("archive/schema_v4.sql"),
 ];
 
 /// One archived record as exported.
@@ -230,10 +231,6 @@ impl Archive {
         &self.path
     }
 
-    fn db<T>(&self, result: rusqlite::Result<T>) -> Result<T> {
-        result.at_archive(&self.path)
-    }
-
     fn configure(&mut self, created: bool) -> Result<()> {
         let conn = &self.conn;
         self.db(conn.busy_timeout(Duration::from_secs(10)))?;
@@ -414,6 +411,17 @@ impl Archive {
             page.push(row);
         }
         Ok(page)
+    }
+
+    /// The connection, for a consumer that keeps its own tables in the archive (the session
+    /// index) and writes them in transactions of its own.
+    pub(crate) fn connection(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    /// Maps a SQLite error to [`Error::Archive`] naming this archive.
+    pub(crate) fn db<T>(&self, result: rusqlite::Result<T>) -> Result<T> {
+        result.at_archive(&self.path)
     }
 
     /// The highest `seq` committed, or 0 in an archive without records.
@@ -790,11 +798,7 @@ impl Tx<'_> {
     }
 
     fn consumer_done(&self, name: &str, seq: i64) -> Result<()> {
-        self.db(self.tx.execute(
-            "INSERT OR REPLACE INTO consumers (name, seq, updated_ms) VALUES (?1, ?2, ?3)",
-            params![name, seq, now_ms()],
-        ))
-        .map(drop)
+        self.db(record_consumer_done(&self.tx, name, seq))
     }
 
     fn set_state(&self, key: &str, value: &str) -> Result<()> {
@@ -1016,6 +1020,16 @@ fn blob(path: &Path) -> Vec<u8> {
 
 fn path_from_blob(bytes: Vec<u8>) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(&bytes))
+}
+
+/// Records, inside `tx`, that the durable consumer `name` is done with every record up to
+/// `seq` ([`Op::ConsumerDone`], and consumers that write their own transactions).
+pub(crate) fn record_consumer_done(tx: &Connection, name: &str, seq: i64) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT OR REPLACE INTO consumers (name, seq, updated_ms) VALUES (?1, ?2, ?3)",
+        params![name, seq, now_ms()],
+    )
+    .map(drop)
 }
 
 /// Milliseconds since the Unix epoch.

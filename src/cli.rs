@@ -14,6 +14,11 @@ use crate::progress::ProgressShow;
 use crate::rejects::{TextWriter, write_json};
 use crate::seed;
 use crate::service::{self, Manager, Target};
+use crate::sessions::{
+    self,
+    query::{self, Filter, Found},
+};
+use crate::show::{self, Format};
 use crate::status;
 use crate::tap::Tap;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -85,6 +90,59 @@ pub enum Command {
         source, generation, offset, length, bytes kept, path, reason."
     )]
     Rejects(RejectsArgs),
+    /// List sessions, newest activity first.
+    #[command(
+        long_about = "List the archived sessions of every agent, newest activity first: id, \
+        harness, project, title (the one the agent recorded, else the first prompt typed), \
+        start and last activity, messages (user and assistant, each copy once), records, \
+        subagents, files and whether any is still on disk. Subagents are counted under their \
+        parent; with --json each session is one object per line, its subagents after it.\n\n\
+        The index is kept by `run` as records commit; on an archive that is behind (upgraded, or \
+        archived by an older version), the command brings it up to date first when no `run` \
+        holds the archive."
+    )]
+    Sessions(SessionsArgs),
+    /// Read one session: the conversation as text, Markdown, JSON, or its raw lines.
+    #[command(
+        long_about = "Read one session, given its id or a unique prefix of it (at least 4 \
+        characters; an ambiguous prefix exits 2 listing the candidates, an unknown one exits 1).\n\n\
+        text: the conversation as a person reads it (who, when, the text; a tool call as one line \
+        with its name and a short input; a tool result shortened, with its size). markdown: the \
+        same as Markdown. json: one object per message, whole, after de-duplication and upserts. \
+        raw: the archived lines of the session's main transcript, latest generation, each with \
+        its newline, byte for byte."
+    )]
+    Show(ShowArgs),
+    /// Search everything said in every session: prompts, answers, tool inputs and outputs.
+    #[command(
+        long_about = "Search everything said in every session: user and assistant text, tool \
+        inputs and tool outputs. Words match whole words (any case, accents ignored); \
+        \"a phrase\" matches words in a row; pre* matches a prefix; AND (the default between \
+        words), OR, NOT and parentheses combine them. Other punctuation is taken literally: \
+        exit-code searches the phrase \"exit code\".\n\n\
+        Hits are ranked by relevance, the newest first among equals: session, harness, project, \
+        time, role and a snippet with the match marked (bold on a terminal, **so** otherwise)."
+    )]
+    Search(SearchArgs),
+    /// Write a session's transcripts back where the agent keeps them, so that it can resume.
+    #[command(
+        long_about = "Write a session's transcript and its subagents' back where the agent keeps \
+        them (or under --to DIR, in the same layout below each watcher's root), byte for byte as \
+        archived, with the current time as their modification time, so that the agent's cleanup \
+        by age does not delete them again at its next start. Then print the command that \
+        resumes the session.\n\n\
+        A file that is there and identical is left alone; one that differs is not overwritten \
+        without --force. The restored records are marked as already archived (as `seed` does), \
+        so a running daemon does not archive them again; what the agent appends is archived."
+    )]
+    Restore(RestoreArgs),
+    /// Rebuild the session index from the archived records.
+    #[command(
+        long_about = "Empty the session index and build it again from the archived records, with \
+        progress. The index is derived from the records alone; rebuilding it loses nothing. \
+        Takes the archive's lock: stop a running `run` (or the service) first."
+    )]
+    Reindex(ReindexArgs),
     /// Work with the configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -341,6 +399,101 @@ pub struct RejectsArgs {
     raw: Option<i64>,
 }
 
+/// Which sessions to list or search.
+#[derive(Debug, Args)]
+pub struct SessionFilter {
+    /// Only this watcher's sessions (claude-code, codex, gemini-cli, cursor, …).
+    #[arg(long, value_name = "H")]
+    harness: Option<String>,
+    /// Only sessions whose project contains this text (any case).
+    #[arg(long, value_name = "TEXT")]
+    project: Option<String>,
+    /// Only activity since WHEN: a duration back from now (90m, 12h, 2d, 1w) or a date or
+    /// time (2026-11-01, 2026-11-01T09:00:00Z).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    since: Option<i64>,
+    /// At most N (0: all).
+    #[arg(long, value_name = "N", default_value_t = 50)]
+    limit: usize,
+}
+
+impl SessionFilter {
+    fn filter(&self) -> Filter {
+        Filter {
+            harness: self.harness.clone(),
+            project: self.project.clone(),
+            since_ms: self.since,
+            limit: self.limit,
+        }
+    }
+}
+
+/// Arguments of `sessions`.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    #[command(flatten)]
+    filter: SessionFilter,
+    /// Print one JSON object per session instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `show`.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// The session's id, or a unique prefix of it (at least 4 characters).
+    session: String,
+    /// How to write it.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Also show each subagent's conversation, after the session's.
+    #[arg(long)]
+    subagents: bool,
+}
+
+/// Arguments of `search`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// What to look for: words, "phrases", prefix*, AND, OR, NOT, parentheses.
+    query: String,
+    #[command(flatten)]
+    filter: SessionFilter,
+    /// Print one JSON object per hit.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `restore`.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// The session's id, or a unique prefix of it (at least 4 characters).
+    session: String,
+    /// Write under this directory instead of where the agent keeps them.
+    #[arg(long, value_name = "DIR")]
+    to: Option<PathBuf>,
+    /// Overwrite files that differ from the archived transcript.
+    #[arg(long)]
+    force: bool,
+    /// Print what would be written; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+/// Arguments of `reindex`.
+#[derive(Debug, Args)]
+pub struct ReindexArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+}
+
 /// Arguments of `status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -367,6 +520,10 @@ pub fn execute(cli: Cli) -> Result<()> {
         | Command::Export(ExportArgs { archive, .. })
         | Command::Status(StatusArgs { archive, .. })
         | Command::Rejects(RejectsArgs { archive, .. })
+        | Command::Sessions(SessionsArgs { archive, .. })
+        | Command::Show(ShowArgs { archive, .. })
+        | Command::Search(SearchArgs { archive, .. })
+        | Command::Reindex(ReindexArgs { archive })
         | Command::Config(ConfigCommand::Check(CheckArgs { archive }))
         | Command::Service(
             ServiceCommand::Install(ServiceArgs { archive, .. })
@@ -374,6 +531,10 @@ pub fn execute(cli: Cli) -> Result<()> {
             | ServiceCommand::Status(ServiceArgs { archive, .. }),
         ) => Overrides {
             db: archive.db.clone(),
+            ..Overrides::default()
+        },
+        Command::Restore(args) => Overrides {
+            db: args.archive.db.clone(),
             ..Overrides::default()
         },
         Command::Completions(_) | Command::Man(_) => Overrides::default(),
@@ -386,7 +547,11 @@ pub fn execute(cli: Cli) -> Result<()> {
     };
     let needs_file = matches!(
         cli.command,
-        Command::Run(_) | Command::Config(_) | Command::Service(_) | Command::Doctor(_)
+        Command::Run(_)
+            | Command::Config(_)
+            | Command::Service(_)
+            | Command::Doctor(_)
+            | Command::Restore(_)
     );
     let settings = match &flags.db {
         // The archive is all these commands take from the file; with --db they work even
@@ -406,6 +571,11 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Export(args) => export(args, &settings.archive),
         Command::Status(args) => status(args, &settings.archive),
         Command::Rejects(args) => rejects(args, &settings.archive),
+        Command::Sessions(args) => sessions(args, &settings.archive),
+        Command::Show(args) => show(args, &settings.archive),
+        Command::Search(args) => search(args, &settings.archive),
+        Command::Restore(args) => restore(args, &settings),
+        Command::Reindex(_) => reindex(&settings.archive),
         Command::Config(ConfigCommand::Check(_)) => config_check(&settings),
         Command::Service(cmd) => service(cmd, &settings),
         Command::Doctor(args) => doctor(args, &settings),
@@ -550,6 +720,196 @@ fn rejects(args: RejectsArgs, db: &Path) -> Result<()> {
             .and_then(|()| table.finish())
     };
     stdout_result(written)
+}
+
+/// The archive at `db` with its session index up to date: caught up here when no `run` holds
+/// the archive (an upgraded archive gets its index this way, with progress); when one does, it
+/// is catching up itself, and a warning says how far it is.
+fn indexed_archive(db: &Path) -> Result<Archive> {
+    let archive = Archive::open_existing(db)?;
+    let done = archive.consumer_seq(sessions::CONSUMER)?.unwrap_or(0);
+    let last = archive.last_seq()?;
+    if done >= last {
+        return Ok(archive);
+    }
+    let _lock = match ArchiveLock::acquire(db) {
+        Ok(lock) => lock,
+        Err(Error::Locked { .. }) => {
+            log::warn!(
+                "the session index is at seq {done} of {last}: the running transcript-sync is \
+                 bringing it up to date; results may be incomplete until it has"
+            );
+            return Ok(archive);
+        }
+        Err(e) => return Err(e),
+    };
+    catch_up_index(Archive::open_existing(db)?)?;
+    Ok(archive)
+}
+
+/// Brings the index of `archive` up to date, with a progress bar on a terminal and log lines.
+fn catch_up_index(archive: Archive) -> Result<()> {
+    let mut indexer = sessions::Indexer::new(archive);
+    let done = indexer.done()?;
+    log::info!("indexing sessions from seq {done}");
+    let bar = indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template("indexing sessions {bar:30} {pos}/{len} records")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let indexed = indexer.catch_up(|at, last| {
+        bar.set_length((last - done).max(0) as u64);
+        bar.set_position((at - done).max(0) as u64);
+    })?;
+    bar.finish_and_clear();
+    log::info!("session index up to date: {indexed} records indexed");
+    Ok(())
+}
+
+fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
+    let mut archive = indexed_archive(db)?;
+    let list = query::sessions(&mut archive, &args.filter.filter())?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    let written = if args.json {
+        (|| {
+            for s in &list {
+                write_json_line(&mut out, s)?;
+                for sub in query::subagents(&mut archive, s).map_err(io::Error::other)? {
+                    write_json_line(&mut out, &sub)?;
+                }
+            }
+            Ok(())
+        })()
+    } else {
+        let home = crate::home::home(&env).ok();
+        let width = crate::sys::terminal_width();
+        show::write_sessions(
+            &mut out,
+            &list,
+            width,
+            home.as_deref(),
+            crate::archive::now_ms(),
+        )
+    };
+    stdout_result(written.and_then(|()| out.flush()))
+}
+
+fn write_json_line(out: &mut impl Write, value: &impl serde::Serialize) -> io::Result<()> {
+    serde_json::to_writer(&mut *out, value)?;
+    writeln!(out)
+}
+
+/// The session `id` names in the archive: exit 1 when none, 2 when several.
+fn find_session(archive: &mut Archive, id: &str) -> Result<query::Session> {
+    match query::find(archive, id)? {
+        Found::One(s) => Ok(*s),
+        Found::None => Err(Error::NoSuchSession {
+            path: archive.path().to_owned(),
+            id: id.to_owned(),
+        }),
+        Found::Many(list) => Err(Error::AmbiguousSession {
+            id: id.to_owned(),
+            candidates: (list.iter())
+                .map(|s| {
+                    let project = s.project.as_deref().unwrap_or("-");
+                    format!("{} ({}, {project})", s.id, s.harness)
+                })
+                .collect(),
+        }),
+    }
+}
+
+fn show(args: ShowArgs, db: &Path) -> Result<()> {
+    use std::io::IsTerminal;
+    let mut archive = indexed_archive(db)?;
+    let session = find_session(&mut archive, &args.session)?;
+    let stdout = io::stdout();
+    let style = show::Style::new(stdout.is_terminal());
+    let mut out = BufWriter::new(stdout.lock());
+    if args.format == Format::Raw {
+        let files = query::session_files(&mut archive, &session)?;
+        let written = match files.first() {
+            Some(main) => query::write_records(&mut archive, main, &mut out)?.map(drop),
+            None => Ok(()),
+        };
+        return stdout_result(written.and_then(|()| out.flush()));
+    }
+    let mut sessions = vec![session.clone()];
+    if args.subagents {
+        sessions.extend(query::subagents(&mut archive, &session)?);
+    }
+    for (i, s) in sessions.iter().enumerate() {
+        let messages = query::messages(&mut archive, s)?;
+        let written = match args.format {
+            Format::Json => show::write_messages_json(&mut out, s, &messages),
+            _ if i > 0 => writeln!(out).and_then(|()| {
+                show::write_conversation(&mut out, s, &messages, args.format, style)
+            }),
+            _ => show::write_conversation(&mut out, s, &messages, args.format, style),
+        };
+        stdout_result(written)?;
+    }
+    stdout_result(out.flush())
+}
+
+fn search(args: SearchArgs, db: &Path) -> Result<()> {
+    use std::io::IsTerminal;
+    let mut archive = indexed_archive(db)?;
+    let stdout = io::stdout();
+    let style = show::Style::new(stdout.is_terminal() && !args.json);
+    let hits = query::search(
+        &mut archive,
+        &args.query,
+        &args.filter.filter(),
+        style.marks(),
+    )?;
+    let mut out = BufWriter::new(stdout.lock());
+    let written = if args.json {
+        hits.iter().try_for_each(|h| write_json_line(&mut out, h))
+    } else {
+        let home = crate::home::home(&env).ok();
+        show::write_hits(&mut out, &hits, home.as_deref(), style)
+    };
+    stdout_result(written.and_then(|()| out.flush()))
+}
+
+fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
+    let mut archive = indexed_archive(&settings.archive)?;
+    let session = find_session(&mut archive, &args.session)?;
+    let to = args.to.as_deref().map(absolute);
+    let request = crate::restore::Request {
+        roots: &settings.roots,
+        to: to.as_deref(),
+        force: args.force,
+        dry_run: args.dry_run,
+    };
+    let mut out = io::stdout().lock();
+    crate::restore::restore(&mut archive, &session, &request, &mut out)
+}
+
+fn reindex(db: &Path) -> Result<()> {
+    let _lock = ArchiveLock::acquire(db)?;
+    let mut indexer = sessions::Indexer::new(Archive::open_existing(db)?);
+    indexer.reset()?;
+    drop(indexer);
+    catch_up_index(Archive::open_existing(db)?)?;
+    println!("session index rebuilt: {}", db.display());
+    Ok(())
+}
+
+/// `--since`: a duration back from now, or a date or time.
+fn parse_since(text: &str) -> std::result::Result<i64, String> {
+    let now = crate::archive::now_ms();
+    if let Ok(d) = humantime::parse_duration(text) {
+        return Ok(now - d.as_millis() as i64);
+    }
+    let time = if text.len() == 10 {
+        format!("{text}T00:00:00Z")
+    } else {
+        text.to_owned()
+    };
+    crate::sessions::parse::time_ms(&time).ok_or_else(|| {
+        format!("{text:?} is neither a duration (90m, 12h, 2d, 1w) nor a date (2026-11-01) or time (2026-11-01T09:00:00Z)")
+    })
 }
 
 /// Says whether the configuration file is valid, and prints what `run` would use.

@@ -63,6 +63,48 @@ pub enum Error {
         /// The id given.
         id: i64,
     },
+    /// `show` or `restore` was given an id that names no session.
+    #[error(
+        "archive {path} has no session {id:?}; `transcript-sync sessions` lists them (an id or a unique prefix of at least 4 characters)"
+    )]
+    NoSuchSession {
+        /// The archive database.
+        path: PathBuf,
+        /// The id or prefix given.
+        id: String,
+    },
+    /// `show` or `restore` was given a prefix that several sessions' ids start with.
+    #[error("{id:?} names {} sessions: {}; give more of the id", candidates.len(), candidates.join(", "))]
+    AmbiguousSession {
+        /// The prefix given.
+        id: String,
+        /// The ids it starts, each with its harness and project.
+        candidates: Vec<String>,
+    },
+    /// `search` was given a query FTS5 cannot read.
+    #[error(
+        "search query {query:?} cannot be read ({reason}); put a phrase in double quotes, and use AND, OR, NOT between words"
+    )]
+    SearchQuery {
+        /// The query.
+        query: String,
+        /// What SQLite said.
+        reason: String,
+    },
+    /// `restore` found a different file where a transcript goes.
+    #[error(
+        "{path} exists and differs from the archived transcript; nothing was written for it: move it away, or give --force to overwrite it"
+    )]
+    RestoreConflict {
+        /// The file in the way.
+        path: PathBuf,
+    },
+    /// `restore` has no archived records for a session.
+    #[error("session {id} has no archived records to restore")]
+    NothingToRestore {
+        /// The session.
+        id: String,
+    },
     /// A file that exists but holds no transcript-sync archive.
     #[error("{path} is not a transcript-sync archive; check --db and TRANSCRIPT_SYNC_DB")]
     NotAnArchive {
@@ -275,6 +317,17 @@ impl<T> SystemContext<T> for io::Result<T> {
 }
 
 /// Attaches the archive's path to a SQLite error.
+impl Error {
+    /// The process's exit status for this error: 2 for a session prefix that names several
+    /// (the candidates are listed), 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::AmbiguousSession { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
 pub(crate) trait ArchiveContext<T> {
     fn at_archive(self, path: &Path) -> Result<T>;
 }

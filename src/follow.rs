@@ -191,6 +191,11 @@ impl Hub {
         Some(state.published)
     }
 
+    /// True once the writer has ended.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
     /// The last `seq` published.
     pub fn published(&self) -> i64 {
         self.lock().published
@@ -394,6 +399,12 @@ impl Follower {
     /// The last `seq` handed out.
     pub fn done(&self) -> i64 {
         self.done
+    }
+
+    /// True once the writer has ended and every record has been handed out: `next` returns
+    /// `Ok(None)` from then on.
+    pub fn ended(&self) -> bool {
+        self.live.is_none() && self.pending.is_empty() && self.done >= self.live_after
     }
 }
 

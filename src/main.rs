@@ -8,8 +8,9 @@ fn main() -> ExitCode {
     match transcript_sync::cli::execute(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
+            let code = e.exit_code();
             eprintln!("transcript-sync: error: {:#}", anyhow::Error::from(e));
-            ExitCode::FAILURE
+            ExitCode::from(code)
         }
     }
 }

@@ -22,6 +22,7 @@ use crate::harness::Root;
 use crate::logging;
 use crate::progress::{Progress, ProgressShow};
 use crate::readiness::ServiceManager;
+use crate::sessions;
 use crate::tap::Tap;
 use crate::watch::{self, PolledRoot, Wakeups, WatcherThread};
 use crate::writer::{ArchiveWriter, StallReport};
@@ -47,6 +48,8 @@ pub type Reload = Box<dyn FnMut() -> Result<Settings> + Send>;
 /// into the database beside them.
 struct Pipeline {
     writer: JoinHandle<Result<()>>,
+    /// The session index, a durable consumer of the archive.
+    index: JoinHandle<()>,
     /// Disconnects when the writer thread ends.
     writer_gone: Receiver<()>,
     checkpointer: Checkpointer,
@@ -77,6 +80,7 @@ impl Pipeline {
             // The tap starts now: it prints what commits from here on.
             hub.subscribe(Box::new(tap));
         }
+        let index = sessions::spawn(db.to_owned(), Arc::clone(&hub)).starting("session index")?;
         let mut writer = ArchiveWriter::new(write, Some(hub)).after_commit(committed);
         if let Some((stop, stalled)) = retry {
             writer = writer.retrying(stop, stalled);
@@ -85,6 +89,7 @@ impl Pipeline {
         let engine = Engine::new(reads, Box::new(writer.committer), EngineOptions { limits })?;
         let pipeline = Pipeline {
             writer: writer.handle,
+            index,
             writer_gone: writer.gone,
             checkpointer,
         };
@@ -92,10 +97,16 @@ impl Pipeline {
     }
 
     /// Drops `engine`, which closes its commit channel, waits for the writer to commit what
-    /// it holds, then stops the checkpointer. `Err` is the writer's.
+    /// it holds and for the index to index it, then stops the checkpointer. `Err` is the
+    /// writer's.
     fn finish(self, engine: Engine) -> Result<()> {
         drop(engine);
         let written = self.writer.join().unwrap_or(Err(Error::WriterStopped));
+        if self.index.join().is_err() {
+            log::error!(
+                "session index: its thread panicked; `transcript-sync reindex` rebuilds it"
+            );
+        }
         self.checkpointer.stop();
         written
     }

@@ -30,6 +30,15 @@ pub fn validate_slowly(record: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("invalid JSON: {e}"))
 }
 
+/// `record` as a JSON value, for readers of its fields (the session index, `show`): a lone
+/// surrogate escape, which serde_json refuses, reads as U+FFFD (and so does every surrogate
+/// escape of a record that has one). `None` for bytes that are not a record.
+pub fn parse_value(record: &[u8]) -> Option<serde_json::Value> {
+    serde_json::from_slice(record)
+        .or_else(|_| serde_json::from_slice(&with_surrogates_replaced(record)))
+        .ok()
+}
+
 /// `bytes` with the four hex digits of every `\u` escape of a UTF-16 surrogate half (D800 to
 /// DFFF) replaced by `fffd`. serde_json pairs surrogate escapes and refuses a lone one, which
 /// RFC 8259's grammar allows; with the same length, the positions in its other reasons stay

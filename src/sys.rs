@@ -5,6 +5,12 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 
+/// The width of the terminal on stdout, when stdout is one.
+pub fn terminal_width() -> Option<usize> {
+    let size = rustix::termios::tcgetwinsize(io::stdout()).ok()?;
+    (size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
 /// Free and total space of a filesystem, in bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct Space {

@@ -1,0 +1,503 @@
+//! The session index: a durable consumer of the archive that turns records into sessions and
+//! their messages (`parse`, per harness), with full-text search over what was said.
+//!
+//! It follows the archive like any consumer: from the last `seq` it recorded as done (0 in an
+//! archive that has never been indexed, which is how an upgraded archive gets its index),
+//! catching up from the archive, then taking each commit once it is durable. Each batch of
+//! records is indexed in one transaction of its own together with that `seq`, so a crash
+//! loses and repeats nothing, and the archive's own commits never wait for the index beyond
+//! one such transaction. Everything here is derived from the records: `reindex` empties the
+//! tables and builds them again.
+
+use crate::archive::{Archive, ExportRow, record_consumer_done};
+use crate::domain::SourceId;
+use crate::error::Result;
+use crate::follow::{Follower, Hub, Start};
+use rusqlite::TransactionBehavior::Immediate;
+use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub mod parse;
+pub mod query;
+
+use parse::{Parsed, Part, parse};
+
+/// The consumer name under which the index records how far it is.
+pub const CONSUMER: &str = "index";
+
+/// At most this many records, or bytes of records, are indexed in one transaction: a live
+/// commit of the archive waits for one of them at most.
+const BATCH: usize = 2000;
+const BATCH_BYTES: usize = 8 << 20;
+
+/// The searchable text of one message is cut at this many bytes.
+const BODY_LIMIT: usize = 1 << 20;
+
+/// How often a catch-up says how far it is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// Writes the session index into an archive.
+pub struct Indexer {
+    archive: Archive,
+    /// The session each source's records belong to, as decided.
+    sessions: HashMap<SourceId, i64>,
+}
+
+impl Indexer {
+    /// An indexer writing through `archive` (a connection of its own).
+    pub fn new(archive: Archive) -> Indexer {
+        Indexer {
+            archive,
+            sessions: HashMap::new(),
+        }
+    }
+
+    /// The last `seq` the index is done with.
+    pub fn done(&self) -> Result<i64> {
+        Ok(self.archive.consumer_seq(CONSUMER)?.unwrap_or(0))
+    }
+
+    /// Indexes `rows` (in `seq` order, past [`Indexer::done`]) and records the last one as
+    /// done, in one transaction: `Err` leaves the index as it was.
+    pub fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
+        let Some(last) = rows.last() else {
+            return Ok(());
+        };
+        let mut decided = Vec::new();
+        let result = (|| {
+            let tx = self
+                .archive
+                .connection()
+                .transaction_with_behavior(Immediate)?;
+            for row in rows {
+                let parsed = parse(&row.harness, &row.record);
+                let session = match self.sessions.get(&row.source) {
+                    Some(s) => *s,
+                    None => {
+                        let s = session_of(&tx, row, &parsed)?;
+                        decided.push((row.source, s));
+                        s
+                    }
+                };
+                apply(&tx, session, row, &parsed)?;
+            }
+            record_consumer_done(&tx, CONSUMER, last.seq)?;
+            tx.commit()
+        })();
+        self.archive.db(result)?;
+        self.sessions.extend(decided);
+        Ok(())
+    }
+
+    /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
+    /// pages; `progress(done, last)` is called after each page. Returns how many were indexed.
+    pub fn catch_up(&mut self, mut progress: impl FnMut(i64, i64)) -> Result<u64> {
+        let last = self.archive.last_seq()?;
+        let mut done = self.done()?;
+        let mut indexed = 0;
+        while done < last {
+            let page = self
+                .archive
+                .records_page(done, last, BATCH, BATCH_BYTES as u64)?;
+            let Some(end) = page.last().map(|r| r.seq) else {
+                break;
+            };
+            self.index(&page)?;
+            indexed += page.len() as u64;
+            done = end;
+            progress(done, last);
+        }
+        Ok(indexed)
+    }
+
+    /// Empties the index: every session, message and the consumer's place.
+    pub fn reset(&mut self) -> Result<()> {
+        self.sessions.clear();
+        let result = (|| {
+            let tx = self
+                .archive
+                .connection()
+                .transaction_with_behavior(Immediate)?;
+            tx.execute_batch(
+                "DELETE FROM sessions; DELETE FROM messages; DELETE FROM message_text;
+                 DELETE FROM session_models; DELETE FROM session_sources;",
+            )?;
+            tx.execute("DELETE FROM consumers WHERE name = ?1", [CONSUMER])?;
+            tx.commit()
+        })();
+        self.archive.db(result)
+    }
+}
+
+/// The session of `row`'s source: the one its source was given, else the one of an earlier
+/// source at the same path (a file restored or replaced stays in its session), else a session
+/// identified from the path and the first record, created if new.
+fn session_of(tx: &Connection, row: &ExportRow, parsed: &Parsed) -> rusqlite::Result<i64> {
+    let known: Option<i64> = tx
+        .query_row(
+            "SELECT session FROM session_sources WHERE source_id = ?1",
+            [row.source],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(session) = known {
+        return Ok(session);
+    }
+    let path = row.path.as_os_str().as_bytes();
+    let same_path: Option<i64> = tx
+        .query_row(
+            "SELECT ss.session FROM session_sources ss JOIN sources s ON s.id = ss.source_id
+             WHERE s.path = ?1 ORDER BY ss.source_id DESC LIMIT 1",
+            [path],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let session = match same_path {
+        Some(session) => session,
+        None => {
+            let id = Identified::of(&row.harness, &row.path, parsed);
+            tx.execute(
+                "INSERT INTO sessions (harness, session, parent, project) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (harness, session) DO NOTHING",
+                params![row.harness, id.session, id.parent, id.project],
+            )?;
+            tx.query_row(
+                "SELECT id FROM sessions WHERE harness = ?1 AND session = ?2",
+                params![row.harness, id.session],
+                |r| r.get(0),
+            )?
+        }
+    };
+    tx.execute(
+        "INSERT INTO session_sources (source_id, session) VALUES (?1, ?2)",
+        params![row.source, session],
+    )?;
+    Ok(session)
+}
+
+/// Which session a new source starts: its id, its parent's and (where the path says it) its
+/// project.
+#[derive(Debug, PartialEq)]
+struct Identified {
+    session: String,
+    parent: Option<String>,
+    project: Option<String>,
+}
+
+impl Identified {
+    fn of(harness: &str, path: &Path, first: &Parsed) -> Identified {
+        let name = |p: Option<&Path>| {
+            p.and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+        };
+        let stem = (path.file_stem())
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = name(path.parent());
+        let mut id = Identified {
+            session: stem.clone(),
+            parent: None,
+            project: None,
+        };
+        match harness {
+            // <project>/<session>/subagents/agent-*.jsonl, or agent-*.jsonl beside sessions
+            // (their records carry the parent's sessionId).
+            "claude-code" if dir.as_deref() == Some("subagents") => {
+                id.parent = name(path.parent().and_then(Path::parent));
+            }
+            "claude-code" if stem.starts_with("agent-") => {
+                id.parent = first.session_id.clone().filter(|s| *s != stem);
+            }
+            // rollout-<time>-<uuid>.jsonl, the uuid being the session_meta's id.
+            "codex" => {
+                id.session = (first.session_id.clone())
+                    .or_else(|| uuid_suffix(&stem))
+                    .unwrap_or(stem);
+            }
+            // tmp/<project>/chats/<file>.jsonl, a subagent's under chats/<parent>/.
+            "gemini-cli" => {
+                id.session = first.session_id.clone().unwrap_or(stem);
+                if dir.as_deref() != Some("chats") {
+                    id.parent = dir;
+                }
+                id.project = dir_before(path, "chats");
+            }
+            // projects/<project>/agent-transcripts/[<id>/]<id>.jsonl
+            "cursor" => id.project = dir_before(path, "agent-transcripts"),
+            _ => {}
+        }
+        id
+    }
+}
+
+/// The name of the directory that holds `marker`, on the way up from `path`.
+fn dir_before(path: &Path, marker: &str) -> Option<String> {
+    let dirs: Vec<_> = path.ancestors().filter_map(Path::file_name).collect();
+    let at = dirs.iter().position(|d| *d == marker)?;
+    dirs.get(at + 1).map(|d| d.to_string_lossy().into_owned())
+}
+
+/// The UUID that ends a file stem, if one does.
+fn uuid_suffix(stem: &str) -> Option<String> {
+    let tail = stem.get(stem.len().checked_sub(36)?..)?;
+    let dashes = [8, 13, 18, 23];
+    let ok = tail.char_indices().all(|(i, c)| {
+        if dashes.contains(&i) {
+            c == '-'
+        } else {
+            c.is_ascii_hexdigit()
+        }
+    });
+    ok.then(|| tail.to_owned())
+}
+
+/// Applies what one record says to its session and messages.
+fn apply(tx: &Connection, session: i64, row: &ExportRow, parsed: &Parsed) -> rusqlite::Result<()> {
+    let (title, rank) = match &parsed.title {
+        Some((t, r)) => (Some(t.as_str()), *r),
+        None => (None, 0),
+    };
+    tx.prepare_cached(
+        "UPDATE sessions SET
+            project = coalesce(project, ?2),
+            branch = coalesce(?3, branch),
+            agent_title = CASE WHEN ?4 IS NOT NULL AND ?5 >= title_rank THEN ?4 ELSE agent_title END,
+            title_rank = CASE WHEN ?4 IS NOT NULL AND ?5 >= title_rank THEN ?5 ELSE title_rank END,
+            first_prompt = coalesce(first_prompt, ?6),
+            started_ms = min(coalesce(started_ms, ?7), coalesce(?7, started_ms)),
+            last_ms = max(coalesce(last_ms, ?7), coalesce(?7, last_ms))
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        session,
+        parsed.project,
+        parsed.branch,
+        title,
+        rank,
+        parsed.prompt,
+        parsed.at_ms
+    ])?;
+    if let Some(model) = &parsed.model {
+        tx.prepare_cached("INSERT OR IGNORE INTO session_models (session, model) VALUES (?1, ?2)")?
+            .execute(params![session, model])?;
+    }
+    if let Some(message) = &parsed.message {
+        add_message(tx, session, row, parsed.at_ms, message)?;
+    }
+    if let Some(id) = &parsed.rewind_to {
+        tx.prepare_cached(
+            "DELETE FROM messages WHERE session = ?1
+             AND ord >= (SELECT ord FROM messages WHERE session = ?1 AND key = ?2)",
+        )?
+        .execute(params![session, id])?;
+    }
+    Ok(())
+}
+
+/// Adds a message, or (for an upsert whose key is there) replaces it; a copy of a message
+/// already there is left out.
+fn add_message(
+    tx: &Connection,
+    session: i64,
+    row: &ExportRow,
+    at_ms: Option<i64>,
+    message: &parse::Message,
+) -> rusqlite::Result<()> {
+    let key = match &message.key {
+        Some(k) => k.clone(),
+        None => format!("@{}:{}:{}", row.source, row.generation, row.offset),
+    };
+    let role = message.role.as_str();
+    let sql = if message.upsert {
+        "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+         ON CONFLICT (session, key) DO UPDATE SET
+            seq = excluded.seq, role = excluded.role, at_ms = coalesce(excluded.at_ms, at_ms)
+         RETURNING id"
+    } else {
+        "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+         ON CONFLICT (session, key) DO NOTHING RETURNING id"
+    };
+    let id: Option<i64> = tx
+        .prepare_cached(sql)?
+        .query_row(params![session, key, row.seq, role, at_ms], |r| r.get(0))
+        .optional()?;
+    let Some(id) = id else {
+        return Ok(());
+    };
+    if message.upsert {
+        tx.prepare_cached("DELETE FROM message_text WHERE rowid = ?1")?
+            .execute([id])?;
+    }
+    tx.prepare_cached("INSERT INTO message_text (rowid, body) VALUES (?1, ?2)")?
+        .execute(params![id, body(&message.parts)])?;
+    Ok(())
+}
+
+/// The searchable text of a message's parts, cut at [`BODY_LIMIT`].
+fn body(parts: &[Part]) -> String {
+    let mut text = parts.iter().map(Part::text).collect::<Vec<_>>().join("\n");
+    if text.len() > BODY_LIMIT {
+        let mut cut = BODY_LIMIT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+/// Starts the index's thread: it follows the archive at `db` through `hub` from where the
+/// index left off, until the writer ends and every record is indexed. An error is logged and
+/// the thread follows again from the index's last commit after a pause (at once when the
+/// writer has ended, and only once more then); the archive never waits for it.
+pub fn spawn(db: PathBuf, hub: Arc<Hub>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("session index".into())
+        .spawn(move || {
+            loop {
+                let closed_before = hub.is_closed();
+                let Err(e) = follow(&db, &hub) else {
+                    return;
+                };
+                let e = anyhow::Error::from(e);
+                if closed_before {
+                    log::error!("session index: {e:#}; it catches up at the next start");
+                    return;
+                }
+                log::warn!("session index: {e:#}; following again in 5s");
+                let mut paused = Duration::ZERO;
+                while paused < Duration::from_secs(5) && !hub.is_closed() {
+                    std::thread::sleep(Duration::from_millis(100));
+                    paused += Duration::from_millis(100);
+                }
+            }
+        })
+}
+
+/// Follows the archive until the hub closes and every record is indexed.
+fn follow(db: &Path, hub: &Arc<Hub>) -> Result<()> {
+    let mut indexer = Indexer::new(Archive::open(db)?);
+    let after = indexer.done()?;
+    let Some(mut follower) =
+        Follower::start(Arc::clone(hub), Archive::open(db)?, Start::After(after))?
+    else {
+        // Closed already (the writer ended first): read what is left directly.
+        indexer.catch_up(|_, _| {})?;
+        return Ok(());
+    };
+    let mut progress = Progress::new(after, hub.published());
+    loop {
+        let Some(first) = follower.next(Duration::from_secs(1))? else {
+            if follower.ended() {
+                return Ok(());
+            }
+            continue;
+        };
+        let (mut batch, mut bytes) = (Vec::new(), first.record.len());
+        batch.push(first);
+        while batch.len() < BATCH && bytes < BATCH_BYTES {
+            match follower.next(Duration::ZERO)? {
+                Some(row) => {
+                    bytes += row.record.len();
+                    batch.push(row);
+                }
+                None => break,
+            }
+        }
+        indexer.index(&batch)?;
+        progress.update(follower.done(), hub.published());
+    }
+}
+
+/// Log lines while the index is behind by more than a batch: how far it is.
+struct Progress {
+    behind_at_start: bool,
+    last: Instant,
+}
+
+impl Progress {
+    fn new(done: i64, published: i64) -> Progress {
+        let behind_at_start = published - done > BATCH as i64;
+        if behind_at_start {
+            log::info!("session index: catching up from seq {done} to {published}");
+        }
+        Progress {
+            behind_at_start,
+            last: Instant::now(),
+        }
+    }
+
+    fn update(&mut self, done: i64, published: i64) {
+        if !self.behind_at_start {
+            return;
+        }
+        if done >= published {
+            log::info!("session index: caught up at seq {done}");
+            self.behind_at_start = false;
+        } else if self.last.elapsed() >= PROGRESS_EVERY {
+            log::info!("session index: at seq {done} of {published}");
+            self.last = Instant::now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identified(harness: &str, path: &str, first: &[u8]) -> Identified {
+        Identified::of(harness, Path::new(path), &parse(harness, first))
+    }
+
+    #[test]
+    fn sessions_are_identified_by_path_and_first_record() {
+        let sub = identified(
+            "claude-code",
+            "/h/.claude/projects/-h-app/5f1e/subagents/agent-a1.jsonl",
+            b"{}",
+        );
+        assert_eq!(
+            (sub.session.as_str(), sub.parent.as_deref()),
+            ("agent-a1", Some("5f1e"))
+        );
+        let old = identified(
+            "claude-code",
+            "/h/.claude/projects/-h-app/agent-b2.jsonl",
+            br#"{"type":"user","sessionId":"5f1e","message":{"content":"x"}}"#,
+        );
+        assert_eq!(old.parent.as_deref(), Some("5f1e"));
+        let codex = identified(
+            "codex",
+            "/h/.codex/sessions/2026/11/30/rollout-2026-11-30T10-00-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl",
+            br#"{"type":"event_msg","payload":{}}"#,
+        );
+        assert_eq!(codex.session, "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b");
+        let gemini = identified(
+            "gemini-cli",
+            "/h/.gemini/tmp/app/chats/g1/sub.jsonl",
+            br#"{"sessionId":"g2","projectHash":"x"}"#,
+        );
+        assert_eq!(
+            gemini,
+            Identified {
+                session: "g2".into(),
+                parent: Some("g1".into()),
+                project: Some("app".into())
+            }
+        );
+        let cursor = identified(
+            "cursor",
+            "/h/.cursor/projects/h-app/agent-transcripts/9a/9a.jsonl",
+            b"{}",
+        );
+        assert_eq!(
+            (cursor.session.as_str(), cursor.project.as_deref()),
+            ("9a", Some("h-app"))
+        );
+    }
+}

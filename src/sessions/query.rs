@@ -1,0 +1,462 @@
+//! Reading the session index: sessions newest first, one session by id or prefix, its
+//! messages with their records, and full-text search.
+
+use crate::archive::Archive;
+use crate::error::{Error, Result};
+use rusqlite::{Connection, params};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+
+/// Which sessions (or search hits) to list.
+#[derive(Debug, Default)]
+pub struct Filter {
+    /// Only this watcher's.
+    pub harness: Option<String>,
+    /// Only those whose project contains this text (case-insensitive).
+    pub project: Option<String>,
+    /// Only those active since this time (Unix ms).
+    pub since_ms: Option<i64>,
+    /// At most this many (0: all).
+    pub limit: usize,
+}
+
+/// One session as listed.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Session {
+    /// The index's own key for it.
+    #[serde(skip)]
+    pub key: i64,
+    /// The agent's id.
+    pub id: String,
+    /// Its watcher.
+    pub harness: String,
+    /// The project directory (or the agent's name for it).
+    pub project: Option<String>,
+    /// The title the agent recorded, else the first prompt typed.
+    pub title: Option<String>,
+    /// The git branch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The first activity (Unix ms): the records' own times, or when they were archived.
+    #[serde(serialize_with = "rfc3339")]
+    pub started: Option<i64>,
+    /// The last activity.
+    #[serde(serialize_with = "rfc3339")]
+    pub last_activity: Option<i64>,
+    /// User and assistant messages, each copy once.
+    pub messages: i64,
+    /// Of which the user's.
+    pub user_messages: i64,
+    /// Of which the assistant's.
+    pub assistant_messages: i64,
+    /// Compactions.
+    pub compactions: i64,
+    /// Records that could not be read as messages.
+    pub unparsed: i64,
+    /// Archived records of its files.
+    pub records: i64,
+    /// The models that answered.
+    pub models: Vec<String>,
+    /// The parent session's id, for a subagent.
+    pub parent: Option<String>,
+    /// How many subagents it has.
+    pub subagents: i64,
+    /// Its files' current paths.
+    pub files: Vec<PathBuf>,
+    /// Whether any of them still exists where it was.
+    pub on_disk: bool,
+}
+
+fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => s.serialize_str(&format_time(*ms)),
+        None => s.serialize_none(),
+    }
+}
+
+/// An RFC 3339 UTC time, to the second.
+pub fn format_time(ms: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// The columns of a [`Session`], from `sessions se`, with `last` computed.
+const SESSION: &str = "
+    SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
+        se.branch,
+        coalesce(se.started_ms, (SELECT min(s.created_ms) FROM session_sources ss
+            JOIN sources s ON s.id = ss.source_id WHERE ss.session = se.id)) AS started,
+        coalesce(se.last_ms, (SELECT max(s.last_archived_ms) FROM session_sources ss
+            JOIN sources s ON s.id = ss.source_id WHERE ss.session = se.id)) AS last,
+        se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
+        (SELECT coalesce(sum(s.records), 0) FROM session_sources ss
+            JOIN sources s ON s.id = ss.source_id WHERE ss.session = se.id),
+        (SELECT group_concat(model, char(10)) FROM session_models m WHERE m.session = se.id),
+        se.parent,
+        (SELECT count(*) FROM sessions c WHERE c.harness = se.harness AND c.parent = se.session)
+    FROM sessions se";
+
+fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
+    let (user, assistant): (i64, i64) = (r.get(8)?, r.get(9)?);
+    let models: Option<String> = r.get(13)?;
+    Ok(Session {
+        key: r.get(0)?,
+        id: r.get(1)?,
+        harness: r.get(2)?,
+        project: r.get(3)?,
+        title: r.get(4)?,
+        branch: r.get(5)?,
+        started: r.get(6)?,
+        last_activity: r.get(7)?,
+        messages: user + assistant,
+        user_messages: user,
+        assistant_messages: assistant,
+        compactions: r.get(10)?,
+        unparsed: r.get(11)?,
+        records: r.get(12)?,
+        models: models.map_or_else(Vec::new, |m| m.lines().map(str::to_owned).collect()),
+        parent: r.get(14)?,
+        subagents: r.get(15)?,
+        files: Vec::new(),
+        on_disk: false,
+    })
+}
+
+/// Top-level sessions (and subagents whose parent is not in the archive), newest activity
+/// first.
+pub fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> {
+    let sql = format!(
+        "SELECT * FROM ({SESSION}
+            WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
+                    WHERE p.harness = se.harness AND p.session = se.parent))
+              AND (?1 IS NULL OR se.harness = ?1)
+              AND (?2 IS NULL OR instr(lower(se.project), lower(?2)) > 0))
+         WHERE (?3 IS NULL OR last >= ?3)
+         ORDER BY last IS NULL, last DESC, 1 DESC
+         LIMIT ?4"
+    );
+    let limit = if filter.limit == 0 {
+        -1
+    } else {
+        filter.limit as i64
+    };
+    let args = params![filter.harness, filter.project, filter.since_ms, limit];
+    collect(archive, &sql, args)
+}
+
+/// The subagents of `parent`, oldest first.
+pub fn subagents(archive: &mut Archive, parent: &Session) -> Result<Vec<Session>> {
+    let sql = format!("{SESSION} WHERE se.harness = ?1 AND se.parent = ?2 ORDER BY started, 1");
+    collect(archive, &sql, params![parent.harness, parent.id])
+}
+
+fn collect(
+    archive: &mut Archive,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<Session>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare(sql)?;
+        let mut list = stmt
+            .query_map(args, session_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        for s in &mut list {
+            s.files = files(conn, s.key)?;
+            s.on_disk = s.files.iter().any(|f| f.exists());
+        }
+        Ok(list)
+    })();
+    archive.db(result)
+}
+
+/// The current paths of a session's files, each once, in the order they became sources.
+fn files(conn: &Connection, session: i64) -> rusqlite::Result<Vec<PathBuf>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT s.path FROM session_sources ss JOIN sources s ON s.id = ss.source_id
+         WHERE ss.session = ?1 GROUP BY s.path ORDER BY min(s.id)",
+    )?;
+    let paths = stmt.query_map([session], |r| {
+        let bytes: Vec<u8> = r.get(0)?;
+        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
+    })?;
+    paths.collect()
+}
+
+/// What an id or prefix names.
+pub enum Found {
+    /// One session.
+    One(Box<Session>),
+    /// Several: the candidates.
+    Many(Vec<Session>),
+    /// None.
+    None,
+}
+
+/// The session whose id is `text`, or starts with it (subagents included).
+pub fn find(archive: &mut Archive, text: &str) -> Result<Found> {
+    let sql = format!(
+        "{SESSION} WHERE se.session = ?1
+            OR (length(?1) >= 4 AND substr(se.session, 1, length(?1)) = ?1)
+         ORDER BY se.session = ?1 DESC, 1"
+    );
+    let mut found = collect(archive, &sql, params![text])?;
+    Ok(match found.len() {
+        0 => Found::None,
+        _ if found[0].id == text => Found::One(Box::new(found.swap_remove(0))),
+        1 => Found::One(Box::new(found.swap_remove(0))),
+        _ => Found::Many(found),
+    })
+}
+
+/// A message of a session with its record.
+pub struct MessageRecord {
+    /// The record's seq.
+    pub seq: i64,
+    /// Who speaks.
+    pub role: String,
+    /// When (Unix ms), if the record says.
+    pub at_ms: Option<i64>,
+    /// The record's watcher.
+    pub harness: String,
+    /// The record.
+    pub record: Vec<u8>,
+}
+
+/// A session's messages in order, after de-duplication and upserts.
+pub fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<MessageRecord>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare(
+            "SELECT m.seq, m.role, m.at_ms, s.harness, r.record FROM messages m
+             JOIN records r ON r.seq = m.seq JOIN sources s ON s.id = r.source_id
+             WHERE m.session = ?1 ORDER BY m.ord",
+        )?;
+        let rows = stmt.query_map([session.key], |r| {
+            Ok(MessageRecord {
+                seq: r.get(0)?,
+                role: r.get(1)?,
+                at_ms: r.get(2)?,
+                harness: r.get(3)?,
+                record: r.get(4)?,
+            })
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })();
+    archive.db(result)
+}
+
+/// A session's file as archived: its source, current path, latest generation.
+pub struct SessionFile {
+    /// The source.
+    pub source: i64,
+    /// Its current path.
+    pub path: PathBuf,
+    /// Its latest generation.
+    pub generation: i64,
+}
+
+/// The files of a session: the latest source at each path.
+pub fn session_files(archive: &mut Archive, session: &Session) -> Result<Vec<SessionFile>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare(
+            "SELECT s.id, s.path, s.generation FROM session_sources ss
+             JOIN sources s ON s.id = ss.source_id
+             WHERE ss.session = ?1 AND EXISTS (SELECT 1 FROM records r WHERE r.source_id = s.id)
+             ORDER BY s.id",
+        )?;
+        let rows = stmt.query_map([session.key], |r| {
+            let bytes: Vec<u8> = r.get(1)?;
+            Ok(SessionFile {
+                source: r.get(0)?,
+                path: PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)),
+                generation: r.get(2)?,
+            })
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })();
+    let mut files = archive.db(result)?;
+    // A restored file is a new source at the old path holding only what was added since:
+    // the first source at a path holds the session's history.
+    let mut seen = std::collections::HashSet::new();
+    files.retain(|f| seen.insert(f.path.clone()));
+    Ok(files)
+}
+
+/// Writes the records of `file`'s latest generation to `out`, in file order, each with its
+/// `\n`: the transcript as archived. Returns the bytes written; the inner `Err` is `out`'s.
+pub fn write_records(
+    archive: &mut Archive,
+    file: &SessionFile,
+    out: &mut impl std::io::Write,
+) -> Result<std::io::Result<u64>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare(
+            "SELECT record FROM records WHERE source_id = ?1 AND generation = ?2 ORDER BY offset",
+        )?;
+        let mut rows = stmt.query(params![file.source, file.generation])?;
+        let mut written = 0;
+        while let Some(r) = rows.next()? {
+            let record = r.get_ref(0)?.as_blob()?;
+            if let Err(e) = out.write_all(record).and_then(|()| out.write_all(b"\n")) {
+                return Ok(Err(e));
+            }
+            written += record.len() as u64 + 1;
+        }
+        Ok(Ok(written))
+    })();
+    archive.db(result)
+}
+
+/// One search hit.
+#[derive(Debug, serde::Serialize)]
+pub struct Hit {
+    /// The session's id.
+    pub session: String,
+    /// Its watcher.
+    pub harness: String,
+    /// Its project.
+    pub project: Option<String>,
+    /// When the message was written (or its session last active, for agents without times).
+    #[serde(serialize_with = "rfc3339")]
+    pub timestamp: Option<i64>,
+    /// Who speaks.
+    pub role: String,
+    /// The record's seq.
+    pub seq: i64,
+    /// The text around the match, the matched terms between `mark`s.
+    pub snippet: String,
+}
+
+/// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
+/// parentheses; other punctuation is taken literally), best first, newest first among equals.
+/// Matches are marked with `open` and `close` in the snippet.
+pub fn search(
+    archive: &mut Archive,
+    query: &str,
+    filter: &Filter,
+    (open, close): (&str, &str),
+) -> Result<Vec<Hit>> {
+    let fts = fts_query(query);
+    let limit = if filter.limit == 0 {
+        -1
+    } else {
+        filter.limit as i64
+    };
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare(
+            "SELECT se.session, se.harness, se.project, coalesce(m.at_ms, se.last_ms), m.role,
+                    m.seq, snippet(message_text, 0, ?2, ?3, '…', 24)
+             FROM message_text
+             JOIN messages m ON m.id = message_text.rowid
+             JOIN sessions se ON se.id = m.session
+             WHERE message_text MATCH ?1
+               AND (?4 IS NULL OR se.harness = ?4)
+               AND (?5 IS NULL OR instr(lower(se.project), lower(?5)) > 0)
+               AND (?6 IS NULL OR coalesce(m.at_ms, se.last_ms) >= ?6)
+             ORDER BY bm25(message_text), coalesce(m.at_ms, se.last_ms) DESC
+             LIMIT ?7",
+        )?;
+        let args = params![
+            fts,
+            open,
+            close,
+            filter.harness,
+            filter.project,
+            filter.since_ms,
+            limit
+        ];
+        let rows = stmt.query_map(args, |r| {
+            Ok(Hit {
+                session: r.get(0)?,
+                harness: r.get(1)?,
+                project: r.get(2)?,
+                timestamp: r.get(3)?,
+                role: r.get(4)?,
+                seq: r.get(5)?,
+                snippet: r.get::<_, String>(6)?.replace(['\n', '\r', '\t'], " "),
+            })
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })();
+    result.map_err(|e| match e {
+        rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("fts5") => {
+            Error::SearchQuery {
+                query: query.to_owned(),
+                reason: msg,
+            }
+        }
+        e => Error::Archive {
+            path: archive.path().to_owned(),
+            source: e,
+        },
+    })
+}
+
+/// `query` in FTS5's syntax: operators, parentheses, "phrases" and `word*` prefixes pass as
+/// they are; any other word holding punctuation (`exit-code`, `foo.rs`) becomes a phrase of
+/// its own, which FTS5 would otherwise refuse.
+fn fts_query(query: &str) -> String {
+    let mut out = Vec::new();
+    let mut chars = query.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '(' || c == ')' {
+            out.push(c.to_string());
+            chars.next();
+        } else if c == '"' {
+            chars.next();
+            let phrase: String = chars.by_ref().take_while(|c| *c != '"').collect();
+            let star = chars.next_if_eq(&'*').map_or("", |_| "*");
+            out.push(format!("\"{}\"{star}", phrase.replace('"', "")));
+        } else {
+            let mut word = String::new();
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace() && !"()\"".contains(*c)) {
+                word.push(c);
+            }
+            out.push(fts_word(&word));
+        }
+    }
+    out.join(" ")
+}
+
+fn fts_word(word: &str) -> String {
+    if matches!(word, "AND" | "OR" | "NOT") {
+        return word.to_owned();
+    }
+    let (stem, star) = match word.strip_suffix('*') {
+        Some(stem) if !stem.is_empty() => (stem, "*"),
+        _ => (word, ""),
+    };
+    let bare = stem
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii());
+    if bare {
+        format!("{stem}{star}")
+    } else {
+        format!("\"{}\"{star}", stem.replace('"', ""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_keep_operators_phrases_and_prefixes_and_quote_punctuation() {
+        assert_eq!(
+            fts_query(r#"flaky AND "exit code" migr*"#),
+            r#"flaky AND "exit code" migr*"#
+        );
+        assert_eq!(
+            fts_query("exit-code OR src/main.rs"),
+            r#""exit-code" OR "src/main.rs""#
+        );
+        assert_eq!(fts_query("(a OR b) NOT c"), "( a OR b ) NOT c");
+        assert_eq!(fts_query("naïve café*"), "naïve café*");
+    }
+}
