@@ -168,6 +168,13 @@ impl Archive {
         Ok(archive)
     }
 
+    /// Opens an archive that must already exist, to write: refused as by
+    /// [`Archive::open_existing`] when it is missing or not an archive, else migrated.
+    pub fn open_existing_to_write(path: &Path) -> Result<Archive> {
+        drop(Archive::open_existing(path)?);
+        Archive::connect(path, false)
+    }
+
     fn schema_version(&self) -> Result<i64> {
         let found = self
             .conn

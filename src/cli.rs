@@ -726,7 +726,7 @@ fn rejects(args: RejectsArgs, db: &Path) -> Result<()> {
 /// the archive (an upgraded archive gets its index this way, with progress); when one does, it
 /// is catching up itself, and a warning says how far it is.
 fn indexed_archive(db: &Path) -> Result<Archive> {
-    let archive = Archive::open_existing(db)?;
+    let archive = Archive::open_existing_to_write(db)?;
     let done = archive.consumer_seq(sessions::CONSUMER)?.unwrap_or(0);
     let last = archive.last_seq()?;
     if done >= last {
@@ -743,7 +743,7 @@ fn indexed_archive(db: &Path) -> Result<Archive> {
         }
         Err(e) => return Err(e),
     };
-    catch_up_index(Archive::open_existing(db)?)?;
+    catch_up_index(Archive::open_existing_to_write(db)?)?;
     Ok(archive)
 }
 
@@ -888,10 +888,10 @@ fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
 
 fn reindex(db: &Path) -> Result<()> {
     let _lock = ArchiveLock::acquire(db)?;
-    let mut indexer = sessions::Indexer::new(Archive::open_existing(db)?);
+    let mut indexer = sessions::Indexer::new(Archive::open_existing_to_write(db)?);
     indexer.reset()?;
     drop(indexer);
-    catch_up_index(Archive::open_existing(db)?)?;
+    catch_up_index(Archive::open_existing_to_write(db)?)?;
     println!("session index rebuilt: {}", db.display());
     Ok(())
 }

@@ -80,7 +80,8 @@ impl Pipeline {
             // The tap starts now: it prints what commits from here on.
             hub.subscribe(Box::new(tap));
         }
-        let index = sessions::spawn(db.to_owned(), Arc::clone(&hub)).starting("session index")?;
+        let index = sessions::spawn(db.to_owned(), Arc::clone(&hub), committed.clone())
+            .starting("session index")?;
         let mut writer = ArchiveWriter::new(write, Some(hub)).after_commit(committed);
         if let Some((stop, stalled)) = retry {
             writer = writer.retrying(stop, stalled);

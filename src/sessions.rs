@@ -10,6 +10,7 @@
 //! tables and builds them again.
 
 use crate::archive::{Archive, ExportRow, record_consumer_done};
+use crate::checkpointer::CommitSignal;
 use crate::domain::SourceId;
 use crate::error::Result;
 use crate::follow::{Follower, Hub, Start};
@@ -124,8 +125,8 @@ impl Indexer {
                 .connection()
                 .transaction_with_behavior(Immediate)?;
             tx.execute_batch(
-                "DELETE FROM sessions; DELETE FROM messages; DELETE FROM message_text;
-                 DELETE FROM session_models; DELETE FROM session_sources;",
+                "DELETE FROM message_text; DELETE FROM messages; DELETE FROM session_models;
+                 DELETE FROM session_sources; DELETE FROM sessions;",
             )?;
             tx.execute("DELETE FROM consumers WHERE name = ?1", [CONSUMER])?;
             tx.commit()
@@ -355,13 +356,17 @@ fn body(parts: &[Part]) -> String {
 /// index left off, until the writer ends and every record is indexed. An error is logged and
 /// the thread follows again from the index's last commit after a pause (at once when the
 /// writer has ended, and only once more then); the archive never waits for it.
-pub fn spawn(db: PathBuf, hub: Arc<Hub>) -> std::io::Result<JoinHandle<()>> {
+pub fn spawn(
+    db: PathBuf,
+    hub: Arc<Hub>,
+    committed: CommitSignal,
+) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("session index".into())
         .spawn(move || {
             loop {
                 let closed_before = hub.is_closed();
-                let Err(e) = follow(&db, &hub) else {
+                let Err(e) = follow(&db, &hub, &committed) else {
                     return;
                 };
                 let e = anyhow::Error::from(e);
@@ -379,9 +384,13 @@ pub fn spawn(db: PathBuf, hub: Arc<Hub>) -> std::io::Result<JoinHandle<()>> {
         })
 }
 
-/// Follows the archive until the hub closes and every record is indexed.
-fn follow(db: &Path, hub: &Arc<Hub>) -> Result<()> {
-    let mut indexer = Indexer::new(Archive::open(db)?);
+/// Follows the archive until the hub closes and every record is indexed. Each index commit
+/// tells the checkpointer, as the archive writer's do: the WAL holds the index's pages too.
+fn follow(db: &Path, hub: &Arc<Hub>, committed: &CommitSignal) -> Result<()> {
+    let archive = Archive::open(db)?;
+    // Its commits leave the WAL to the checkpointer, as the archive writer's do.
+    archive.bound_wal()?;
+    let mut indexer = Indexer::new(archive);
     let after = indexer.done()?;
     let Some(mut follower) =
         Follower::start(Arc::clone(hub), Archive::open(db)?, Start::After(after))?
@@ -410,6 +419,7 @@ fn follow(db: &Path, hub: &Arc<Hub>) -> Result<()> {
             }
         }
         indexer.index(&batch)?;
+        committed.committed(bytes as u64);
         progress.update(follower.done(), hub.published());
     }
 }

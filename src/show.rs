@@ -239,10 +239,10 @@ fn short_input(input: &str) -> String {
     let keys = [
         "command",
         "cmd",
-        "file_path",
-        "path",
         "pattern",
         "query",
+        "file_path",
+        "path",
         "url",
         "description",
     ];

@@ -110,7 +110,7 @@ fn the_archive_is_wal_at_the_current_schema_and_a_newer_schema_is_refused() {
     let v: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 3);
+    assert_eq!(v, 4);
     let mode: String = conn
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
@@ -145,7 +145,7 @@ fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records_and_rejects(
     env.write("s.jsonl", b"{\"new\":1}\n");
     env.run_once(&[]);
     assert_eq!(env.records(), vec![r#"{"old":1}"#, r#"{"new":1}"#]);
-    assert_eq!(env.sql("PRAGMA user_version"), vec!["3"]);
+    assert_eq!(env.sql("PRAGMA user_version"), vec!["4"]);
     assert_eq!(env.sql("SELECT count(*) FROM state"), vec!["0"]);
     let rejects = env.rejects(&[]);
     assert_eq!(rejects.len(), 1);
@@ -170,6 +170,8 @@ fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reje
     conn.execute_batch(
         "DROP TABLE held_back;
          DROP TABLE consumers;
+         DROP TABLE message_text; DROP TABLE messages; DROP TABLE session_models;
+         DROP TABLE session_sources; DROP TABLE sessions;
          UPDATE cursors SET held_back = 6, held_back_prefix = CAST('{\"gone' AS BLOB)
              WHERE source_id = (SELECT id FROM sources WHERE gone = 1);
          PRAGMA user_version = 2;",
@@ -178,7 +180,7 @@ fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reje
     drop(conn);
     env.write("s.jsonl", b"{\"b\":2}\n");
     env.run_once(&[]);
-    assert_eq!(env.sql("PRAGMA user_version"), vec!["3"]);
+    assert_eq!(env.sql("PRAGMA user_version"), vec!["4"]);
     assert_eq!(
         env.sql(
             "SELECT offset || ' ' || length || ' ' || CAST(raw AS TEXT) FROM rejects ORDER BY id"

@@ -14,6 +14,7 @@ mod reading;
 mod rejects;
 mod seeding;
 mod service;
+mod sessions;
 mod supervision;
 mod util;
 mod watchers;

@@ -1,0 +1,633 @@
+//! The session index and what people do with it: `sessions`, `show`, `search`, `restore` and
+//! `reindex`, over a home holding transcripts of the four agents (fixtures in
+//! `tests/fixtures/sessions/`, written in the agents' formats).
+
+use crate::util::{BIN, Daemon, Env, TapReader, stderr, wait_until};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+const CLAUDE_ID: &str = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+const CODEX_ID: &str = "0199d3a2-5b7c-7e10-9a4f-3c2b1a0f9e8d";
+const GEMINI_ID: &str = "e3b0c442-98fc-4c14-9afb-f4c8996fb924";
+const CURSOR_ID: &str = "4f6c1d2e-8a9b-4c3d-9e8f-7a6b5c4d3e2f";
+
+fn fixture(name: &str) -> Vec<u8> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/sessions")
+        .join(name);
+    fs::read(path).unwrap()
+}
+
+fn put(path: &Path, bytes: &[u8]) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, bytes).unwrap();
+}
+
+/// The transcripts' paths under the env's HOME, as each agent lays them out.
+struct Home {
+    claude: PathBuf,
+    subagent: PathBuf,
+    codex: PathBuf,
+    gemini: PathBuf,
+    cursor: PathBuf,
+}
+
+impl Home {
+    fn write(env: &Env) -> Home {
+        let h = env.dir.path().join("home");
+        let project = h.join(".claude/projects/-home-dana-src-ledger");
+        let home = Home {
+            claude: project.join(format!("{CLAUDE_ID}.jsonl")),
+            subagent: project.join(format!("{CLAUDE_ID}/subagents/agent-b41c2d.jsonl")),
+            codex: h.join(format!(
+                ".codex/sessions/2026/11/29/rollout-2026-11-29T14-02-11-{CODEX_ID}.jsonl"
+            )),
+            gemini: h.join(".gemini/tmp/ledger/chats/session-2026-11-30T08-30-e3b0c442.jsonl"),
+            cursor: h.join(format!(
+                ".cursor/projects/home-dana-src-ledger/agent-transcripts/{CURSOR_ID}.jsonl"
+            )),
+        };
+        put(&home.claude, &fixture("claude-code.jsonl"));
+        put(&home.subagent, &fixture("claude-code-subagent.jsonl"));
+        put(&home.codex, &fixture("codex.jsonl"));
+        put(&home.gemini, &fixture("gemini-cli.jsonl"));
+        put(&home.cursor, &fixture("cursor.jsonl"));
+        home
+    }
+}
+
+/// `run --once` with the built-in watchers under the env's HOME.
+fn archive_home(env: &Env) {
+    let out = env
+        .cmd()
+        .args(["run", "--once", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+fn cli(env: &Env, args: &[&str]) -> Output {
+    env.cmd()
+        .args(args)
+        .arg("--db")
+        .arg(&env.db)
+        .output()
+        .unwrap()
+}
+
+fn stdout_of(env: &Env, args: &[&str]) -> String {
+    let out = cli(env, args);
+    assert!(out.status.success(), "{args:?} failed:\n{}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn json_lines(env: &Env, args: &[&str]) -> Vec<Value> {
+    let text = stdout_of(env, args);
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn session<'a>(list: &'a [Value], id: &str) -> &'a Value {
+    (list.iter())
+        .find(|s| s["id"] == id)
+        .unwrap_or_else(|| panic!("no session {id} in {list:#?}"))
+}
+
+/// The roles of a session's messages, and their texts, from `show --format json`.
+fn conversation(env: &Env, id: &str) -> Vec<(String, String)> {
+    let messages = json_lines(env, &["show", id, "--format", "json"]);
+    (messages.iter())
+        .map(|m| {
+            let texts: Vec<&str> = (m["parts"].as_array().unwrap().iter())
+                .map(|p| p["text"].as_str().or(p["name"].as_str()).unwrap_or(""))
+                .collect();
+            (m["role"].as_str().unwrap().to_owned(), texts.join(" | "))
+        })
+        .collect()
+}
+
+#[test]
+fn sessions_of_the_four_agents_are_listed_with_their_fields() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    archive_home(&env);
+    let list = json_lines(&env, &["sessions", "--json"]);
+    let ids: Vec<&str> = list.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    // Newest activity first; the subagent right after its parent.
+    assert_eq!(
+        ids,
+        [CURSOR_ID, GEMINI_ID, CODEX_ID, CLAUDE_ID, "agent-b41c2d"]
+    );
+
+    let claude = session(&list, CLAUDE_ID);
+    assert_eq!(claude["harness"], "claude-code");
+    assert_eq!(claude["project"], "/home/dana/src/ledger");
+    assert_eq!(claude["branch"], "fix/rounding");
+    assert_eq!(claude["title"], "Cent rounding in invoice totals");
+    assert_eq!(claude["started"], "2026-11-28T09:14:02Z");
+    assert_eq!(claude["last_activity"], "2026-11-28T09:20:00Z");
+    // The command line and the prompt (its copy counts once); two answers.
+    assert_eq!(
+        (
+            claude["user_messages"].as_i64(),
+            claude["assistant_messages"].as_i64()
+        ),
+        (Some(2), Some(2))
+    );
+    assert_eq!(claude["messages"], 4);
+    assert_eq!(
+        (claude["compactions"].as_i64(), claude["unparsed"].as_i64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(claude["records"], 11);
+    assert_eq!(claude["models"], serde_json::json!(["claude-sonnet-4-5"]));
+    assert_eq!(
+        (claude["parent"].is_null(), claude["subagents"].as_i64()),
+        (true, Some(1))
+    );
+    assert_eq!(claude["files"], serde_json::json!([home.claude]));
+    assert_eq!(claude["on_disk"], true);
+    let sub = session(&list, "agent-b41c2d");
+    assert_eq!(sub["parent"], CLAUDE_ID);
+    assert_eq!(sub["title"], "List every call site of Invoice::total");
+
+    let codex = session(&list, CODEX_ID);
+    assert_eq!(codex["title"], "Add a --dry-run flag to the import command");
+    assert_eq!(
+        (codex["project"].as_str(), codex["branch"].as_str()),
+        (Some("/home/dana/src/ledger"), Some("main"))
+    );
+    assert_eq!(codex["models"], serde_json::json!(["gpt-5-codex"]));
+    assert_eq!(
+        codex["user_messages"], 1,
+        "the environment context is not a prompt"
+    );
+
+    let gemini = session(&list, GEMINI_ID);
+    assert_eq!(
+        (gemini["title"].as_str(), gemini["project"].as_str()),
+        (Some("Slow nightly backup"), Some("ledger"))
+    );
+    assert_eq!(
+        (
+            gemini["user_messages"].as_i64(),
+            gemini["assistant_messages"].as_i64()
+        ),
+        (Some(1), Some(1))
+    );
+
+    let cursor = session(&list, CURSOR_ID);
+    assert_eq!(
+        cursor["title"],
+        "Rename the config key retry_ms to retry_interval"
+    );
+    assert_eq!(cursor["project"], "home-dana-src-ledger");
+    assert_eq!(cursor["messages"], 3);
+    // Cursor writes no times: they are when the records were archived.
+    assert!(
+        cursor["started"].as_str().unwrap().starts_with("20"),
+        "{cursor}"
+    );
+
+    let only_codex = json_lines(&env, &["sessions", "--json", "--harness", "codex"]);
+    assert_eq!(only_codex.len(), 1);
+    let since = json_lines(&env, &["sessions", "--json", "--since", "2026-11-29"]);
+    let since: Vec<&str> = since.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(since, [CURSOR_ID, GEMINI_ID, CODEX_ID]);
+    let project = json_lines(
+        &env,
+        &[
+            "sessions",
+            "--json",
+            "--project",
+            "DANA-src",
+            "--limit",
+            "1",
+        ],
+    );
+    assert_eq!(project.len(), 1);
+    assert_eq!(project[0]["id"], CURSOR_ID);
+}
+
+#[test]
+fn copies_count_once_and_compactions_and_unreadable_records_are_shown() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    let roles: Vec<String> = conversation(&env, CLAUDE_ID)
+        .into_iter()
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "user",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "compact",
+            "system",
+            "unparsed"
+        ]
+    );
+    let unparsed = conversation(&env, CLAUDE_ID).pop().unwrap().1;
+    let raw: Value = serde_json::from_str(&unparsed).unwrap();
+    assert_eq!(raw["message"]["content"], 42, "shown as its raw JSON");
+}
+
+#[test]
+fn gemini_upserts_replace_messages_and_rewinds_drop_them() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    let said = conversation(&env, GEMINI_ID);
+    assert_eq!(
+        said,
+        [
+            (
+                "user".to_owned(),
+                "Why is the nightly backup job slow?".to_owned()
+            ),
+            (
+                "assistant".to_owned(),
+                "The job spends 85 minutes in xz -9; zstd -3 would take minutes.".to_owned()
+            ),
+        ]
+    );
+    let rewound = json_lines(&env, &["search", "draft", "--json"]);
+    assert!(rewound.is_empty(), "{rewound:?}");
+}
+
+#[test]
+fn search_finds_a_phrase_deep_inside_a_tool_result() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    let mut output = "compiling crate\n".repeat(20_000);
+    output.push_str("error: the lock file needs to be updated but --locked was passed\n");
+    output.push_str(&"warning: unused import\n".repeat(20_000));
+    let result = serde_json::json!({
+        "type": "user",
+        "uuid": "deep-1",
+        "timestamp": "2026-11-28T09:30:00.000Z",
+        "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": output}]},
+    });
+    let mut bytes = fs::read(&home.claude).unwrap();
+    bytes.extend(serde_json::to_vec(&result).unwrap());
+    bytes.push(b'\n');
+    fs::write(&home.claude, bytes).unwrap();
+    archive_home(&env);
+
+    let hits = json_lines(
+        &env,
+        &["search", "\"lock file needs to be updated\"", "--json"],
+    );
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    let hit = &hits[0];
+    assert_eq!(
+        (hit["session"].as_str(), hit["role"].as_str()),
+        (Some(CLAUDE_ID), Some("tool"))
+    );
+    assert_eq!(
+        (hit["harness"].as_str(), hit["project"].as_str()),
+        (Some("claude-code"), Some("/home/dana/src/ledger"))
+    );
+    assert_eq!(hit["timestamp"], "2026-11-28T09:30:00Z");
+    assert!(
+        hit["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("the **lock file needs to be updated** but"),
+        "{hit}"
+    );
+    let seq = hit["seq"].as_i64().unwrap();
+    let record = env.sql(&format!("SELECT record FROM records WHERE seq = {seq}"));
+    assert!(record[0].contains("deep-1"));
+
+    // Prefixes, OR, NOT, filters, and punctuation taken literally.
+    let sessions = |args: &[&str]| -> Vec<String> {
+        let mut all = vec!["search"];
+        all.extend(args);
+        all.push("--json");
+        let mut ids: Vec<String> = (json_lines(&env, &all).iter())
+            .map(|h| h["session"].as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    };
+    assert_eq!(sessions(&["retry_interv*"]), [CURSOR_ID]);
+    assert_eq!(sessions(&["xz OR dry-run"]), [CODEX_ID, GEMINI_ID]);
+    assert_eq!(sessions(&["backup NOT xz"]), [GEMINI_ID]);
+    assert_eq!(
+        sessions(&["minutes", "--harness", "gemini-cli"]),
+        [GEMINI_ID]
+    );
+    assert_eq!(
+        sessions(&["minutes", "--harness", "codex"]),
+        Vec::<String>::new()
+    );
+    assert_eq!(sessions(&["src/pdf.rs"]), ["agent-b41c2d"]);
+
+    let bad = cli(&env, &["search", "NOT"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stderr(&bad).contains("search query \"NOT\" cannot be read"),
+        "{}",
+        stderr(&bad)
+    );
+}
+
+#[test]
+fn show_takes_a_unique_prefix_and_names_the_candidates_of_an_ambiguous_one() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    // A second Claude session whose id shares its first characters with the fixture's.
+    let twin = home
+        .claude
+        .with_file_name("7c9e0000-0000-4000-8000-000000000000.jsonl");
+    put(
+        &twin,
+        br#"{"type":"user","uuid":"x","message":{"content":"hello"}}"#,
+    );
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&twin)
+        .map(|mut f| {
+            use std::io::Write;
+            f.write_all(b"\n").unwrap()
+        })
+        .unwrap();
+    archive_home(&env);
+    let text = stdout_of(&env, &["show", "7c9e6"]);
+    assert!(
+        text.starts_with("Cent rounding in invoice totals\n"),
+        "{text}"
+    );
+    let ambiguous = cli(&env, &["show", "7c9e"]);
+    assert_eq!(ambiguous.status.code(), Some(2));
+    let why = stderr(&ambiguous);
+    assert!(
+        why.contains(CLAUDE_ID) && why.contains("7c9e0000-0000-4000-8000-000000000000"),
+        "{why}"
+    );
+    for unknown in ["ffff0000", "7c9"] {
+        let out = cli(&env, &["show", unknown]);
+        assert_eq!(out.status.code(), Some(1), "{unknown}");
+        assert!(stderr(&out).contains("`transcript-sync sessions` lists them"));
+    }
+}
+
+#[test]
+fn show_raw_is_the_main_transcript_byte_for_byte_and_text_reads_as_a_conversation() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    archive_home(&env);
+    let raw = cli(&env, &["show", CODEX_ID, "--format", "raw"]);
+    assert!(raw.status.success());
+    assert_eq!(raw.stdout, fs::read(&home.codex).unwrap());
+
+    let text = stdout_of(&env, &["show", CLAUDE_ID, "--subagents"]);
+    for line in [
+        "7c9e6679-7425-40de-944b-e07fc1f90ae7 · claude-code · /home/dana/src/ledger (fix/rounding)",
+        "user · 2026-11-28T09:14:10Z",
+        "Invoices over 1000 EUR come out one cent short. Find out why.",
+        "→ Grep fn total",
+        "── conversation compacted ──",
+        "List every call site of Invoice::total",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("← result (136 B) src/invoice.rs:88:"),
+        "{text}"
+    );
+    let markdown = stdout_of(&env, &["show", CURSOR_ID, "--format", "markdown"]);
+    assert!(
+        markdown.starts_with("# Rename the config key retry_ms to retry_interval\n"),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("- Tool call **run_terminal_cmd**: `rg -l retry_ms`"),
+        "{markdown}"
+    );
+}
+
+/// `show` as a person sees it: on a pseudo-terminal, under `script`.
+#[test]
+fn show_on_a_terminal_is_styled_and_keeps_its_lines() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    let command = format!("{BIN} show {GEMINI_ID} --db {}", env.db.display());
+    let out = env
+        .command("script")
+        .args(["-qec", &command, "/dev/null"])
+        .env("TERM", "xterm")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let screen = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    assert!(
+        screen.starts_with("\x1b[1mSlow nightly backup\x1b[22m\n"),
+        "{screen:?}"
+    );
+    assert!(
+        screen.contains(
+            "\x1b[1muser · 2026-11-30T08:30:05Z\x1b[22m\nWhy is the nightly backup job slow?\n"
+        ),
+        "{screen:?}"
+    );
+}
+
+fn restore(env: &Env, args: &[&str]) -> Output {
+    let mut all = vec!["restore"];
+    all.extend(args);
+    cli(env, &all)
+}
+
+#[test]
+fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--rescan-interval", "3600", "--db"])
+        .arg(&env.db);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    wait_until("the index has the session", || {
+        let out = cli(&env, &["sessions", "--json"]);
+        String::from_utf8_lossy(&out.stdout).contains("\"records\":11")
+    });
+    let original = fs::read(&home.claude).unwrap();
+    let original_sub = fs::read(&home.subagent).unwrap();
+    fs::remove_file(&home.claude).unwrap();
+    fs::remove_dir_all(home.claude.with_extension("")).unwrap();
+    daemon.wait_log("source_gone");
+    let gone = json_lines(&env, &["sessions", "--json", "--harness", "claude-code"]);
+    assert_eq!(session(&gone, CLAUDE_ID)["on_disk"], false);
+
+    let out = restore(&env, &[&CLAUDE_ID[..8]]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        said.contains(&format!("wrote {}", home.claude.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "cd /home/dana/src/ledger && claude --resume {CLAUDE_ID}"
+        )),
+        "{said}"
+    );
+    assert_eq!(fs::read(&home.claude).unwrap(), original);
+    assert_eq!(fs::read(&home.subagent).unwrap(), original_sub);
+    let age = fs::metadata(&home.claude)
+        .unwrap()
+        .modified()
+        .unwrap()
+        .elapsed()
+        .unwrap();
+    assert!(age.as_secs() < 60, "mtime is now, not the original's");
+
+    // The daemon sees the restored file, and archives only what is appended to it.
+    let records = || {
+        env.sql("SELECT count(*) FROM records")[0]
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = records();
+    let next = br#"{"type":"user","uuid":"after-restore","sessionId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","message":{"role":"user","content":"and the credit notes?"}}"#;
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&home.claude)
+        .map(|mut f| {
+            use std::io::Write;
+            f.write_all(next).and_then(|()| f.write_all(b"\n")).unwrap()
+        })
+        .unwrap();
+    wait_until("the appended record", || records() > before);
+    daemon.terminate();
+    assert_eq!(
+        records(),
+        before + 1,
+        "the restored records were archived again"
+    );
+    let said = conversation(&env, CLAUDE_ID);
+    assert_eq!(
+        said.last().unwrap().1,
+        "and the credit notes?",
+        "it joins its session"
+    );
+}
+
+#[test]
+fn restore_leaves_an_identical_file_alone_and_a_different_one_unless_forced() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    archive_home(&env);
+    let out = restore(&env, &[CODEX_ID]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("unchanged (identical)"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("codex resume {CODEX_ID}")));
+
+    fs::write(&home.codex, b"{\"other\":1}\n").unwrap();
+    let refused = restore(&env, &[CODEX_ID]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("give --force to overwrite it"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(fs::read(&home.codex).unwrap(), b"{\"other\":1}\n");
+    let forced = restore(&env, &[CODEX_ID, "--force"]);
+    assert!(forced.status.success(), "{}", stderr(&forced));
+    assert_eq!(fs::read(&home.codex).unwrap(), fixture("codex.jsonl"));
+
+    let to = env.dir.path().join("elsewhere");
+    let dry = restore(
+        &env,
+        &[GEMINI_ID, "--to", to.to_str().unwrap(), "--dry-run"],
+    );
+    assert!(dry.status.success(), "{}", stderr(&dry));
+    assert!(!to.exists(), "a dry run writes nothing");
+    let copied = restore(&env, &[GEMINI_ID, "--to", to.to_str().unwrap()]);
+    assert!(copied.status.success(), "{}", stderr(&copied));
+    let copy = to.join("tmp/ledger/chats/session-2026-11-30T08-30-e3b0c442.jsonl");
+    assert_eq!(fs::read(copy).unwrap(), fixture("gemini-cli.jsonl"));
+}
+
+#[test]
+fn the_index_follows_live_commits() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--rescan-interval", "3600", "--db"])
+        .arg(&env.db);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    let messages = || {
+        let out = cli(&env, &["sessions", "--json", "--harness", "cursor"]);
+        let list: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        list.first().and_then(|s| s["messages"].as_i64())
+    };
+    wait_until("the backfill is indexed", || messages() == Some(3));
+    let line = br#"{"role":"user","message":{"content":[{"type":"text","text":"now the tests"}]}}"#;
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&home.cursor)
+        .map(|mut f| {
+            use std::io::Write;
+            f.write_all(line).and_then(|()| f.write_all(b"\n")).unwrap()
+        })
+        .unwrap();
+    wait_until("the new message is indexed", || messages() == Some(4));
+    drop(daemon);
+}
+
+#[test]
+fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_same() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    let indexed = stdout_of(&env, &["sessions", "--json"]);
+    // Back to schema 3, as an archive written by the previous version.
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    conn.execute_batch(
+        "DROP TABLE message_text; DROP TABLE messages; DROP TABLE session_models;
+         DROP TABLE session_sources; DROP TABLE sessions; DELETE FROM consumers;
+         PRAGMA user_version = 3;",
+    )
+    .unwrap();
+    drop(conn);
+    let out = cli(&env, &["sessions", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("session index up to date: 32 records indexed"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), indexed);
+
+    let rebuilt = cli(&env, &["reindex"]);
+    assert!(rebuilt.status.success(), "{}", stderr(&rebuilt));
+    assert_eq!(stdout_of(&env, &["sessions", "--json"]), indexed);
+
+    let daemon = Daemon::start_without_tap(&env);
+    daemon.wait_log("watching");
+    let refused = cli(&env, &["reindex"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains("in use by another `transcript-sync run`"),
+        "{}",
+        stderr(&refused)
+    );
+}
