@@ -457,6 +457,7 @@ fn restore(env: &Env, args: &[&str]) -> Output {
 fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
     let env = Env::new();
     let home = Home::write(&env);
+    append(&home.codex, b"");
     let mut cmd = env.cmd();
     cmd.args(["run", "--rescan-interval", "3600", "--db"])
         .arg(&env.db);
@@ -525,6 +526,34 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
         "and the credit notes?",
         "it joins its session"
     );
+
+    // Deleted and restored while no daemon runs, from an original that held a blank line
+    // (which is not a record, so not restored): at the daemon's start the file is shorter
+    // than its cursor, and would be read again from its start if restore had not marked it.
+    fs::remove_file(&home.codex).unwrap();
+    let out = restore(&env, &[CODEX_ID]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = records();
+    append(&home.codex, br#"{"timestamp":"2026-11-29T15:00:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"one more"}]}}"#);
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--rescan-interval", "3600", "--db"])
+        .arg(&env.db);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    wait_until("the record appended after the restore", || {
+        records() > before
+    });
+    daemon.terminate();
+    assert_eq!(
+        records(),
+        before + 1,
+        "the restored records were archived again"
+    );
+}
+
+fn append(path: &Path, line: &[u8]) {
+    use std::io::Write;
+    let mut f = fs::OpenOptions::new().append(true).open(path).unwrap();
+    f.write_all(line).and_then(|()| f.write_all(b"\n")).unwrap();
 }
 
 #[test]
