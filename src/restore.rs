@@ -81,10 +81,10 @@ pub fn restore(
         });
     }
     for p in &plan {
-        report(out, p, request.dry_run).at_path(&p.target)?;
         if !request.dry_run && p.state != Target::Identical {
             write_marked(archive, p, request.roots)?;
         }
+        report(out, p, request.dry_run).at_path(&p.target)?;
     }
     let verb = if request.dry_run {
         "would restore"
@@ -166,11 +166,21 @@ fn write_marked(archive: &mut Archive, p: &Planned, roots: &[Root]) -> Result<()
     written.at_path(&temp)?;
     // The temporary name matches no watcher's glob; the mark follows the file's identity
     // through the rename.
-    if roots.iter().any(|r| r.matches(&p.target))
-        && let Err(e) = seed::seed_prefix(archive, &temp, None)
-    {
-        let _ = fs::remove_file(&temp);
-        return Err(e);
+    if roots.iter().any(|r| r.matches(&p.target)) {
+        match seed::seed_prefix(archive, &temp, None) {
+            Ok(_) => {}
+            // The new file reuses the inode of a source the archive still tracks (its file
+            // was deleted while no daemon ran): that source's cursor is applied to it, checked
+            // against its bytes, which are the ones it archived.
+            Err(Error::AlreadyTracked { source_id, .. }) => log::info!(
+                "{} reuses the identity of source {source_id}, whose cursor covers these bytes",
+                p.target.display()
+            ),
+            Err(e) => {
+                let _ = fs::remove_file(&temp);
+                return Err(e);
+            }
+        }
     }
     fs::rename(&temp, &p.target).at_path(&p.target)
 }
