@@ -126,7 +126,11 @@ pub fn write_sessions(
         let project = tilde(s.project.as_deref().unwrap_or("-"), home);
         let mut title = s.title.clone().unwrap_or_else(|| "(untitled)".into());
         if s.subagents > 0 {
-            let noun = if s.subagents == 1 { "subagent" } else { "subagents" };
+            let noun = if s.subagents == 1 {
+                "subagent"
+            } else {
+                "subagents"
+            };
             title = format!("{title} [+{} {noun}]", s.subagents);
         }
         if !s.on_disk {
@@ -168,7 +172,11 @@ fn write_heading(out: &mut impl Write, s: &Session, style: Style) -> io::Result<
         facts.push_str(&format!(" · {}", s.models.join(", ")));
     }
     if s.subagents > 0 {
-        let noun = if s.subagents == 1 { "subagent" } else { "subagents" };
+        let noun = if s.subagents == 1 {
+            "subagent"
+        } else {
+            "subagents"
+        };
         facts.push_str(&format!(" · {} {noun}", s.subagents));
     }
     writeln!(out, "{}", style.dim(&facts))
