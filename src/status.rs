@@ -52,10 +52,23 @@ pub struct Status {
     /// The running daemon's figures when its initial backfill ended (`sources`, `records`,
     /// `pid`, `at_ms`); `null` while it is still backfilling or when none runs.
     pub caught_up: Option<serde_json::Value>,
+    /// Where the session index stands.
+    pub index: IndexStatus,
     /// Every source.
     pub sources: Vec<SourceStatus>,
     /// Totals.
     pub totals: Totals,
+}
+
+/// Where the session index stands: the last `seq` it indexed, and how many records it has
+/// still to index (the index catches up in `run`, or in `sessions` and the other session
+/// commands when no `run` holds the archive).
+#[derive(Debug, Serialize)]
+pub struct IndexStatus {
+    /// The last `seq` indexed (0: none yet).
+    pub seq: i64,
+    /// Records committed after it.
+    pub behind: i64,
 }
 
 /// Sums over all sources.
@@ -98,9 +111,17 @@ pub fn status(archive: &Archive) -> Result<Status> {
         Some(_) => archive.state(crate::pipeline::CAUGHT_UP)?,
         None => None,
     };
+    let indexed = archive
+        .consumer_seq(crate::sessions::CONSUMER)?
+        .unwrap_or(0);
+    let index = IndexStatus {
+        seq: indexed,
+        behind: (archive.last_seq()? - indexed).max(0),
+    };
     Ok(Status {
         archive: archive.path().display().to_string(),
         running_pid,
+        index,
         caught_up: caught_up.and_then(|v| serde_json::from_str(&v).ok()),
         sources,
         totals,
@@ -204,5 +225,10 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
         out,
         "total: sources={} gone={} records={} rejects={} held_back={} lag={} events={}",
         t.sources, t.gone, t.records, t.rejects, t.held_back, t.lag, t.events
-    )
+    )?;
+    let i = &st.index;
+    match i.behind {
+        0 => writeln!(out, "session index: up to date at seq {}", i.seq),
+        n => writeln!(out, "session index: at seq {}, {n} records to index", i.seq),
+    }
 }

@@ -637,8 +637,16 @@ fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_
     )
     .unwrap();
     drop(conn);
+    assert_eq!(
+        env.status()["index"],
+        serde_json::json!({"seq": 0, "behind": 32})
+    );
     let out = cli(&env, &["sessions", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        env.status()["index"],
+        serde_json::json!({"seq": 32, "behind": 0})
+    );
     assert!(
         stderr(&out).contains("session index up to date: 32 records indexed"),
         "{}",
