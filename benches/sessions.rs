@@ -1,0 +1,508 @@
+//! The session index at scale, through the real binary: `search` over the compare corpus
+//! (archived by `run --once` with the index on), `sessions` over 10,000 small Claude Code
+//! sessions, and how much of the archive the index takes.
+//!
+//! `cargo bench --bench sessions`; `COMPARE_QUICK=1` uses the 64 MB corpus instead of the
+//! 1 GiB one (both are the compare bench's, generated once into `target/bench/corpus/`).
+//! `SESSIONS_RUNS` sets how many timed runs each command gets (default 7, after one untimed).
+//! Every time is from spawn to exit, so process start and opening the archive are in it; the
+//! floor is `sessions --limit 1`. Results: tables on stdout and `target/bench/sessions.md`.
+
+#[allow(dead_code)]
+#[path = "compare/corpus.rs"]
+mod corpus;
+#[allow(dead_code)]
+#[path = "compare/machine.rs"]
+mod machine;
+#[allow(dead_code)]
+#[path = "compare/records.rs"]
+mod records;
+
+use records::{Rng, TextPool};
+use rusqlite::{Connection, OpenFlags};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
+
+/// How many Claude Code sessions the `sessions` measurement lists.
+const SESSIONS: usize = 10_000;
+
+/// One `search`: what it stands for, then its arguments after `search`.
+struct Query {
+    label: &'static str,
+    args: &'static [&'static str],
+}
+
+/// Chosen from what `benches/compare/records.rs` writes: the prose is cut from a pool of 57
+/// words, so every one of them is in nearly every message ("common"); `png` and `media_type`
+/// are only in the rare image results, `exit_code` only in Codex tool outputs, `Bash` only in
+/// Claude Code tool calls.
+const QUERIES: &[Query] = &[
+    q("rare word", &["png"]),
+    q("rare word with punctuation", &["media_type"]),
+    q("word of Codex tool outputs", &["exit_code"]),
+    q("word of Claude tool calls", &["Bash"]),
+    q("common word", &["cursor"]),
+    q("commonest word", &["the"]),
+    q("phrase of two common words", &["\"cargo build\""]),
+    q("path, as a phrase", &["src/main.rs"]),
+    q("prefix of one term", &["curs*"]),
+    q("two-letter prefix", &["re*"]),
+    q("prefix, non-ASCII", &["rés*"]),
+    q("rare OR rare", &["png OR media_type"]),
+    q("common OR common", &["cursor OR offset"]),
+    q("common NOT common", &["cursor NOT offset"]),
+    q("medium NOT common", &["Bash NOT cargo"]),
+    q("(OR) NOT", &["(build OR test) NOT fails"]),
+    q("common, --project", &["cursor", "--project", "project-3"]),
+    q("common, --harness codex", &["cursor", "--harness", "codex"]),
+    q(
+        "rare, --harness claude-code",
+        &["png", "--harness", "claude-code"],
+    ),
+    q("no such word", &["zyzzyva"]),
+];
+
+const fn q(label: &'static str, args: &'static [&'static str]) -> Query {
+    Query { label, args }
+}
+
+/// The times of one command's runs, in milliseconds, and the lines it printed.
+struct Timed {
+    ms: Vec<f64>,
+    lines: usize,
+}
+
+impl Timed {
+    fn median(&self) -> f64 {
+        percentile(&self.ms, 50.0)
+    }
+}
+
+/// Nearest-rank percentile.
+fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+/// transcript-sync with nothing of this machine's environment: `HOME` is `home`, so the
+/// built-in watchers look there and nowhere else.
+fn ts(home: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("NO_COLOR", "1");
+    cmd
+}
+
+/// What archiving took: wall and CPU seconds over every attempt, and why earlier attempts
+/// failed.
+struct Archived {
+    secs: f64,
+    cpu_secs: f64,
+    failures: Vec<String>,
+}
+
+/// `run --once` into `db` over what the built-in watchers find under `home`. A run that fails
+/// is run again (it resumes from its cursors, the index from its last batch), at most twice,
+/// and the failure is reported rather than hidden.
+fn archive(home: &Path, db: &Path) -> Archived {
+    let _ = Command::new("sync").status();
+    let mut archived = Archived {
+        secs: 0.0,
+        cpu_secs: 0.0,
+        failures: Vec::new(),
+    };
+    loop {
+        let mut cmd = ts(home);
+        cmd.args(["run", "--once", "--db"])
+            .arg(db)
+            .env("RUST_LOG", "warn");
+        cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        let before = children_cpu_secs();
+        let start = Instant::now();
+        let out = cmd.output().expect("starting transcript-sync run --once");
+        archived.secs += start.elapsed().as_secs_f64();
+        archived.cpu_secs += children_cpu_secs() - before;
+        if out.status.success() {
+            return archived;
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+        let why = stderr.lines().last().unwrap_or_default().to_owned();
+        println!("  run --once failed after {:.1} s: {why}", archived.secs);
+        archived
+            .failures
+            .push(format!("{why} (after {:.1} s)", archived.secs));
+        assert!(
+            archived.failures.len() < 3,
+            "run --once failed 3 times:\n{stderr}"
+        );
+    }
+}
+
+impl Archived {
+    /// "; failed first: …, then run again" when it had to be.
+    fn note(&self) -> String {
+        if self.failures.is_empty() {
+            return String::new();
+        }
+        format!(
+            " **`run --once` failed {} time(s) and was run again** (time summed): {}",
+            self.failures.len(),
+            self.failures.join("; ")
+        )
+    }
+}
+
+/// CPU seconds of every child waited for so far.
+fn children_cpu_secs() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given, which lives on this stack.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
+        usage
+    };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(usage.ru_utime) + t(usage.ru_stime)
+}
+
+/// Runs `args` against `db` once untimed, then `runs` times, each from spawn to exit with
+/// its whole output read.
+fn time_command(home: &Path, db: &Path, args: &[&str], runs: usize) -> Timed {
+    let mut timed = Timed {
+        ms: Vec::new(),
+        lines: 0,
+    };
+    for run in 0..=runs {
+        let mut cmd = ts(home);
+        cmd.args(args).arg("--db").arg(db);
+        let start = Instant::now();
+        let out = cmd.output().expect("starting transcript-sync");
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        assert!(
+            out.status.success(),
+            "{args:?} failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        timed.lines = out.stdout.split(|b| *b == b'\n').count() - 1;
+        if run > 0 {
+            timed.ms.push(ms);
+        }
+    }
+    timed
+}
+
+/// Makes `home` hold the corpus where the agents keep it, as hard links:
+/// `.claude/projects/<project>/…` and `.codex/sessions/yyyy/mm/dd/…`.
+fn link_corpus(corpus: &Path, home: &Path) {
+    link_tree(&corpus.join("claude"), &home.join(".claude/projects"));
+    link_tree(&corpus.join("codex"), &home.join(".codex/sessions"));
+}
+
+fn link_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("creating the fake home");
+    for entry in fs::read_dir(from).expect("reading the corpus") {
+        let entry = entry.expect("reading the corpus");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            link_tree(&entry.path(), &target);
+        } else {
+            fs::hard_link(entry.path(), &target).expect("linking a corpus file");
+        }
+    }
+}
+
+/// `n` Claude Code sessions of four records each (prompt, answer, prompt, answer) under
+/// `home/.claude/projects/`, in 100 projects.
+fn write_sessions(home: &Path, n: usize) {
+    let pool = TextPool::new(7);
+    let mut rng = Rng::new(0x5e55_1045);
+    for i in 0..n {
+        let project = format!("/home/dev/src/project-{}", i % 100);
+        let dir = home
+            .join(".claude/projects")
+            .join(project.replace('/', "-"));
+        fs::create_dir_all(&dir).expect("creating a project directory");
+        let session = rng.uuid();
+        let mut text = String::new();
+        let mut clock = 1_750_000_000_000 + i as u64 * 60_000;
+        for turn in 0..4 {
+            clock += rng.below(20_000);
+            let line = claude_record(&mut rng, &pool, &session, &project, clock, turn % 2 == 0);
+            text.push_str(&line.to_string());
+            text.push('\n');
+        }
+        fs::write(dir.join(format!("{session}.jsonl")), text).expect("writing a session");
+    }
+}
+
+fn claude_record(
+    rng: &mut Rng,
+    pool: &TextPool,
+    session: &str,
+    project: &str,
+    clock_ms: u64,
+    user: bool,
+) -> serde_json::Value {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(clock_ms);
+    let size = rng.log_uniform(100.0, 1500.0);
+    let message = if user {
+        serde_json::json!({"role": "user", "content": pool.text(rng, size)})
+    } else {
+        serde_json::json!({"role": "assistant", "model": "claude-sonnet-4-20250514",
+            "content": [{"type": "text", "text": pool.text(rng, size)}]})
+    };
+    serde_json::json!({"type": if user { "user" } else { "assistant" }, "uuid": rng.uuid(),
+        "sessionId": session, "cwd": project, "gitBranch": "main",
+        "timestamp": humantime::format_rfc3339_millis(at).to_string(), "message": message})
+}
+
+/// Bytes of the archive's pages by what they hold: the records (table and its index), the
+/// session index's tables, and the rest. From `dbstat`, or, where SQLite lacks it, by
+/// emptying the index's tables in a copy and vacuuming.
+fn size_split(db: &Path) -> Vec<(String, u64)> {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("opening the archive");
+    let sql = "SELECT coalesce(m.tbl_name, d.name), sum(d.pgsize) FROM dbstat d
+               LEFT JOIN sqlite_master m ON m.name = d.name GROUP BY 1";
+    let Ok(mut stmt) = conn.prepare(sql) else {
+        return size_split_by_vacuum(db);
+    };
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+        .expect("reading dbstat");
+    let mut groups = vec![
+        ("records (table and index)".to_owned(), 0u64),
+        ("FTS5 postings (message_text_data, _idx)".to_owned(), 0),
+        (
+            "FTS5 text copy (message_text_content, _docsize)".to_owned(),
+            0,
+        ),
+        ("sessions, messages and the rest of the index".to_owned(), 0),
+        ("everything else".to_owned(), 0),
+    ];
+    for row in rows {
+        let (table, bytes) = row.expect("a dbstat row");
+        groups[group_of(&table)].1 += bytes as u64;
+    }
+    groups
+}
+
+fn group_of(table: &str) -> usize {
+    match table {
+        "records" => 0,
+        "message_text_data" | "message_text_idx" => 1,
+        "message_text_content" | "message_text_docsize" => 2,
+        t if t.starts_with("message_text")
+            || ["sessions", "session_sources", "session_models", "messages"].contains(&t) =>
+        {
+            3
+        }
+        _ => 4,
+    }
+}
+
+fn size_split_by_vacuum(db: &Path) -> Vec<(String, u64)> {
+    let copy = db.with_extension("copy.db");
+    let conn = Connection::open(db).expect("opening the archive");
+    let _ = fs::remove_file(&copy);
+    conn.execute("VACUUM INTO ?1", [copy.to_string_lossy()])
+        .expect("copying the archive");
+    let whole = fs::metadata(&copy).expect("the copy").len();
+    let copy_conn = Connection::open(&copy).expect("opening the copy");
+    copy_conn
+        .execute_batch(
+            "DELETE FROM message_text; DELETE FROM messages; DELETE FROM session_models;
+             DELETE FROM session_sources; DELETE FROM sessions; VACUUM;",
+        )
+        .expect("emptying the index in the copy");
+    drop(copy_conn);
+    let without = fs::metadata(&copy).expect("the copy").len();
+    let _ = fs::remove_file(&copy);
+    vec![
+        ("archive without the index".to_owned(), without),
+        ("session index".to_owned(), whole - without),
+    ]
+}
+
+/// `target/`, from this executable's place in it (`target/release/deps/sessions-…`).
+fn target_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_owned()))
+        .filter(|t| t.join("release").is_dir())
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+/// The search half: archives the corpus under a fake home, times the queries. Appends its
+/// tables to `md`.
+fn search_bench(md: &mut String, scratch: &Path, cache: &Path, quick: bool, runs: usize) {
+    let spec = corpus::Spec {
+        name: "transcripts",
+        files: if quick { 100 } else { 1000 },
+        shape: corpus::Shape::Transcripts {
+            bytes: if quick { 64 << 20 } else { 1 << 30 },
+        },
+    };
+    let c = corpus::ensure(cache, &spec);
+    let home = scratch.join("corpus-home");
+    link_corpus(&c.dir, &home);
+    // Untimed: the page cache holds the corpus before the backfill is timed.
+    let _ = Command::new("cat")
+        .args(c.paths())
+        .stdout(Stdio::null())
+        .status();
+    let db = scratch.join("corpus.db");
+    println!("search: archiving {} files, {}", c.files.len(), mb(c.bytes));
+    let a = archive(&home, &db);
+    let _ = writeln!(
+        md,
+        "Corpus: {} files, {} records, {}. `run --once` (backfill with the index on, until \
+         the index has caught up): {:.2} s wall, {:.2} s CPU, {:.1} MB/s.{}\n",
+        c.files.len(),
+        c.records,
+        mb(c.bytes),
+        a.secs,
+        a.cpu_secs,
+        c.bytes as f64 / 1e6 / a.secs,
+        a.note()
+    );
+    size_table(md, &db);
+    query_table(md, &home, &db, runs);
+}
+
+fn size_table(md: &mut String, db: &Path) {
+    let file = fs::metadata(db).map_or(0, |m| m.len());
+    let _ = writeln!(
+        md,
+        "Archive {} after the run:\n\n| what | size | share |\n|---|---:|---:|",
+        mb(file)
+    );
+    let groups = size_split(db);
+    let total: u64 = groups.iter().map(|g| g.1).sum();
+    for (what, bytes) in groups {
+        let share = 100.0 * bytes as f64 / total.max(1) as f64;
+        let _ = writeln!(md, "| {what} | {} | {share:.1} % |", mb(bytes));
+    }
+    md.push('\n');
+}
+
+fn query_table(md: &mut String, home: &Path, db: &Path, runs: usize) {
+    let floor = time_command(home, db, &["sessions", "--limit", "1"], runs);
+    md.push_str("| query | arguments | hits | median ms | min ms | max ms |\n");
+    md.push_str("|---|---|---:|---:|---:|---:|\n");
+    let mut medians = Vec::new();
+    for query in QUERIES {
+        let mut args = vec!["search"];
+        args.extend(query.args);
+        args.extend(["--json", "--limit", "20"]);
+        let t = time_command(home, db, &args, runs);
+        println!("  {:<32} {:>8.1} ms", query.label, t.median());
+        let _ = writeln!(
+            md,
+            "| {} | `{}` | {} | {:.1} | {:.1} | {:.1} |",
+            query.label,
+            query.args.join(" "),
+            t.lines,
+            t.median(),
+            percentile(&t.ms, 0.0),
+            percentile(&t.ms, 100.0)
+        );
+        medians.push(t.median());
+    }
+    let _ = writeln!(
+        md,
+        "\nOver the {} queries' medians: p50 {:.1} ms, p95 {:.1} ms (target ≤ 50 ms). Floor, \
+         `sessions --limit 1`: median {:.1} ms.\n",
+        medians.len(),
+        percentile(&medians, 50.0),
+        percentile(&medians, 95.0),
+        floor.median()
+    );
+}
+
+/// The listing half: 10,000 sessions archived under a fake home, then `sessions`. Appends its
+/// table to `md`.
+fn sessions_bench(md: &mut String, scratch: &Path, runs: usize) {
+    let home = scratch.join("sessions-home");
+    write_sessions(&home, SESSIONS);
+    let db = scratch.join("sessions.db");
+    println!("sessions: archiving {SESSIONS} sessions");
+    let a = archive(&home, &db);
+    let _ = writeln!(
+        md,
+        "{SESSIONS} Claude Code sessions of 4 records (0.1–1.5 KB of text each) in 100 \
+         projects, archived by `run --once` in {:.2} s ({:.2} s CPU).{}\n",
+        a.secs,
+        a.cpu_secs,
+        a.note()
+    );
+    md.push_str("| command | lines out | p50 ms | p95 ms | min ms | max ms |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|\n");
+    let commands: [&[&str]; 4] = [
+        &["sessions", "--limit", "1"],
+        &["sessions"],
+        &["sessions", "--limit", "0"],
+        &["sessions", "--limit", "0", "--json"],
+    ];
+    for args in commands {
+        let t = time_command(&home, &db, args, runs);
+        println!("  {:<32} {:>8.1} ms", args.join(" "), t.median());
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
+            args.join(" "),
+            t.lines,
+            t.median(),
+            percentile(&t.ms, 95.0),
+            percentile(&t.ms, 0.0),
+            percentile(&t.ms, 100.0)
+        );
+    }
+    md.push('\n');
+}
+
+fn machine_line() -> String {
+    let target = target_dir();
+    let m = machine::Machine::describe(&target, Default::default());
+    format!(
+        "Machine: {}, {} cores, {} GiB, {}, Linux {}; {}. Load average at start {}.",
+        m.cpu, m.cores, m.memory_gib, m.disk, m.kernel, m.rustc, m.load_at_start
+    )
+}
+
+fn main() {
+    let quick = std::env::var_os("COMPARE_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
+    let runs = std::env::var("SESSIONS_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7);
+    let bench = target_dir().join("bench");
+    let scratch = bench.join("sessions-scratch");
+    let _ = fs::remove_dir_all(&scratch);
+    fs::create_dir_all(&scratch).expect("creating target/bench/sessions-scratch");
+    let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+    let mode = if quick { "quick" } else { "full" };
+    let mut md = format!(
+        "Taken {started} ({mode} mode, {runs} runs each). {}\n\n",
+        machine_line()
+    );
+    search_bench(&mut md, &scratch, &bench.join("corpus"), quick, runs);
+    sessions_bench(&mut md, &scratch, runs);
+    let _ = writeln!(md, "Load average at end {}.", machine::load());
+    println!("\n{md}");
+    fs::write(bench.join("sessions.md"), &md).expect("writing sessions.md");
+    println!("wrote {}", bench.join("sessions.md").display());
+    let _ = fs::remove_dir_all(&scratch);
+}
