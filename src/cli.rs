@@ -773,6 +773,9 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
         (|| {
             for s in &list {
                 write_json_line(&mut out, s)?;
+                if s.subagents == 0 {
+                    continue;
+                }
                 for sub in query::subagents(&mut archive, s).map_err(io::Error::other)? {
                     write_json_line(&mut out, &sub)?;
                 }

@@ -82,6 +82,7 @@ mod status;
 mod sys;
 mod tap;
 mod watch;
+mod write_turn;
 mod writer;
 
 pub use archive::{Archive, Commit, Op, PAGE_SIZE};

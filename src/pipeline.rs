@@ -25,6 +25,7 @@ use crate::readiness::ServiceManager;
 use crate::sessions;
 use crate::tap::Tap;
 use crate::watch::{self, PolledRoot, Wakeups, WatcherThread};
+use crate::write_turn::WriteTurn;
 use crate::writer::{ArchiveWriter, StallReport};
 use crossbeam_channel::{Receiver, after, bounded, never, select, tick};
 use indicatif::HumanBytes;
@@ -80,9 +81,17 @@ impl Pipeline {
             // The tap starts now: it prints what commits from here on.
             hub.subscribe(Box::new(tap));
         }
-        let index = sessions::spawn(db.to_owned(), Arc::clone(&hub), committed.clone())
-            .starting("session index")?;
-        let mut writer = ArchiveWriter::new(write, Some(hub)).after_commit(committed);
+        let turns = Arc::new(WriteTurn::default());
+        let index = sessions::spawn(
+            db.to_owned(),
+            Arc::clone(&hub),
+            committed.clone(),
+            Arc::clone(&turns),
+        )
+        .starting("session index")?;
+        let mut writer = ArchiveWriter::new(write, Some(hub))
+            .after_commit(committed)
+            .taking_turns(turns);
         if let Some((stop, stalled)) = retry {
             writer = writer.retrying(stop, stalled);
         }
@@ -126,7 +135,8 @@ pub fn run_once(
     engine.observe(Box::new(move |p| display.update(p)));
     let pass = engine.run_pass(&settings.roots);
     let written = pipeline.finish(engine);
-    pass.and_then(|report| written.map(|()| report))
+    // The writer's own error says why; the engine's is then only "the writer stopped".
+    written.and(pass)
 }
 
 /// Runs the daemon on the archive at `db` until SIGINT or SIGTERM: watches, backfills, then

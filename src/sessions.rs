@@ -14,6 +14,7 @@ use crate::checkpointer::CommitSignal;
 use crate::domain::SourceId;
 use crate::error::Result;
 use crate::follow::{Follower, Hub, Start};
+use crate::write_turn::WriteTurn;
 use rusqlite::TransactionBehavior::Immediate;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
@@ -36,6 +37,10 @@ pub const CONSUMER: &str = "index";
 const BATCH: usize = 2000;
 const BATCH_BYTES: usize = 8 << 20;
 
+/// An index transaction ends after this long, so that the archive's other writers (another
+/// process's `seed` or `restore`) wait for it at most that long.
+const TRANSACTION_TIME: Duration = Duration::from_millis(50);
+
 /// The searchable text of one message is cut at this many bytes.
 const BODY_LIMIT: usize = 1 << 20;
 
@@ -47,6 +52,8 @@ pub struct Indexer {
     archive: Archive,
     /// The session each source's records belong to, as decided.
     sessions: HashMap<SourceId, i64>,
+    /// Turns at writing, shared with the archive writer of the same `run`.
+    turns: Option<Arc<WriteTurn>>,
 }
 
 impl Indexer {
@@ -55,7 +62,15 @@ impl Indexer {
         Indexer {
             archive,
             sessions: HashMap::new(),
+            turns: None,
         }
+    }
+
+    /// Writes only in the turns `turns` leaves it, ending a transaction as soon as a commit
+    /// of records waits.
+    pub fn taking_turns(mut self, turns: Arc<WriteTurn>) -> Indexer {
+        self.turns = Some(turns);
+        self
     }
 
     /// The last `seq` the index is done with.
@@ -63,18 +78,28 @@ impl Indexer {
         Ok(self.archive.consumer_seq(CONSUMER)?.unwrap_or(0))
     }
 
-    /// Indexes `rows` (in `seq` order, past [`Indexer::done`]) and records the last one as
-    /// done, in one transaction: `Err` leaves the index as it was.
+    /// Indexes `rows` (in `seq` order, past [`Indexer::done`]), recording how far it is with
+    /// each transaction: `Err` leaves the index as its last transaction left it.
     pub fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
-        let Some(last) = rows.last() else {
-            return Ok(());
-        };
+        let mut rest = rows;
+        while !rest.is_empty() {
+            let n = self.index_some(rest)?;
+            rest = &rest[n..];
+        }
+        Ok(())
+    }
+
+    /// Indexes a first part of `rows` in one transaction (at least one row; no longer than
+    /// [`TRANSACTION_TIME`], and no longer than until a commit of records waits), and records
+    /// the last one done. Returns how many.
+    fn index_some(&mut self, rows: &[ExportRow]) -> Result<usize> {
+        let turns = self.turns.clone();
+        let _turn = turns.as_ref().map(|t| t.for_consumer());
+        let started = Instant::now();
         let mut decided = Vec::new();
         let result = (|| {
-            let tx = self
-                .archive
-                .connection()
-                .transaction_with_behavior(Immediate)?;
+            let tx = (self.archive.connection()).transaction_with_behavior(Immediate)?;
+            let mut n = 0;
             for row in rows {
                 let parsed = parse(&row.harness, &row.record);
                 let session = match self.sessions.get(&row.source) {
@@ -86,13 +111,18 @@ impl Indexer {
                     }
                 };
                 apply(&tx, session, row, &parsed)?;
+                n += 1;
+                let wanted = turns.as_ref().is_some_and(|t| t.records_wanted());
+                if wanted || started.elapsed() >= TRANSACTION_TIME {
+                    break;
+                }
             }
-            record_consumer_done(&tx, CONSUMER, last.seq)?;
-            tx.commit()
+            record_consumer_done(&tx, CONSUMER, rows[n - 1].seq)?;
+            tx.commit().map(|()| n)
         })();
-        self.archive.db(result)?;
+        let n = self.archive.db(result)?;
         self.sessions.extend(decided);
-        Ok(())
+        Ok(n)
     }
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
@@ -360,13 +390,14 @@ pub fn spawn(
     db: PathBuf,
     hub: Arc<Hub>,
     committed: CommitSignal,
+    turns: Arc<WriteTurn>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("session index".into())
         .spawn(move || {
             loop {
                 let closed_before = hub.is_closed();
-                let Err(e) = follow(&db, &hub, &committed) else {
+                let Err(e) = follow(&db, &hub, &committed, &turns) else {
                     return;
                 };
                 let e = anyhow::Error::from(e);
@@ -386,11 +417,16 @@ pub fn spawn(
 
 /// Follows the archive until the hub closes and every record is indexed. Each index commit
 /// tells the checkpointer, as the archive writer's do: the WAL holds the index's pages too.
-fn follow(db: &Path, hub: &Arc<Hub>, committed: &CommitSignal) -> Result<()> {
+fn follow(
+    db: &Path,
+    hub: &Arc<Hub>,
+    committed: &CommitSignal,
+    turns: &Arc<WriteTurn>,
+) -> Result<()> {
     let archive = Archive::open(db)?;
     // Its commits leave the WAL to the checkpointer, as the archive writer's do.
     archive.bound_wal()?;
-    let mut indexer = Indexer::new(archive);
+    let mut indexer = Indexer::new(archive).taking_turns(Arc::clone(turns));
     let after = indexer.done()?;
     let Some(mut follower) =
         Follower::start(Arc::clone(hub), Archive::open(db)?, Start::After(after))?

@@ -6,6 +6,7 @@ use crate::checkpointer::CommitSignal;
 use crate::engine::Committer;
 use crate::error::{Error, Result, error_chain};
 use crate::follow::{Hub, Published};
+use crate::write_turn::WriteTurn;
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,8 @@ pub struct ArchiveWriter {
     stalled: Option<StallReport>,
     /// Told (without blocking) after every commit.
     committed: Option<CommitSignal>,
+    /// Taken for every commit, when other threads of the process write the archive too.
+    turns: Option<Arc<WriteTurn>>,
 }
 
 impl ArchiveWriter {
@@ -44,7 +47,21 @@ impl ArchiveWriter {
             stop: None,
             stalled: None,
             committed: None,
+            turns: None,
         }
+    }
+
+    /// Takes a turn of `turns` for every commit, ahead of the archive's other writers in this
+    /// process (see `write_turn`).
+    pub fn taking_turns(mut self, turns: Arc<WriteTurn>) -> ArchiveWriter {
+        self.turns = Some(turns);
+        self
+    }
+
+    /// Applies `commit` to the archive, in its turn.
+    fn apply(&mut self, commit: &Commit) -> Result<Vec<i64>> {
+        let _turn = self.turns.as_ref().map(|t| t.for_records());
+        self.archive.apply(commit)
     }
 
     /// Tells `committed` of each commit and the bytes of records it held.
@@ -67,7 +84,7 @@ impl ArchiveWriter {
     fn write_retrying(&mut self, commit: Commit) -> Result<()> {
         let mut stall: Option<(Instant, Duration)> = None;
         loop {
-            let err = match self.archive.apply(&commit) {
+            let err = match self.apply(&commit) {
                 Ok(seqs) => {
                     if let Some((since, _)) = stall {
                         let waited = humantime::format_duration(round(since.elapsed()));
@@ -108,7 +125,7 @@ impl ArchiveWriter {
 
     /// Commits `commit`, then publishes its records in `seq` order.
     pub fn write(&mut self, commit: Commit) -> Result<()> {
-        let seqs = self.archive.apply(&commit)?;
+        let seqs = self.apply(&commit)?;
         self.applied(commit, seqs);
         Ok(())
     }

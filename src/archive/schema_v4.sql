@@ -57,11 +57,11 @@ CREATE TABLE messages (
 );
 CREATE INDEX messages_order ON messages (session, ord);
 
--- The searchable text of each message (rowid = messages.id).
+-- The searchable text of each message (rowid = messages.id). No prefix indexes: they would
+-- add every token's postings twice more, for `pre*` queries that scan the terms instead.
 CREATE VIRTUAL TABLE message_text USING fts5 (
     body,
-    tokenize = 'unicode61 remove_diacritics 2',
-    prefix = '2 3'
+    tokenize = 'unicode61 remove_diacritics 2'
 );
 
 -- The session's counts and times follow its messages.

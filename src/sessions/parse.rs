@@ -185,9 +185,12 @@ fn result_text(value: Option<&Value>) -> String {
         Some(Value::Array(items)) => {
             let texts = items.iter().map(|i| match i {
                 Value::String(s) => s.clone(),
-                Value::Object(o) => string(o, "text")
-                    .or_else(|| string(o, "output"))
-                    .unwrap_or_else(|| i.to_string()),
+                Value::Object(o) => (string(o, "text").or_else(|| string(o, "output")))
+                    .unwrap_or_else(|| match o.get("type").and_then(Value::as_str) {
+                        // An image (base64) or a document is not text to search or show.
+                        Some(kind) => format!("[{kind}]"),
+                        None => i.to_string(),
+                    }),
                 other => other.to_string(),
             });
             texts.collect::<Vec<_>>().join("\n")
@@ -630,6 +633,13 @@ mod tests {
         let typed = br#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"add a flag"}]}}"#;
         assert_eq!(parse("codex", typed).prompt.as_deref(), Some("add a flag"));
         let out = br#"{"type":"response_item","payload":{"type":"function_call_output","call_id":"c","output":"exit 0"}}"#;
+        let image = br#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"shot"},{"type":"image","source":{"type":"base64","data":"iVBORw0KGgo"}}]}]}}"#;
+        let parts = parse("claude-code", image).message.unwrap().parts;
+        assert_eq!(
+            parts,
+            [Part::ToolResult("shot\n[image]".into())],
+            "no base64 in the text"
+        );
         assert_eq!(
             parse("codex", out).message.unwrap().parts,
             [Part::ToolResult("exit 0".into())]

@@ -3,7 +3,7 @@
 
 use crate::archive::Archive;
 use crate::error::{Error, Result};
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
@@ -157,7 +157,7 @@ fn collect(
 ) -> Result<Vec<Session>> {
     let result = (|| {
         let conn = archive.connection();
-        let mut stmt = conn.prepare(sql)?;
+        let mut stmt = conn.prepare_cached(sql)?;
         let mut list = stmt
             .query_map(args, session_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
@@ -330,58 +330,35 @@ pub struct Hit {
     pub snippet: String,
 }
 
+/// How many of the newest matching messages a search ranks: ranking scores every message it
+/// is given, and a word in most messages would make it score them all.
+const RANKED: i64 = 10_000;
+
+/// The `FROM` and `WHERE` of a search: matches of `?1`, filtered by harness (`?2`), project
+/// (`?3`) and time (`?4`), from message `?5` on.
+const MATCHES: &str = "
+    FROM message_text
+    JOIN messages m ON m.id = message_text.rowid
+    JOIN sessions se ON se.id = m.session
+    WHERE message_text MATCH ?1
+      AND (?2 IS NULL OR se.harness = ?2)
+      AND (?3 IS NULL OR instr(lower(se.project), lower(?3)) > 0)
+      AND (?4 IS NULL OR coalesce(m.at_ms, se.last_ms) >= ?4)
+      AND message_text.rowid >= ?5";
+
 /// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
-/// parentheses; other punctuation is taken literally), best first, newest first among equals.
-/// Matches are marked with `open` and `close` in the snippet.
+/// parentheses; other punctuation is taken literally), best first, newest first among equals;
+/// when more than [`RANKED`] match, the newest of them. Matches are marked with `open` and
+/// `close` in the snippet.
 pub fn search(
     archive: &mut Archive,
     query: &str,
     filter: &Filter,
-    (open, close): (&str, &str),
+    marks: (&str, &str),
 ) -> Result<Vec<Hit>> {
     let fts = fts_query(query);
-    let limit = if filter.limit == 0 {
-        -1
-    } else {
-        filter.limit as i64
-    };
-    let result = (|| {
-        let conn = archive.connection();
-        let mut stmt = conn.prepare(
-            "SELECT se.session, se.harness, se.project, coalesce(m.at_ms, se.last_ms), m.role,
-                    m.seq, snippet(message_text, 0, ?2, ?3, '…', 24)
-             FROM message_text
-             JOIN messages m ON m.id = message_text.rowid
-             JOIN sessions se ON se.id = m.session
-             WHERE message_text MATCH ?1
-               AND (?4 IS NULL OR se.harness = ?4)
-               AND (?5 IS NULL OR instr(lower(se.project), lower(?5)) > 0)
-               AND (?6 IS NULL OR coalesce(m.at_ms, se.last_ms) >= ?6)
-             ORDER BY bm25(message_text), coalesce(m.at_ms, se.last_ms) DESC
-             LIMIT ?7",
-        )?;
-        let args = params![
-            fts,
-            open,
-            close,
-            filter.harness,
-            filter.project,
-            filter.since_ms,
-            limit
-        ];
-        let rows = stmt.query_map(args, |r| {
-            Ok(Hit {
-                session: r.get(0)?,
-                harness: r.get(1)?,
-                project: r.get(2)?,
-                timestamp: r.get(3)?,
-                role: r.get(4)?,
-                seq: r.get(5)?,
-                snippet: r.get::<_, String>(6)?.replace(['\n', '\r', '\t'], " "),
-            })
-        })?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-    })();
+    let path = archive.path().to_owned();
+    let result = ranked_hits(archive.connection(), &fts, filter, marks, RANKED);
     result.map_err(|e| match e {
         rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("fts5") => {
             Error::SearchQuery {
@@ -389,11 +366,68 @@ pub fn search(
                 reason: msg,
             }
         }
-        e => Error::Archive {
-            path: archive.path().to_owned(),
-            source: e,
-        },
+        source => Error::Archive { path, source },
     })
+}
+
+fn ranked_hits(
+    conn: &Connection,
+    fts: &str,
+    filter: &Filter,
+    (open, close): (&str, &str),
+    newest: i64,
+) -> rusqlite::Result<Vec<Hit>> {
+    let filters = (&filter.harness, &filter.project, filter.since_ms);
+    // The oldest of the `newest` matches: FTS5 walks its rowids backwards and stops.
+    let floor: i64 = conn
+        .prepare_cached(&format!(
+            "SELECT message_text.rowid {MATCHES} ORDER BY message_text.rowid DESC
+             LIMIT 1 OFFSET ?6"
+        ))?
+        .query_row(
+            params![fts, filters.0, filters.1, filters.2, 0, newest - 1],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0);
+    let limit = if filter.limit == 0 {
+        -1
+    } else {
+        filter.limit as i64
+    };
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT message_text.rowid, se.session, se.harness, se.project,
+                coalesce(m.at_ms, se.last_ms), m.role, m.seq
+         {MATCHES}
+         ORDER BY bm25(message_text), coalesce(m.at_ms, se.last_ms) DESC
+         LIMIT ?6"
+    ))?;
+    let args = params![fts, filters.0, filters.1, filters.2, floor, limit];
+    let ranked = stmt.query_map(args, |r| {
+        let hit = Hit {
+            session: r.get(1)?,
+            harness: r.get(2)?,
+            project: r.get(3)?,
+            timestamp: r.get(4)?,
+            role: r.get(5)?,
+            seq: r.get(6)?,
+            snippet: String::new(),
+        };
+        Ok((r.get::<_, i64>(0)?, hit))
+    })?;
+    let ranked = ranked.collect::<rusqlite::Result<Vec<_>>>()?;
+    // Snippets only for the hits kept: a snippet costs as much as a ranking.
+    let mut snippet = conn.prepare_cached(
+        "SELECT snippet(message_text, 0, ?2, ?3, '…', 24) FROM message_text
+         WHERE message_text MATCH ?1 AND rowid = ?4",
+    )?;
+    let mut hits = Vec::with_capacity(ranked.len());
+    for (rowid, mut hit) in ranked {
+        let text: String = snippet.query_row(params![fts, open, close, rowid], |r| r.get(0))?;
+        hit.snippet = text.replace(['\n', '\r', '\t'], " ");
+        hits.push(hit);
+    }
+    Ok(hits)
 }
 
 /// `query` in FTS5's syntax: operators, parentheses, "phrases" and `word*` prefixes pass as
@@ -445,6 +479,51 @@ fn fts_word(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_newest_matches_are_ranked_and_filters_apply_before_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut archive = Archive::open(&dir.path().join("a.db")).unwrap();
+        let conn = archive.connection();
+        conn.execute_batch(
+            "INSERT INTO sessions (id, harness, session) VALUES (1, 'codex', 'a'), (2, 'cursor', 'b');",
+        )
+        .unwrap();
+        // Message 1 says the word most often (the best match by relevance), and is the oldest.
+        let bodies = ["lock lock lock lock", "lock", "lock", "lock", "lock"];
+        for (i, body) in bodies.iter().enumerate() {
+            let (id, session) = (i as i64 + 1, if i == 0 { 2 } else { 1 });
+            conn.execute(
+                "INSERT INTO messages (id, session, key, ord, seq, role) VALUES (?1, ?2, ?1, ?1, ?1, 'user')",
+                params![id, session],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
+                params![id, body],
+            )
+            .unwrap();
+        }
+        let seqs = |filter: &Filter, newest| -> Vec<i64> {
+            let hits = ranked_hits(conn, "lock", filter, ("[", "]"), newest).unwrap();
+            hits.iter().map(|h| h.seq).collect()
+        };
+        let all = Filter::default();
+        assert_eq!(seqs(&all, 10)[0], 1, "ranked by relevance");
+        assert!(!seqs(&all, 3).contains(&1), "past the 3 newest matches");
+        assert_eq!(seqs(&all, 3).len(), 3);
+        let cursor = Filter {
+            harness: Some("cursor".into()),
+            ..Filter::default()
+        };
+        assert_eq!(
+            seqs(&cursor, 3),
+            [1],
+            "the cut counts only what the filter keeps"
+        );
+        let hits = ranked_hits(conn, "lock", &cursor, ("[", "]"), 3).unwrap();
+        assert_eq!(hits[0].snippet, "[lock] [lock] [lock] [lock]");
+    }
 
     #[test]
     fn queries_keep_operators_phrases_and_prefixes_and_quote_punctuation() {
