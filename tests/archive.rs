@@ -170,7 +170,7 @@ fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reje
     conn.execute_batch(
         "DROP TABLE held_back;
          DROP TABLE consumers;
-         DROP TABLE message_text; DROP TABLE messages; DROP TABLE session_models;
+         DROP TABLE message_vocab; DROP TABLE message_text; DROP TABLE messages; DROP TABLE session_models;
          DROP TABLE session_sources; DROP TABLE sessions;
          UPDATE cursors SET held_back = 6, held_back_prefix = CAST('{\"gone' AS BLOB)
              WHERE source_id = (SELECT id FROM sources WHERE gone = 1);

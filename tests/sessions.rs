@@ -631,7 +631,7 @@ fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_
     // Back to schema 3, as an archive written by the previous version.
     let conn = rusqlite::Connection::open(&env.db).unwrap();
     conn.execute_batch(
-        "DROP TABLE message_text; DROP TABLE messages; DROP TABLE session_models;
+        "DROP TABLE message_vocab; DROP TABLE message_text; DROP TABLE messages; DROP TABLE session_models;
          DROP TABLE session_sources; DROP TABLE sessions; DELETE FROM consumers;
          PRAGMA user_version = 3;",
     )

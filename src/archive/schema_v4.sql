@@ -63,6 +63,8 @@ CREATE VIRTUAL TABLE message_text USING fts5 (
     body,
     tokenize = 'unicode61 remove_diacritics 2'
 );
+-- Its terms, with how many messages hold each (a prefix search reads them).
+CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
 
 -- The session's counts and times follow its messages.
 CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN

@@ -356,9 +356,11 @@ pub fn search(
     filter: &Filter,
     marks: (&str, &str),
 ) -> Result<Vec<Hit>> {
-    let fts = fts_query(query);
     let path = archive.path().to_owned();
-    let result = ranked_hits(archive.connection(), &fts, filter, marks, RANKED);
+    let conn: &Connection = archive.connection();
+    let mut expand = |stem: &str| prefix_terms(conn, stem).ok().flatten();
+    let fts = fts_query(query, &mut expand);
+    let result = ranked_hits(conn, &fts, filter, marks, RANKED);
     result.map_err(|e| match e {
         rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("fts5") => {
             Error::SearchQuery {
@@ -430,10 +432,14 @@ fn ranked_hits(
     Ok(hits)
 }
 
-/// `query` in FTS5's syntax: operators, parentheses, "phrases" and `word*` prefixes pass as
-/// they are; any other word holding punctuation (`exit-code`, `foo.rs`) becomes a phrase of
-/// its own, which FTS5 would otherwise refuse.
-fn fts_query(query: &str) -> String {
+/// How many terms a prefix (`pre*`) stands for at most: its commonest.
+const PREFIX_TERMS: usize = 256;
+
+/// `query` in FTS5's syntax: operators, parentheses and "phrases" pass as they are; a word
+/// holding punctuation (`exit-code`, `foo.rs`), which FTS5 would refuse, becomes a phrase of
+/// its own; a prefix `pre*` becomes what `expand` makes of it (the terms it stands for), or
+/// stays a prefix.
+fn fts_query(query: &str, expand: &mut dyn FnMut(&str) -> Option<String>) -> String {
     let mut out = Vec::new();
     let mut chars = query.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -452,13 +458,13 @@ fn fts_query(query: &str) -> String {
             while let Some(c) = chars.next_if(|c| !c.is_whitespace() && !"()\"".contains(*c)) {
                 word.push(c);
             }
-            out.push(fts_word(&word));
+            out.push(fts_word(&word, expand));
         }
     }
     out.join(" ")
 }
 
-fn fts_word(word: &str) -> String {
+fn fts_word(word: &str, expand: &mut dyn FnMut(&str) -> Option<String>) -> String {
     if matches!(word, "AND" | "OR" | "NOT") {
         return word.to_owned();
     }
@@ -466,14 +472,60 @@ fn fts_word(word: &str) -> String {
         Some(stem) if !stem.is_empty() => (stem, "*"),
         _ => (word, ""),
     };
-    let bare = stem
-        .chars()
-        .all(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii());
-    if bare {
-        format!("{stem}{star}")
-    } else {
-        format!("\"{}\"{star}", stem.replace('"', ""))
+    let bare = (stem.chars()).all(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii());
+    match (bare, star) {
+        (true, "*") => expand(stem).unwrap_or_else(|| format!("{stem}*")),
+        (true, _) => stem.to_owned(),
+        (false, _) => format!("\"{}\"{star}", stem.replace('"', "")),
     }
+}
+
+/// The indexed terms that start with `stem` (folded as the index folds text), as an OR of
+/// them, the [`PREFIX_TERMS`] commonest when there are more. FTS5 answers a prefix by merging
+/// the postings of all its terms before it returns a row; an OR of the same terms is merged
+/// as it is read, so that a search that keeps the newest matches stops early. `None` when
+/// `stem` is not one term, or no term starts with it.
+fn prefix_terms(conn: &Connection, stem: &str) -> rusqlite::Result<Option<String>> {
+    let Some(folded) = fold(conn, stem)? else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT term FROM message_vocab WHERE term >= ?1 AND term < ?2 ORDER BY doc DESC, term LIMIT ?3",
+    )?;
+    let end = format!("{folded}\u{10FFFF}");
+    let rows = stmt.query_map(params![folded, end, PREFIX_TERMS as i64 + 1], |r| r.get(0))?;
+    let mut terms: Vec<String> = rows.collect::<rusqlite::Result<_>>()?;
+    if terms.len() > PREFIX_TERMS {
+        log::warn!(
+            "{stem}* stands for more than {PREFIX_TERMS} terms; searching the {PREFIX_TERMS} commonest"
+        );
+        terms.truncate(PREFIX_TERMS);
+    }
+    if terms.is_empty() {
+        return Ok(None);
+    }
+    let quoted: Vec<String> = terms
+        .iter()
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect();
+    Ok(Some(format!("({})", quoted.join(" OR "))))
+}
+
+/// `text` as the index's tokenizer makes it a term (lower case, diacritics removed), by having
+/// SQLite's own tokenizer read it; `None` unless it is exactly one term.
+fn fold(conn: &Connection, text: &str) -> rusqlite::Result<Option<String>> {
+    conn.execute_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fold
+             USING fts5 (t, tokenize = 'unicode61 remove_diacritics 2');
+         CREATE VIRTUAL TABLE IF NOT EXISTS temp.fold_terms USING fts5vocab (temp, fold, row);
+         DELETE FROM temp.fold;",
+    )?;
+    conn.execute("INSERT INTO temp.fold (t) VALUES (?1)", [text])?;
+    let mut stmt = conn.prepare_cached("SELECT term FROM temp.fold_terms")?;
+    let mut terms: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(if terms.len() == 1 { terms.pop() } else { None })
 }
 
 #[cfg(test)]
@@ -525,17 +577,47 @@ mod tests {
         assert_eq!(hits[0].snippet, "[lock] [lock] [lock] [lock]");
     }
 
+    fn fts(query: &str) -> String {
+        fts_query(query, &mut |_| None)
+    }
+
+    #[test]
+    fn a_prefix_stands_for_the_terms_it_starts_folded_as_the_index_folds() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut archive = Archive::open(&dir.path().join("a.db")).unwrap();
+        let conn = archive.connection();
+        for (id, body) in [(1, "Résumé resume"), (2, "result"), (3, "other")] {
+            conn.execute(
+                "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
+                params![id, body],
+            )
+            .unwrap();
+        }
+        let expanded = prefix_terms(conn, "RÉS").unwrap().unwrap();
+        assert_eq!(expanded, r#"("result" OR "resume")"#);
+        assert_eq!(prefix_terms(conn, "zz").unwrap(), None);
+        assert_eq!(
+            prefix_terms(conn, "a-b").unwrap(),
+            None,
+            "two terms are no prefix"
+        );
+        let query = fts_query("rés* AND other", &mut |s| {
+            prefix_terms(conn, s).ok().flatten()
+        });
+        assert_eq!(query, r#"("result" OR "resume") AND other"#);
+    }
+
     #[test]
     fn queries_keep_operators_phrases_and_prefixes_and_quote_punctuation() {
         assert_eq!(
-            fts_query(r#"flaky AND "exit code" migr*"#),
+            fts(r#"flaky AND "exit code" migr*"#),
             r#"flaky AND "exit code" migr*"#
         );
         assert_eq!(
-            fts_query("exit-code OR src/main.rs"),
+            fts("exit-code OR src/main.rs"),
             r#""exit-code" OR "src/main.rs""#
         );
-        assert_eq!(fts_query("(a OR b) NOT c"), "( a OR b ) NOT c");
-        assert_eq!(fts_query("naïve café*"), "naïve café*");
+        assert_eq!(fts("(a OR b) NOT c"), "( a OR b ) NOT c");
+        assert_eq!(fts("naïve café*"), "naïve café*");
     }
 }
