@@ -120,8 +120,10 @@ pub enum Command {
         \"a phrase\" matches words in a row; pre* matches a prefix; AND (the default between \
         words), OR, NOT and parentheses combine them. Other punctuation is taken literally: \
         exit-code searches the phrase \"exit code\".\n\n\
-        Hits are ranked by relevance, the newest first among equals: session, harness, project, \
-        time, role and a snippet with the match marked (bold on a terminal, **so** otherwise)."
+        Hits are ranked by relevance, the newest first among equals (when more than 2,000 \
+        messages match, the 2,000 newest are ranked); a prefix stands for at most the 256 \
+        commonest terms it starts. Each hit: session, harness, project, time, role and a \
+        snippet with the match marked (bold on a terminal, **so** otherwise)."
     )]
     Search(SearchArgs),
     /// Write a session's transcripts back where the agent keeps them, so that it can resume.

@@ -80,21 +80,30 @@ pub fn format_time(ms: i64) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-/// The columns of a [`Session`], from `sessions se`, with `last` computed.
+/// The columns of a [`Session`], from `sessions se` with what its sources say aggregated once
+/// for all sessions (`last` is the last activity), to be followed by its `WHERE`.
 const SESSION: &str = "
+    WITH files AS (
+        SELECT session, min(created_ms) AS created, max(last_archived_ms) AS archived,
+            sum(records) AS records, group_concat(path, char(0)) AS paths
+        FROM (SELECT ss.session, s.created_ms, s.last_archived_ms, s.records, s.path
+              FROM session_sources ss JOIN sources s ON s.id = ss.source_id ORDER BY s.id)
+        GROUP BY session),
+    models AS (
+        SELECT session, group_concat(model, char(10)) AS models FROM session_models
+        GROUP BY session),
+    children AS (
+        SELECT harness, parent, count(*) AS n FROM sessions WHERE parent IS NOT NULL
+        GROUP BY harness, parent)
     SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
-        se.branch,
-        coalesce(se.started_ms, (SELECT min(s.created_ms) FROM session_sources ss
-            JOIN sources s ON s.id = ss.source_id WHERE ss.session = se.id)) AS started,
-        coalesce(se.last_ms, (SELECT max(s.last_archived_ms) FROM session_sources ss
-            JOIN sources s ON s.id = ss.source_id WHERE ss.session = se.id)) AS last,
+        se.branch, coalesce(se.started_ms, f.created) AS started,
+        coalesce(se.last_ms, f.archived) AS last,
         se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
-        (SELECT coalesce(sum(s.records), 0) FROM session_sources ss
-            JOIN sources s ON s.id = ss.source_id WHERE ss.session = se.id),
-        (SELECT group_concat(model, char(10)) FROM session_models m WHERE m.session = se.id),
-        se.parent,
-        (SELECT count(*) FROM sessions c WHERE c.harness = se.harness AND c.parent = se.session)
-    FROM sessions se";
+        coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths
+    FROM sessions se
+    LEFT JOIN files f ON f.session = se.id
+    LEFT JOIN models m ON m.session = se.id
+    LEFT JOIN children c ON c.harness = se.harness AND c.parent = se.session";
 
 fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
     let (user, assistant): (i64, i64) = (r.get(8)?, r.get(9)?);
@@ -117,9 +126,21 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
         models: models.map_or_else(Vec::new, |m| m.lines().map(str::to_owned).collect()),
         parent: r.get(14)?,
         subagents: r.get(15)?,
-        files: Vec::new(),
+        files: paths(r.get_ref(16)?.as_bytes_or_null()?),
         on_disk: false,
     })
+}
+
+/// The paths of `group_concat(path, char(0))`, each once, in their order.
+fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for p in joined.unwrap_or_default().split(|b| *b == 0) {
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(p));
+        if !p.is_empty() && !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    paths
 }
 
 /// Top-level sessions (and subagents whose parent is not in the archive), newest activity
@@ -162,25 +183,11 @@ fn collect(
             .query_map(args, session_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         for s in &mut list {
-            s.files = files(conn, s.key)?;
             s.on_disk = s.files.iter().any(|f| f.exists());
         }
         Ok(list)
     })();
     archive.db(result)
-}
-
-/// The current paths of a session's files, each once, in the order they became sources.
-fn files(conn: &Connection, session: i64) -> rusqlite::Result<Vec<PathBuf>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT s.path FROM session_sources ss JOIN sources s ON s.id = ss.source_id
-         WHERE ss.session = ?1 GROUP BY s.path ORDER BY min(s.id)",
-    )?;
-    let paths = stmt.query_map([session], |r| {
-        let bytes: Vec<u8> = r.get(0)?;
-        Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
-    })?;
-    paths.collect()
 }
 
 /// What an id or prefix names.
@@ -332,7 +339,7 @@ pub struct Hit {
 
 /// How many of the newest matching messages a search ranks: ranking scores every message it
 /// is given, and a word in most messages would make it score them all.
-const RANKED: i64 = 10_000;
+const RANKED: i64 = 2_000;
 
 /// The `FROM` and `WHERE` of a search: matches of `?1`, filtered by harness (`?2`), project
 /// (`?3`) and time (`?4`), from message `?5` on.
