@@ -543,8 +543,12 @@ fn generic(obj: &Map<String, Value>) -> Option<Parsed> {
     })
 }
 
+/// A string this long without a space is data (base64, a hash, a signature), not text.
+const DATA_RUN: usize = 1024;
+
 fn collect_strings(value: &Value, into: &mut Vec<String>) {
     match value {
+        Value::String(s) if s.len() > DATA_RUN && !s.contains(char::is_whitespace) => {}
         Value::String(s) => into.push(s.clone()),
         Value::Array(items) => items.iter().for_each(|v| collect_strings(v, into)),
         Value::Object(map) => map.values().for_each(|v| collect_strings(v, into)),
@@ -666,6 +670,17 @@ mod tests {
         let m = parse("gemini-cli", msg).message.unwrap();
         assert!(m.upsert);
         assert_eq!(m.parts.last(), Some(&Part::ToolResult("a.txt".into())));
+    }
+
+    #[test]
+    fn other_watchers_records_are_their_strings_without_data() {
+        let blob = "QUJD".repeat(300);
+        let line = format!(r#"{{"role":"user","text":"hello there","image":"{blob}","n":3}}"#);
+        let m = parse("generic", line.as_bytes()).message.unwrap();
+        assert_eq!(
+            (m.role, m.parts),
+            (Role::User, vec![Part::Text("user hello there".into())])
+        );
     }
 
     #[test]
