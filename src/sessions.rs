@@ -38,8 +38,15 @@ const BATCH: usize = 2000;
 const BATCH_BYTES: usize = 8 << 20;
 
 /// An index transaction ends after this long, so that the archive's other writers (another
-/// process's `seed` or `restore`) wait for it at most that long.
-const TRANSACTION_TIME: Duration = Duration::from_millis(50);
+/// process's `seed` or `restore`) wait for it at most that long; the archive writer of the same
+/// `run` ends it sooner (see `write_turn`).
+const TRANSACTION_TIME: Duration = Duration::from_millis(250);
+
+/// How many pages of full-text index segments each index transaction merges at most. FTS5's
+/// automatic merging is off (schema 4): it would merge as much as a level needs inside
+/// whichever transaction tips it over, tens of milliseconds for which the archive writer
+/// would wait; merging a bounded amount with every transaction keeps the segments few.
+const MERGE_PAGES: i64 = 256;
 
 /// The searchable text of one message is cut at this many bytes.
 const BODY_LIMIT: usize = 1 << 20;
@@ -117,6 +124,10 @@ impl Indexer {
                     break;
                 }
             }
+            tx.prepare_cached(
+                "INSERT INTO message_text (message_text, rank) VALUES ('merge', ?1)",
+            )?
+            .execute([MERGE_PAGES])?;
             record_consumer_done(&tx, CONSUMER, rows[n - 1].seq)?;
             tx.commit().map(|()| n)
         })();
@@ -395,6 +406,10 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("session index".into())
         .spawn(move || {
+            // On two cores, reading and committing records must not wait for the index.
+            if let Err(e) = crate::sys::lower_thread_priority(10) {
+                log::debug!("session index: cannot lower its priority: {e}");
+            }
             loop {
                 let closed_before = hub.is_closed();
                 let Err(e) = follow(&db, &hub, &committed, &turns) else {

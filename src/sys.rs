@@ -5,6 +5,21 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 
+/// Lowers the calling thread's scheduling priority by `nice` steps, so that the process's
+/// other threads go first when the cores are busy. Linux only, where the nice value belongs to
+/// a thread (`setpriority` with `PRIO_PROCESS` and 0 names the calling thread); elsewhere it
+/// would lower the whole process, so it does nothing.
+pub fn lower_thread_priority(nice: i32) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let now = rustix::process::getpriority_process(None)?;
+        rustix::process::setpriority_process(None, (now + nice).min(19))?;
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
+    Ok(())
+}
+
 /// The width of the terminal on stdout, when stdout is one.
 pub fn terminal_width() -> Option<usize> {
     let size = rustix::termios::tcgetwinsize(io::stdout()).ok()?;

@@ -63,6 +63,9 @@ CREATE VIRTUAL TABLE message_text USING fts5 (
     body,
     tokenize = 'unicode61 remove_diacritics 2'
 );
+-- Segments are merged a bounded amount with every index transaction (`sessions.rs`), not all
+-- at once inside whichever one tips a level over.
+INSERT INTO message_text (message_text, rank) VALUES ('automerge', 0);
 -- Its terms, with how many messages hold each (a prefix search reads them).
 CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
 
