@@ -42,11 +42,18 @@ const BATCH_BYTES: usize = 8 << 20;
 /// `run` ends it sooner (see `write_turn`).
 const TRANSACTION_TIME: Duration = Duration::from_millis(250);
 
-/// How many pages of full-text index segments each index transaction merges at most. FTS5's
-/// automatic merging is off (schema 4): it would merge as much as a level needs inside
-/// whichever transaction tips it over, tens of milliseconds for which the archive writer
-/// would wait; merging a bounded amount with every transaction keeps the segments few.
-const MERGE_PAGES: i64 = 256;
+/// An index transaction ends once it has indexed records of this many bytes: its commit
+/// writes what FTS5 holds in memory, which the archive writer waits for, so it stays small.
+const TRANSACTION_BYTES: usize = 256 << 10;
+
+/// How many pages of full-text index segments one merge step writes at most. FTS5's automatic
+/// merging is off (schema 4): it would merge as much as a level needs inside whichever
+/// transaction tips it over, tens of milliseconds for which the archive writer would wait.
+/// Instead, after each index transaction, small merge steps run in transactions of their own
+/// (each a turn at writing) until there is nothing to merge, records wait, or
+/// [`MERGE_TIME`] has passed.
+const MERGE_PAGES: i64 = 32;
+const MERGE_TIME: Duration = Duration::from_millis(100);
 
 /// The searchable text of one message is cut at this many bytes.
 const BODY_LIMIT: usize = 1 << 20;
@@ -92,12 +99,41 @@ impl Indexer {
         while !rest.is_empty() {
             let n = self.index_some(rest)?;
             rest = &rest[n..];
+            self.merge()?;
+        }
+        Ok(())
+    }
+
+    /// Merges full-text index segments in small steps, each its own transaction, until there
+    /// is nothing to merge, a commit of records waits, or [`MERGE_TIME`] has passed.
+    fn merge(&mut self) -> Result<()> {
+        let started = Instant::now();
+        let turns = self.turns.clone();
+        while started.elapsed() < MERGE_TIME {
+            let _turn = turns.as_ref().map(|t| t.for_consumer());
+            let conn = self.archive.connection();
+            let before = conn.total_changes();
+            let step = (|| {
+                let tx = conn.transaction_with_behavior(Immediate)?;
+                tx.execute(
+                    "INSERT INTO message_text (message_text, rank) VALUES ('merge', ?1)",
+                    [MERGE_PAGES],
+                )?;
+                tx.commit()
+            })();
+            // FTS5's documented test: fewer than two changes, and there was nothing to merge.
+            let merged = conn.total_changes() - before >= 2;
+            self.archive.db(step)?;
+            if !merged || turns.as_ref().is_some_and(|t| t.records_wanted()) {
+                break;
+            }
         }
         Ok(())
     }
 
     /// Indexes a first part of `rows` in one transaction (at least one row; no longer than
-    /// [`TRANSACTION_TIME`], and no longer than until a commit of records waits), and records
+    /// [`TRANSACTION_TIME`] or [`TRANSACTION_BYTES`], and no longer than until a commit of
+    /// records waits), and records
     /// the last one done. Returns how many.
     fn index_some(&mut self, rows: &[ExportRow]) -> Result<usize> {
         let turns = self.turns.clone();
@@ -106,7 +142,7 @@ impl Indexer {
         let mut decided = Vec::new();
         let result = (|| {
             let tx = (self.archive.connection()).transaction_with_behavior(Immediate)?;
-            let mut n = 0;
+            let (mut n, mut bytes) = (0, 0);
             for row in rows {
                 let parsed = parse(&row.harness, &row.record);
                 let session = match self.sessions.get(&row.source) {
@@ -119,15 +155,12 @@ impl Indexer {
                 };
                 apply(&tx, session, row, &parsed)?;
                 n += 1;
+                bytes += row.record.len();
                 let wanted = turns.as_ref().is_some_and(|t| t.records_wanted());
-                if wanted || started.elapsed() >= TRANSACTION_TIME {
+                if wanted || bytes >= TRANSACTION_BYTES || started.elapsed() >= TRANSACTION_TIME {
                     break;
                 }
             }
-            tx.prepare_cached(
-                "INSERT INTO message_text (message_text, rank) VALUES ('merge', ?1)",
-            )?
-            .execute([MERGE_PAGES])?;
             record_consumer_done(&tx, CONSUMER, rows[n - 1].seq)?;
             tx.commit().map(|()| n)
         })();
