@@ -9,7 +9,7 @@ use crate::archive::Archive;
 use crate::error::{Error, IoContext, Result};
 use crate::harness::Root;
 use crate::seed;
-use crate::sessions::query::{self, Session, SessionFile};
+use crate::sessions::query::{self, Session};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -29,7 +29,6 @@ pub struct Request<'a> {
 
 /// One transcript to write.
 struct Planned {
-    file: SessionFile,
     target: PathBuf,
     bytes: Vec<u8>,
     /// What is at the target now.
@@ -61,7 +60,6 @@ pub fn restore(
             query::write_records(archive, &file, &mut bytes)?.at_path(&target)?;
             let state = compare(&target, &bytes)?;
             plan.push(Planned {
-                file,
                 target,
                 bytes,
                 state,
@@ -81,8 +79,11 @@ pub fn restore(
         });
     }
     for p in &plan {
-        if !request.dry_run && p.state != Target::Identical {
-            write_marked(archive, p, request.roots)?;
+        match (request.dry_run, &p.state) {
+            (true, _) => {}
+            // Its age, too, must not make the agent delete it again.
+            (false, Target::Identical) => touch(&p.target)?,
+            (false, _) => write_marked(archive, p, request)?,
         }
         report(out, p, request.dry_run).at_path(&p.target)?;
     }
@@ -140,16 +141,24 @@ fn report(out: &mut impl Write, p: &Planned, dry_run: bool) -> io::Result<()> {
     };
     writeln!(
         out,
-        "{what} {} ({records} records, {} bytes, source {})",
+        "{what} {} ({records} records, {} bytes)",
         p.target.display(),
         p.bytes.len(),
-        p.file.source
     )
 }
 
+/// Sets the modification time of `path` to now.
+fn touch(path: &Path) -> Result<()> {
+    let file = OpenOptions::new().write(true).open(path).at_path(path)?;
+    file.set_modified(std::time::SystemTime::now())
+        .at_path(path)
+}
+
 /// Writes the file under a temporary name beside its target, marks its records as history
-/// when a watcher would see it, and renames it into place.
-fn write_marked(archive: &mut Archive, p: &Planned, roots: &[Root]) -> Result<()> {
+/// when a watcher would see it, and renames it into place, never over a file that appeared
+/// meanwhile.
+fn write_marked(archive: &mut Archive, p: &Planned, request: &Request) -> Result<()> {
+    let roots = request.roots;
     let dir = p.target.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir).at_path(dir)?;
     let name = p.target.file_name().unwrap_or_default().to_string_lossy();
@@ -182,7 +191,26 @@ fn write_marked(archive: &mut Archive, p: &Planned, roots: &[Root]) -> Result<()
             }
         }
     }
-    fs::rename(&temp, &p.target).at_path(&p.target)
+    // A target that was missing is not replaced if it appeared meanwhile; one that differed
+    // is here only with --force.
+    let placed = match p.state {
+        Target::Missing => crate::sys::rename_no_replace(&temp, &p.target),
+        _ => fs::rename(&temp, &p.target),
+    };
+    if let Err(e) = placed {
+        let _ = fs::remove_file(&temp);
+        return match e.kind() {
+            io::ErrorKind::AlreadyExists => Err(Error::RestoreConflict {
+                path: p.target.clone(),
+            }),
+            _ => Err(Error::Io {
+                path: p.target.clone(),
+                source: e,
+            }),
+        };
+    }
+    // The rename is durable once the directory is.
+    File::open(dir).and_then(|d| d.sync_all()).at_path(dir)
 }
 
 /// The command that resumes `session` in its agent.

@@ -20,6 +20,13 @@ pub fn lower_thread_priority(nice: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// Renames `from` to `to` unless `to` exists: `Err` with `ErrorKind::AlreadyExists` then
+/// (`renameat2` with `RENAME_NOREPLACE` on Linux, `renameatx_np` with `RENAME_EXCL` on macOS).
+pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE).map_err(io::Error::from)
+}
+
 /// The width of the terminal on stdout, when stdout is one.
 pub fn terminal_width() -> Option<usize> {
     let size = rustix::termios::tcgetwinsize(io::stdout()).ok()?;

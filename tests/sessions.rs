@@ -548,6 +548,21 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
         before + 1,
         "the restored records were archived again"
     );
+
+    // Deleted again after what the agent appended to a restored file was archived (as a new
+    // source continuing the restored one): it all comes back.
+    for path in [&home.claude, &home.codex] {
+        let whole = fs::read(path).unwrap();
+        fs::remove_file(path).unwrap();
+        let id = if *path == home.claude {
+            CLAUDE_ID
+        } else {
+            CODEX_ID
+        };
+        let out = restore(&env, &[id]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(fs::read(path).unwrap(), whole, "{path:?}");
+    }
 }
 
 fn append(path: &Path, line: &[u8]) {
@@ -561,9 +576,25 @@ fn restore_leaves_an_identical_file_alone_and_a_different_one_unless_forced() {
     let env = Env::new();
     let home = Home::write(&env);
     archive_home(&env);
+    let month_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(30 * 86_400);
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(&home.codex)
+        .unwrap();
+    file.set_modified(month_ago).unwrap();
     let out = restore(&env, &[CODEX_ID]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("unchanged (identical)"));
+    let age = fs::metadata(&home.codex)
+        .unwrap()
+        .modified()
+        .unwrap()
+        .elapsed()
+        .unwrap();
+    assert!(
+        age.as_secs() < 60,
+        "an identical file is not rewritten, but its age is"
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("codex resume {CODEX_ID}")));
 
     fs::write(&home.codex, b"{\"other\":1}\n").unwrap();

@@ -253,46 +253,60 @@ pub fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<MessageR
     archive.db(result)
 }
 
-/// A session's file as archived: its source, current path, latest generation.
+/// A session's file as archived: where it is, and the sources whose latest generations make
+/// it up, in file order.
 pub struct SessionFile {
-    /// The source.
-    pub source: i64,
     /// Its current path.
     pub path: PathBuf,
-    /// Its latest generation.
-    pub generation: i64,
+    /// (source, generation) pieces: the first holds the file from its start; each later one
+    /// continues it (a file restored, marked as history, then appended to, is a new source
+    /// whose records start past the restored ones).
+    pub pieces: Vec<(i64, i64)>,
 }
 
-/// The files of a session: the latest source at each path.
+/// The files of a session, each with the sources that make it up.
 pub fn session_files(archive: &mut Archive, session: &Session) -> Result<Vec<SessionFile>> {
     let result = (|| {
         let conn = archive.connection();
         let mut stmt = conn.prepare(
-            "SELECT s.id, s.path, s.generation FROM session_sources ss
-             JOIN sources s ON s.id = ss.source_id
-             WHERE ss.session = ?1 AND EXISTS (SELECT 1 FROM records r WHERE r.source_id = s.id)
-             ORDER BY s.id",
+            "SELECT s.id, s.path, s.generation,
+                (SELECT min(r.offset) FROM records r
+                 WHERE r.source_id = s.id AND r.generation = s.generation)
+             FROM session_sources ss JOIN sources s ON s.id = ss.source_id
+             WHERE ss.session = ?1 ORDER BY s.id",
         )?;
         let rows = stmt.query_map([session.key], |r| {
             let bytes: Vec<u8> = r.get(1)?;
-            Ok(SessionFile {
-                source: r.get(0)?,
-                path: PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)),
-                generation: r.get(2)?,
-            })
+            let path = PathBuf::from(std::ffi::OsStr::from_bytes(&bytes));
+            Ok((path, (r.get(0)?, r.get(2)?), r.get::<_, Option<i64>>(3)?))
         })?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
     })();
-    let mut files = archive.db(result)?;
-    // A restored file is a new source at the old path holding only what was added since:
-    // the first source at a path holds the session's history.
-    let mut seen = std::collections::HashSet::new();
-    files.retain(|f| seen.insert(f.path.clone()));
-    Ok(files)
+    Ok(assemble(archive.db(result)?))
 }
 
-/// Writes the records of `file`'s latest generation to `out`, in file order, each with its
-/// `\n`: the transcript as archived. Returns the bytes written; the inner `Err` is `out`'s.
+/// Files from their sources in id order: a source whose records start at offset 0 is the
+/// file from its start (a later one replaces what came before at its path); one that starts
+/// past 0 continues it; one without records adds nothing.
+fn assemble(sources: Vec<(PathBuf, (i64, i64), Option<i64>)>) -> Vec<SessionFile> {
+    let mut files: Vec<SessionFile> = Vec::new();
+    for (path, piece, first) in sources {
+        let Some(first) = first else { continue };
+        match files.iter_mut().find(|f| f.path == path) {
+            Some(file) if first > 0 => file.pieces.push(piece),
+            Some(file) => file.pieces = vec![piece],
+            None => files.push(SessionFile {
+                path,
+                pieces: vec![piece],
+            }),
+        }
+    }
+    files
+}
+
+/// Writes the records of `file` to `out`, piece by piece, each piece's latest generation in
+/// file order, each record with its `\n`: the transcript as archived. Returns the bytes
+/// written; the inner `Err` is `out`'s.
 pub fn write_records(
     archive: &mut Archive,
     file: &SessionFile,
@@ -300,17 +314,19 @@ pub fn write_records(
 ) -> Result<std::io::Result<u64>> {
     let result = (|| {
         let conn = archive.connection();
-        let mut stmt = conn.prepare(
+        let mut stmt = conn.prepare_cached(
             "SELECT record FROM records WHERE source_id = ?1 AND generation = ?2 ORDER BY offset",
         )?;
-        let mut rows = stmt.query(params![file.source, file.generation])?;
         let mut written = 0;
-        while let Some(r) = rows.next()? {
-            let record = r.get_ref(0)?.as_blob()?;
-            if let Err(e) = out.write_all(record).and_then(|()| out.write_all(b"\n")) {
-                return Ok(Err(e));
+        for (source, generation) in &file.pieces {
+            let mut rows = stmt.query(params![source, generation])?;
+            while let Some(r) = rows.next()? {
+                let record = r.get_ref(0)?.as_blob()?;
+                if let Err(e) = out.write_all(record).and_then(|()| out.write_all(b"\n")) {
+                    return Ok(Err(e));
+                }
+                written += record.len() as u64 + 1;
             }
-            written += record.len() as u64 + 1;
         }
         Ok(Ok(written))
     })();
@@ -612,6 +628,26 @@ mod tests {
             prefix_terms(conn, s).ok().flatten()
         });
         assert_eq!(query, r#"("result" OR "resume") AND other"#);
+    }
+
+    #[test]
+    fn a_file_is_its_first_source_and_the_sources_that_continue_it() {
+        let p = |s: &str| PathBuf::from(s);
+        let files = assemble(vec![
+            (p("/a"), (1, 0), Some(0)),
+            (p("/b"), (2, 3), Some(0)),
+            (p("/a"), (3, 0), Some(4944)),
+            (p("/a"), (4, 0), None),
+            (p("/b"), (5, 0), Some(0)),
+        ]);
+        let pieces: Vec<_> = files
+            .iter()
+            .map(|f| (f.path.clone(), f.pieces.clone()))
+            .collect();
+        assert_eq!(
+            pieces,
+            [(p("/a"), vec![(1, 0), (3, 0)]), (p("/b"), vec![(5, 0)])]
+        );
     }
 
     #[test]
