@@ -738,8 +738,8 @@ fn indexed_archive(db: &Path) -> Result<Archive> {
         Ok(lock) => lock,
         Err(Error::Locked { .. }) => {
             log::warn!(
-                "the session index is at seq {done} of {last}: the running transcript-sync is \
-                 bringing it up to date; results may be incomplete until it has"
+                "the session index is at seq {done} of {last}, and a running `run` holds the \
+                 archive (it brings the index up to date); results may be incomplete"
             );
             return Ok(archive);
         }

@@ -316,7 +316,6 @@ impl<T> SystemContext<T> for io::Result<T> {
     }
 }
 
-/// Attaches the archive's path to a SQLite error.
 impl Error {
     /// The process's exit status for this error: 2 for a session prefix that names several
     /// (the candidates are listed), 1 otherwise.
@@ -328,6 +327,7 @@ impl Error {
     }
 }
 
+/// Attaches the archive's path to a SQLite error.
 pub(crate) trait ArchiveContext<T> {
     fn at_archive(self, path: &Path) -> Result<T>;
 }

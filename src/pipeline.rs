@@ -82,11 +82,13 @@ impl Pipeline {
             hub.subscribe(Box::new(tap));
         }
         let turns = Arc::new(WriteTurn::default());
+        let stop = retry.as_ref().map(|(stop, _)| Arc::clone(stop));
         let index = sessions::spawn(
             db.to_owned(),
             Arc::clone(&hub),
             committed.clone(),
             Arc::clone(&turns),
+            stop,
         )
         .starting("session index")?;
         let mut writer = ArchiveWriter::new(write, Some(hub))

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -32,8 +33,8 @@ use parse::{Parsed, Part, parse};
 /// The consumer name under which the index records how far it is.
 pub const CONSUMER: &str = "index";
 
-/// At most this many records, or bytes of records, are indexed in one transaction: a live
-/// commit of the archive waits for one of them at most.
+/// At most this many records, or bytes of records, are taken from the archive at a time (the
+/// transactions that index them are smaller: see [`TRANSACTION_BYTES`]).
 const BATCH: usize = 2000;
 const BATCH_BYTES: usize = 8 << 20;
 
@@ -435,6 +436,7 @@ pub fn spawn(
     hub: Arc<Hub>,
     committed: CommitSignal,
     turns: Arc<WriteTurn>,
+    stop: Option<Arc<AtomicBool>>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("session index".into())
@@ -445,7 +447,13 @@ pub fn spawn(
             }
             loop {
                 let closed_before = hub.is_closed();
-                let Err(e) = follow(&db, &hub, &committed, &turns) else {
+                let follower = IndexFollower {
+                    hub: &hub,
+                    committed: &committed,
+                    turns: &turns,
+                    stop: stop.as_deref(),
+                };
+                let Err(e) = follower.follow(&db) else {
                     return;
                 };
                 let e = anyhow::Error::from(e);
@@ -463,49 +471,79 @@ pub fn spawn(
         })
 }
 
-/// Follows the archive until the hub closes and every record is indexed. Each index commit
-/// tells the checkpointer, as the archive writer's do: the WAL holds the index's pages too.
-fn follow(
-    db: &Path,
-    hub: &Arc<Hub>,
-    committed: &CommitSignal,
-    turns: &Arc<WriteTurn>,
-) -> Result<()> {
-    let archive = Archive::open(db)?;
-    // Its commits leave the WAL to the checkpointer, as the archive writer's do.
-    archive.bound_wal()?;
-    let mut indexer = Indexer::new(archive).taking_turns(Arc::clone(turns));
-    let after = indexer.done()?;
-    let Some(mut follower) =
-        Follower::start(Arc::clone(hub), Archive::open(db)?, Start::After(after))?
-    else {
-        // Closed already (the writer ended first): read what is left directly.
-        indexer.catch_up(|_, _| {})?;
-        return Ok(());
-    };
-    let mut progress = Progress::new(after, hub.published());
-    loop {
-        let Some(first) = follower.next(Duration::from_secs(1))? else {
-            if follower.ended() {
-                return Ok(());
-            }
-            continue;
+/// What the index's thread follows the archive with.
+struct IndexFollower<'a> {
+    hub: &'a Arc<Hub>,
+    /// Told of each index commit, as the archive writer's are: the WAL holds the index's
+    /// pages too.
+    committed: &'a CommitSignal,
+    turns: &'a Arc<WriteTurn>,
+    /// Set when the daemon stops: the index stops after its transaction in hand, and catches
+    /// up at the next start, rather than hold the daemon's exit (a service manager's stop
+    /// timeout) until it has caught up. Unset for `run --once`, which exits indexed.
+    stop: Option<&'a AtomicBool>,
+}
+
+impl IndexFollower<'_> {
+    /// Follows the archive until the hub closes and every record is indexed, or the daemon
+    /// stops.
+    fn follow(&self, db: &Path) -> Result<()> {
+        let archive = Archive::open(db)?;
+        archive.bound_wal()?;
+        let mut indexer = Indexer::new(archive).taking_turns(Arc::clone(self.turns));
+        let after = indexer.done()?;
+        let hub = Arc::clone(self.hub);
+        let Some(mut follower) = Follower::start(hub, Archive::open(db)?, Start::After(after))?
+        else {
+            // Closed already (the writer ended first): read what is left directly.
+            indexer.catch_up(|_, _| {})?;
+            return Ok(());
         };
-        let (mut batch, mut bytes) = (Vec::new(), first.record.len());
-        batch.push(first);
-        while batch.len() < BATCH && bytes < BATCH_BYTES {
-            match follower.next(Duration::ZERO)? {
-                Some(row) => {
-                    bytes += row.record.len();
-                    batch.push(row);
+        let mut progress = Progress::new(after, self.hub.published());
+        while !self.stopping() {
+            let Some(batch) = next_batch(&mut follower)? else {
+                if follower.ended() {
+                    return Ok(());
                 }
-                None => break,
-            }
+                continue;
+            };
+            indexer.index(&batch)?;
+            let bytes = batch.iter().map(|r| r.record.len() as u64).sum();
+            self.committed.committed(bytes);
+            progress.update(follower.done(), self.hub.published());
         }
-        indexer.index(&batch)?;
-        committed.committed(bytes as u64);
-        progress.update(follower.done(), hub.published());
+        let (done, published) = (follower.done(), self.hub.published());
+        if done < published {
+            log::info!(
+                "session index: stopping at seq {done} of {published}; it catches up at the next start"
+            );
+        }
+        Ok(())
     }
+
+    fn stopping(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+}
+
+/// The next records to index: waits up to a second for one, then takes what has come without
+/// waiting, up to [`BATCH`] records or [`BATCH_BYTES`]. `None` when none came.
+fn next_batch(follower: &mut Follower) -> Result<Option<Vec<ExportRow>>> {
+    let Some(first) = follower.next(Duration::from_secs(1))? else {
+        return Ok(None);
+    };
+    let (mut batch, mut bytes) = (Vec::new(), first.record.len());
+    batch.push(first);
+    while batch.len() < BATCH && bytes < BATCH_BYTES {
+        match follower.next(Duration::ZERO)? {
+            Some(row) => {
+                bytes += row.record.len();
+                batch.push(row);
+            }
+            None => break,
+        }
+    }
+    Ok(Some(batch))
 }
 
 /// Log lines while the index is behind by more than a batch: how far it is.

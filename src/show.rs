@@ -126,11 +126,7 @@ pub fn write_sessions(
         let project = tilde(s.project.as_deref().unwrap_or("-"), home);
         let mut title = s.title.clone().unwrap_or_else(|| "(untitled)".into());
         if s.subagents > 0 {
-            let noun = if s.subagents == 1 {
-                "subagent"
-            } else {
-                "subagents"
-            };
+            let noun = subagents_noun(s.subagents);
             title = format!("{title} [+{} {noun}]", s.subagents);
         }
         if !s.on_disk {
@@ -150,6 +146,10 @@ pub fn write_sessions(
         writeln!(out, "{line}{}", shorten(&title, room))?;
     }
     Ok(())
+}
+
+fn subagents_noun(n: i64) -> &'static str {
+    if n == 1 { "subagent" } else { "subagents" }
 }
 
 /// A session's heading, in text.
@@ -172,11 +172,7 @@ fn write_heading(out: &mut impl Write, s: &Session, style: Style) -> io::Result<
         facts.push_str(&format!(" · {}", s.models.join(", ")));
     }
     if s.subagents > 0 {
-        let noun = if s.subagents == 1 {
-            "subagent"
-        } else {
-            "subagents"
-        };
+        let noun = subagents_noun(s.subagents);
         facts.push_str(&format!(" · {} {noun}", s.subagents));
     }
     writeln!(out, "{}", style.dim(&facts))

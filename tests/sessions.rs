@@ -561,7 +561,10 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
         };
         let out = restore(&env, &[id]);
         assert!(out.status.success(), "{}", stderr(&out));
-        assert!(fs::read(path).unwrap() == whole, "{path:?} is not what it was");
+        assert!(
+            fs::read(path).unwrap() == whole,
+            "{path:?} is not what it was"
+        );
     }
 }
 

@@ -20,6 +20,16 @@ pub struct Filter {
     pub limit: usize,
 }
 
+impl Filter {
+    /// The limit as SQL's `LIMIT` takes it: -1 for all.
+    fn sql_limit(&self) -> i64 {
+        match self.limit {
+            0 => -1,
+            n => n as i64,
+        }
+    }
+}
+
 /// One session as listed.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Session {
@@ -76,7 +86,9 @@ fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<
 
 /// An RFC 3339 UTC time, to the second.
 pub fn format_time(ms: i64) -> String {
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.max(0) as u64);
+    // humantime writes years up to 9999 only.
+    const LAST: i64 = 253_402_300_799_999;
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.clamp(0, LAST) as u64);
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
@@ -156,11 +168,7 @@ pub fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> 
          ORDER BY last IS NULL, last DESC, 1 DESC
          LIMIT ?4"
     );
-    let limit = if filter.limit == 0 {
-        -1
-    } else {
-        filter.limit as i64
-    };
+    let limit = filter.sql_limit();
     let args = params![filter.harness, filter.project, filter.since_ms, limit];
     collect(archive, &sql, args)
 }
@@ -381,7 +389,13 @@ pub fn search(
 ) -> Result<Vec<Hit>> {
     let path = archive.path().to_owned();
     let conn: &Connection = archive.connection();
-    let mut expand = |stem: &str| prefix_terms(conn, stem).ok().flatten();
+    let mut expand = |stem: &str| match prefix_terms(conn, stem) {
+        Ok(terms) => terms,
+        Err(e) => {
+            log::warn!("cannot list the terms {stem}* stands for ({e}); searching it as a prefix");
+            None
+        }
+    };
     let fts = fts_query(query, &mut expand);
     let result = ranked_hits(conn, &fts, filter, marks, RANKED);
     result.map_err(|e| match e {
@@ -415,11 +429,7 @@ fn ranked_hits(
         )
         .optional()?
         .unwrap_or(0);
-    let limit = if filter.limit == 0 {
-        -1
-    } else {
-        filter.limit as i64
-    };
+    let limit = filter.sql_limit();
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT message_text.rowid, se.session, se.harness, se.project,
                 coalesce(m.at_ms, se.last_ms), m.role, m.seq
@@ -448,8 +458,10 @@ fn ranked_hits(
     )?;
     let mut hits = Vec::with_capacity(ranked.len());
     for (rowid, mut hit) in ranked {
-        let text: String = snippet.query_row(params![fts, open, close, rowid], |r| r.get(0))?;
-        hit.snippet = text.replace(['\n', '\r', '\t'], " ");
+        // A message the running index replaced or rewound since the ranking has none.
+        let text: Option<String> =
+            (snippet.query_row(params![fts, open, close, rowid], |r| r.get(0))).optional()?;
+        hit.snippet = text.unwrap_or_default().replace(['\n', '\r', '\t'], " ");
         hits.push(hit);
     }
     Ok(hits)
