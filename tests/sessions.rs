@@ -702,3 +702,34 @@ fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_
         stderr(&refused)
     );
 }
+
+/// A stopping daemon does not wait for the index to catch up (a service manager would kill it
+/// at its stop timeout): the index stops after its transaction in hand and catches up at the
+/// next start, with nothing lost.
+#[test]
+fn the_daemon_stops_without_waiting_for_the_index_which_catches_up_later() {
+    let env = Env::new();
+    let text = "word ".repeat(800);
+    for f in 0..20 {
+        let lines: Vec<String> = (0..1000)
+            .map(|i| format!(r#"{{"role":"user","n":{i},"text":"{text} {f}"}}"#))
+            .collect();
+        env.write(&format!("f{f}.jsonl"), &crate::util::lines(&lines));
+    }
+    env.run_once(&[]);
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    conn.execute_batch(
+        "DELETE FROM message_text; DELETE FROM messages; DELETE FROM session_models;
+         DELETE FROM session_sources; DELETE FROM sessions; DELETE FROM consumers;",
+    )
+    .unwrap();
+    drop(conn);
+    let daemon = Daemon::start_without_tap(&env);
+    daemon.wait_log("session index: catching up from seq 0 to 20000");
+    let (status, _) = daemon.terminate();
+    assert!(status.success());
+    let behind = env.status()["index"]["behind"].as_i64().unwrap();
+    assert!(behind > 0, "the index caught up before the daemon stopped");
+    env.run_once(&[]);
+    assert_eq!(env.status()["index"]["behind"], 0);
+}
