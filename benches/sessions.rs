@@ -22,7 +22,7 @@ use records::{Rng, TextPool};
 use rusqlite::{Connection, OpenFlags};
 use std::fmt::Write as _;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -332,15 +332,6 @@ fn size_split_by_vacuum(db: &Path) -> Vec<(String, u64)> {
     ]
 }
 
-/// `target/`, from this executable's place in it (`target/release/deps/sessions-…`).
-fn target_dir() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_owned()))
-        .filter(|t| t.join("release").is_dir())
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
-}
-
 fn mb(bytes: u64) -> String {
     format!("{:.1} MB", bytes as f64 / 1e6)
 }
@@ -474,7 +465,7 @@ fn sessions_bench(md: &mut String, scratch: &Path, runs: usize) {
 }
 
 fn machine_line() -> String {
-    let target = target_dir();
+    let target = machine::target_dir();
     let m = machine::Machine::describe(&target, Default::default());
     format!(
         "Machine: {}, {} cores, {} GiB, {}, Linux {}; {}. Load average at start {}.",
@@ -488,7 +479,7 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
-    let bench = target_dir().join("bench");
+    let bench = machine::target_dir().join("bench");
     let scratch = bench.join("sessions-scratch");
     let _ = fs::remove_dir_all(&scratch);
     fs::create_dir_all(&scratch).expect("creating target/bench/sessions-scratch");

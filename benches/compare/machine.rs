@@ -1,7 +1,7 @@
 //! What the numbers were taken on: CPU, cores, memory, disk, kernel, tool versions, load.
 
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[derive(Clone, Debug, Serialize)]
@@ -107,4 +107,13 @@ fn first_line(cmd: &str, args: &[&str]) -> String {
                 .map(str::to_owned)
         })
         .unwrap_or_else(|| "not found".into())
+}
+
+/// `target/`, from the running benchmark's place in it (`target/release/deps/<bench>-…`).
+pub fn target_dir() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_owned()))
+        .filter(|t| t.join("release").is_dir())
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
 }

@@ -130,20 +130,11 @@ pub fn log_value(line: &str, key: &str) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
-/// `target/`, from this executable's place in it (`target/release/deps/compare-…`).
-fn target_dir() -> PathBuf {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_owned()))
-        .filter(|t| t.join("release").is_dir())
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
-}
-
 fn main() {
     let quick = std::env::var_os("COMPARE_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
     let only = std::env::var("COMPARE_ONLY").unwrap_or_default();
     let wanted = |m: &str| only.is_empty() || only.split(',').any(|o| o.trim() == m);
-    let target = target_dir();
+    let target = machine::target_dir();
     let bench = target.join("bench");
     let scratch = bench.join("scratch");
     let _ = std::fs::remove_dir_all(&scratch);
