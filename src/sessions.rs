@@ -3,11 +3,11 @@
 //!
 //! It follows the archive like any consumer: from the last `seq` it recorded as done (0 in an
 //! archive that has never been indexed, which is how an upgraded archive gets its index),
-//! catching up from the archive, then taking each commit once it is durable. Each batch of
-//! records is indexed in one transaction of its own together with that `seq`, so a crash
-//! loses and repeats nothing, and the archive's own commits never wait for the index beyond
-//! one such transaction. Everything here is derived from the records: `reindex` empties the
-//! tables and builds them again.
+//! catching up from the archive, then taking each commit once it is durable. Records are
+//! indexed in small transactions of their own, each together with the last `seq` it holds, so
+//! a crash loses and repeats nothing; inside one `run` the archive writer goes first
+//! (`write_turn`). Everything here is derived from the records: `reindex` empties the tables
+//! and builds them again.
 
 use crate::archive::{Archive, ExportRow, record_consumer_done};
 use crate::checkpointer::CommitSignal;
@@ -134,8 +134,7 @@ impl Indexer {
 
     /// Indexes a first part of `rows` in one transaction (at least one row; no longer than
     /// [`TRANSACTION_TIME`] or [`TRANSACTION_BYTES`], and no longer than until a commit of
-    /// records waits), and records
-    /// the last one done. Returns how many.
+    /// records waits), and records the last one done. Returns how many.
     fn index_some(&mut self, rows: &[ExportRow]) -> Result<usize> {
         let turns = self.turns.clone();
         let _turn = turns.as_ref().map(|t| t.for_consumer());
