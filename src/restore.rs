@@ -5,11 +5,14 @@
 //! marked as history, so that a running daemon does not archive them again), then renamed into
 //! place: the daemon sees the file only once it is whole and marked.
 
-use crate::archive::Archive;
+use crate::archive::{Archive, Commit};
 use crate::error::{Error, IoContext, Result};
 use crate::harness::Root;
+use crate::lifecycle::{self, Change};
+use crate::lock::ArchiveLock;
 use crate::seed;
 use crate::sessions::query::{self, Session};
+use crate::sources::Sources;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -175,21 +178,11 @@ fn write_marked(archive: &mut Archive, p: &Planned, request: &Request) -> Result
     written.at_path(&temp)?;
     // The temporary name matches no watcher's glob; the mark follows the file's identity
     // through the rename.
-    if roots.iter().any(|r| r.matches(&p.target)) {
-        match seed::seed_prefix(archive, &temp, None) {
-            Ok(_) => {}
-            // The new file reuses the inode of a source the archive still tracks (its file
-            // was deleted while no daemon ran): that source's cursor is applied to it, checked
-            // against its bytes, which are the ones it archived.
-            Err(Error::AlreadyTracked { source_id, .. }) => log::info!(
-                "{} reuses the identity of source {source_id}, whose cursor covers these bytes",
-                p.target.display()
-            ),
-            Err(e) => {
-                let _ = fs::remove_file(&temp);
-                return Err(e);
-            }
-        }
+    if roots.iter().any(|r| r.matches(&p.target))
+        && let Err(e) = mark_as_history(archive, &temp, &p.target)
+    {
+        let _ = fs::remove_file(&temp);
+        return Err(e);
     }
     // A target that was missing is not replaced if it appeared meanwhile; one that differed
     // is here only with --force.
@@ -211,6 +204,28 @@ fn write_marked(archive: &mut Archive, p: &Planned, request: &Request) -> Result
     }
     // The rename is durable once the directory is.
     File::open(dir).and_then(|d| d.sync_all()).at_path(dir)
+}
+
+/// Marks the records of `temp` (about to become `target`) as history, so that a daemon does
+/// not archive them again. A new file may take the inode of one that was deleted while no
+/// daemon ran, whose source the archive still tracks: that source is recorded as gone first
+/// (its file is: its inode is this one's), which only a process holding the archive's lock
+/// may do; with a daemon running, the daemon sees the deletion itself.
+fn mark_as_history(archive: &mut Archive, temp: &Path, target: &Path) -> Result<()> {
+    let source_id = match seed::seed_prefix(archive, temp, None) {
+        Ok(_) => return Ok(()),
+        Err(Error::AlreadyTracked { source_id, .. }) => source_id,
+        Err(e) => return Err(e),
+    };
+    let _lock = ArchiveLock::acquire(archive.path())?;
+    let mut sources = Sources::new(archive.sources()?);
+    let mut tx = Commit::default();
+    let why = format!("its inode was taken by {}, restored", target.display());
+    log::info!("source {source_id} recorded as gone: {why}");
+    let kind = "replaced";
+    lifecycle::apply(&mut sources, &mut tx, source_id, Change::Gone { kind, why });
+    archive.apply(&tx)?;
+    seed::seed_prefix(archive, temp, None).map(drop)
 }
 
 /// The command that resumes `session` in its agent.
@@ -242,5 +257,53 @@ fn shell_quote(text: &str) -> String {
         text.to_owned()
     } else {
         format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::archive::Op;
+    use crate::domain::Cursor;
+    use crate::fingerprint::Identity;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A file restored while no daemon runs may get the inode of the one deleted before it,
+    /// whose source the archive still tracks as live: its records must still be marked as
+    /// history (else a daemon reads them again as a rewrite of that source).
+    #[test]
+    fn a_restored_file_that_reuses_a_tracked_inode_is_marked_as_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut archive = Archive::open(&dir.path().join("a.db")).unwrap();
+        let temp = dir.path().join(".s.jsonl.restoring");
+        fs::write(&temp, b"{\"a\":1}\n{\"b\":2}\n").unwrap();
+        let meta = fs::metadata(&temp).unwrap();
+        let mut tx = Commit::default();
+        tx.push(Op::InsertSource {
+            id: 7,
+            identity: Identity::of(&meta),
+            path: dir.path().join("old.jsonl"),
+            harness: "generic".into(),
+            cursor: Cursor::default(),
+        });
+        archive.apply(&tx).unwrap();
+
+        mark_as_history(&mut archive, &temp, &dir.path().join("s.jsonl")).unwrap();
+        let old = archive
+            .sources()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.id == 7)
+            .unwrap();
+        assert!(old.gone, "the source whose inode was taken is gone");
+        let identity = Identity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        };
+        let mark = archive
+            .prefix_mark(identity)
+            .unwrap()
+            .expect("a prefix mark");
+        assert_eq!(mark.position.offset, 16);
     }
 }
