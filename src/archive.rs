@@ -1025,7 +1025,8 @@ fn blob(path: &Path) -> Vec<u8> {
     path.as_os_str().as_bytes().to_vec()
 }
 
-fn path_from_blob(bytes: Vec<u8>) -> PathBuf {
+/// A path stored as its bytes.
+pub(crate) fn path_from_blob(bytes: Vec<u8>) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(&bytes))
 }
 
@@ -1037,6 +1038,14 @@ pub(crate) fn record_consumer_done(tx: &Connection, name: &str, seq: i64) -> rus
         params![name, seq, now_ms()],
     )
     .map(drop)
+}
+
+/// A time given in Unix ms as RFC 3339 UTC, to the second.
+pub fn format_time(ms: i64) -> String {
+    // humantime writes years up to 9999 only.
+    const LAST: i64 = 253_402_300_799_999;
+    let t = UNIX_EPOCH + Duration::from_millis(ms.clamp(0, LAST) as u64);
+    humantime::format_rfc3339_seconds(t).to_string()
 }
 
 /// Milliseconds since the Unix epoch.

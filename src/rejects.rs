@@ -4,7 +4,6 @@
 use crate::archive::RejectRow;
 use serde::Serialize;
 use std::io::{self, Write};
-use std::time::{Duration, UNIX_EPOCH};
 
 /// One reject as `rejects` shows it.
 #[derive(Debug, Serialize)]
@@ -31,10 +30,9 @@ pub struct RejectEntry {
 
 impl From<RejectRow> for RejectEntry {
     fn from(r: RejectRow) -> RejectEntry {
-        let at = UNIX_EPOCH + Duration::from_millis(r.at_ms.max(0) as u64);
         RejectEntry {
             id: r.id,
-            time: humantime::format_rfc3339_seconds(at).to_string(),
+            time: crate::archive::format_time(r.at_ms),
             path: r.path.to_string_lossy().into_owned(),
             source: r.source,
             generation: r.generation,

@@ -7,7 +7,6 @@ use crate::fingerprint::Identity;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
-use std::time::{Duration, UNIX_EPOCH};
 
 /// One source's line in the status.
 #[derive(Debug, Serialize)]
@@ -145,10 +144,7 @@ fn source_status(s: &SourceRow) -> SourceStatus {
         held_back: s.cursor.held_back,
         records: s.records,
         rejects: s.rejects,
-        last_archived: s.last_archived_ms.map(|ms| {
-            let at = UNIX_EPOCH + Duration::from_millis(ms as u64);
-            humantime::format_rfc3339_seconds(at).to_string()
-        }),
+        last_archived: s.last_archived_ms.map(crate::archive::format_time),
         gone: s.gone,
         invalid: s.invalid.clone(),
     }

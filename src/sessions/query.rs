@@ -1,10 +1,10 @@
 //! Reading the session index: sessions newest first, one session by id or prefix, its
 //! messages with their records, and full-text search.
 
-use crate::archive::Archive;
+pub use crate::archive::format_time;
+use crate::archive::{Archive, path_from_blob};
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, params};
-use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// Which sessions (or search hits) to list.
@@ -84,14 +84,6 @@ fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<
     }
 }
 
-/// An RFC 3339 UTC time, to the second.
-pub fn format_time(ms: i64) -> String {
-    // humantime writes years up to 9999 only.
-    const LAST: i64 = 253_402_300_799_999;
-    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms.clamp(0, LAST) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
 /// The columns of a [`Session`], from `sessions se` with what its sources say aggregated once
 /// for all sessions (`last` is the last activity), to be followed by its `WHERE`.
 const SESSION: &str = "
@@ -147,7 +139,7 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
 fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = Vec::new();
     for p in joined.unwrap_or_default().split(|b| *b == 0) {
-        let path = PathBuf::from(std::ffi::OsStr::from_bytes(p));
+        let path = path_from_blob(p.to_vec());
         if !p.is_empty() && !paths.contains(&path) {
             paths.push(path);
         }
@@ -284,8 +276,7 @@ pub fn session_files(archive: &mut Archive, session: &Session) -> Result<Vec<Ses
              WHERE ss.session = ?1 ORDER BY s.id",
         )?;
         let rows = stmt.query_map([session.key], |r| {
-            let bytes: Vec<u8> = r.get(1)?;
-            let path = PathBuf::from(std::ffi::OsStr::from_bytes(&bytes));
+            let path = path_from_blob(r.get(1)?);
             Ok((path, (r.get(0)?, r.get(2)?), r.get::<_, Option<i64>>(3)?))
         })?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
