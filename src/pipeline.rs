@@ -160,10 +160,18 @@ pub fn run_live(
         })
     };
     let retry = (Arc::clone(&stop), stalled);
-    let (engine, pipeline) = Pipeline::start(db, tap, settings.limits, Some(retry))?;
+    // Before any thread starts: a SIGTERM while the archive opens or the index begins to
+    // catch up is a clean stop, not the default action's kill.
+    let signals = SignalListener::start(Arc::clone(&stop))?;
+    let (engine, pipeline) = match Pipeline::start(db, tap, settings.limits, Some(retry)) {
+        Ok(started) => started,
+        Err(e) => {
+            signals.handle.close();
+            return Err(e);
+        }
+    };
     let engine = engine.with_stop(stop);
     let stop = engine.stop_flag();
-    let signals = SignalListener::start(Arc::clone(&stop))?;
     let (wakeups, wake_rx) = Wakeups::new();
     let mut daemon = Daemon {
         engine,

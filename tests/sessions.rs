@@ -724,10 +724,11 @@ fn the_daemon_stops_without_waiting_for_the_index_which_catches_up_later() {
     )
     .unwrap();
     drop(conn);
-    let daemon = Daemon::start_without_tap(&env);
+    let mut daemon = Daemon::start_without_tap(&env);
     daemon.wait_log("session index: catching up from seq 0 to 20000");
-    let (status, _) = daemon.terminate();
-    assert!(status.success());
+    daemon.signal(libc::SIGTERM);
+    let (status, _) = daemon.wait_exit();
+    assert!(status.success(), "{status}:\n{}", daemon.log());
     let behind = env.status()["index"]["behind"].as_i64().unwrap();
     assert!(behind > 0, "the index caught up before the daemon stopped");
     env.run_once(&[]);
