@@ -37,6 +37,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("archive/schema_v2.sql"),
     include_str!("archive/schema_v3.sql"),
     include_str!("archive/schema_v4.sql"),
+    include_str!("archive/schema_v5.sql"),
 ];
 
 /// One archived record as exported.
@@ -446,6 +447,40 @@ impl Archive {
             r.get(0)
         });
         self.db(seq.optional())
+    }
+
+    /// Calls `each` with every (key, value) that sink `name` committed with its cursor.
+    pub fn sink_state(&self, name: &str, mut each: impl FnMut(&str, &str)) -> Result<()> {
+        let mut stmt = self
+            .db((self.conn).prepare_cached("SELECT key, value FROM sink_state WHERE sink = ?1"))?;
+        let mut rows = self.db(stmt.query([name]))?;
+        while let Some(r) = self.db(rows.next())? {
+            let (key, value): (String, String) =
+                self.db(r.get(0).and_then(|k| Ok((k, r.get(1)?))))?;
+            each(&key, &value);
+        }
+        Ok(())
+    }
+
+    /// Calls `each` with the bytes of every record of `source`'s `generation` up to seq
+    /// `through`, in `seq` order; an `Err` from `each` stops and is returned.
+    pub fn source_records(
+        &self,
+        source: SourceId,
+        generation: i64,
+        through: i64,
+        mut each: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let mut stmt = self.db((self.conn).prepare_cached(
+            "SELECT record FROM records WHERE source_id = ?1 AND generation = ?2 AND seq <= ?3
+             ORDER BY seq",
+        ))?;
+        let mut rows = self.db(stmt.query(params![source, generation, through]))?;
+        while let Some(r) = self.db(rows.next())? {
+            let record = self.db(r.get_ref(0).and_then(|v| Ok(v.as_blob()?.to_vec())))?;
+            each(&record)?;
+        }
+        Ok(())
     }
 
     /// Calls `each` for every rejected line, in the order they were recorded, optionally only

@@ -303,6 +303,11 @@ pub struct RunArgs {
     /// Also print each record, once committed, as an envelope line on stdout.
     #[arg(long, value_enum, value_name = "SINK")]
     sink: Option<Sink>,
+    /// Also ship every record to DEST, exactly once, with the archive as the buffer:
+    /// postgres://USER@HOST/DB (password from $PGPASSWORD), http(s)://… (token from
+    /// $TRANSCRIPT_SYNC_TOKEN) or mirror:DIR. Repeatable; added to config.toml's [[sink]]s.
+    #[arg(long, value_name = "DEST")]
+    ship: Vec<String>,
     /// How often every directory is rescanned (stat only) to catch what events miss
     /// (seconds, or with a unit: 90s, 5m) [default: 60]
     #[arg(long, value_name = "INTERVAL", value_parser = config::parse_interval)]
@@ -338,6 +343,7 @@ impl RunArgs {
             batch_bytes: self.batch_bytes,
             rescan_interval: self.rescan_interval,
             poll_interval: self.poll_interval,
+            ship: self.ship.clone(),
         }
     }
 }

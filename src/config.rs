@@ -5,6 +5,7 @@ use crate::domain::{ReadLimits, StartAt};
 use crate::error::{Error, IoContext, Result};
 use crate::harness::{self, Root, absolute};
 use crate::home;
+use crate::ship::{self, SinkSpec, SinkTable};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -69,6 +70,9 @@ pub struct FileConfig {
     /// Extra watched directories.
     #[serde(default)]
     watch: Vec<WatchDir>,
+    /// Where records are shipped: `[[sink]]` tables.
+    #[serde(default)]
+    sink: Vec<toml::Spanned<SinkTable>>,
     /// The text it was parsed from, to place errors found after parsing.
     #[serde(skip)]
     text: String,
@@ -105,6 +109,8 @@ pub struct Overrides {
     pub rescan_interval: Option<Duration>,
     /// `--poll-interval`.
     pub poll_interval: Option<Duration>,
+    /// `--ship` destinations, added to the file's sinks.
+    pub ship: Vec<String>,
 }
 
 /// Where the configuration comes from: `--config` (must exist) or the default path (may not).
@@ -198,6 +204,8 @@ pub struct Settings {
     pub rescan_interval: Duration,
     /// How often a root that cannot be watched is polled.
     pub poll_interval: Duration,
+    /// Where records are shipped: the file's `[[sink]]` tables, then `--ship`.
+    pub sinks: Vec<SinkSpec>,
 }
 
 /// Default record limit: 64 MiB.
@@ -230,6 +238,7 @@ impl Settings {
             log_level: log::LevelFilter::Info,
             rescan_interval: DEFAULT_RESCAN,
             poll_interval: DEFAULT_POLL,
+            sinks: Vec::new(),
         }
     }
 
@@ -251,6 +260,7 @@ impl Settings {
         if let Some(start_at) = flags.start_at {
             roots.iter_mut().for_each(|r| r.start_at = start_at);
         }
+        let sinks = sinks(&source, &file, flags, &roots)?;
         let limits = ReadLimits {
             record_limit: flags
                 .record_limit
@@ -276,6 +286,7 @@ impl Settings {
                 .poll_interval
                 .or(file.poll_interval)
                 .unwrap_or(DEFAULT_POLL),
+            sinks,
         })
     }
 
@@ -289,9 +300,61 @@ impl Settings {
             rescan_interval: humantime::format_duration(self.rescan_interval).to_string(),
             poll_interval: humantime::format_duration(self.poll_interval).to_string(),
             root: self.roots.iter().map(RootView::of).collect(),
+            sink: (self.sinks.iter())
+                .map(|s| SinkView {
+                    name: s.name.clone(),
+                    kind: s.target.kind(),
+                    target: s.target.display(),
+                    flush_interval: humantime::format_duration(s.flush_interval).to_string(),
+                    batch_records: s.batch_records,
+                    batch_bytes: s.batch_bytes,
+                })
+                .collect(),
         };
         toml::to_string(&view).expect("a struct of strings and numbers serializes to TOML")
     }
+}
+
+/// The `[[sink]]` tables, then the `--ship` arguments (named by type, with a number when a
+/// name is taken); names are unique.
+fn sinks(
+    source: &Source,
+    file: &FileConfig,
+    flags: &Overrides,
+    roots: &[Root],
+) -> Result<Vec<SinkSpec>> {
+    let roots: Vec<(PathBuf, String)> = (roots.iter())
+        .map(|r| (r.path.clone(), r.harness.clone()))
+        .collect();
+    let mut sinks: Vec<SinkSpec> = Vec::new();
+    for table in &file.sink {
+        let at = |message: String| {
+            let (line, column) = line_and_column(&file.text, table.span().start);
+            Error::Config {
+                path: source.path.clone(),
+                line,
+                column,
+                message,
+            }
+        };
+        let spec = ship::spec_from_table(table.get_ref(), &roots)
+            .map_err(|m| at(format!("sink {:?}: {m}", table.get_ref().name)))?;
+        if sinks.iter().any(|s| s.name == spec.name) {
+            return Err(at(format!("two sinks are named {:?}", spec.name)));
+        }
+        sinks.push(spec);
+    }
+    for arg in &flags.ship {
+        let mut spec = ship::parse_ship(arg, &roots)?;
+        let base = spec.name.clone();
+        let mut n = 1;
+        while sinks.iter().any(|s| s.name == spec.name) {
+            n += 1;
+            spec.name = format!("{base}-{n}");
+        }
+        sinks.push(spec);
+    }
+    Ok(sinks)
 }
 
 /// `--watch` directories; else the enabled built-in watchers and the `[[watch]]` tables.
@@ -356,6 +419,19 @@ struct SettingsView {
     rescan_interval: String,
     poll_interval: String,
     root: Vec<RootView>,
+    sink: Vec<SinkView>,
+}
+
+/// A sink in `config check`'s output: never a secret.
+#[derive(Serialize)]
+struct SinkView {
+    name: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    target: String,
+    flush_interval: String,
+    batch_records: usize,
+    batch_bytes: u64,
 }
 
 #[derive(Serialize)]

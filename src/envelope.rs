@@ -33,7 +33,8 @@ pub struct Envelope<'a> {
 }
 
 impl<'a> Envelope<'a> {
-    fn of(row: &'a ExportRow) -> Envelope<'a> {
+    /// The fields of `row`.
+    pub fn of(row: &'a ExportRow) -> Envelope<'a> {
         Envelope {
             seq: row.seq,
             source: row.source,
@@ -47,9 +48,27 @@ impl<'a> Envelope<'a> {
 
     /// Appends this envelope, as one line, to `out`.
     pub fn write_to(&self, out: &mut impl Write) -> io::Result<()> {
+        out.write_all(b"{")?;
+        self.write_fields(out)
+    }
+
+    /// Appends this envelope, as one line, with the machine that shipped it first:
+    /// `{"machine":"<uuid>","host":"…","seq":…}`. (machine, source, generation, offset) is
+    /// the record's key anywhere it is shipped.
+    pub fn write_shipped(&self, out: &mut impl Write, machine: &str, host: &str) -> io::Result<()> {
+        out.write_all(b"{\"machine\":")?;
+        serde_json::to_writer(&mut *out, machine)?;
+        out.write_all(b",\"host\":")?;
+        serde_json::to_writer(&mut *out, host)?;
+        out.write_all(b",")?;
+        self.write_fields(out)
+    }
+
+    /// Everything after the envelope's opening brace.
+    fn write_fields(&self, out: &mut impl Write) -> io::Result<()> {
         write!(
             out,
-            "{{\"seq\":{},\"source\":{},\"harness\":",
+            "\"seq\":{},\"source\":{},\"harness\":",
             self.seq, self.source
         )?;
         serde_json::to_writer(&mut *out, self.harness)?;

@@ -238,6 +238,25 @@ pub enum Error {
         /// How many checks failed.
         failures: usize,
     },
+    /// A sink (`[[sink]]` or `--ship`) is not usable as written.
+    #[error("sink {name}: {message}")]
+    Sink {
+        /// The sink's name (or the `--ship` argument).
+        name: String,
+        /// What is wrong, and what to do.
+        message: String,
+    },
+    /// `run --once` could not deliver to a sink; what was archived stays archived, and is
+    /// shipped by the next run.
+    #[error(
+        "sink {name}: {message}; the records stay in the archive and are shipped by the next run"
+    )]
+    ShipFailed {
+        /// The sink's name.
+        name: String,
+        /// The destination's answer.
+        message: String,
+    },
     /// The home directory is needed to find the built-in roots or the archive, and is unknown.
     #[error("HOME is not set; set it, or pass --db (and, for run, --watch)")]
     NoHome,

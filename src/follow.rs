@@ -295,6 +295,18 @@ impl Follower {
         start: Start,
         backlog: (usize, u64),
     ) -> Result<Option<Follower>> {
+        let follower = Follower::start_to_end(hub, archive, start, backlog)?;
+        Ok(follower.live.is_some().then_some(follower))
+    }
+
+    /// Follows the archive from `start` with a live queue of `backlog` commits and bytes at
+    /// most; when the hub is closed already, reads the archive to its end and then ends.
+    pub fn start_to_end(
+        hub: Arc<Hub>,
+        archive: Archive,
+        start: Start,
+        backlog: (usize, u64),
+    ) -> Result<Follower> {
         let mut follower = Follower {
             hub,
             archive,
@@ -306,13 +318,13 @@ impl Follower {
             pending: Default::default(),
         };
         if !follower.subscribe() {
-            return Ok(None);
+            follower.live_after = follower.archive.last_seq()?;
         }
         follower.done = match start {
             Start::After(seq) => seq.min(follower.live_after),
             Start::Now => follower.live_after,
         };
-        Ok(Some(follower))
+        Ok(follower)
     }
 
     /// Registers a new live queue; false when the hub is closed.

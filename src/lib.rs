@@ -76,6 +76,7 @@ mod restore;
 mod seed;
 mod service;
 mod sessions;
+mod ship;
 mod show;
 mod sources;
 mod status;

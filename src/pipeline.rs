@@ -14,7 +14,6 @@
 use crate::archive::{Archive, Commit, Op};
 use crate::checkpointer::Checkpointer;
 use crate::config::Settings;
-use crate::domain::ReadLimits;
 use crate::engine::{Engine, EngineOptions, PassReport, Totals};
 use crate::error::{Error, Result, SystemContext};
 use crate::follow::Hub;
@@ -23,6 +22,7 @@ use crate::logging;
 use crate::progress::{Progress, ProgressShow};
 use crate::readiness::ServiceManager;
 use crate::sessions;
+use crate::ship::{self, Sinks};
 use crate::tap::Tap;
 use crate::watch::{self, PolledRoot, Wakeups, WatcherThread};
 use crate::write_turn::WriteTurn;
@@ -49,6 +49,8 @@ pub type Reload = Box<dyn FnMut() -> Result<Settings> + Send>;
 /// into the database beside them.
 struct Pipeline {
     writer: JoinHandle<Result<()>>,
+    /// The sinks, durable consumers of the archive.
+    sinks: Sinks,
     /// The session index, a durable consumer of the archive.
     index: JoinHandle<()>,
     /// Disconnects when the writer thread ends.
@@ -67,9 +69,10 @@ impl Pipeline {
     fn start(
         db: &Path,
         tap: Option<Tap>,
-        limits: ReadLimits,
+        settings: &Settings,
         retry: Option<Retry>,
     ) -> Result<(Engine, Pipeline)> {
+        let limits = settings.limits;
         let reads = Archive::open(db)?;
         let write = Archive::open(db)?;
         // Checkpoints run on their own connection and thread, not inside commits; only a
@@ -88,9 +91,17 @@ impl Pipeline {
             Arc::clone(&hub),
             committed.clone(),
             Arc::clone(&turns),
-            stop,
+            stop.clone(),
         )
         .starting("session index")?;
+        let wiring = ship::Wiring {
+            db: db.to_owned(),
+            hub: Arc::clone(&hub),
+            committed: committed.clone(),
+            turns: Arc::clone(&turns),
+            once: retry.is_none(),
+        };
+        let sinks = Sinks::start(&settings.sinks, wiring, stop)?;
         let mut writer = ArchiveWriter::new(write, Some(hub))
             .after_commit(committed)
             .taking_turns(turns);
@@ -101,6 +112,7 @@ impl Pipeline {
         let engine = Engine::new(reads, Box::new(writer.committer), EngineOptions { limits })?;
         let pipeline = Pipeline {
             writer: writer.handle,
+            sinks,
             index,
             writer_gone: writer.gone,
             checkpointer,
@@ -109,18 +121,19 @@ impl Pipeline {
     }
 
     /// Drops `engine`, which closes its commit channel, waits for the writer to commit what
-    /// it holds and for the index to index it, then stops the checkpointer. `Err` is the
-    /// writer's.
+    /// it holds and for the index and the sinks to take it (or stop), then stops the
+    /// checkpointer. `Err` is the writer's, else a sink's.
     fn finish(self, engine: Engine) -> Result<()> {
         drop(engine);
         let written = self.writer.join().unwrap_or(Err(Error::WriterStopped));
+        let shipped = self.sinks.finish();
         if self.index.join().is_err() {
             log::error!(
                 "session index: its thread panicked; `transcript-sync reindex` rebuilds it"
             );
         }
         self.checkpointer.stop();
-        written
+        written.and(shipped)
     }
 }
 
@@ -132,7 +145,7 @@ pub fn run_once(
     settings: &Settings,
     show: ProgressShow,
 ) -> Result<PassReport> {
-    let (mut engine, pipeline) = Pipeline::start(db, tap, settings.limits, None)?;
+    let (mut engine, pipeline) = Pipeline::start(db, tap, settings, None)?;
     let mut display = show.start();
     engine.observe(Box::new(move |p| display.update(p)));
     let pass = engine.run_pass(&settings.roots);
@@ -163,7 +176,7 @@ pub fn run_live(
     // Before any thread starts: a SIGTERM while the archive opens or the index begins to
     // catch up is a clean stop, not the default action's kill.
     let signals = SignalListener::start(Arc::clone(&stop))?;
-    let (engine, pipeline) = match Pipeline::start(db, tap, settings.limits, Some(retry)) {
+    let (engine, pipeline) = match Pipeline::start(db, tap, &settings, Some(retry)) {
         Ok(started) => started,
         Err(e) => {
             signals.handle.close();
@@ -173,8 +186,10 @@ pub fn run_live(
     let engine = engine.with_stop(stop);
     let stop = engine.stop_flag();
     let (wakeups, wake_rx) = Wakeups::new();
+    let writer_gone = pipeline.writer_gone.clone();
     let mut daemon = Daemon {
         engine,
+        pipeline,
         rescan: tick(settings.rescan_interval),
         settings,
         wakeups,
@@ -186,10 +201,10 @@ pub fn run_live(
         reload,
         show,
     };
-    let result = daemon.run(&wake_rx, &signals, &pipeline.writer_gone);
+    let result = daemon.run(&wake_rx, &signals, &writer_gone);
     daemon.manager.stopping();
     daemon.stop_watchers();
-    let written = pipeline.finish(daemon.engine);
+    let written = daemon.pipeline.finish(daemon.engine);
     // Only now: until here a second SIGINT must still reach the signal thread.
     signals.handle.close();
     match (result, written) {
@@ -204,6 +219,8 @@ pub fn run_live(
 
 struct Daemon {
     engine: Engine,
+    /// The threads beside the engine's; the sinks change on reload.
+    pipeline: Pipeline,
     settings: Settings,
     wakeups: Arc<Wakeups>,
     stop: Arc<AtomicBool>,
@@ -420,6 +437,9 @@ impl Daemon {
             log::debug!("log_level not applied: {why}");
         }
         self.engine.set_limits(new.limits);
+        if new.sinks != self.settings.sinks {
+            self.pipeline.sinks.reload(&new.sinks)?;
+        }
         if new.rescan_interval != self.settings.rescan_interval {
             self.rescan = tick(new.rescan_interval);
         }

@@ -157,6 +157,14 @@ pub fn stdout_unread() -> io::Result<u64> {
     Ok(rustix::io::ioctl_fionread(io::stdout().as_fd())?)
 }
 
+/// This host's name (`uname -n`), lossily as UTF-8; a label only.
+pub fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

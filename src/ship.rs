@@ -1,0 +1,664 @@
+//! Shipping: every configured sink (a PostgreSQL database, an HTTP collector, a mirror
+//! directory) is a durable consumer of the archive, and the archive is its buffer.
+//!
+//! A sink's thread follows the archive from its own cursor (the consumer `sink:<name>`),
+//! gathers records into batches bounded by records, bytes and time (`flush_interval`), and
+//! hands each batch to its [`Destination`]. Only once the destination has acknowledged the
+//! whole batch does the cursor move, in one archive transaction with the dead letters of the
+//! batch and the destination's own state (a mirror's file lengths): a crash at any point
+//! ships the batch again, and every destination keys what it stores on (machine, source,
+//! generation, offset), so shipping it again changes nothing there.
+//!
+//! - A failure that may pass (the destination is down, slow, busy) is retried with
+//!   exponential backoff and jitter up to 60 s, honouring a `Retry-After`; the archive keeps
+//!   archiving meanwhile, and memory stays bounded (a follower that falls behind reads from
+//!   the archive again instead of queueing).
+//! - A batch refused for good is bisected down to the records at fault; each goes to
+//!   `dead_letters` with the destination's answer, and the sink moves on.
+//! - `run --once` ships too, and ends at the first failure that may pass, with an error.
+
+mod http;
+mod mirror;
+mod postgres;
+mod spec;
+
+pub use spec::{SinkSpec, SinkTable, Target, from_table as spec_from_table, parse_ship};
+
+use crate::archive::{Archive, ExportRow, now_ms, record_consumer_done};
+use crate::checkpointer::CommitSignal;
+use crate::error::{Error, Result};
+use crate::follow::{Follower, Hub, Start};
+use crate::write_turn::WriteTurn;
+use rusqlite::{TransactionBehavior, params};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A sink's live queue: at most this many commits and bytes before it reads from the archive
+/// instead (memory stays bounded through an outage).
+const LIVE_BACKLOG: (usize, u64) = (256, 8 << 20);
+/// The first retry's delay; each failure doubles it, up to [`MAX_DELAY`].
+const FIRST_DELAY: Duration = Duration::from_millis(500);
+/// The longest pause between two attempts.
+pub const MAX_DELAY: Duration = Duration::from_secs(60);
+/// How often an outage is summed up in the log while it lasts.
+const SUMMARY_EVERY: Duration = Duration::from_secs(60);
+
+/// The consumer name under which sink `name` keeps its cursor.
+pub fn consumer_name(name: &str) -> String {
+    format!("sink:{name}")
+}
+
+/// Who ships: the archive's machine id (made once with the archive) and the host's name, a
+/// label only.
+#[derive(Clone, Debug)]
+pub struct Machine {
+    /// A UUID.
+    pub id: String,
+    /// The host name when it was started.
+    pub host: String,
+}
+
+impl Machine {
+    /// The machine of the archive `archive`.
+    pub fn of(archive: &Archive) -> Result<Machine> {
+        let id = archive.state("machine_id")?.unwrap_or_default();
+        let host = crate::sys::host_name();
+        Ok(Machine { id, host })
+    }
+}
+
+/// Why a delivery failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// It may pass (unreachable, timed out, busy, a transient server error): retried.
+    Transient {
+        /// What the destination, or the connection, said.
+        message: String,
+        /// How long the destination asked to wait (`Retry-After`).
+        retry_after: Option<Duration>,
+    },
+    /// The destination refused the batch for good: it is bisected down to the records at fault.
+    Refused {
+        /// What the destination said.
+        message: String,
+    },
+}
+
+impl Failure {
+    /// A failure that may pass, without a wait asked for.
+    pub fn transient(message: impl Into<String>) -> Failure {
+        Failure::Transient {
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+}
+
+/// Where a sink's batches go.
+pub trait Destination: Send {
+    /// Delivers `batch` (records in `seq` order). `Ok` means the destination has stored every
+    /// record of it (as durably as it promises); storing a record again must change nothing.
+    fn deliver(&mut self, batch: &[ExportRow]) -> std::result::Result<(), Failure>;
+
+    /// State to commit with the cursor after the last delivery, as (key, value) pairs; read
+    /// back with [`Archive`]'s `sink_state` when the sink starts again.
+    fn take_state(&mut self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    /// What it is, in a sentence such as "PostgreSQL unreachable".
+    fn kind(&self) -> &'static str;
+}
+
+/// Opens the destination of `spec`, shipping as `machine`, over the archive at `db`.
+pub fn open_destination(
+    spec: &SinkSpec,
+    machine: &Machine,
+    db: &Path,
+) -> Result<Box<dyn Destination>> {
+    Ok(match &spec.target {
+        Target::Postgres { .. } => Box::new(postgres::Postgres::new(spec, machine)),
+        Target::Http { .. } => Box::new(http::Http::new(spec, machine)?),
+        Target::Mirror { dir, roots } => {
+            Box::new(mirror::Mirror::open(&spec.name, dir, roots.clone(), db)?)
+        }
+    })
+}
+
+/// A running sink thread.
+pub struct Shipping {
+    /// The sink it runs.
+    pub spec: SinkSpec,
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<()>>,
+}
+
+impl Shipping {
+    /// Asks the sink to stop after the batch in hand (a retry pause ends at once).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    /// Waits for the thread; its error, if it ended with one.
+    pub fn join(self) -> Result<()> {
+        let name = self.spec.name.clone();
+        self.handle.join().unwrap_or_else(|_| {
+            Err(Error::ShipFailed {
+                name,
+                message: "its thread panicked".into(),
+            })
+        })
+    }
+}
+
+/// How a sink thread runs.
+pub struct Wiring {
+    /// The archive's path.
+    pub db: PathBuf,
+    /// Where commits are published.
+    pub hub: Arc<Hub>,
+    /// Told of each cursor commit (the checkpointer).
+    pub committed: CommitSignal,
+    /// Turns at writing the archive, records first.
+    pub turns: Arc<WriteTurn>,
+    /// True for `run --once`: stop at the first failure, with an error, and end once caught
+    /// up with a closed hub.
+    pub once: bool,
+}
+
+/// Starts the thread of sink `spec`. It follows the archive until the hub closes and every
+/// record is shipped, or [`Shipping::stop`]; in a daemon an archive error is logged and the
+/// sink follows again after a pause, while in `run --once` it is the thread's error.
+pub fn spawn(
+    spec: SinkSpec,
+    wiring: &Wiring,
+    stop_all: Option<Arc<AtomicBool>>,
+) -> Result<Shipping> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let ctx = ShipContext {
+        db: wiring.db.clone(),
+        hub: Arc::clone(&wiring.hub),
+        committed: wiring.committed.clone(),
+        turns: Arc::clone(&wiring.turns),
+        once: wiring.once,
+        stop: Arc::clone(&stop),
+        stop_all,
+    };
+    let thread_spec = spec.clone();
+    let handle = std::thread::Builder::new()
+        .name(format!("sink {}", spec.name))
+        .spawn(move || ctx.run(thread_spec))
+        .map_err(|source| Error::Thread {
+            name: "sink",
+            source,
+        })?;
+    Ok(Shipping { spec, stop, handle })
+}
+
+/// The running sinks of one `run`.
+pub struct Sinks {
+    wiring: Wiring,
+    stop_all: Option<Arc<AtomicBool>>,
+    running: Vec<Shipping>,
+}
+
+impl Sinks {
+    /// Starts a thread for each of `specs`; `stop_all` (the daemon's stop flag) stops them all.
+    pub fn start(
+        specs: &[SinkSpec],
+        wiring: Wiring,
+        stop_all: Option<Arc<AtomicBool>>,
+    ) -> Result<Sinks> {
+        let mut sinks = Sinks {
+            wiring,
+            stop_all,
+            running: Vec::new(),
+        };
+        for spec in specs {
+            let started = spawn(spec.clone(), &sinks.wiring, sinks.stop_all.clone())?;
+            sinks.running.push(started);
+        }
+        Ok(sinks)
+    }
+
+    /// Runs `specs` from now on: a sink no longer configured stops, a changed one stops and
+    /// starts again as configured, a new one starts. Every cursor stays (it is the name's).
+    pub fn reload(&mut self, specs: &[SinkSpec]) -> Result<()> {
+        let (keep, stop): (Vec<Shipping>, Vec<Shipping>) = std::mem::take(&mut self.running)
+            .into_iter()
+            .partition(|s| specs.contains(&s.spec));
+        stop.iter().for_each(Shipping::stop);
+        for s in stop {
+            let name = s.spec.name.clone();
+            if let Err(e) = s.join() {
+                log::warn!("sink {name}: {:#}", anyhow::Error::from(e));
+            }
+            log::info!("sink {name}: stopped for the new configuration");
+        }
+        self.running = keep;
+        for spec in specs {
+            if !self.running.iter().any(|s| s.spec == *spec) {
+                let started = spawn(spec.clone(), &self.wiring, self.stop_all.clone())?;
+                self.running.push(started);
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for every sink to end (caught up with a closed hub, or stopped); the first
+    /// error, if any ended with one.
+    pub fn finish(self) -> Result<()> {
+        let mut first = Ok(());
+        for s in self.running {
+            if let Err(e) = s.join() {
+                if first.is_ok() {
+                    first = Err(e);
+                } else {
+                    log::error!("{:#}", anyhow::Error::from(e));
+                }
+            }
+        }
+        first
+    }
+}
+
+/// What a sink thread shares with the daemon.
+struct ShipContext {
+    db: PathBuf,
+    hub: Arc<Hub>,
+    committed: CommitSignal,
+    turns: Arc<WriteTurn>,
+    once: bool,
+    stop: Arc<AtomicBool>,
+    /// The daemon's stop flag.
+    stop_all: Option<Arc<AtomicBool>>,
+}
+
+impl ShipContext {
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+            || self
+                .stop_all
+                .as_ref()
+                .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// Ships until done; archive errors in a daemon are retried after a pause.
+    fn run(self, spec: SinkSpec) -> Result<()> {
+        loop {
+            let err = match Shipper::open(&self, &spec) {
+                Ok(mut shipper) => match shipper.follow(&self) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => e,
+                },
+                Err(e) => e,
+            };
+            if self.once || matches!(err, Error::ShipFailed { .. }) {
+                return Err(err);
+            }
+            let name = &spec.name;
+            log::error!(
+                "sink {name}: {:#}; following again in 5s",
+                anyhow::Error::from(err)
+            );
+            if !self.pause(Duration::from_secs(5)) {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sleeps `wait`, ending early when the sink stops; false when it did.
+    fn pause(&self, wait: Duration) -> bool {
+        let until = Instant::now() + wait;
+        while Instant::now() < until {
+            if self.stopping() {
+                return false;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+        !self.stopping()
+    }
+}
+
+/// A record refused for good, on its way to `dead_letters`.
+struct DeadLetter {
+    source: i64,
+    generation: i64,
+    offset: u64,
+    seq: i64,
+    answer: String,
+}
+
+/// An outage in progress: since when, how many attempts, the last answer.
+struct Outage {
+    since: Instant,
+    attempts: u32,
+    next_summary: Instant,
+}
+
+/// One sink following the archive.
+struct Shipper {
+    spec: SinkSpec,
+    consumer: String,
+    archive: Archive,
+    destination: Box<dyn Destination>,
+    outage: Option<Outage>,
+}
+
+impl Shipper {
+    fn open(ctx: &ShipContext, spec: &SinkSpec) -> Result<Shipper> {
+        let mut archive = Archive::open(&ctx.db)?;
+        let machine = Machine::of(&archive)?;
+        let destination = open_destination(spec, &machine, &ctx.db)?;
+        let (kind, target) = (spec.target.kind(), spec.target.display());
+        let conn = archive.connection();
+        let registered = conn.execute(
+            "INSERT INTO sinks (name, kind, target) VALUES (?1, ?2, ?3)
+             ON CONFLICT (name) DO UPDATE SET kind = ?2, target = ?3",
+            params![spec.name, kind, target],
+        );
+        archive.db(registered)?;
+        Ok(Shipper {
+            spec: spec.clone(),
+            consumer: consumer_name(&spec.name),
+            archive,
+            destination,
+            outage: None,
+        })
+    }
+
+    /// Follows the archive until the hub closes and every record is shipped, or it stops.
+    fn follow(&mut self, ctx: &ShipContext) -> Result<()> {
+        let after = self.archive.consumer_seq(&self.consumer)?.unwrap_or(0);
+        let hub = Arc::clone(&ctx.hub);
+        let reads = Archive::open(&ctx.db)?;
+        let mut follower = Follower::start_to_end(hub, reads, Start::After(after), LIVE_BACKLOG)?;
+        log::info!(
+            "sink {}: shipping to {} from seq {after}",
+            self.spec.name,
+            self.spec.target.display()
+        );
+        while !ctx.stopping() {
+            let batch = self.next_batch(&mut follower, ctx)?;
+            if batch.is_empty() {
+                if follower.ended() {
+                    return Ok(());
+                }
+                continue;
+            }
+            let mut dead = Vec::new();
+            if !self.settle(&batch, &mut dead, ctx, &follower)? {
+                return Ok(());
+            }
+            let caught_up = follower.done() >= ctx.hub.published();
+            self.commit(follower.done(), &dead, caught_up, ctx)?;
+        }
+        Ok(())
+    }
+
+    /// The next batch: waits a moment for a first record, then gathers more until the batch
+    /// is full or `flush_interval` has passed since the first. Empty when none came.
+    fn next_batch(&self, follower: &mut Follower, ctx: &ShipContext) -> Result<Vec<ExportRow>> {
+        let Some(first) = follower.next(Duration::from_millis(100))? else {
+            return Ok(Vec::new());
+        };
+        let deadline = Instant::now() + self.spec.flush_interval;
+        let mut bytes = first.record.len() as u64;
+        let mut batch = vec![first];
+        while batch.len() < self.spec.batch_records && bytes < self.spec.batch_bytes {
+            let wait = deadline.saturating_duration_since(Instant::now());
+            // A stopping daemon ships what it has without waiting for more.
+            let wait = if ctx.stopping() { Duration::ZERO } else { wait };
+            let Some(row) = follower.next(wait)? else {
+                break;
+            };
+            bytes += row.record.len() as u64;
+            batch.push(row);
+        }
+        Ok(batch)
+    }
+
+    /// Delivers `batch`, retrying failures that may pass and bisecting refusals down to the
+    /// records at fault (into `dead`). False when the sink stopped before it was settled.
+    fn settle(
+        &mut self,
+        batch: &[ExportRow],
+        dead: &mut Vec<DeadLetter>,
+        ctx: &ShipContext,
+        follower: &Follower,
+    ) -> Result<bool> {
+        loop {
+            match self.destination.deliver(batch) {
+                Ok(()) => {
+                    self.recovered()?;
+                    return Ok(true);
+                }
+                Err(Failure::Transient {
+                    message,
+                    retry_after,
+                }) => {
+                    let delay = self.failed(&message, retry_after, ctx, follower)?;
+                    if ctx.once {
+                        return Err(Error::ShipFailed {
+                            name: self.spec.name.clone(),
+                            message,
+                        });
+                    }
+                    if !ctx.pause(delay) {
+                        return Ok(false);
+                    }
+                }
+                Err(Failure::Refused { message }) => {
+                    return self.bisect(batch, message, dead, ctx, follower);
+                }
+            }
+        }
+    }
+
+    /// A refused batch: halves settled one after the other; a single record is dead-lettered.
+    fn bisect(
+        &mut self,
+        batch: &[ExportRow],
+        message: String,
+        dead: &mut Vec<DeadLetter>,
+        ctx: &ShipContext,
+        follower: &Follower,
+    ) -> Result<bool> {
+        if let [row] = batch {
+            log::warn!(
+                "sink {}: seq {} (source {} generation {} offset {}, {}) refused: {message}; kept in dead_letters",
+                self.spec.name,
+                row.seq,
+                row.source,
+                row.generation,
+                row.offset,
+                row.path.display()
+            );
+            dead.push(DeadLetter {
+                source: row.source,
+                generation: row.generation,
+                offset: row.offset,
+                seq: row.seq,
+                answer: message,
+            });
+            return Ok(true);
+        }
+        let (a, b) = batch.split_at(batch.len() / 2);
+        Ok(self.settle(a, dead, ctx, follower)? && self.settle(b, dead, ctx, follower)?)
+    }
+
+    /// Notes a failure that may pass: logged the first time and summed up while it lasts,
+    /// kept for `status`. Returns how long to wait before the next attempt.
+    fn failed(
+        &mut self,
+        message: &str,
+        retry_after: Option<Duration>,
+        ctx: &ShipContext,
+        follower: &Follower,
+    ) -> Result<Duration> {
+        let now = Instant::now();
+        let outage = self.outage.get_or_insert(Outage {
+            since: now,
+            attempts: 0,
+            next_summary: now,
+        });
+        outage.attempts += 1;
+        let delay = retry_after.map_or_else(|| backoff(outage.attempts), |d| d.min(MAX_DELAY));
+        let name = &self.spec.name;
+        let first = outage.attempts == 1;
+        if first {
+            log::warn!(
+                "sink {name}: {message}; retrying in {}",
+                humantime::format_duration(round(delay))
+            );
+        } else if now >= outage.next_summary && !ctx.once {
+            let waiting = ctx.hub.published() - follower.done();
+            log::warn!(
+                "sink {name}: {} for {}, {waiting} records waiting; retrying every {}: {message}",
+                self.destination.kind(),
+                humantime::format_duration(round(now - outage.since)),
+                humantime::format_duration(round(delay.max(backoff(outage.attempts)))),
+            );
+        }
+        if now >= outage.next_summary {
+            outage.next_summary = now + SUMMARY_EVERY;
+            self.note_failure(message, first)?;
+        }
+        Ok(delay)
+    }
+
+    /// Keeps the failure for `status` (and, the first time, as an event).
+    fn note_failure(&mut self, message: &str, first: bool) -> Result<()> {
+        let name = self.spec.name.clone();
+        let conn = self.archive.connection();
+        let noted = conn
+            .execute(
+                "UPDATE sinks SET last_error = ?2, last_error_ms = ?3,
+                 failing_since_ms = coalesce(failing_since_ms, ?3) WHERE name = ?1",
+                params![name, message, now_ms()],
+            )
+            .and_then(|_| match first {
+                true => sink_event(conn, &name, "sink-failing", message),
+                false => Ok(()),
+            });
+        self.archive.db(noted)
+    }
+
+    /// Ends an outage, if there was one: logged, and an event.
+    fn recovered(&mut self) -> Result<()> {
+        let Some(outage) = self.outage.take() else {
+            return Ok(());
+        };
+        let name = self.spec.name.clone();
+        let detail = format!(
+            "delivering again after {} and {} failed attempts",
+            humantime::format_duration(round(outage.since.elapsed())),
+            outage.attempts
+        );
+        log::info!("sink {name}: {detail}");
+        let conn = self.archive.connection();
+        let noted = sink_event(conn, &name, "sink-recovered", &detail);
+        self.archive.db(noted)
+    }
+
+    /// Moves the cursor to `seq`, with the dead letters and the destination's state, in one
+    /// transaction.
+    fn commit(
+        &mut self,
+        seq: i64,
+        dead: &[DeadLetter],
+        caught_up: bool,
+        ctx: &ShipContext,
+    ) -> Result<()> {
+        let state = self.destination.take_state();
+        let (name, consumer) = (self.spec.name.clone(), self.consumer.clone());
+        let _turn = ctx.turns.for_consumer();
+        let conn = self.archive.connection();
+        let done = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .and_then(|tx| {
+                record_consumer_done(&tx, &consumer, seq)?;
+                for d in dead {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO dead_letters
+                         (sink, source_id, generation, offset, seq, answer, at_ms)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                        params![
+                            name,
+                            d.source,
+                            d.generation,
+                            d.offset as i64,
+                            d.seq,
+                            d.answer,
+                            now_ms()
+                        ],
+                    )?;
+                }
+                for (key, value) in &state {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO sink_state (sink, key, value) VALUES (?1, ?2, ?3)",
+                        params![name, key, value],
+                    )?;
+                }
+                tx.execute(
+                    "UPDATE sinks SET last_ok_ms = ?2, failing_since_ms = NULL,
+                     caught_up_ms = CASE WHEN ?3 THEN ?2 ELSE caught_up_ms END WHERE name = ?1",
+                    params![name, now_ms(), caught_up],
+                )?;
+                tx.commit()
+            });
+        self.archive.db(done)?;
+        ctx.committed.committed(1);
+        Ok(())
+    }
+}
+
+/// Records an event about sink `name` in the archive's events.
+fn sink_event(
+    conn: &rusqlite::Connection,
+    name: &str,
+    kind: &str,
+    detail: &str,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO events (at_ms, source_id, kind, path, detail) VALUES (?1, NULL, ?2, ?3, ?4)",
+        params![now_ms(), kind, consumer_name(name).into_bytes(), detail],
+    )
+    .map(drop)
+}
+
+/// The pause before attempt `attempts + 1`: doubling from [`FIRST_DELAY`] up to
+/// [`MAX_DELAY`], then between half and all of that at random, so that sinks (and machines)
+/// that failed together do not retry together.
+fn backoff(attempts: u32) -> Duration {
+    let full = FIRST_DELAY
+        .saturating_mul(1 << attempts.saturating_sub(1).min(16))
+        .min(MAX_DELAY);
+    full / 2 + full.mul_f64(fastrand::f64() / 2.0)
+}
+
+/// A duration to the second (at least a second shows as such), for log lines.
+fn round(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs().max(u64::from(d.subsec_millis() >= 500)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_a_minute_with_jitter() {
+        for attempts in 1..40 {
+            let full = FIRST_DELAY
+                .saturating_mul(1 << (attempts - 1).min(16))
+                .min(MAX_DELAY);
+            let d = backoff(attempts);
+            assert!(d >= full / 2 && d <= full, "{attempts}: {d:?} of {full:?}");
+        }
+        assert_eq!(backoff(30).max(MAX_DELAY), MAX_DELAY);
+    }
+}

@@ -1,0 +1,127 @@
+//! The HTTP destination: each batch is one POST of NDJSON envelopes (gzip by default), with
+//! an `Idempotency-Key` derived from its first and last record's keys. A 2xx acknowledges the
+//! batch; 408, 429 and 5xx (and no answer) may pass; any other answer refuses it.
+
+use super::{Destination, Failure, Machine, SinkSpec, Target};
+use crate::archive::ExportRow;
+use crate::envelope::Envelope;
+use crate::error::Result;
+use crate::ship::spec::Secret;
+use flate2::Compression;
+use flate2::write::GzEncoder;
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+/// How much of an error answer's body goes into the log and `dead_letters`.
+const ANSWER_LIMIT: u64 = 1024;
+
+/// An HTTP collector.
+pub struct Http {
+    url: String,
+    token: Option<Secret>,
+    headers: BTreeMap<String, String>,
+    gzip: bool,
+    machine: Machine,
+    agent: ureq::Agent,
+}
+
+impl Http {
+    /// The destination of `spec` (an http target).
+    pub fn new(spec: &SinkSpec, machine: &Machine) -> Result<Http> {
+        let Target::Http {
+            url,
+            token,
+            headers,
+            gzip,
+        } = &spec.target
+        else {
+            unreachable!("an http destination is made from an http target")
+        };
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(spec.timeout))
+            .user_agent(concat!("transcript-sync/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Ok(Http {
+            url: url.clone(),
+            token: token.clone(),
+            headers: headers.clone(),
+            gzip: *gzip,
+            machine: machine.clone(),
+            agent,
+        })
+    }
+
+    /// The request body: one envelope per line, gzipped when asked.
+    fn body(&self, batch: &[ExportRow]) -> std::io::Result<Vec<u8>> {
+        let mut ndjson = Vec::new();
+        for row in batch {
+            Envelope::of(row).write_shipped(&mut ndjson, &self.machine.id, &self.machine.host)?;
+        }
+        if !self.gzip {
+            return Ok(ndjson);
+        }
+        let mut gz = GzEncoder::new(Vec::with_capacity(ndjson.len() / 4), Compression::fast());
+        gz.write_all(&ndjson)?;
+        gz.finish()
+    }
+
+    /// The batch's idempotency key: the machine and the first and last record's keys.
+    fn idempotency_key(&self, batch: &[ExportRow]) -> String {
+        let key = |r: &ExportRow| format!("{}.{}.{}", r.source, r.generation, r.offset);
+        let (first, last) = (&batch[0], &batch[batch.len() - 1]);
+        format!("{}:{}-{}", self.machine.id, key(first), key(last))
+    }
+}
+
+impl Destination for Http {
+    fn deliver(&mut self, batch: &[ExportRow]) -> std::result::Result<(), Failure> {
+        let body = self
+            .body(batch)
+            .map_err(|e| Failure::transient(format!("building the request body: {e}")))?;
+        let mut request = (self.agent.post(&self.url))
+            .header("Content-Type", "application/x-ndjson")
+            .header("Idempotency-Key", self.idempotency_key(batch));
+        if self.gzip {
+            request = request.header("Content-Encoding", "gzip");
+        }
+        if let Some(secret) = &self.token {
+            let token = secret.read().map_err(Failure::transient)?;
+            request = request.header("Authorization", format!("Bearer {token}"));
+        }
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        let mut response = match request.send(&body[..]) {
+            Ok(r) => r,
+            Err(e) => return Err(Failure::transient(format!("HTTP {}: {e}", self.url))),
+        };
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(());
+        }
+        let retry_after = (response.headers().get("retry-after"))
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let mut answer = Vec::new();
+        let _ = (response.body_mut().as_reader())
+            .take(ANSWER_LIMIT)
+            .read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        let message = format!("HTTP {} answered {status}: {}", self.url, answer.trim());
+        match status {
+            408 | 429 | 500..=599 => Err(Failure::Transient {
+                message,
+                retry_after,
+            }),
+            _ => Err(Failure::Refused { message }),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        "HTTP collector unreachable"
+    }
+}

@@ -1,0 +1,310 @@
+//! The PostgreSQL destination: a schema of its own (created and migrated here), records
+//! inserted idempotently on their key (machine, source, generation, offset) by `COPY` into a
+//! staging table and `INSERT … ON CONFLICT DO NOTHING`, one transaction per batch.
+
+use super::{Destination, Failure, Machine, SinkSpec, Target};
+use crate::archive::ExportRow;
+use crate::ship::spec::Secret;
+use postgres::{Client, NoTls};
+use std::io::Write;
+use std::time::Duration;
+
+/// The schema's migrations, in order; `{schema}` is replaced by the schema's name.
+const MIGRATIONS: &[&str] = &[include_str!("postgres_v1.sql")];
+
+/// A PostgreSQL sink's connection, opened (and the schema migrated) at the first delivery and
+/// again after any failure.
+pub struct Postgres {
+    url: String,
+    password: Option<Secret>,
+    schema: String,
+    timeout: Duration,
+    machine: Machine,
+    client: Option<Client>,
+}
+
+impl Postgres {
+    /// The destination of `spec` (a postgres target), not yet connected.
+    pub fn new(spec: &SinkSpec, machine: &Machine) -> Postgres {
+        let Target::Postgres {
+            url,
+            password,
+            schema,
+            ..
+        } = &spec.target
+        else {
+            unreachable!("a postgres destination is made from a postgres target")
+        };
+        Postgres {
+            url: url.clone(),
+            password: password.clone(),
+            schema: schema.clone(),
+            timeout: spec.timeout,
+            machine: machine.clone(),
+            client: None,
+        }
+    }
+
+    fn connect(&mut self) -> Result<Client, Failure> {
+        let mut config: postgres::Config = (self.url.parse())
+            .map_err(|e| Failure::transient(format!("PostgreSQL url {}: {e}", self.url)))?;
+        if let Some(secret) = &self.password {
+            config.password(secret.read().map_err(Failure::transient)?);
+        }
+        let ms = self.timeout.as_millis();
+        config
+            .connect_timeout(self.timeout)
+            .application_name("transcript-sync")
+            .options(&format!("-c statement_timeout={ms} -c lock_timeout={ms}"));
+        let mut client = config.connect(NoTls).map_err(|e| self.failure(&e))?;
+        self.migrate(&mut client).map_err(|e| self.failure(&e))?;
+        let registered = client.execute(
+            &self.sql(
+                "INSERT INTO {schema}.machines (machine, host) VALUES ($1::text::uuid, $2)
+                 ON CONFLICT (machine) DO UPDATE SET host = EXCLUDED.host, last_seen = now()",
+            ),
+            &[&self.machine.id, &self.machine.host],
+        );
+        registered.map_err(|e| self.failure(&e))?;
+        client
+            .batch_execute(
+                "CREATE TEMP TABLE ts_staging (
+                    source bigint, generation bigint, \"offset\" bigint, seq bigint,
+                    harness text, path text, record text, json_ok boolean
+                 ) ON COMMIT DELETE ROWS",
+            )
+            .map_err(|e| self.failure(&e))?;
+        Ok(client)
+    }
+
+    /// Creates or migrates the schema, under a lock that other machines' sinks take too.
+    fn migrate(&self, client: &mut Client) -> Result<(), postgres::Error> {
+        let mut tx = client.transaction()?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext($1))",
+            &[&self.schema],
+        )?;
+        tx.batch_execute(&self.sql(
+            "CREATE SCHEMA IF NOT EXISTS {schema};
+             CREATE TABLE IF NOT EXISTS {schema}.schema_version (version integer NOT NULL);",
+        ))?;
+        let found: i64 = tx
+            .query_one(
+                &self.sql("SELECT count(*) FROM {schema}.schema_version"),
+                &[],
+            )?
+            .get(0);
+        let version: i32 = match found {
+            0 => 0,
+            _ => tx
+                .query_one(
+                    &self.sql("SELECT max(version) FROM {schema}.schema_version"),
+                    &[],
+                )?
+                .get(0),
+        };
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.batch_execute(&self.sql(sql))?;
+            let applied = i as i32 + 1;
+            tx.execute(
+                &self.sql("INSERT INTO {schema}.schema_version (version) VALUES ($1)"),
+                &[&applied],
+            )?;
+            log::info!(
+                "PostgreSQL {}: schema {} at version {applied}",
+                self.url,
+                self.schema
+            );
+        }
+        tx.commit()
+    }
+
+    fn sql(&self, text: &str) -> String {
+        text.replace("{schema}", &self.schema)
+    }
+
+    /// Inserts `batch` in one transaction. A failed write of the `COPY` data is the
+    /// connection's failure.
+    fn insert(&self, client: &mut Client, batch: &[ExportRow]) -> Result<(), Failure> {
+        let mut tx = client.transaction().map_err(|e| self.failure(&e))?;
+        let mut copy = tx
+            .copy_in(
+                "COPY ts_staging (source, generation, \"offset\", seq, harness, path, record, json_ok) FROM STDIN",
+            )
+            .map_err(|e| self.failure(&e))?;
+        let mut data = Vec::new();
+        for row in batch {
+            copy_line(&mut data, row);
+        }
+        copy.write_all(&data).map_err(|e| {
+            Failure::transient(format!("PostgreSQL at {} unreachable: {e}", self.url))
+        })?;
+        copy.finish().map_err(|e| self.failure(&e))?;
+        self.insert_staged(tx).map_err(|e| self.failure(&e))
+    }
+
+    fn insert_staged(&self, mut tx: postgres::Transaction<'_>) -> Result<(), postgres::Error> {
+        let machine = &self.machine.id;
+        tx.execute(
+            &self.sql(
+                "INSERT INTO {schema}.sources (machine, source, harness, path, generation)
+                 SELECT DISTINCT ON (source) $1::text::uuid, source, harness, path, generation
+                 FROM ts_staging ORDER BY source, seq DESC
+                 ON CONFLICT (machine, source) DO UPDATE
+                 SET harness = EXCLUDED.harness, path = EXCLUDED.path,
+                     generation = EXCLUDED.generation",
+            ),
+            &[machine],
+        )?;
+        tx.execute(
+            &self.sql(
+                "INSERT INTO {schema}.records
+                 (machine, source, generation, \"offset\", seq, harness, record, doc)
+                 SELECT $1::text::uuid, source, generation, \"offset\", seq, harness, record,
+                        CASE WHEN json_ok THEN record::jsonb END
+                 FROM ts_staging
+                 ON CONFLICT DO NOTHING",
+            ),
+            &[machine],
+        )?;
+        tx.commit()
+    }
+
+    /// A failure as a sink sees it: what PostgreSQL said, and whether it may pass.
+    fn failure(&self, e: &postgres::Error) -> Failure {
+        let message = match e.as_db_error() {
+            Some(db) => format!(
+                "PostgreSQL at {}: {} ({}){}",
+                self.url,
+                db.message(),
+                db.code().code(),
+                db.detail().map(|d| format!(": {d}")).unwrap_or_default()
+            ),
+            None => format!("PostgreSQL at {} unreachable: {e}", self.url),
+        };
+        let class = e.code().map(|c| &c.code()[..2]);
+        match class {
+            // Data exceptions and integrity violations: this batch will never go in.
+            Some("22" | "23") => Failure::Refused { message },
+            _ => Failure::transient(message),
+        }
+    }
+}
+
+impl Destination for Postgres {
+    fn deliver(&mut self, batch: &[ExportRow]) -> Result<(), Failure> {
+        let mut client = match self.client.take() {
+            Some(c) if !c.is_closed() => c,
+            _ => self.connect()?,
+        };
+        match self.insert(&mut client, batch) {
+            Ok(()) => {
+                self.client = Some(client);
+                Ok(())
+            }
+            Err(failure) => {
+                // The transaction rolled back; after a refusal the connection is still good.
+                if matches!(failure, Failure::Refused { .. }) {
+                    self.client = Some(client);
+                }
+                Err(failure)
+            }
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        "PostgreSQL unreachable"
+    }
+}
+
+/// One line of `COPY … FROM STDIN` text format for `row`.
+fn copy_line(out: &mut Vec<u8>, row: &ExportRow) {
+    use std::io::Write as _;
+    let _ = write!(
+        out,
+        "{}\t{}\t{}\t{}\t",
+        row.source, row.generation, row.offset, row.seq
+    );
+    copy_text(out, row.harness.as_bytes());
+    out.push(b'\t');
+    copy_text(out, row.path.to_string_lossy().as_bytes());
+    out.push(b'\t');
+    copy_text(out, &row.record);
+    out.extend_from_slice(if jsonb_accepts(&row.record) {
+        b"\tt\n"
+    } else {
+        b"\tf\n"
+    });
+}
+
+/// `text` escaped for `COPY` text format.
+fn copy_text(out: &mut Vec<u8>, text: &[u8]) {
+    for &b in text {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            _ => out.push(b),
+        }
+    }
+}
+
+/// False for a record PostgreSQL's `jsonb` refuses although it is valid JSON: one with a
+/// `\u0000` escape or a lone surrogate escape. Its text is kept and its `doc` left null.
+fn jsonb_accepts(record: &[u8]) -> bool {
+    let mut i = 0;
+    let mut pending_high = false;
+    while let Some(at) = memchr::memchr(b'\\', &record[i..]) {
+        let at = i + at;
+        let Some(&kind) = record.get(at + 1) else {
+            break;
+        };
+        if kind != b'u' {
+            if pending_high {
+                return false;
+            }
+            i = at + 2;
+            continue;
+        }
+        let hex = record
+            .get(at + 2..at + 6)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        let Some(unit) = hex.and_then(|h| u16::from_str_radix(h, 16).ok()) else {
+            return false;
+        };
+        let low = (0xDC00..=0xDFFF).contains(&unit);
+        if unit == 0 || (low && !pending_high) || (pending_high && !low) {
+            return false;
+        }
+        pending_high = (0xD800..=0xDBFF).contains(&unit);
+        // A high surrogate must be followed at once by its low half.
+        if pending_high && record.get(at + 6) != Some(&b'\\') {
+            return false;
+        }
+        i = at + 6;
+    }
+    !pending_high
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jsonb_refusals_are_told_apart() {
+        assert!(jsonb_accepts(br#"{"a":"plain \" \\ \n"}"#));
+        assert!(jsonb_accepts(br#"{"e":"\ud83d\ude00 \u00e9"}"#));
+        assert!(!jsonb_accepts(br#"{"a":"nul \u0000 here"}"#));
+        assert!(!jsonb_accepts(br#"{"a":"lone \ud83d here"}"#));
+        assert!(!jsonb_accepts(br#"{"a":"lone \ude00 here"}"#));
+        assert!(!jsonb_accepts(br#"{"a":"\ud83d\u0041"}"#));
+    }
+
+    #[test]
+    fn copy_text_escapes_what_the_format_reserves() {
+        let mut out = Vec::new();
+        copy_text(&mut out, b"a\tb\\c\nd\re");
+        assert_eq!(out, b"a\\tb\\\\c\\nd\\re");
+    }
+}

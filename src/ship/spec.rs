@@ -1,0 +1,445 @@
+//! What a sink is: from a `[[sink]]` table of `config.toml` or a `--ship URL`, checked before
+//! anything starts (no password in a URL, a known type, a usable secret source).
+
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Default time a live record waits for others to share its batch.
+pub const DEFAULT_FLUSH: Duration = Duration::from_secs(1);
+/// Default records per batch, at most.
+pub const DEFAULT_BATCH_RECORDS: usize = 5000;
+/// Default bytes of records per batch, at most (past one record).
+pub const DEFAULT_BATCH_BYTES: u64 = 8 << 20;
+/// Default time one delivery may take before it counts as failed.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default PostgreSQL schema.
+pub const DEFAULT_SCHEMA: &str = "transcript_sync";
+
+/// One sink, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SinkSpec {
+    /// Its name: in `status`, log lines and its cursor (`sink:<name>`).
+    pub name: String,
+    /// Where it ships to.
+    pub target: Target,
+    /// How long a record waits for others to share its batch.
+    pub flush_interval: Duration,
+    /// Records per batch, at most.
+    pub batch_records: usize,
+    /// Bytes of records per batch, at most (past one record).
+    pub batch_bytes: u64,
+    /// How long one delivery may take.
+    pub timeout: Duration,
+}
+
+/// A sink's destination.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Target {
+    /// A PostgreSQL database.
+    Postgres {
+        /// The connection URL, without a password.
+        url: String,
+        /// Where the password comes from.
+        password: Option<Secret>,
+        /// The schema its tables live in.
+        schema: String,
+        /// Whether to use TLS.
+        sslmode: SslMode,
+    },
+    /// An HTTP endpoint taking NDJSON.
+    Http {
+        /// The URL POSTed to, without credentials.
+        url: String,
+        /// Where the bearer token comes from.
+        token: Option<Secret>,
+        /// Extra headers.
+        headers: BTreeMap<String, String>,
+        /// Gzip the body (the default).
+        gzip: bool,
+    },
+    /// A directory of byte-exact transcript copies.
+    Mirror {
+        /// The directory.
+        dir: PathBuf,
+        /// The watched roots, (path, harness), longest first: a mirrored file's path is its
+        /// path under its root.
+        roots: Vec<(PathBuf, String)>,
+    },
+}
+
+impl Target {
+    /// `postgres`, `http` or `mirror`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Target::Postgres { .. } => "postgres",
+            Target::Http { .. } => "http",
+            Target::Mirror { .. } => "mirror",
+        }
+    }
+
+    /// Where to, for people: a URL (never with a password) or the directory.
+    pub fn display(&self) -> String {
+        match self {
+            Target::Postgres { url, .. } | Target::Http { url, .. } => url.clone(),
+            Target::Mirror { dir, .. } => dir.display().to_string(),
+        }
+    }
+}
+
+/// Where a password or token comes from: never the command line, never a log line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Secret {
+    /// The first line of this file.
+    File(PathBuf),
+    /// This environment variable.
+    Env(String),
+}
+
+impl Secret {
+    /// Reads the secret now (a changed file is read again at the next connection).
+    pub fn read(&self) -> std::result::Result<String, String> {
+        match self {
+            Secret::File(path) => match std::fs::read_to_string(path) {
+                Ok(text) => Ok(text.lines().next().unwrap_or_default().to_owned()),
+                Err(e) => Err(format!(
+                    "cannot read the secret file {}: {e}",
+                    path.display()
+                )),
+            },
+            Secret::Env(name) => std::env::var(name)
+                .map_err(|_| format!("the environment variable {name} is not set")),
+        }
+    }
+}
+
+/// TLS to PostgreSQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SslMode {
+    /// Plain TCP or a Unix socket.
+    Disable,
+    /// TLS, certificate not checked.
+    Require,
+    /// TLS with the certificate checked against the host name.
+    VerifyFull,
+}
+
+/// A `[[sink]]` table as written; every key but `name` and `type` is optional.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkTable {
+    /// The sink's name.
+    pub name: String,
+    /// `postgres`, `http` or `mirror`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The URL, for `postgres` and `http`.
+    pub url: Option<String>,
+    /// The directory, for `mirror`.
+    pub dir: Option<PathBuf>,
+    /// Where the PostgreSQL password comes from.
+    pub password_file: Option<PathBuf>,
+    /// The environment variable holding the PostgreSQL password.
+    pub password_env: Option<String>,
+    /// Where the HTTP bearer token comes from.
+    pub token_file: Option<PathBuf>,
+    /// The environment variable holding the HTTP bearer token.
+    pub token_env: Option<String>,
+    /// The PostgreSQL schema.
+    pub schema: Option<String>,
+    /// `disable`, `require` or `verify-full`.
+    pub sslmode: Option<String>,
+    /// Extra HTTP headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Gzip HTTP bodies.
+    pub gzip: Option<bool>,
+    /// `1s`, `250ms`…
+    pub flush_interval: Option<String>,
+    /// Records per batch.
+    pub batch_records: Option<usize>,
+    /// Bytes per batch, as a number.
+    pub batch_bytes: Option<u64>,
+    /// `30s`…
+    pub timeout: Option<String>,
+}
+
+/// The sink of table `t`, with mirror paths relative to `roots`. `Err` says what is wrong.
+pub fn from_table(
+    t: &SinkTable,
+    roots: &[(PathBuf, String)],
+) -> std::result::Result<SinkSpec, String> {
+    check_name(&t.name)?;
+    let secret = |file: &Option<PathBuf>, env: &Option<String>, what: &str| match (file, env) {
+        (Some(_), Some(_)) => Err(format!("give {what}_file or {what}_env, not both")),
+        (Some(f), None) if f.is_absolute() => Ok(Some(Secret::File(f.clone()))),
+        (Some(f), None) => Err(format!(
+            "{what}_file {} must be an absolute path",
+            f.display()
+        )),
+        (None, Some(e)) => Ok(Some(Secret::Env(e.clone()))),
+        (None, None) => Ok(None),
+    };
+    let only = |present: bool, key: &str, kinds: &str| match present {
+        true => Err(format!("{key} applies to {kinds} sinks only")),
+        false => Ok(()),
+    };
+    let target = match t.kind.as_str() {
+        "postgres" => {
+            only(t.dir.is_some(), "dir", "mirror")?;
+            only(
+                t.token_file.is_some() || t.token_env.is_some(),
+                "token",
+                "http",
+            )?;
+            let url = t.url.as_deref().ok_or("a postgres sink needs url")?;
+            postgres_target(
+                url,
+                secret(&t.password_file, &t.password_env, "password")?,
+                t,
+            )?
+        }
+        "http" => {
+            only(t.dir.is_some(), "dir", "mirror")?;
+            only(
+                t.password_file.is_some() || t.password_env.is_some(),
+                "password",
+                "postgres",
+            )?;
+            let url = t.url.as_deref().ok_or("an http sink needs url")?;
+            Target::Http {
+                url: http_url(url)?,
+                token: secret(&t.token_file, &t.token_env, "token")?,
+                headers: t.headers.clone(),
+                gzip: t.gzip.unwrap_or(true),
+            }
+        }
+        "mirror" => {
+            only(t.url.is_some(), "url", "postgres and http")?;
+            let dir = t.dir.as_ref().ok_or("a mirror sink needs dir")?;
+            if !dir.is_absolute() {
+                return Err(format!("dir {} must be an absolute path", dir.display()));
+            }
+            mirror_target(dir, roots)
+        }
+        other => {
+            return Err(format!(
+                "unknown sink type {other:?}; the types are postgres, http and mirror"
+            ));
+        }
+    };
+    let interval = |v: &Option<String>, default| match v {
+        Some(text) => humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}")),
+        None => Ok(default),
+    };
+    Ok(SinkSpec {
+        name: t.name.clone(),
+        target,
+        flush_interval: interval(&t.flush_interval, DEFAULT_FLUSH)?,
+        batch_records: t.batch_records.unwrap_or(DEFAULT_BATCH_RECORDS).max(1),
+        batch_bytes: t.batch_bytes.unwrap_or(DEFAULT_BATCH_BYTES).max(1),
+        timeout: interval(&t.timeout, DEFAULT_TIMEOUT)?,
+    })
+}
+
+/// The sink of `--ship ARG`, named after its type (`postgres`, `http`, `mirror`). The
+/// PostgreSQL password comes from `$PGPASSWORD`, the HTTP token from
+/// `$TRANSCRIPT_SYNC_TOKEN`, when set: never from the command line.
+pub fn parse_ship(arg: &str, roots: &[(PathBuf, String)]) -> Result<SinkSpec> {
+    let fail = |message: String| Error::Sink {
+        name: format!("--ship {}", mask(arg)),
+        message,
+    };
+    let mut table = SinkTable::default();
+    if arg.starts_with("postgres://") || arg.starts_with("postgresql://") {
+        table.kind = "postgres".into();
+        table.password_env = std::env::var_os("PGPASSWORD").map(|_| "PGPASSWORD".into());
+    } else if arg.starts_with("http://") || arg.starts_with("https://") {
+        table.kind = "http".into();
+        table.token_env =
+            std::env::var_os("TRANSCRIPT_SYNC_TOKEN").map(|_| "TRANSCRIPT_SYNC_TOKEN".into());
+    } else if let Some(dir) = arg.strip_prefix("mirror:") {
+        table.kind = "mirror".into();
+        table.dir = Some(crate::harness::absolute(Path::new(dir)));
+    } else {
+        return Err(fail(
+            "expected postgres://…, http(s)://… or mirror:DIR".into(),
+        ));
+    }
+    if table.kind != "mirror" {
+        if password_in(arg) {
+            return Err(fail(
+                "the URL holds a password, which any user can read in `ps`; set PGPASSWORD (or TRANSCRIPT_SYNC_TOKEN), or use a [[sink]] table with password_file".into(),
+            ));
+        }
+        table.url = Some(arg.to_owned());
+    }
+    table.name = table.kind.clone();
+    from_table(&table, roots).map_err(fail)
+}
+
+/// Names must be usable in a consumer name and a log line.
+fn check_name(name: &str) -> std::result::Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    match ok {
+        true => Ok(()),
+        false => Err(format!(
+            "sink name {name:?} must be 1 to 64 letters, digits, '-', '_' or '.'"
+        )),
+    }
+}
+
+fn postgres_target(
+    url: &str,
+    password: Option<Secret>,
+    t: &SinkTable,
+) -> std::result::Result<Target, String> {
+    let config: ::postgres::Config = url.parse().map_err(|e| format!("url {}: {e}", mask(url)))?;
+    if config.get_password().is_some() || password_in(url) {
+        return Err(format!(
+            "url {} holds a password; put it in password_file or password_env",
+            mask(url)
+        ));
+    }
+    let sslmode = match t.sslmode.as_deref().unwrap_or("disable") {
+        "disable" => SslMode::Disable,
+        "require" => SslMode::Require,
+        "verify-full" => SslMode::VerifyFull,
+        other => {
+            return Err(format!(
+                "sslmode {other:?}: expected disable, require or verify-full"
+            ));
+        }
+    };
+    if sslmode != SslMode::Disable {
+        return Err(format!(
+            "sslmode {:?}: TLS to PostgreSQL is not supported by this build yet; use disable over a trusted network or a local socket",
+            t.sslmode.as_deref().unwrap_or_default()
+        ));
+    }
+    let schema = t.schema.clone().unwrap_or_else(|| DEFAULT_SCHEMA.into());
+    let plain = schema
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if schema.is_empty() || !plain || schema.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(format!(
+            "schema {schema:?} must be lowercase letters, digits and '_', not starting with a digit"
+        ));
+    }
+    Ok(Target::Postgres {
+        url: url.to_owned(),
+        password,
+        schema,
+        sslmode,
+    })
+}
+
+fn http_url(url: &str) -> std::result::Result<String, String> {
+    if password_in(url) {
+        return Err(format!(
+            "url {} holds credentials; put the token in token_file or token_env",
+            mask(url)
+        ));
+    }
+    let uri: ureq::http::Uri = url.parse().map_err(|e| format!("url {url}: {e}"))?;
+    match uri.scheme_str() {
+        Some("http" | "https") if uri.host().is_some() => Ok(url.to_owned()),
+        _ => Err(format!("url {url} must be http://host/… or https://host/…")),
+    }
+}
+
+fn mirror_target(dir: &Path, roots: &[(PathBuf, String)]) -> Target {
+    let mut roots = roots.to_vec();
+    roots.sort_by_key(|(p, _)| std::cmp::Reverse(p.as_os_str().len()));
+    Target::Mirror {
+        dir: dir.to_owned(),
+        roots,
+    }
+}
+
+/// True when `url` has a password in its user info (`scheme://user:password@host`).
+fn password_in(url: &str) -> bool {
+    userinfo(url).is_some_and(|u| u.contains(':'))
+}
+
+/// The user info of `url`, if any.
+fn userinfo(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    authority.rsplit_once('@').map(|(user, _)| user)
+}
+
+/// `url` with the password of its user info replaced by `***`, for messages.
+pub fn mask(url: &str) -> String {
+    match userinfo(url) {
+        Some(user) if user.contains(':') => {
+            let name = user.split(':').next().unwrap_or_default();
+            url.replacen(user, &format!("{name}:***"), 1)
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_password_in_a_url_is_refused_and_masked() {
+        let err = parse_ship("postgres://me:hunter2@db.example/t", &[]).unwrap_err();
+        let text = err.to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("me:***@db.example"), "{text}");
+        assert!(text.contains("`ps`"), "{text}");
+        let err = parse_ship("https://u:tok@collector.example/in", &[]).unwrap_err();
+        assert!(!err.to_string().contains("tok@"), "{err}");
+    }
+
+    #[test]
+    fn ship_arguments_name_their_sinks_by_type() {
+        let s = parse_ship("postgres://me@127.0.0.1:5432/team", &[]).unwrap();
+        assert_eq!(s.name, "postgres");
+        assert!(
+            matches!(s.target, Target::Postgres { ref schema, .. } if schema == DEFAULT_SCHEMA)
+        );
+        let s = parse_ship("http://127.0.0.1:9/in", &[]).unwrap();
+        assert!(matches!(s.target, Target::Http { gzip: true, .. }));
+        let s = parse_ship("mirror:/tmp/m", &[]).unwrap();
+        assert_eq!(s.target.display(), "/tmp/m");
+        assert!(parse_ship("ftp://x", &[]).is_err());
+    }
+
+    #[test]
+    fn tables_are_checked_key_by_key() {
+        let t = |kind: &str| SinkTable {
+            name: "team".into(),
+            kind: kind.into(),
+            ..SinkTable::default()
+        };
+        assert!(
+            from_table(&t("kafka"), &[])
+                .unwrap_err()
+                .contains("unknown sink type")
+        );
+        assert!(
+            from_table(&t("http"), &[])
+                .unwrap_err()
+                .contains("needs url")
+        );
+        let mut m = t("mirror");
+        m.dir = Some("relative".into());
+        assert!(from_table(&m, &[]).unwrap_err().contains("absolute"));
+        let mut p = t("postgres");
+        p.url = Some("postgres://me@h/db".into());
+        p.token_env = Some("T".into());
+        assert!(from_table(&p, &[]).unwrap_err().contains("http sinks only"));
+        let mut bad = t("mirror");
+        bad.name = "a b".into();
+        assert!(from_table(&bad, &[]).unwrap_err().contains("sink name"));
+    }
+}
