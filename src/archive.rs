@@ -58,20 +58,50 @@ pub struct ExportRow {
     pub record: Vec<u8>,
 }
 
+/// A sink as the archive knows it (`sinks`, its consumer row, its dead letters).
+#[derive(Debug)]
+pub struct SinkRow {
+    /// Its name.
+    pub name: String,
+    /// `postgres`, `http` or `mirror`.
+    pub kind: String,
+    /// Where to (never with a password).
+    pub target: String,
+    /// The last `seq` it shipped.
+    pub seq: i64,
+    /// When a delivery last succeeded.
+    pub last_ok_ms: Option<i64>,
+    /// When it last had shipped everything committed before it.
+    pub caught_up_ms: Option<i64>,
+    /// The last failure's message.
+    pub last_error: Option<String>,
+    /// When that was.
+    pub last_error_ms: Option<i64>,
+    /// Since when deliveries fail, while they do.
+    pub failing_since_ms: Option<i64>,
+    /// Records in `dead_letters`.
+    pub dead_letters: i64,
+}
+
 /// The query of an [`ExportRow`], to be followed by its `WHERE`.
 const EXPORT_ROW: &str = "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record, s.id
      FROM records r JOIN sources s ON s.id = r.source_id";
 
 /// One row of [`EXPORT_ROW`].
 fn export_row(r: &rusqlite::Row) -> rusqlite::Result<ExportRow> {
+    export_row_from(r, 0)
+}
+
+/// One row of [`EXPORT_ROW`] whose columns start at `at`.
+fn export_row_from(r: &rusqlite::Row, at: usize) -> rusqlite::Result<ExportRow> {
     Ok(ExportRow {
-        seq: r.get(0)?,
-        harness: r.get(1)?,
-        path: path_from_blob(r.get(2)?),
-        generation: r.get(3)?,
-        offset: r.get::<_, i64>(4)? as u64,
-        record: r.get(5)?,
-        source: r.get(6)?,
+        seq: r.get(at)?,
+        harness: r.get(at + 1)?,
+        path: path_from_blob(r.get(at + 2)?),
+        generation: r.get(at + 3)?,
+        offset: r.get::<_, i64>(at + 4)? as u64,
+        record: r.get(at + 5)?,
+        source: r.get(at + 6)?,
     })
 }
 
@@ -447,6 +477,57 @@ impl Archive {
             r.get(0)
         });
         self.db(seq.optional())
+    }
+
+    /// Every sink that ever ran on this archive, by name, with its cursor and dead letters.
+    pub fn sink_rows(&self) -> Result<Vec<SinkRow>> {
+        let mut stmt = self.db(self.conn.prepare(
+            "SELECT s.name, s.kind, s.target, coalesce(c.seq, 0), s.last_ok_ms, s.caught_up_ms,
+                    s.last_error, s.last_error_ms, s.failing_since_ms,
+                    (SELECT count(*) FROM dead_letters d WHERE d.sink = s.name)
+             FROM sinks s LEFT JOIN consumers c ON c.name = 'sink:' || s.name
+             ORDER BY s.name",
+        ))?;
+        let rows = stmt.query_map([], |r| {
+            Ok(SinkRow {
+                name: r.get(0)?,
+                kind: r.get(1)?,
+                target: r.get(2)?,
+                seq: r.get(3)?,
+                last_ok_ms: r.get(4)?,
+                caught_up_ms: r.get(5)?,
+                last_error: r.get(6)?,
+                last_error_ms: r.get(7)?,
+                failing_since_ms: r.get(8)?,
+                dead_letters: r.get(9)?,
+            })
+        });
+        self.db(rows.and_then(|rows| rows.collect()))
+    }
+
+    /// The dead letters of sink `name`, oldest first, each with its id and its record.
+    pub fn dead_letters(&self, name: &str) -> Result<Vec<(i64, ExportRow)>> {
+        let sql = EXPORT_ROW.replacen("SELECT ", "SELECT d.id, ", 1);
+        let mut stmt = self.db(self.conn.prepare(&format!(
+            "{sql} JOIN dead_letters d ON d.source_id = r.source_id
+             AND d.generation = r.generation AND d.offset = r.offset
+             WHERE d.sink = ?1 ORDER BY r.seq"
+        )))?;
+        let rows = stmt.query_map([name], |r| {
+            let id: i64 = r.get(0)?;
+            Ok((id, export_row_from(r, 1)?))
+        });
+        self.db(rows.and_then(|r| r.collect()))
+    }
+
+    /// How many records, and bytes of them, were committed after `seq`.
+    pub fn records_after(&self, seq: i64) -> Result<(i64, i64)> {
+        let counted = self.conn.query_row(
+            "SELECT count(*), coalesce(sum(length(record)), 0) FROM records WHERE seq > ?1",
+            [seq],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        );
+        self.db(counted)
     }
 
     /// Calls `each` with every (key, value) that sink `name` committed with its cursor.

@@ -145,6 +145,9 @@ pub enum Command {
         Takes the archive's lock: stop a running `run` (or the service) first."
     )]
     Reindex(ReindexArgs),
+    /// Work with the sinks records are shipped to.
+    #[command(subcommand)]
+    Sink(SinkCommand),
     /// Work with the configuration file.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -495,6 +498,32 @@ pub struct RestoreArgs {
     dry_run: bool,
 }
 
+/// `sink` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SinkCommand {
+    /// Ship a sink's dead letters (records its destination refused for good) again.
+    #[command(
+        long_about = "Ship a sink's dead letters again: each record its destination refused \
+        for good, one at a time. A record delivered leaves `dead_letters`; one refused again \
+        stays, with the new answer. Stops at the first failure that may pass (the destination \
+        is unreachable), with exit 1. The sink is one of config.toml's [[sink]] tables, or one \
+        given here with --ship as it was given to `run`."
+    )]
+    Retry(SinkRetryArgs),
+}
+
+/// Arguments of `sink retry`.
+#[derive(Debug, Args)]
+pub struct SinkRetryArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// The sink's name, as `status` shows it.
+    name: String,
+    /// A sink given to `run` with --ship (named postgres, http or mirror).
+    #[arg(long, value_name = "DEST")]
+    ship: Vec<String>,
+}
+
 /// Arguments of `reindex`.
 #[derive(Debug, Args)]
 pub struct ReindexArgs {
@@ -545,6 +574,11 @@ pub fn execute(cli: Cli) -> Result<()> {
             db: args.archive.db.clone(),
             ..Overrides::default()
         },
+        Command::Sink(SinkCommand::Retry(args)) => Overrides {
+            db: args.archive.db.clone(),
+            ship: args.ship.clone(),
+            ..Overrides::default()
+        },
         Command::Completions(_) | Command::Man(_) => Overrides::default(),
         Command::Doctor(args) => Overrides {
             db: args.archive.db.clone(),
@@ -560,6 +594,7 @@ pub fn execute(cli: Cli) -> Result<()> {
             | Command::Service(_)
             | Command::Doctor(_)
             | Command::Restore(_)
+            | Command::Sink(_)
     );
     let settings = match &flags.db {
         // The archive is all these commands take from the file; with --db they work even
@@ -584,6 +619,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Search(args) => search(args, &settings.archive),
         Command::Restore(args) => restore(args, &settings),
         Command::Reindex(_) => reindex(&settings.archive),
+        Command::Sink(SinkCommand::Retry(args)) => sink_retry(&args.name, &settings),
         Command::Config(ConfigCommand::Check(_)) => config_check(&settings),
         Command::Service(cmd) => service(cmd, &settings),
         Command::Doctor(args) => doctor(args, &settings),
@@ -907,6 +943,30 @@ fn reindex(db: &Path) -> Result<()> {
     Ok(())
 }
 
+fn sink_retry(name: &str, settings: &Settings) -> Result<()> {
+    let Some(spec) = settings.sinks.iter().find(|s| s.name == name) else {
+        let names: Vec<&str> = settings.sinks.iter().map(|s| s.name.as_str()).collect();
+        return Err(Error::Sink {
+            name: name.to_owned(),
+            message: format!(
+                "no such sink in {} (sinks: {}); a sink given to `run` with --ship needs the same --ship here",
+                settings.source.path.display(),
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            ),
+        });
+    };
+    let report = crate::ship::retry_dead_letters(spec, &settings.archive)?;
+    println!(
+        "sink {name}: {} dead letters shipped, {} refused again",
+        report.shipped, report.refused
+    );
+    Ok(())
+}
+
 /// `--since`: a duration back from now, or a date or time.
 fn parse_since(text: &str) -> std::result::Result<i64, String> {
     let now = crate::archive::now_ms();
@@ -977,6 +1037,12 @@ fn service_target(manager: Manager, settings: &Settings, pass_archive: bool) -> 
         Target::for_this_binary(manager, settings.archive.clone(), pass_archive, &env)?;
     let source = &settings.source;
     target.definition.config = source.explicit.then(|| source.path.clone());
+    target.definition.mirrors = (settings.sinks.iter())
+        .filter_map(|s| match &s.target {
+            crate::ship::Target::Mirror { dir, .. } => Some(dir.clone()),
+            _ => None,
+        })
+        .collect();
     Ok(target)
 }
 

@@ -54,6 +54,9 @@ pub struct Definition {
     pub config: Option<PathBuf>,
     /// The user's home directory.
     pub home: PathBuf,
+    /// Directories the service writes besides the archive's: the mirror sinks' when it was
+    /// installed.
+    pub mirrors: Vec<PathBuf>,
 }
 
 impl Definition {
@@ -97,6 +100,7 @@ impl Target {
                 pass_archive,
                 config: None,
                 home,
+                mirrors: Vec::new(),
             },
             config_home,
             uid: crate::sys::uid(),

@@ -265,6 +265,59 @@ impl Sinks {
     }
 }
 
+/// What `sink retry` did.
+#[derive(Debug, Default)]
+pub struct RetryReport {
+    /// Dead letters delivered, and removed.
+    pub shipped: u64,
+    /// Dead letters refused again (kept, with the new answer).
+    pub refused: u64,
+}
+
+/// Ships the dead letters of `spec` again, one record at a time, over the archive at `db`.
+/// Stops at the first failure that may pass, with [`Error::ShipFailed`].
+pub fn retry_dead_letters(spec: &SinkSpec, db: &Path) -> Result<RetryReport> {
+    if let Target::Mirror { .. } = spec.target {
+        return Err(Error::Sink {
+            name: spec.name.clone(),
+            message: "a mirror refuses nothing, so it has no dead letters to ship".into(),
+        });
+    }
+    let mut archive = Archive::open_existing_to_write(db)?;
+    let machine = Machine::of(&archive)?;
+    let mut destination = open_destination(spec, &machine, db)?;
+    let mut report = RetryReport::default();
+    for (id, row) in archive.dead_letters(&spec.name)? {
+        let conn = archive.connection();
+        let noted = match destination.deliver(std::slice::from_ref(&row)) {
+            Ok(()) => {
+                report.shipped += 1;
+                conn.execute("DELETE FROM dead_letters WHERE id = ?1", [id])
+            }
+            Err(Failure::Refused { message }) => {
+                report.refused += 1;
+                log::warn!(
+                    "sink {}: seq {} refused again: {message}",
+                    spec.name,
+                    row.seq
+                );
+                conn.execute(
+                    "UPDATE dead_letters SET answer = ?2, at_ms = ?3 WHERE id = ?1",
+                    params![id, message, now_ms()],
+                )
+            }
+            Err(Failure::Transient { message, .. }) => {
+                return Err(Error::ShipFailed {
+                    name: spec.name.clone(),
+                    message,
+                });
+            }
+        };
+        archive.db(noted)?;
+    }
+    Ok(report)
+}
+
 /// What a sink thread shares with the daemon.
 struct ShipContext {
     db: PathBuf,

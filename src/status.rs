@@ -1,6 +1,6 @@
 //! `status`: where each source stands, from the archive and a fresh `lstat`.
 
-use crate::archive::Archive;
+use crate::archive::{Archive, format_time};
 use crate::domain::SourceRow;
 use crate::error::Result;
 use crate::fingerprint::Identity;
@@ -53,6 +53,8 @@ pub struct Status {
     pub caught_up: Option<serde_json::Value>,
     /// Where the session index stands.
     pub index: IndexStatus,
+    /// Every sink that ever ran on the archive.
+    pub sinks: Vec<SinkStatus>,
     /// Every source.
     pub sources: Vec<SourceStatus>,
     /// Totals.
@@ -68,6 +70,39 @@ pub struct IndexStatus {
     pub seq: i64,
     /// Records committed after it.
     pub behind: i64,
+}
+
+/// Where a sink stands.
+#[derive(Debug, Serialize)]
+pub struct SinkStatus {
+    /// Its name.
+    pub name: String,
+    /// `postgres`, `http` or `mirror`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Where to (never with a password).
+    pub target: String,
+    /// The last `seq` it shipped (its cursor).
+    pub seq: i64,
+    /// Records committed after its cursor.
+    pub lag_records: i64,
+    /// Bytes of those records.
+    pub lag_bytes: i64,
+    /// While it lags: the last time it had shipped everything (the oldest record waiting
+    /// was committed after it), RFC 3339.
+    pub waiting_since: Option<String>,
+    /// Its age in seconds.
+    pub waiting_seconds: Option<i64>,
+    /// When a delivery last succeeded, RFC 3339.
+    pub last_success: Option<String>,
+    /// The last failure, and when it was.
+    pub last_error: Option<String>,
+    /// When that was, RFC 3339.
+    pub last_error_at: Option<String>,
+    /// Since when deliveries fail, while they do, RFC 3339.
+    pub failing_since: Option<String>,
+    /// Records the destination refused for good (`sink retry NAME` ships them again).
+    pub dead_letters: i64,
 }
 
 /// Sums over all sources.
@@ -117,14 +152,41 @@ pub fn status(archive: &Archive) -> Result<Status> {
         seq: indexed,
         behind: (archive.last_seq()? - indexed).max(0),
     };
+    let sinks = sink_statuses(archive)?;
     Ok(Status {
         archive: archive.path().display().to_string(),
         running_pid,
         index,
+        sinks,
         caught_up: caught_up.and_then(|v| serde_json::from_str(&v).ok()),
         sources,
         totals,
     })
+}
+
+fn sink_statuses(archive: &Archive) -> Result<Vec<SinkStatus>> {
+    let now = crate::archive::now_ms();
+    let mut sinks = Vec::new();
+    for row in archive.sink_rows()? {
+        let (lag_records, lag_bytes) = archive.records_after(row.seq)?;
+        let waiting = row.caught_up_ms.filter(|_| lag_records > 0);
+        sinks.push(SinkStatus {
+            lag_records,
+            lag_bytes,
+            waiting_since: waiting.map(format_time),
+            waiting_seconds: waiting.map(|ms| (now - ms).max(0) / 1000),
+            last_success: row.last_ok_ms.map(format_time),
+            last_error_at: row.last_error_ms.map(format_time),
+            failing_since: row.failing_since_ms.map(format_time),
+            name: row.name,
+            kind: row.kind,
+            target: row.target,
+            seq: row.seq,
+            last_error: row.last_error,
+            dead_letters: row.dead_letters,
+        });
+    }
+    Ok(sinks)
 }
 
 fn source_status(s: &SourceRow) -> SourceStatus {
@@ -144,7 +206,7 @@ fn source_status(s: &SourceRow) -> SourceStatus {
         held_back: s.cursor.held_back,
         records: s.records,
         rejects: s.rejects,
-        last_archived: s.last_archived_ms.map(crate::archive::format_time),
+        last_archived: s.last_archived_ms.map(format_time),
         gone: s.gone,
         invalid: s.invalid.clone(),
     }
@@ -224,7 +286,45 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
     )?;
     let i = &st.index;
     match i.behind {
-        0 => writeln!(out, "session index: up to date at seq {}", i.seq),
-        n => writeln!(out, "session index: at seq {}, {n} records to index", i.seq),
+        0 => writeln!(out, "session index: up to date at seq {}", i.seq)?,
+        n => writeln!(out, "session index: at seq {}, {n} records to index", i.seq)?,
     }
+    st.sinks.iter().try_for_each(|s| write_sink(out, s))
+}
+
+/// One sink's lines: where it stands, how it last went, its dead letters.
+fn write_sink(out: &mut impl Write, s: &SinkStatus) -> io::Result<()> {
+    let at = |t: &Option<String>| t.clone().unwrap_or_else(|| "never".into());
+    write!(
+        out,
+        "sink {} ({} {}): shipped to seq {}",
+        s.name, s.kind, s.target, s.seq
+    )?;
+    match (s.lag_records, &s.waiting_since) {
+        (0, _) => write!(out, ", up to date")?,
+        (n, Some(since)) => write!(
+            out,
+            ", {n} records ({}) waiting since {since}",
+            indicatif::HumanBytes(s.lag_bytes as u64)
+        )?,
+        (n, None) => write!(
+            out,
+            ", {n} records ({}) waiting",
+            indicatif::HumanBytes(s.lag_bytes as u64)
+        )?,
+    }
+    writeln!(out, "; last success {}", at(&s.last_success))?;
+    if let (Some(since), Some(error)) = (&s.failing_since, &s.last_error) {
+        writeln!(out, "  failing since {since}: {error}")?;
+    } else if let Some(error) = &s.last_error {
+        writeln!(out, "  last error at {}: {error}", at(&s.last_error_at))?;
+    }
+    if s.dead_letters > 0 {
+        writeln!(
+            out,
+            "  {} dead letters (records refused for good); `transcript-sync sink retry {}` ships them again",
+            s.dead_letters, s.name
+        )?;
+    }
+    Ok(())
 }

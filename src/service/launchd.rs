@@ -140,6 +140,7 @@ mod tests {
             pass_archive: true,
             config: Some("/Users/u/c.toml".into()),
             home: "/Users/u".into(),
+            mirrors: Vec::new(),
         };
         let plist = render_plist(&def).unwrap();
         assert!(plist.contains("<string>/Users/u/b&amp;b/transcript-sync</string>"));

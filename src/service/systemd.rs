@@ -6,7 +6,8 @@ use super::{Definition, FileState, ManagerState, Step};
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// The template; `@EXEC_START@` and `@ARCHIVE_DIR@` are filled in by [`render_unit`].
+/// The template; `@EXEC_START@` and `@ARCHIVE_DIR@` (with the mirror sinks' directories) are
+/// filled in by [`render_unit`].
 const TEMPLATE: &str = include_str!("../../systemd/transcript-sync.service");
 
 /// The unit's name.
@@ -27,10 +28,14 @@ pub fn render_unit(def: &Definition) -> Result<String> {
         exec.push_str(" --config ");
         exec.push_str(&quote(config, true)?);
     }
-    let dir = quote(&def.archive_dir(), false)?;
+    let mut dirs = quote(&def.archive_dir(), false)?;
+    for mirror in &def.mirrors {
+        dirs.push_str(" -");
+        dirs.push_str(&quote(mirror, false)?);
+    }
     Ok(TEMPLATE
         .replace("@EXEC_START@", &exec)
-        .replace("@ARCHIVE_DIR@", &dir))
+        .replace("@ARCHIVE_DIR@", &dirs))
 }
 
 /// Where the unit goes: `$XDG_CONFIG_HOME/systemd/user/` (`~/.config/...` when unset).
@@ -147,6 +152,7 @@ mod tests {
             pass_archive,
             config: None,
             home: "/home/u".into(),
+            mirrors: Vec::new(),
         }
     }
 
