@@ -15,6 +15,7 @@ mod rejects;
 mod seeding;
 mod service;
 mod sessions;
+mod ship;
 mod supervision;
 mod util;
 mod watchers;

@@ -516,3 +516,202 @@ impl LargeBackfill {
         }
     }
 }
+
+/// A PostgreSQL cluster of the test's own: Debian's `postgresql` binaries, `initdb` in a temp
+/// directory, listening on a free port of 127.0.0.1 with password authentication (user
+/// `tsync`, password `secret`), run as nobody when the test runs as root (PostgreSQL refuses
+/// to run as root). Stopped when dropped.
+pub struct PgCluster {
+    dir: TempDir,
+    bin: PathBuf,
+    pub port: u16,
+}
+
+/// The PostgreSQL test user and its password.
+pub const PG_USER: &str = "tsync";
+pub const PG_PASSWORD: &str = "secret";
+
+impl PgCluster {
+    pub fn start() -> PgCluster {
+        let bin = pg_bin();
+        let dir = tempfile::tempdir().unwrap();
+        fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let pw = dir.path().join("pw");
+        fs::write(&pw, PG_PASSWORD).unwrap();
+        let data = dir.path().join("data");
+        fs::create_dir(&data).unwrap();
+        let cluster = PgCluster {
+            dir,
+            bin,
+            port: free_port(),
+        };
+        cluster.give_away(&data);
+        let initdb = cluster
+            .pg_command("initdb")
+            .arg("-D")
+            .arg(&data)
+            .args([
+                "-U",
+                PG_USER,
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-instructions",
+            ])
+            .args(["--auth-local=trust", "--auth-host=scram-sha-256"])
+            .arg(format!("--pwfile={}", pw.display()))
+            .output()
+            .unwrap();
+        assert!(initdb.status.success(), "initdb: {}", stderr(&initdb));
+        cluster.start_again();
+        cluster
+    }
+
+    /// `pg_ctl start`, waiting until it accepts connections.
+    pub fn start_again(&self) {
+        let data = self.dir.path().join("data");
+        let options = format!(
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
+            self.port,
+            self.dir.path().display()
+        );
+        let out = self
+            .pg_command("pg_ctl")
+            .arg("-D")
+            .arg(&data)
+            .arg("-l")
+            .arg(self.dir.path().join("log"))
+            .args(["-o", &options, "-w", "start"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "pg_ctl start: {}\n{}",
+            stderr(&out),
+            self.log()
+        );
+    }
+
+    /// `pg_ctl stop -m fast`.
+    pub fn stop(&self) {
+        let out = self
+            .pg_command("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-m", "fast", "-w", "stop"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "pg_ctl stop: {}", stderr(&out));
+    }
+
+    /// The server's log.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
+    }
+
+    /// The URL of database `postgres`, without the password.
+    pub fn url(&self) -> String {
+        format!("postgres://{PG_USER}@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// A file holding the password, for `password_file`.
+    pub fn password_file(&self) -> PathBuf {
+        self.dir.path().join("pw")
+    }
+
+    /// Runs `sql` with psql; its rows, one line each, columns separated by `|`.
+    pub fn psql(&self, sql: &str) -> Vec<String> {
+        let out = self.try_psql(sql);
+        assert!(out.status.success(), "psql {sql}: {}", stderr(&out));
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    pub fn try_psql(&self, sql: &str) -> Output {
+        Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                PG_USER,
+            ])
+            .args(["-d", "postgres", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+            .env("PGPASSWORD", PG_PASSWORD)
+            .output()
+            .unwrap()
+    }
+
+    /// A PostgreSQL program, as nobody when the test runs as root.
+    fn pg_command(&self, program: &str) -> Command {
+        let path = self.bin.join(program);
+        if unsafe { libc::geteuid() } != 0 {
+            return Command::new(path);
+        }
+        let mut cmd = Command::new("setpriv");
+        cmd.args([
+            "--reuid",
+            "nobody",
+            "--regid",
+            "nogroup",
+            "--clear-groups",
+            "--",
+        ])
+        .arg(path);
+        cmd
+    }
+
+    fn give_away(&self, data: &Path) {
+        if unsafe { libc::geteuid() } != 0 {
+            return;
+        }
+        let status = Command::new("chown")
+            .args(["-R", "nobody:nogroup"])
+            .arg(self.dir.path())
+            .status()
+            .unwrap();
+        assert!(status.success(), "chown {data:?}");
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        let _ = self
+            .pg_command("pg_ctl")
+            .arg("-D")
+            .arg(self.dir.path().join("data"))
+            .args(["-m", "immediate", "-w", "stop"])
+            .output();
+    }
+}
+
+/// The newest `/usr/lib/postgresql/<version>/bin`.
+fn pg_bin() -> PathBuf {
+    let mut versions: Vec<(u32, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is not installed: `apt-get install postgresql` (.ci/run does)")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let v = e.file_name().to_str()?.parse().ok()?;
+            Some((v, e.path().join("bin")))
+        })
+        .collect();
+    versions.sort();
+    versions
+        .pop()
+        .expect("a PostgreSQL version under /usr/lib/postgresql")
+        .1
+}
+
+/// A TCP port of 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
