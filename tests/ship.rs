@@ -319,3 +319,268 @@ fn a_record_jsonb_refuses_keeps_its_text_with_a_null_doc() {
         ]
     );
 }
+
+/// What the test collector does with a request.
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    /// 200.
+    Accept,
+    /// 503 with `Retry-After: 0`.
+    Unavailable,
+    /// Waits this long, then 200 (after the client gave up).
+    Slow(std::time::Duration),
+    /// Closes the connection with a reset, without an answer.
+    Reset,
+}
+
+/// A request the collector received: its headers (lowercase names), its body un-gzipped, and
+/// the status it answered (0 for none).
+#[derive(Clone, Debug)]
+struct Received {
+    headers: std::collections::HashMap<String, String>,
+    body: Vec<u8>,
+    status: u16,
+}
+
+/// An HTTP/1.1 server on loopback that answers from a script, then accepts; a request whose
+/// body holds `refuse` gets a 400.
+struct Collector {
+    port: u16,
+    script: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Answer>>>,
+    refuse: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    received: std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+}
+
+impl Collector {
+    fn start(script: &[Answer], refuse: Option<&str>) -> Collector {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = Collector {
+            port: listener.local_addr().unwrap().port(),
+            script: std::sync::Arc::new(std::sync::Mutex::new(script.iter().copied().collect())),
+            refuse: std::sync::Arc::new(std::sync::Mutex::new(refuse.map(str::to_owned))),
+            received: Default::default(),
+        };
+        let (script, refuse, received) = (c.script.clone(), c.refuse.clone(), c.received.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let (script, refuse, received) = (script.clone(), refuse.clone(), received.clone());
+                std::thread::spawn(move || serve(stream, &script, &refuse, &received));
+            }
+        });
+        c
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/ingest", self.port)
+    }
+
+    /// The keys (source, generation, offset) of the records in accepted requests, and how
+    /// many times each came.
+    fn accepted(&self) -> std::collections::BTreeMap<(i64, i64, i64), usize> {
+        let mut keys = std::collections::BTreeMap::new();
+        for r in self
+            .received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.status == 200)
+        {
+            for line in r.body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let v: serde_json::Value = serde_json::from_slice(line).unwrap();
+                let key = (
+                    v["source"].as_i64().unwrap(),
+                    v["generation"].as_i64().unwrap(),
+                    v["offset"].as_i64().unwrap(),
+                );
+                *keys.entry(key).or_insert(0) += 1;
+            }
+        }
+        keys
+    }
+}
+
+/// Serves one connection's requests.
+fn serve(
+    stream: std::net::TcpStream,
+    script: &std::sync::Mutex<std::collections::VecDeque<Answer>>,
+    refuse: &std::sync::Mutex<Option<String>>,
+    received: &std::sync::Mutex<Vec<Received>>,
+) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut out = stream;
+    loop {
+        let mut headers = std::collections::HashMap::new();
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (name, value) = h.split_once(':').unwrap();
+            headers.insert(name.to_ascii_lowercase(), value.trim().to_owned());
+        }
+        let len: usize = headers["content-length"].parse().unwrap();
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).unwrap();
+        if headers.get("content-encoding").map(String::as_str) == Some("gzip") {
+            let mut plain = Vec::new();
+            flate2::read::GzDecoder::new(&body[..])
+                .read_to_end(&mut plain)
+                .unwrap();
+            body = plain;
+        }
+        let answer = script.lock().unwrap().pop_front().unwrap_or(Answer::Accept);
+        let refused = (refuse.lock().unwrap().as_ref())
+            .is_some_and(|m| body.windows(m.len()).any(|w| w == m.as_bytes()));
+        let status = match answer {
+            Answer::Reset => 0,
+            Answer::Unavailable => 503,
+            _ if refused => 400,
+            Answer::Accept | Answer::Slow(_) => 200,
+        };
+        received.lock().unwrap().push(Received {
+            headers,
+            body,
+            status,
+        });
+        let reply = match (answer, status) {
+            (Answer::Reset, _) => {
+                reset(&out);
+                return;
+            }
+            (Answer::Slow(d), 200) => {
+                std::thread::sleep(d);
+                "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_owned()
+            }
+            (_, 400) => "HTTP/1.1 400 Bad Request\r\nContent-Length: 10\r\n\r\nbad record".into(),
+            (_, 503) => "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Length: 4\r\n\r\nbusy".into(),
+            _ => "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_owned(),
+        };
+        if out.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Closes `stream` with a TCP reset (SO_LINGER 0) rather than an orderly close.
+fn reset(stream: &std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket descriptor, and a pointer to a linger of the size given.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
+
+/// Through a reset, a slow answer and 503s, every record reaches the collector, under the
+/// batch's idempotency key; one record it refuses with a 400 is bisected out into
+/// `dead_letters` with the answer, and `sink retry` ships it once the collector takes it.
+#[test]
+fn an_http_collector_gets_every_record_through_resets_slowness_and_503s() {
+    use std::time::Duration;
+    // The first batch holds the refused record: it is answered by the script first, then
+    // refused and bisected; the slow answer comes to a half without it.
+    let script = [
+        Answer::Reset,
+        Answer::Accept,
+        Answer::Unavailable,
+        Answer::Unavailable,
+        Answer::Accept,
+        Answer::Slow(Duration::from_millis(1500)),
+    ];
+    let collector = Collector::start(&script, Some("poison"));
+    let env = Env::new();
+    let token = env.dir.path().join("token");
+    fs::write(&token, "tok-123\n").unwrap();
+    env.write_config(&format!(
+        "[[sink]]\nname = \"collector\"\ntype = \"http\"\nurl = \"{}\"\ntoken_file = \"{}\"\n\
+         flush_interval = \"100ms\"\ntimeout = \"1s\"\nheaders = {{ X-Team = \"blue\" }}\n",
+        collector.url(),
+        token.display()
+    ));
+    let mut recs = records("a", 20);
+    recs[7] = r#"{"type":"user","text":"poison"}"#.to_owned();
+    env.write("s.jsonl", &lines(&recs));
+    let daemon = Daemon::start_without_tap(&env);
+    wait_until("every other record is accepted", || {
+        collector.accepted().len() == 19
+    });
+    wait_until("the refused record is a dead letter", || {
+        env.sql("SELECT count(*) FROM dead_letters") == ["1"]
+    });
+    let log = daemon.log();
+    assert!(log.contains("refused: HTTP"), "{log}");
+    drop(daemon);
+    let answer = env.sql("SELECT answer FROM dead_letters");
+    assert!(
+        answer[0].contains("400") && answer[0].contains("bad record"),
+        "{answer:?}"
+    );
+    let dead_offset = env.sql("SELECT offset FROM dead_letters")[0]
+        .parse::<i64>()
+        .unwrap();
+    assert!(!collector.accepted().keys().any(|k| k.2 == dead_offset));
+
+    let received = collector.received.lock().unwrap().clone();
+    let statuses: Vec<u16> = received.iter().map(|r| r.status).take(5).collect();
+    assert_eq!(statuses, [0, 400, 503, 503, 400], "the script was played");
+    // A batch sent again (after the reset, after a 503) has the same key; its halves, keys
+    // of their own.
+    let key = |i: usize| received[i].headers["idempotency-key"].clone();
+    let first_key = key(0);
+    assert_eq!(key(1), first_key, "the batch again after the reset");
+    assert_eq!(key(3), key(2), "a half again after the 503");
+    assert_ne!(key(2), first_key, "a half");
+    let machine = env.sql("SELECT value FROM state WHERE key = 'machine_id'");
+    assert!(first_key.starts_with(&machine[0]), "{first_key}");
+    let h = &received[0].headers;
+    assert_eq!(h["content-type"], "application/x-ndjson");
+    assert_eq!(h["content-encoding"], "gzip");
+    assert_eq!(h["authorization"], "Bearer tok-123");
+    assert_eq!(h["x-team"], "blue");
+    let first: serde_json::Value =
+        serde_json::from_slice(received[0].body.split(|b| *b == b'\n').next().unwrap()).unwrap();
+    assert_eq!(first["machine"], machine[0].as_str());
+    assert_eq!(
+        first["record"],
+        serde_json::from_str::<serde_json::Value>(&recs[0]).unwrap()
+    );
+
+    assert!(
+        collector.script.lock().unwrap().is_empty(),
+        "every scripted answer was given"
+    );
+    let status = env.status();
+    assert_eq!(status["sinks"][0]["dead_letters"], 1);
+    *collector.refuse.lock().unwrap() = None;
+    let out = (env.cmd().args(["sink", "retry", "collector", "--db"]))
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        said.contains("1 dead letters shipped, 0 refused again"),
+        "{said}"
+    );
+    assert_eq!(env.sql("SELECT count(*) FROM dead_letters"), ["0"]);
+    assert_eq!(collector.accepted().len(), 20);
+}
