@@ -694,9 +694,12 @@ fn backoff(attempts: u32) -> Duration {
     full / 2 + full.mul_f64(fastrand::f64() / 2.0)
 }
 
-/// A duration to the second (at least a second shows as such), for log lines.
+/// A duration for log lines: to the millisecond under a second, else to the second.
 fn round(d: Duration) -> Duration {
-    Duration::from_secs(d.as_secs().max(u64::from(d.subsec_millis() >= 500)))
+    match d.as_secs() {
+        0 => Duration::from_millis(d.as_millis() as u64),
+        s => Duration::from_secs(s + u64::from(d.subsec_millis() >= 500)),
+    }
 }
 
 #[cfg(test)]

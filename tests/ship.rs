@@ -584,3 +584,111 @@ fn an_http_collector_gets_every_record_through_resets_slowness_and_503s() {
     assert_eq!(env.sql("SELECT count(*) FROM dead_letters"), ["0"]);
     assert_eq!(collector.accepted().len(), 20);
 }
+
+/// `config.toml` watching the env's root only, with `sinks` appended.
+fn root_config(env: &Env, sinks: &str) {
+    env.write_config(&format!(
+        "archive = {:?}\n[watchers]\nclaude-code = false\ncodex = false\ncursor = false\n\
+         gemini-cli = false\n[[watch]]\npath = {:?}\n{sinks}",
+        env.db, env.root
+    ));
+}
+
+fn mirror_table(dir: &Path, flush: &str) -> String {
+    format!(
+        "[[sink]]\nname = \"m\"\ntype = \"mirror\"\ndir = {:?}\nflush_interval = \"{flush}\"\n",
+        dir
+    )
+}
+
+/// SIGHUP adds a sink (which ships everything archived), restarts a changed one from its
+/// cursor, and stops a removed one.
+#[test]
+fn sighup_adds_changes_and_removes_sinks_keeping_their_cursors() {
+    let env = Env::new();
+    let mirror = env.dir.path().join("mirror");
+    let first = lines(&records("a", 3));
+    env.write("s.jsonl", &first);
+    root_config(&env, "");
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--rescan-interval", "3600"]);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    daemon.wait_log("caught up");
+
+    root_config(&env, &mirror_table(&mirror, "100ms"));
+    daemon.signal(libc::SIGHUP);
+    let copy = mirrored(&mirror, "s.jsonl");
+    wait_until("the new sink ships what was archived", || {
+        read(&copy) == first
+    });
+    daemon.wait_log("sink m: shipping to");
+
+    root_config(&env, &mirror_table(&mirror, "200ms"));
+    daemon.signal(libc::SIGHUP);
+    daemon.wait_log("sink m: stopped for the new configuration");
+    daemon.wait_log("from seq 3");
+    let more = lines(&records("b", 2));
+    env.append("s.jsonl", &more);
+    let whole = [first, more].concat();
+    wait_until("the changed sink goes on", || read(&copy) == whole);
+
+    root_config(&env, "");
+    daemon.signal(libc::SIGHUP);
+    daemon.wait_log_times("sink m: stopped for the new configuration", 2);
+    env.append("s.jsonl", &lines(&records("c", 1)));
+    wait_until("the late record is archived", || env.records().len() == 6);
+    let (status, _) = daemon.terminate();
+    assert!(status.success());
+    assert_eq!(read(&copy), whole, "a removed sink ships nothing more");
+    assert_eq!(env.status()["sinks"][0]["lag_records"], 1);
+}
+
+/// `status` as a person reads it on a terminal: one line per sink with its cursor and lag,
+/// the failure while it lasts, and the dead letters with the command that ships them again.
+#[test]
+fn status_on_a_terminal_shows_each_sink() {
+    let env = Env::new();
+    let port = crate::util::free_port();
+    env.write_config(&format!(
+        "[[sink]]\nname = \"collector\"\ntype = \"http\"\nurl = \"http://127.0.0.1:{port}/in\"\n"
+    ));
+    let recs = records("a", 4);
+    let bytes: usize = recs.iter().map(String::len).sum();
+    env.write("s.jsonl", &lines(&recs));
+    let out = env.run_once_output(&[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "nothing listens on {port}: {}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("shipped by the next run"),
+        "{}",
+        stderr(&out)
+    );
+    env.sql(
+        "INSERT INTO dead_letters (sink, source_id, generation, offset, seq, answer, at_ms)
+         SELECT 'collector', source_id, generation, offset, seq, 'HTTP 400', 0 FROM records
+         WHERE seq = 1 RETURNING id",
+    );
+    let inner = format!("{} status --db {}", crate::util::BIN, env.db.display());
+    let out = env
+        .command("script")
+        .env("TERM", "xterm")
+        .args(["-qec", &inner, "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    let sink_line = format!(
+        "sink collector (http http://127.0.0.1:{port}/in): shipped to seq 0, 4 records ({bytes} B) waiting; last success never\n"
+    );
+    assert!(text.contains(&sink_line), "{text}");
+    assert!(text.contains("  failing since "), "{text}");
+    assert!(text.contains("Connection refused"), "{text}");
+    assert!(
+        text.contains("  1 dead letters (records refused for good); `transcript-sync sink retry collector` ships them again"),
+        "{text}"
+    );
+}
