@@ -481,6 +481,15 @@ impl Archive {
 
     /// Every sink that ever ran on this archive, by name, with its cursor and dead letters.
     pub fn sink_rows(&self) -> Result<Vec<SinkRow>> {
+        // An archive of an earlier schema, opened without upgrading it, has no sinks yet.
+        let exists = (self.conn).query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sinks'",
+            [],
+            |r| r.get::<_, i64>(0),
+        );
+        if self.db(exists)? == 0 {
+            return Ok(Vec::new());
+        }
         let mut stmt = self.db(self.conn.prepare(
             "SELECT s.name, s.kind, s.target, coalesce(c.seq, 0), s.last_ok_ms, s.caught_up_ms,
                     s.last_error, s.last_error_ms, s.failing_since_ms,

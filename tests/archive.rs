@@ -110,7 +110,7 @@ fn the_archive_is_wal_at_the_current_schema_and_a_newer_schema_is_refused() {
     let v: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 4);
+    assert_eq!(v, 5);
     let mode: String = conn
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
@@ -145,8 +145,24 @@ fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records_and_rejects(
     env.write("s.jsonl", b"{\"new\":1}\n");
     env.run_once(&[]);
     assert_eq!(env.records(), vec![r#"{"old":1}"#, r#"{"new":1}"#]);
-    assert_eq!(env.sql("PRAGMA user_version"), vec!["4"]);
-    assert_eq!(env.sql("SELECT count(*) FROM state"), vec!["0"]);
+    assert_eq!(env.sql("PRAGMA user_version"), vec!["5"]);
+    assert_eq!(
+        env.sql("SELECT count(*) FROM state WHERE key <> 'machine_id'"),
+        vec!["0"]
+    );
+    // The upgrade gives the archive its machine id, a version 4 UUID, made once.
+    let machine = env.sql("SELECT value FROM state WHERE key = 'machine_id'");
+    let id = machine[0].as_bytes();
+    assert_eq!(
+        (id.len(), id[8], id[13], id[14], id[18]),
+        (36, b'-', b'-', b'4', b'-')
+    );
+    assert!(b"89ab".contains(&id[19]), "{machine:?}");
+    env.run_once(&[]);
+    assert_eq!(
+        env.sql("SELECT value FROM state WHERE key = 'machine_id'"),
+        machine
+    );
     let rejects = env.rejects(&[]);
     assert_eq!(rejects.len(), 1);
     assert_eq!(rejects[0]["reason"], "invalid JSON: old");
@@ -170,6 +186,8 @@ fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reje
     conn.execute_batch(
         "DROP TABLE held_back;
          DROP TABLE consumers;
+         DROP TABLE sinks; DROP TABLE dead_letters; DROP TABLE sink_state;
+         DELETE FROM state WHERE key = 'machine_id';
          DROP TABLE message_vocab; DROP TABLE message_text; DROP TABLE messages; DROP TABLE session_models;
          DROP TABLE session_sources; DROP TABLE sessions;
          UPDATE cursors SET held_back = 6, held_back_prefix = CAST('{\"gone' AS BLOB)
@@ -180,7 +198,7 @@ fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reje
     drop(conn);
     env.write("s.jsonl", b"{\"b\":2}\n");
     env.run_once(&[]);
-    assert_eq!(env.sql("PRAGMA user_version"), vec!["4"]);
+    assert_eq!(env.sql("PRAGMA user_version"), vec!["5"]);
     assert_eq!(
         env.sql(
             "SELECT offset || ' ' || length || ' ' || CAST(raw AS TEXT) FROM rejects ORDER BY id"

@@ -667,6 +667,8 @@ fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_
     conn.execute_batch(
         "DROP TABLE message_vocab; DROP TABLE message_text; DROP TABLE messages; DROP TABLE session_models;
          DROP TABLE session_sources; DROP TABLE sessions; DELETE FROM consumers;
+         DROP TABLE sinks; DROP TABLE dead_letters; DROP TABLE sink_state;
+         DELETE FROM state WHERE key = 'machine_id';
          PRAGMA user_version = 3;",
     )
     .unwrap();
