@@ -692,3 +692,41 @@ fn status_on_a_terminal_shows_each_sink() {
         "{text}"
     );
 }
+
+/// The queries docs/shipping.md shows run as written against a store the sink filled from a
+/// Claude Code session, and answer: the last gives the transcript back byte for byte.
+#[test]
+fn the_documented_queries_answer_over_a_shipped_claude_session() {
+    let pg = PgCluster::start();
+    let env = Env::new();
+    let fixture = fs::read("tests/fixtures/sessions/claude-code.jsonl").unwrap();
+    let project = env.dir.path().join("home/.claude/projects/-home-dana-src-ledger");
+    fs::create_dir_all(&project).unwrap();
+    fs::write(project.join("7c9e6679-7425-40de-944b-e07fc1f90ae7.jsonl"), &fixture).unwrap();
+    env.write_config(&format!(
+        "archive = {:?}\n[[sink]]\nname = \"team\"\ntype = \"postgres\"\nurl = \"{}\"\n\
+         password_file = \"{}\"\n",
+        env.db,
+        pg.url(),
+        pg.password_file().display()
+    ));
+    let out = env.cmd().args(["run", "--once"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let docs = fs::read_to_string("docs/shipping.md").unwrap();
+    let queries: Vec<&str> = docs
+        .split("```sql\n")
+        .skip(1)
+        .map(|block| block.split("```").next().unwrap())
+        .collect();
+    assert_eq!(queries.len(), 6, "the documented queries");
+    for q in &queries {
+        let rows = pg.psql(q);
+        assert!(!rows.is_empty(), "no rows from\n{q}");
+    }
+    let tools = pg.psql(queries[2]);
+    assert_eq!(tools, ["Grep|1"]);
+    let back = pg.psql(queries[5]);
+    assert_eq!(lines(&back), fixture, "the transcript, byte for byte");
+    let hit = pg.psql(queries[1]);
+    assert!(hit[0].contains("<b>one</b> <b>cent</b> <b>short</b>"), "{hit:?}");
+}
