@@ -260,7 +260,7 @@ impl Settings {
         if let Some(start_at) = flags.start_at {
             roots.iter_mut().for_each(|r| r.start_at = start_at);
         }
-        let sinks = sinks(&source, &file, flags, &roots)?;
+        let sinks = sinks(&source, &file, flags, &roots, env)?;
         let limits = ReadLimits {
             record_limit: flags
                 .record_limit
@@ -322,6 +322,7 @@ fn sinks(
     file: &FileConfig,
     flags: &Overrides,
     roots: &[Root],
+    env: Env,
 ) -> Result<Vec<SinkSpec>> {
     let roots: Vec<(PathBuf, String)> = (roots.iter())
         .map(|r| (r.path.clone(), r.harness.clone()))
@@ -337,7 +338,8 @@ fn sinks(
                 message,
             }
         };
-        let spec = ship::spec_from_table(table.get_ref(), &roots)
+        let table_paths = expand_sink_paths(table.get_ref(), env)?;
+        let spec = ship::spec_from_table(&table_paths, &roots)
             .map_err(|m| at(format!("sink {:?}: {m}", table.get_ref().name)))?;
         if sinks.iter().any(|s| s.name == spec.name) {
             return Err(at(format!("two sinks are named {:?}", spec.name)));
@@ -355,6 +357,20 @@ fn sinks(
         sinks.push(spec);
     }
     Ok(sinks)
+}
+
+/// `t` with `~/` expanded in its paths.
+fn expand_sink_paths(t: &SinkTable, env: Env) -> Result<SinkTable> {
+    let expand = |p: &Option<PathBuf>| -> Result<Option<PathBuf>> {
+        p.as_ref().map(|p| home::expand_tilde(p, env)).transpose()
+    };
+    Ok(SinkTable {
+        dir: expand(&t.dir)?,
+        password_file: expand(&t.password_file)?,
+        token_file: expand(&t.token_file)?,
+        ca_file: expand(&t.ca_file)?,
+        ..t.clone()
+    })
 }
 
 /// `--watch` directories; else the enabled built-in watchers and the `[[watch]]` tables.

@@ -700,9 +700,16 @@ fn the_documented_queries_answer_over_a_shipped_claude_session() {
     let pg = PgCluster::start();
     let env = Env::new();
     let fixture = fs::read("tests/fixtures/sessions/claude-code.jsonl").unwrap();
-    let project = env.dir.path().join("home/.claude/projects/-home-dana-src-ledger");
+    let project = env
+        .dir
+        .path()
+        .join("home/.claude/projects/-home-dana-src-ledger");
     fs::create_dir_all(&project).unwrap();
-    fs::write(project.join("7c9e6679-7425-40de-944b-e07fc1f90ae7.jsonl"), &fixture).unwrap();
+    fs::write(
+        project.join("7c9e6679-7425-40de-944b-e07fc1f90ae7.jsonl"),
+        &fixture,
+    )
+    .unwrap();
     env.write_config(&format!(
         "archive = {:?}\n[[sink]]\nname = \"team\"\ntype = \"postgres\"\nurl = \"{}\"\n\
          password_file = \"{}\"\n",
@@ -728,5 +735,48 @@ fn the_documented_queries_answer_over_a_shipped_claude_session() {
     let back = pg.psql(queries[5]);
     assert_eq!(lines(&back), fixture, "the transcript, byte for byte");
     let hit = pg.psql(queries[1]);
-    assert!(hit[0].contains("<b>one</b> <b>cent</b> <b>short</b>"), "{hit:?}");
+    assert!(
+        hit[0].contains("<b>one</b> <b>cent</b> <b>short</b>"),
+        "{hit:?}"
+    );
+}
+
+/// TLS to PostgreSQL, against a cluster that takes TLS connections only: `verify-full` with
+/// the server's certificate as `ca_file` ships; `verify-full` against the roots compiled in
+/// refuses the self-signed certificate (and ships nothing); `require` encrypts without
+/// checking; `disable` is turned away by the server.
+#[test]
+fn tls_to_postgresql_checks_the_server_as_sslmode_says() {
+    let pg = PgCluster::start_tls();
+    let env = Env::new();
+    let config = |tls: &str| {
+        env.write_config(&format!(
+            "[[sink]]\nname = \"team\"\ntype = \"postgres\"\nurl = \"{}\"\npassword_file = \"{}\"\n{tls}",
+            pg.url(),
+            pg.password_file().display()
+        ));
+    };
+    env.write("s.jsonl", &lines(&records("a", 3)));
+    config(&format!(
+        "sslmode = \"verify-full\"\nca_file = \"{}\"\n",
+        pg.certificate().display()
+    ));
+    env.run_once(&[]);
+    assert_eq!(pg_counts(&pg), (3, 3));
+
+    env.append("s.jsonl", &lines(&records("b", 1)));
+    config("sslmode = \"verify-full\"\n");
+    let out = env.run_once_output(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("certificate"), "{}", stderr(&out));
+    assert_eq!(pg_counts(&pg), (3, 3));
+
+    config("sslmode = \"disable\"\n");
+    let out = env.run_once_output(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("no encryption"), "{}", stderr(&out));
+
+    config("sslmode = \"require\"\n");
+    env.run_once(&[]);
+    assert_eq!(pg_counts(&pg), (4, 4));
 }

@@ -525,6 +525,8 @@ pub struct PgCluster {
     dir: TempDir,
     bin: PathBuf,
     pub port: u16,
+    /// TLS only (`hostssl`), with a self-signed certificate for 127.0.0.1 and localhost.
+    tls: bool,
 }
 
 /// The PostgreSQL test user and its password.
@@ -533,6 +535,16 @@ pub const PG_PASSWORD: &str = "secret";
 
 impl PgCluster {
     pub fn start() -> PgCluster {
+        PgCluster::start_with(false)
+    }
+
+    /// A cluster that takes TLS connections only, with a self-signed certificate
+    /// ([`PgCluster::certificate`]) for 127.0.0.1 and localhost.
+    pub fn start_tls() -> PgCluster {
+        PgCluster::start_with(true)
+    }
+
+    fn start_with(tls: bool) -> PgCluster {
         let bin = pg_bin();
         let dir = tempfile::tempdir().unwrap();
         fs::set_permissions(
@@ -548,7 +560,11 @@ impl PgCluster {
             dir,
             bin,
             port: free_port(),
+            tls,
         };
+        if tls {
+            cluster.make_certificate();
+        }
         cluster.give_away(&data);
         let initdb = cluster
             .pg_command("initdb")
@@ -567,18 +583,90 @@ impl PgCluster {
             .output()
             .unwrap();
         assert!(initdb.status.success(), "initdb: {}", stderr(&initdb));
+        if tls {
+            let hba = data.join("pg_hba.conf");
+            let text = fs::read_to_string(&hba)
+                .unwrap()
+                .replace("\nhost ", "\nhostssl ");
+            fs::write(&hba, text).unwrap();
+        }
         cluster.start_again();
         cluster
+    }
+
+    /// The certificate (PEM) of the CA that signed the server's.
+    pub fn certificate(&self) -> PathBuf {
+        self.dir.path().join("ca.crt")
+    }
+
+    /// A CA, and a server certificate it signs for 127.0.0.1 and localhost.
+    fn make_certificate(&self) {
+        let d = self.dir.path();
+        fs::write(
+            d.join("san.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\n",
+        )
+        .unwrap();
+        let openssl = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .current_dir(d)
+                .args(args)
+                .output()
+                .expect("openssl (.ci/run installs it)");
+            assert!(out.status.success(), "openssl {args:?}: {}", stderr(&out));
+        };
+        let ca = "/CN=transcript-sync test CA";
+        openssl(&[
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", ca, "-keyout",
+            "ca.key", "-out", "ca.crt",
+        ]);
+        openssl(&[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            "server.key",
+            "-out",
+            "server.csr",
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "server.crt",
+        ]);
+        let key = d.join("server.key");
+        fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     }
 
     /// `pg_ctl start`, waiting until it accepts connections.
     pub fn start_again(&self) {
         let data = self.dir.path().join("data");
-        let options = format!(
+        let mut options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
             self.port,
             self.dir.path().display()
         );
+        if self.tls {
+            let dir = self.dir.path().display();
+            options.push_str(&format!(
+                " -c ssl=on -c ssl_cert_file={dir}/server.crt -c ssl_key_file={dir}/server.key"
+            ));
+        }
         let out = self
             .pg_command("pg_ctl")
             .arg("-D")

@@ -4,10 +4,19 @@
 
 use super::{Destination, Failure, Machine, SinkSpec, Target};
 use crate::archive::ExportRow;
-use crate::ship::spec::Secret;
+use crate::ship::spec::{Secret, SslMode};
+use postgres::config::SslMode as PgSslMode;
 use postgres::{Client, NoTls};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The schema's migrations, in order; `{schema}` is replaced by the schema's name.
 const MIGRATIONS: &[&str] = &[include_str!("postgres_v1.sql")];
@@ -17,6 +26,8 @@ const MIGRATIONS: &[&str] = &[include_str!("postgres_v1.sql")];
 pub struct Postgres {
     url: String,
     password: Option<Secret>,
+    sslmode: SslMode,
+    ca_file: Option<PathBuf>,
     schema: String,
     timeout: Duration,
     machine: Machine,
@@ -30,7 +41,8 @@ impl Postgres {
             url,
             password,
             schema,
-            ..
+            sslmode,
+            ca_file,
         } = &spec.target
         else {
             unreachable!("a postgres destination is made from a postgres target")
@@ -38,6 +50,8 @@ impl Postgres {
         Postgres {
             url: url.clone(),
             password: password.clone(),
+            sslmode: *sslmode,
+            ca_file: ca_file.clone(),
             schema: schema.clone(),
             timeout: spec.timeout,
             machine: machine.clone(),
@@ -56,7 +70,14 @@ impl Postgres {
             .connect_timeout(self.timeout)
             .application_name("transcript-sync")
             .options(&format!("-c statement_timeout={ms} -c lock_timeout={ms}"));
-        let mut client = config.connect(NoTls).map_err(|e| self.failure(&e))?;
+        let connected = match self.sslmode {
+            SslMode::Disable => config.ssl_mode(PgSslMode::Disable).connect(NoTls),
+            SslMode::Require | SslMode::VerifyFull => {
+                let tls = self.tls().map_err(Failure::transient)?;
+                config.ssl_mode(PgSslMode::Require).connect(tls)
+            }
+        };
+        let mut client = connected.map_err(|e| self.failure(&e))?;
         self.migrate(&mut client).map_err(|e| self.failure(&e))?;
         let registered = client.execute(
             &self.sql(
@@ -117,6 +138,45 @@ impl Postgres {
             );
         }
         tx.commit()
+    }
+
+    /// The TLS connector of `sslmode`: `verify-full` checks the chain against `ca_file` (or
+    /// the Mozilla roots compiled in) and the host name; `require` checks nothing.
+    fn tls(&self) -> Result<MakeRustlsConnect, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("TLS: {e}"))?;
+        let config = match self.sslmode {
+            SslMode::Require => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+                .with_no_client_auth(),
+            _ => builder
+                .with_root_certificates(self.roots()?)
+                .with_no_client_auth(),
+        };
+        Ok(MakeRustlsConnect::new(config))
+    }
+
+    /// `ca_file`'s certificates, else the Mozilla roots.
+    fn roots(&self) -> Result<RootCertStore, String> {
+        let Some(path) = &self.ca_file else {
+            return Ok(RootCertStore {
+                roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+            });
+        };
+        let fail = |e: &dyn std::fmt::Display| format!("ca_file {}: {e}", path.display());
+        let mut roots = RootCertStore::empty();
+        for cert in CertificateDer::pem_file_iter(path).map_err(|e| fail(&e))? {
+            roots
+                .add(cert.map_err(|e| fail(&e))?)
+                .map_err(|e| fail(&e))?;
+        }
+        if roots.is_empty() {
+            return Err(fail(&"no certificate in it"));
+        }
+        Ok(roots)
     }
 
     fn sql(&self, text: &str) -> String {
@@ -180,7 +240,7 @@ impl Postgres {
                 db.code().code(),
                 db.detail().map(|d| format!(": {d}")).unwrap_or_default()
             ),
-            None => format!("PostgreSQL at {} unreachable: {e}", self.url),
+            None => format!("PostgreSQL at {} unreachable: {}", self.url, chain(e)),
         };
         let class = e.code().map(|c| &c.code()[..2]);
         match class {
@@ -214,6 +274,61 @@ impl Destination for Postgres {
 
     fn kind(&self) -> &'static str {
         "PostgreSQL unreachable"
+    }
+}
+
+/// `e` and its causes, as one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// `sslmode = "require"`: any certificate, as libpq's `require` without a root file. The
+/// handshake's signatures are still checked, so the channel is encrypted to whoever holds the
+/// certificate's key; who that is goes unchecked.
+#[derive(Debug)]
+struct AnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
     }
 }
 

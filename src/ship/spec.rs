@@ -45,8 +45,11 @@ pub enum Target {
         password: Option<Secret>,
         /// The schema its tables live in.
         schema: String,
-        /// Whether to use TLS.
+        /// Whether to use TLS, and how to check the server.
         sslmode: SslMode,
+        /// The certificates (PEM) a `verify-full` server's chain must lead to, instead of
+        /// the Mozilla roots compiled in.
+        ca_file: Option<PathBuf>,
     },
     /// An HTTP endpoint taking NDJSON.
     Http {
@@ -114,19 +117,19 @@ impl Secret {
     }
 }
 
-/// TLS to PostgreSQL.
+/// TLS to PostgreSQL, as libpq's `sslmode` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SslMode {
     /// Plain TCP or a Unix socket.
     Disable,
-    /// TLS, certificate not checked.
+    /// TLS, the certificate not checked (encryption against eavesdropping only).
     Require,
-    /// TLS with the certificate checked against the host name.
+    /// TLS, the certificate checked against the roots and the host name.
     VerifyFull,
 }
 
 /// A `[[sink]]` table as written; every key but `name` and `type` is optional.
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Clone, Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SinkTable {
     /// The sink's name.
@@ -150,6 +153,8 @@ pub struct SinkTable {
     pub schema: Option<String>,
     /// `disable`, `require` or `verify-full`.
     pub sslmode: Option<String>,
+    /// The CA certificates (PEM) for `verify-full`.
+    pub ca_file: Option<PathBuf>,
     /// Extra HTTP headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -306,7 +311,12 @@ fn postgres_target(
             mask(url)
         ));
     }
-    let sslmode = match t.sslmode.as_deref().unwrap_or("disable") {
+    // The URL's own `sslmode=require` counts when the table says nothing.
+    let from_url = match config.get_ssl_mode() {
+        ::postgres::config::SslMode::Require => "require",
+        _ => "disable",
+    };
+    let sslmode = match t.sslmode.as_deref().unwrap_or(from_url) {
         "disable" => SslMode::Disable,
         "require" => SslMode::Require,
         "verify-full" => SslMode::VerifyFull,
@@ -316,11 +326,14 @@ fn postgres_target(
             ));
         }
     };
-    if sslmode != SslMode::Disable {
-        return Err(format!(
-            "sslmode {:?}: TLS to PostgreSQL is not supported by this build yet; use disable over a trusted network or a local socket",
-            t.sslmode.as_deref().unwrap_or_default()
-        ));
+    match &t.ca_file {
+        Some(_) if sslmode != SslMode::VerifyFull => {
+            return Err("ca_file applies to sslmode = \"verify-full\" only".into());
+        }
+        Some(f) if !f.is_absolute() => {
+            return Err(format!("ca_file {} must be an absolute path", f.display()));
+        }
+        _ => {}
     }
     let schema = t.schema.clone().unwrap_or_else(|| DEFAULT_SCHEMA.into());
     let plain = schema
@@ -336,6 +349,7 @@ fn postgres_target(
         password,
         schema,
         sslmode,
+        ca_file: t.ca_file.clone(),
     })
 }
 
