@@ -560,7 +560,7 @@ impl Shipper {
             next_summary: now,
         });
         outage.attempts += 1;
-        let delay = retry_after.map_or_else(|| backoff(outage.attempts), |d| d.min(MAX_DELAY));
+        let delay = retry_delay(outage.attempts, retry_after);
         let name = &self.spec.name;
         let first = outage.attempts == 1;
         if first {
@@ -684,6 +684,12 @@ fn sink_event(
     .map(drop)
 }
 
+/// The pause after `attempts` failures: what the destination asked for (`Retry-After`, up to
+/// [`MAX_DELAY`]), else [`backoff`].
+fn retry_delay(attempts: u32, retry_after: Option<Duration>) -> Duration {
+    retry_after.map_or_else(|| backoff(attempts), |d| d.min(MAX_DELAY))
+}
+
 /// The pause before attempt `attempts + 1`: doubling from [`FIRST_DELAY`] up to
 /// [`MAX_DELAY`], then between half and all of that at random, so that sinks (and machines)
 /// that failed together do not retry together.
@@ -716,5 +722,13 @@ mod tests {
             assert!(d >= full / 2 && d <= full, "{attempts}: {d:?} of {full:?}");
         }
         assert_eq!(backoff(30).max(MAX_DELAY), MAX_DELAY);
+    }
+
+    #[test]
+    fn a_retry_after_is_honoured_up_to_a_minute() {
+        let asked = Some(Duration::from_secs(7));
+        assert_eq!(retry_delay(5, asked), Duration::from_secs(7));
+        assert_eq!(retry_delay(1, Some(Duration::ZERO)), Duration::ZERO);
+        assert_eq!(retry_delay(1, Some(Duration::from_secs(3600))), MAX_DELAY);
     }
 }

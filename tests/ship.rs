@@ -33,9 +33,14 @@ fn a_mirror_equals_the_archive_byte_for_byte_after_appends_a_truncation_and_a_re
     let ship = format!("mirror:{}", mirror.display());
     let first = lines(&records("a", 3));
     env.write("proj/s.jsonl", &first);
+    let quiet = lines(&records("q", 2));
+    env.write("proj/quiet.jsonl", &quiet);
     let daemon = daemon_shipping(&env, &ship);
     let copy = mirrored(&mirror, "proj/s.jsonl");
-    wait_until("the first lines are mirrored", || read(&copy) == first);
+    let quiet_copy = mirrored(&mirror, "proj/quiet.jsonl");
+    wait_until("the first lines are mirrored", || {
+        read(&copy) == first && read(&quiet_copy) == quiet
+    });
 
     let more = lines(&records("b", 2));
     env.append("proj/s.jsonl", &more);
@@ -53,9 +58,13 @@ fn a_mirror_equals_the_archive_byte_for_byte_after_appends_a_truncation_and_a_re
 
     // Lines past the committed length (a crash after writing, before the cursor moved) are
     // cut back at the next start; what follows is written once.
-    let mut f = fs::OpenOptions::new().append(true).open(&copy).unwrap();
-    std::io::Write::write_all(&mut f, b"{\"not\":\"acknowledged\"}\n").unwrap();
-    drop(f);
+    for unacknowledged in [&copy, &quiet_copy] {
+        let mut f = fs::OpenOptions::new()
+            .append(true)
+            .open(unacknowledged)
+            .unwrap();
+        std::io::Write::write_all(&mut f, b"{\"not\":\"acknowledged\"}\n").unwrap();
+    }
     let last = lines(&records("d", 2));
     env.append("proj/s.jsonl", &last);
     let expected = [after_cut.clone(), last.clone()].concat();
@@ -66,6 +75,11 @@ fn a_mirror_equals_the_archive_byte_for_byte_after_appends_a_truncation_and_a_re
     let (status, _) = daemon.terminate();
     assert!(status.success());
     assert_eq!(read(&copy), read(&env.path("proj/s.jsonl")));
+    assert_eq!(
+        read(&quiet_copy),
+        quiet,
+        "cut back at the start, with nothing new to write"
+    );
     assert_eq!(read(&kept), whole, "the earlier generation stays as it was");
     let status = env.status();
     let sink = &status["sinks"][0];
@@ -192,6 +206,11 @@ fn an_empty_database_gets_the_schema_and_every_record_once() {
     env.sql("UPDATE consumers SET seq = 0 WHERE name = 'sink:team' RETURNING seq");
     env.run_once(&[]);
     assert_eq!(pg_counts(&pg), (50, 50));
+    assert_eq!(
+        env.sql("SELECT count(*) FROM dead_letters"),
+        ["0"],
+        "taken, not refused"
+    );
     let status = env.status();
     assert_eq!(status["sinks"][0]["seq"], 50);
     assert_eq!(status["sinks"][0]["lag_records"], 0);

@@ -104,8 +104,7 @@ impl Destination for Http {
         }
         let retry_after = (response.headers().get("retry-after"))
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+            .and_then(retry_after);
         let mut answer = Vec::new();
         let _ = (response.body_mut().as_reader())
             .take(ANSWER_LIMIT)
@@ -123,5 +122,22 @@ impl Destination for Http {
 
     fn kind(&self) -> &'static str {
         "HTTP collector unreachable"
+    }
+}
+
+/// A `Retry-After` value in seconds; an HTTP date is not read (the backoff applies then).
+fn retry_after(value: &str) -> Option<Duration> {
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_is_read_in_seconds() {
+        assert_eq!(retry_after(" 120 "), Some(Duration::from_secs(120)));
+        assert_eq!(retry_after("0"), Some(Duration::ZERO));
+        assert_eq!(retry_after("Wed, 21 Oct 2026 07:28:00 GMT"), None);
     }
 }
