@@ -86,12 +86,15 @@ impl Pipeline {
         }
         let turns = Arc::new(WriteTurn::default());
         let stop = retry.as_ref().map(|(stop, _)| Arc::clone(stop));
+        // Nothing is ever sent: the sender goes with the index's thread.
+        let (index_exit, index_done) = bounded::<()>(0);
         let index = sessions::spawn(
             db.to_owned(),
             Arc::clone(&hub),
             committed.clone(),
             Arc::clone(&turns),
             stop.clone(),
+            index_exit,
         )
         .starting("session index")?;
         let wiring = ship::Wiring {
@@ -100,6 +103,7 @@ impl Pipeline {
             committed: committed.clone(),
             turns: Arc::clone(&turns),
             once: retry.is_none(),
+            index_done,
         };
         let sinks = Sinks::start(&settings.sinks, wiring, stop)?;
         let mut writer = ArchiveWriter::new(write, Some(hub))

@@ -429,17 +429,21 @@ fn body(parts: &[Part]) -> String {
 /// Starts the index's thread: it follows the archive at `db` through `hub` from where the
 /// index left off, until the writer ends and every record is indexed. An error is logged and
 /// the thread follows again from the index's last commit after a pause (at once when the
-/// writer has ended, and only once more then); the archive never waits for it.
+/// writer has ended, and only once more then); the archive never waits for it. `exit`
+/// disconnects when the thread ends.
 pub fn spawn(
     db: PathBuf,
     hub: Arc<Hub>,
     committed: CommitSignal,
     turns: Arc<WriteTurn>,
     stop: Option<Arc<AtomicBool>>,
+    exit: crossbeam_channel::Sender<()>,
 ) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name("session index".into())
         .spawn(move || {
+            // Dropped when the thread ends, however it ends: tells who waits for the index.
+            let _exit = exit;
             // On two cores, reading and committing records must not wait for the index.
             if let Err(e) = crate::sys::lower_thread_priority(10) {
                 log::debug!("session index: cannot lower its priority: {e}");

@@ -29,6 +29,7 @@ use crate::checkpointer::CommitSignal;
 use crate::error::{Error, Result};
 use crate::follow::{Follower, Hub, Start};
 use crate::write_turn::WriteTurn;
+use crossbeam_channel::Receiver;
 use rusqlite::{TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -103,6 +104,13 @@ pub trait Destination: Send {
     /// record of it (as durably as it promises); storing a record again must change nothing.
     fn deliver(&mut self, batch: &[ExportRow]) -> std::result::Result<(), Failure>;
 
+    /// Called when no record waits, with the last `seq` shipped: work that follows the
+    /// archive at its own pace (PostgreSQL ships the session index's rows). `Ok(true)` when
+    /// it has state to commit.
+    fn idle(&mut self, _shipped: i64) -> std::result::Result<bool, Failure> {
+        Ok(false)
+    }
+
     /// State to commit with the cursor after the last delivery, as (key, value) pairs; read
     /// back with [`Archive`]'s `sink_state` when the sink starts again.
     fn take_state(&mut self) -> Vec<(String, String)> {
@@ -120,7 +128,7 @@ pub fn open_destination(
     db: &Path,
 ) -> Result<Box<dyn Destination>> {
     Ok(match &spec.target {
-        Target::Postgres { .. } => Box::new(postgres::Postgres::new(spec, machine)),
+        Target::Postgres { .. } => Box::new(postgres::Postgres::new(spec, machine, db)?),
         Target::Http { .. } => Box::new(http::Http::new(spec, machine)?),
         Target::Mirror { dir, roots } => {
             Box::new(mirror::Mirror::open(&spec.name, dir, roots.clone(), db)?)
@@ -167,6 +175,8 @@ pub struct Wiring {
     /// True for `run --once`: stop at the first failure, with an error, and end once caught
     /// up with a closed hub.
     pub once: bool,
+    /// Disconnects when the session index's thread ends.
+    pub index_done: Receiver<()>,
 }
 
 /// Starts the thread of sink `spec`. It follows the archive until the hub closes and every
@@ -184,6 +194,7 @@ pub fn spawn(
         committed: wiring.committed.clone(),
         turns: Arc::clone(&wiring.turns),
         once: wiring.once,
+        index_done: wiring.index_done.clone(),
         stop: Arc::clone(&stop),
         stop_all,
     };
@@ -325,6 +336,7 @@ struct ShipContext {
     committed: CommitSignal,
     turns: Arc<WriteTurn>,
     once: bool,
+    index_done: Receiver<()>,
     stop: Arc<AtomicBool>,
     /// The daemon's stop flag.
     stop_all: Option<Arc<AtomicBool>>,
@@ -439,8 +451,9 @@ impl Shipper {
             let batch = self.next_batch(&mut follower, ctx)?;
             if batch.is_empty() {
                 if follower.ended() {
-                    return Ok(());
+                    return self.last_idle(&follower, ctx);
                 }
+                self.idle(&follower, ctx)?;
                 continue;
             }
             let mut dead = Vec::new();
@@ -451,6 +464,39 @@ impl Shipper {
             self.commit(follower.done(), &dead, caught_up, ctx)?;
         }
         Ok(())
+    }
+
+    /// Lets the destination do what follows the archive at its own pace, and commits its
+    /// state. A failure is left for the next delivery to report, and tried again.
+    fn idle(&mut self, follower: &Follower, ctx: &ShipContext) -> Result<()> {
+        match self.destination.idle(follower.done()) {
+            Ok(true) => {
+                let caught_up = follower.done() >= ctx.hub.published();
+                self.commit(follower.done(), &[], caught_up, ctx)
+            }
+            Ok(false) => Ok(()),
+            Err(Failure::Transient { message, .. } | Failure::Refused { message }) => {
+                log::debug!("sink {}: {message}", self.spec.name);
+                Ok(())
+            }
+        }
+    }
+
+    /// Everything is shipped and the writer has ended (`run --once`): once the session index
+    /// has indexed it all too, the destination's last idle work.
+    fn last_idle(&mut self, follower: &Follower, ctx: &ShipContext) -> Result<()> {
+        // Disconnects when the index's thread ends.
+        let _ = ctx.index_done.recv();
+        match self.destination.idle(follower.done()) {
+            Ok(true) => self.commit(follower.done(), &[], true, ctx),
+            Ok(false) => Ok(()),
+            Err(Failure::Transient { message, .. } | Failure::Refused { message }) => {
+                Err(Error::ShipFailed {
+                    name: self.spec.name.clone(),
+                    message,
+                })
+            }
+        }
     }
 
     /// The next batch: waits a moment for a first record, then gathers more until the batch

@@ -189,7 +189,7 @@ fn an_empty_database_gets_the_schema_and_every_record_once() {
     env.run_once(&[]);
     assert_eq!(
         pg.psql("SELECT max(version) FROM transcript_sync.schema_version"),
-        ["1"]
+        ["2"]
     );
     assert_eq!(pg_counts(&pg), (50, 50));
     let machine = env.sql("SELECT value FROM state WHERE key = 'machine_id'");
@@ -269,6 +269,12 @@ fn records_appended_while_postgresql_is_down_arrive_once_when_it_is_back() {
     pg.start_again();
     wait_until("every record arrives once", || pg_counts(&pg) == (15, 15));
     daemon.wait_log("sink team: delivering again after");
+    // Idle again, the sink sends the session index's row of the file's session.
+    wait_until("the session's row arrives", || {
+        pg.try_psql("SELECT count(*) FROM transcript_sync.session_sources")
+            .stdout
+            .starts_with(b"1\n")
+    });
     let (status, _) = daemon.terminate();
     assert!(status.success());
     assert_eq!(
@@ -758,6 +764,25 @@ fn the_documented_queries_answer_over_a_shipped_claude_session() {
         hit[0].contains("<b>one</b> <b>cent</b> <b>short</b>"),
         "{hit:?}"
     );
+
+    // The session index's row, as `sessions --json` shows it here.
+    let out = (env.cmd().args(["sessions", "--json", "--db"]))
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let local: serde_json::Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+    let row = pg.psql(
+        "SELECT session, title, user_messages + assistant_messages, array_to_string(models, ',')
+         FROM transcript_sync.sessions WHERE parent IS NULL",
+    );
+    let expected = format!(
+        "{}|{}|{}|claude-sonnet-4-5",
+        local["id"].as_str().unwrap(),
+        local["title"].as_str().unwrap(),
+        local["messages"]
+    );
+    assert_eq!(row, [expected], "{listed}");
 }
 
 /// TLS to PostgreSQL, against a cluster that takes TLS connections only: `verify-full` with

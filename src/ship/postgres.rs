@@ -3,7 +3,12 @@
 //! staging table and `INSERT … ON CONFLICT DO NOTHING`, one transaction per batch.
 
 use super::{Destination, Failure, Machine, SinkSpec, Target};
-use crate::archive::ExportRow;
+use crate::archive::{Archive, ExportRow};
+use crate::error::Result as ArchiveResult;
+use crate::sessions::{
+    self,
+    query::{self, SessionExport},
+};
 use crate::ship::spec::{Secret, SslMode};
 use postgres::config::SslMode as PgSslMode;
 use postgres::{Client, NoTls};
@@ -13,13 +18,19 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The schema's migrations, in order; `{schema}` is replaced by the schema's name.
-const MIGRATIONS: &[&str] = &[include_str!("postgres_v1.sql")];
+const MIGRATIONS: &[&str] = &[
+    include_str!("postgres_v1.sql"),
+    include_str!("postgres_v2.sql"),
+];
+
+/// The key under which the sink keeps how far it shipped the session index's rows.
+const SESSIONS_SEQ: &str = "sessions_seq";
 
 /// A PostgreSQL sink's connection, opened (and the schema migrated) at the first delivery and
 /// again after any failure.
@@ -32,11 +43,18 @@ pub struct Postgres {
     timeout: Duration,
     machine: Machine,
     client: Option<Client>,
+    /// The archive, for the session index's rows.
+    db: PathBuf,
+    index: Option<Archive>,
+    /// The sessions of records up to this seq are shipped as the index had them then.
+    sessions_seq: i64,
+    sessions_moved: bool,
 }
 
 impl Postgres {
-    /// The destination of `spec` (a postgres target), not yet connected.
-    pub fn new(spec: &SinkSpec, machine: &Machine) -> Postgres {
+    /// The destination of `spec` (a postgres target) over the archive at `db`, not yet
+    /// connected.
+    pub fn new(spec: &SinkSpec, machine: &Machine, db: &Path) -> ArchiveResult<Postgres> {
         let Target::Postgres {
             url,
             password,
@@ -47,7 +65,14 @@ impl Postgres {
         else {
             unreachable!("a postgres destination is made from a postgres target")
         };
-        Postgres {
+        let index = Archive::open(db)?;
+        let mut sessions_seq = 0;
+        index.sink_state(&spec.name, |key, value| {
+            if key == SESSIONS_SEQ {
+                sessions_seq = value.parse().unwrap_or(0);
+            }
+        })?;
+        Ok(Postgres {
             url: url.clone(),
             password: password.clone(),
             sslmode: *sslmode,
@@ -56,7 +81,107 @@ impl Postgres {
             timeout: spec.timeout,
             machine: machine.clone(),
             client: None,
+            db: db.to_owned(),
+            index: Some(index),
+            sessions_seq,
+            sessions_moved: false,
+        })
+    }
+
+    /// The open connection, or a new one.
+    fn client(&mut self) -> Result<Client, Failure> {
+        match self.client.take() {
+            Some(c) if !c.is_closed() => Ok(c),
+            _ => self.connect(),
         }
+    }
+
+    /// The index's rows of the sessions holding records shipped up to `shipped`, as far as
+    /// the index has them, since the last time; one transaction.
+    fn ship_sessions(&mut self, shipped: i64) -> Result<bool, Failure> {
+        let archive_failure =
+            |e: crate::error::Error| Failure::transient(format!("{:#}", anyhow::Error::from(e)));
+        let index = match self.index.take() {
+            Some(index) => index,
+            None => Archive::open(&self.db).map_err(archive_failure)?,
+        };
+        let mut index = index;
+        let indexed = index
+            .consumer_seq(sessions::CONSUMER)
+            .map_err(archive_failure)?;
+        let through = indexed.unwrap_or(0).min(shipped);
+        if through <= self.sessions_seq {
+            self.index = Some(index);
+            return Ok(false);
+        }
+        let touched = query::touched_sessions(&mut index, self.sessions_seq, through);
+        self.index = Some(index);
+        let rows = touched.map_err(archive_failure)?;
+        let mut client = self.client()?;
+        match self.upsert_sessions(&mut client, &rows) {
+            Ok(()) => {
+                self.client = Some(client);
+                log::debug!("PostgreSQL {}: {} sessions updated", self.url, rows.len());
+                self.sessions_seq = through;
+                self.sessions_moved = true;
+                Ok(true)
+            }
+            Err(e) => Err(self.failure(&e)),
+        }
+    }
+
+    fn upsert_sessions(
+        &self,
+        client: &mut Client,
+        rows: &[SessionExport],
+    ) -> Result<(), postgres::Error> {
+        let mut tx = client.transaction()?;
+        let session = tx.prepare(&self.sql(
+            "INSERT INTO {schema}.sessions (machine, harness, session, parent, project, branch,
+                 title, started_at, last_at, user_messages, assistant_messages, compactions,
+                 models, updated_at)
+             VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7,
+                 to_timestamp($8::bigint / 1000.0), to_timestamp($9::bigint / 1000.0),
+                 $10::bigint::integer, $11::bigint::integer, $12::bigint::integer, $13, now())
+             ON CONFLICT (machine, harness, session) DO UPDATE SET
+                 parent = EXCLUDED.parent, project = EXCLUDED.project, branch = EXCLUDED.branch,
+                 title = EXCLUDED.title, started_at = EXCLUDED.started_at,
+                 last_at = EXCLUDED.last_at, user_messages = EXCLUDED.user_messages,
+                 assistant_messages = EXCLUDED.assistant_messages,
+                 compactions = EXCLUDED.compactions, models = EXCLUDED.models,
+                 updated_at = now()",
+        ))?;
+        let source = tx.prepare(&self.sql(
+            "INSERT INTO {schema}.session_sources (machine, source, harness, session)
+             VALUES ($1::text::uuid, $2, $3, $4)
+             ON CONFLICT (machine, source) DO UPDATE
+             SET harness = EXCLUDED.harness, session = EXCLUDED.session",
+        ))?;
+        let machine = &self.machine.id;
+        for r in rows {
+            tx.execute(
+                &session,
+                &[
+                    machine,
+                    &r.harness,
+                    &r.session,
+                    &r.parent,
+                    &r.project,
+                    &r.branch,
+                    &r.title,
+                    &r.started_ms,
+                    &r.last_ms,
+                    &r.user_messages,
+                    &r.assistant_messages,
+                    &r.compactions,
+                    &r.models,
+                ],
+            )?;
+            for id in &r.sources {
+                tx.execute(&source, &[machine, id, &r.harness, &r.session])?;
+            }
+        }
+        tx.commit()
     }
 
     fn connect(&mut self) -> Result<Client, Failure> {
@@ -253,10 +378,7 @@ impl Postgres {
 
 impl Destination for Postgres {
     fn deliver(&mut self, batch: &[ExportRow]) -> Result<(), Failure> {
-        let mut client = match self.client.take() {
-            Some(c) if !c.is_closed() => c,
-            _ => self.connect()?,
-        };
+        let mut client = self.client()?;
         match self.insert(&mut client, batch) {
             Ok(()) => {
                 self.client = Some(client);
@@ -269,6 +391,17 @@ impl Destination for Postgres {
                 }
                 Err(failure)
             }
+        }
+    }
+
+    fn idle(&mut self, shipped: i64) -> Result<bool, Failure> {
+        self.ship_sessions(shipped)
+    }
+
+    fn take_state(&mut self) -> Vec<(String, String)> {
+        match std::mem::take(&mut self.sessions_moved) {
+            true => vec![(SESSIONS_SEQ.to_owned(), self.sessions_seq.to_string())],
+            false => Vec::new(),
         }
     }
 
