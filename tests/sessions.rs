@@ -2,7 +2,7 @@
 //! `reindex`, over a home holding transcripts of the four agents (fixtures in
 //! `tests/fixtures/sessions/`, written in the agents' formats).
 
-use crate::util::{BIN, Daemon, Env, TapReader, stderr, wait_until};
+use crate::util::{BIN, Daemon, Env, TapReader, on_a_terminal, stderr, wait_until};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -427,14 +427,7 @@ fn show_on_a_terminal_is_styled_and_keeps_its_lines() {
     Home::write(&env);
     archive_home(&env);
     let command = format!("{BIN} show {GEMINI_ID} --db {}", env.db.display());
-    let out = env
-        .command("script")
-        .args(["-qec", &command, "/dev/null"])
-        .env("TERM", "xterm")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let screen = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    let screen = on_a_terminal(&env, &command);
     assert!(
         screen.starts_with("\x1b[1mSlow nightly backup\x1b[22m\n"),
         "{screen:?}"

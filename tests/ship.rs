@@ -698,14 +698,7 @@ fn status_on_a_terminal_shows_each_sink() {
          WHERE seq = 1 RETURNING id",
     );
     let inner = format!("{} status --db {}", crate::util::BIN, env.db.display());
-    let out = env
-        .command("script")
-        .env("TERM", "xterm")
-        .args(["-qec", &inner, "/dev/null"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    let text = crate::util::on_a_terminal(&env, &inner);
     let sink_line = format!(
         "sink collector (http http://127.0.0.1:{port}/in): shipped to seq 0, 4 records ({bytes} B) waiting; last success never\n"
     );

@@ -297,15 +297,7 @@ fn a_terminal_shows_a_backfill_progress_bar() {
         env.db.display(),
         env.root.display()
     );
-    // `script` runs the command on a pseudo-terminal and copies what it draws to stdout.
-    let out = env
-        .command("script")
-        .env("TERM", "xterm")
-        .args(["-qec", &inner, "/dev/null"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let out = String::from_utf8_lossy(&out.stdout);
+    let out = on_a_terminal(&env, &inner);
     assert!(out.contains("backfill ["), "no bar drawn:\n{out}");
     assert!(out.contains("ETA"), "{out}");
     assert!(out.contains("files 0/1"), "{out}");

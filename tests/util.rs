@@ -229,6 +229,19 @@ impl Env {
     }
 }
 
+/// Runs the shell command line `command` on a pseudo-terminal, under `script`, as a person
+/// would see it; it must succeed. Returns what it drew, with `\r\n` as `\n`.
+pub fn on_a_terminal(env: &Env, command: &str) -> String {
+    let out = env
+        .command("script")
+        .env("TERM", "xterm")
+        .args(["-qec", command, "/dev/null"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{command}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n")
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
