@@ -136,10 +136,16 @@ fn the_unit_passes_systemd_analyze_verify() {
     let env = Env::outside_tmp();
     let fake = Fake::ok(&env, "systemctl");
     let db = env.dir.path().join("odd 100%/a$b.db");
+    // A mirror sink's directory goes into ReadWritePaths= beside the archive's.
+    let mirror = env.dir.path().join("mirror copy");
+    env.write_config(&format!(
+        "[[sink]]\nname = \"m\"\ntype = \"mirror\"\ndir = {mirror:?}\n"
+    ));
     let args = ["install", "--dry-run", "--manager", "systemd", "--db"];
     let out = service_ok(&env, &fake, &[&args[..], &[db.to_str().unwrap()]].concat());
     let unit = would_write(&out);
     assert!(unit.contains(" run --db \""), "{unit}");
+    assert!(unit.contains(&format!(" -{mirror:?}\n")), "{unit}");
     let dir = env.dir.path().join("verify");
     let runtime = dir.join("runtime");
     fs::create_dir_all(&runtime).unwrap();

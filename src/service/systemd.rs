@@ -180,6 +180,21 @@ mod tests {
     }
 
     #[test]
+    fn the_unit_may_write_the_mirror_directories_and_reach_the_network_sinks() {
+        let mut d = def("/b", "/home/u/data/a.db", false);
+        d.mirrors = vec!["/mnt/nas/transcripts".into()];
+        let unit = render_unit(&d).unwrap();
+        assert!(
+            unit.contains("\nReadWritePaths=-\"/home/u/data\" -\"/mnt/nas/transcripts\"\n"),
+            "{unit}"
+        );
+        assert!(
+            unit.contains("\nRestrictAddressFamilies=AF_UNIX AF_INET AF_INET6\n"),
+            "{unit}"
+        );
+    }
+
+    #[test]
     fn an_archive_chosen_on_the_command_line_is_passed_to_run() {
         let unit = render_unit(&def("/b", "/x/a.db", true)).unwrap();
         assert!(
