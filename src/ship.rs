@@ -674,46 +674,66 @@ impl Shipper {
         ctx: &ShipContext,
     ) -> Result<()> {
         let state = self.destination.take_state();
-        let (name, consumer) = (self.spec.name.clone(), self.consumer.clone());
+        let shipped = Shipped {
+            name: &self.spec.name,
+            consumer: &self.consumer,
+            seq,
+            dead,
+            state: &state,
+            caught_up,
+        };
         let _turn = ctx.turns.for_consumer();
         let conn = self.archive.connection();
-        let done = conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .and_then(|tx| {
-                record_consumer_done(&tx, &consumer, seq)?;
-                for d in dead {
-                    tx.execute(
-                        "INSERT OR REPLACE INTO dead_letters
-                         (sink, source_id, generation, offset, seq, answer, at_ms)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                        params![
-                            name,
-                            d.source,
-                            d.generation,
-                            d.offset as i64,
-                            d.seq,
-                            d.answer,
-                            now_ms()
-                        ],
-                    )?;
-                }
-                for (key, value) in &state {
-                    tx.execute(
-                        "INSERT OR REPLACE INTO sink_state (sink, key, value) VALUES (?1, ?2, ?3)",
-                        params![name, key, value],
-                    )?;
-                }
-                tx.execute(
-                    "UPDATE sinks SET last_ok_ms = ?2, failing_since_ms = NULL,
-                     caught_up_ms = CASE WHEN ?3 THEN ?2 ELSE caught_up_ms END WHERE name = ?1",
-                    params![name, now_ms(), caught_up],
-                )?;
-                tx.commit()
-            });
+        let done = (conn.transaction_with_behavior(TransactionBehavior::Immediate))
+            .and_then(|tx| record_shipped(&tx, &shipped).and_then(|()| tx.commit()));
         self.archive.db(done)?;
         ctx.committed.committed(1);
         Ok(())
     }
+}
+
+/// What one commit of a sink records, together: its cursor, the batch's dead letters, the
+/// destination's state, and the sink's row for `status`.
+struct Shipped<'a> {
+    name: &'a str,
+    consumer: &'a str,
+    seq: i64,
+    dead: &'a [DeadLetter],
+    state: &'a [(String, String)],
+    caught_up: bool,
+}
+
+fn record_shipped(tx: &rusqlite::Transaction, s: &Shipped) -> rusqlite::Result<()> {
+    record_consumer_done(tx, s.consumer, s.seq)?;
+    let now = now_ms();
+    for d in s.dead {
+        tx.execute(
+            "INSERT OR REPLACE INTO dead_letters
+             (sink, source_id, generation, offset, seq, answer, at_ms)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                s.name,
+                d.source,
+                d.generation,
+                d.offset as i64,
+                d.seq,
+                d.answer,
+                now
+            ],
+        )?;
+    }
+    for (key, value) in s.state {
+        tx.execute(
+            "INSERT OR REPLACE INTO sink_state (sink, key, value) VALUES (?1, ?2, ?3)",
+            params![s.name, key, value],
+        )?;
+    }
+    tx.execute(
+        "UPDATE sinks SET last_ok_ms = ?2, failing_since_ms = NULL,
+         caught_up_ms = CASE WHEN ?3 THEN ?2 ELSE caught_up_ms END WHERE name = ?1",
+        params![s.name, now, s.caught_up],
+    )
+    .map(drop)
 }
 
 /// Records an event about sink `name` in the archive's events.

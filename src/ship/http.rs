@@ -68,6 +68,35 @@ impl Http {
         gz.finish()
     }
 
+    /// What an answer means: 2xx acknowledges; 408, 429 and 5xx may pass (after
+    /// `Retry-After`); anything else refuses the batch. The answer's body, up to a KiB, goes
+    /// into the message.
+    fn answered(
+        &self,
+        mut response: ureq::http::Response<ureq::Body>,
+    ) -> std::result::Result<(), Failure> {
+        let status = response.status().as_u16();
+        if (200..300).contains(&status) {
+            return Ok(());
+        }
+        let retry_after = (response.headers().get("retry-after"))
+            .and_then(|v| v.to_str().ok())
+            .and_then(retry_after);
+        let mut answer = Vec::new();
+        let _ = (response.body_mut().as_reader())
+            .take(ANSWER_LIMIT)
+            .read_to_end(&mut answer);
+        let answer = String::from_utf8_lossy(&answer);
+        let message = format!("HTTP {} answered {status}: {}", self.url, answer.trim());
+        match status {
+            408 | 429 | 500..=599 => Err(Failure::Transient {
+                message,
+                retry_after,
+            }),
+            _ => Err(Failure::Refused { message }),
+        }
+    }
+
     /// The batch's idempotency key: the machine and the first and last record's keys.
     fn idempotency_key(&self, batch: &[ExportRow]) -> String {
         let key = |r: &ExportRow| format!("{}.{}.{}", r.source, r.generation, r.offset);
@@ -94,29 +123,9 @@ impl Destination for Http {
         for (name, value) in &self.headers {
             request = request.header(name, value);
         }
-        let mut response = match request.send(&body[..]) {
-            Ok(r) => r,
-            Err(e) => return Err(Failure::transient(format!("HTTP {}: {e}", self.url))),
-        };
-        let status = response.status().as_u16();
-        if (200..300).contains(&status) {
-            return Ok(());
-        }
-        let retry_after = (response.headers().get("retry-after"))
-            .and_then(|v| v.to_str().ok())
-            .and_then(retry_after);
-        let mut answer = Vec::new();
-        let _ = (response.body_mut().as_reader())
-            .take(ANSWER_LIMIT)
-            .read_to_end(&mut answer);
-        let answer = String::from_utf8_lossy(&answer);
-        let message = format!("HTTP {} answered {status}: {}", self.url, answer.trim());
-        match status {
-            408 | 429 | 500..=599 => Err(Failure::Transient {
-                message,
-                retry_after,
-            }),
-            _ => Err(Failure::Refused { message }),
+        match request.send(&body[..]) {
+            Ok(response) => self.answered(response),
+            Err(e) => Err(Failure::transient(format!("HTTP {}: {e}", self.url))),
         }
     }
 

@@ -29,6 +29,26 @@ const MIGRATIONS: &[&str] = &[
     include_str!("postgres_v2.sql"),
 ];
 
+/// One session's row, as the machine's index has it now.
+const UPSERT_SESSION: &str = "INSERT INTO {schema}.sessions (machine, harness, session, parent,
+         project, branch, title, started_at, last_at, user_messages, assistant_messages,
+         compactions, models, updated_at)
+     VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7,
+         to_timestamp($8::bigint / 1000.0), to_timestamp($9::bigint / 1000.0),
+         $10::bigint::integer, $11::bigint::integer, $12::bigint::integer, $13, now())
+     ON CONFLICT (machine, harness, session) DO UPDATE SET
+         parent = EXCLUDED.parent, project = EXCLUDED.project, branch = EXCLUDED.branch,
+         title = EXCLUDED.title, started_at = EXCLUDED.started_at, last_at = EXCLUDED.last_at,
+         user_messages = EXCLUDED.user_messages, assistant_messages = EXCLUDED.assistant_messages,
+         compactions = EXCLUDED.compactions, models = EXCLUDED.models, updated_at = now()";
+
+/// Which session a source's records belong to.
+const UPSERT_SESSION_SOURCE: &str = "INSERT INTO {schema}.session_sources
+         (machine, source, harness, session)
+     VALUES ($1::text::uuid, $2, $3, $4)
+     ON CONFLICT (machine, source) DO UPDATE
+     SET harness = EXCLUDED.harness, session = EXCLUDED.session";
+
 /// The key under which the sink keeps how far it shipped the session index's rows.
 const SESSIONS_SEQ: &str = "sessions_seq";
 
@@ -136,27 +156,8 @@ impl Postgres {
         rows: &[SessionExport],
     ) -> Result<(), postgres::Error> {
         let mut tx = client.transaction()?;
-        let session = tx.prepare(&self.sql(
-            "INSERT INTO {schema}.sessions (machine, harness, session, parent, project, branch,
-                 title, started_at, last_at, user_messages, assistant_messages, compactions,
-                 models, updated_at)
-             VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7,
-                 to_timestamp($8::bigint / 1000.0), to_timestamp($9::bigint / 1000.0),
-                 $10::bigint::integer, $11::bigint::integer, $12::bigint::integer, $13, now())
-             ON CONFLICT (machine, harness, session) DO UPDATE SET
-                 parent = EXCLUDED.parent, project = EXCLUDED.project, branch = EXCLUDED.branch,
-                 title = EXCLUDED.title, started_at = EXCLUDED.started_at,
-                 last_at = EXCLUDED.last_at, user_messages = EXCLUDED.user_messages,
-                 assistant_messages = EXCLUDED.assistant_messages,
-                 compactions = EXCLUDED.compactions, models = EXCLUDED.models,
-                 updated_at = now()",
-        ))?;
-        let source = tx.prepare(&self.sql(
-            "INSERT INTO {schema}.session_sources (machine, source, harness, session)
-             VALUES ($1::text::uuid, $2, $3, $4)
-             ON CONFLICT (machine, source) DO UPDATE
-             SET harness = EXCLUDED.harness, session = EXCLUDED.session",
-        ))?;
+        let session = tx.prepare(&self.sql(UPSERT_SESSION))?;
+        let source = tx.prepare(&self.sql(UPSERT_SESSION_SOURCE))?;
         let machine = &self.machine.id;
         for r in rows {
             tx.execute(

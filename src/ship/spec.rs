@@ -176,68 +176,17 @@ pub fn from_table(
     roots: &[(PathBuf, String)],
 ) -> std::result::Result<SinkSpec, String> {
     check_name(&t.name)?;
-    let secret = |file: &Option<PathBuf>, env: &Option<String>, what: &str| match (file, env) {
-        (Some(_), Some(_)) => Err(format!("give {what}_file or {what}_env, not both")),
-        (Some(f), None) if f.is_absolute() => Ok(Some(Secret::File(f.clone()))),
-        (Some(f), None) => Err(format!(
-            "{what}_file {} must be an absolute path",
-            f.display()
-        )),
-        (None, Some(e)) => Ok(Some(Secret::Env(e.clone()))),
-        (None, None) => Ok(None),
-    };
-    let only = |present: bool, key: &str, kinds: &str| match present {
-        true => Err(format!("{key} applies to {kinds} sinks only")),
-        false => Ok(()),
-    };
     let target = match t.kind.as_str() {
-        "postgres" => {
-            only(t.dir.is_some(), "dir", "mirror")?;
-            only(
-                t.token_file.is_some() || t.token_env.is_some(),
-                "token",
-                "http",
-            )?;
-            let url = t.url.as_deref().ok_or("a postgres sink needs url")?;
-            postgres_target(
-                url,
-                secret(&t.password_file, &t.password_env, "password")?,
-                t,
-            )?
-        }
-        "http" => {
-            only(t.dir.is_some(), "dir", "mirror")?;
-            only(
-                t.password_file.is_some() || t.password_env.is_some(),
-                "password",
-                "postgres",
-            )?;
-            let url = t.url.as_deref().ok_or("an http sink needs url")?;
-            Target::Http {
-                url: http_url(url)?,
-                token: secret(&t.token_file, &t.token_env, "token")?,
-                headers: t.headers.clone(),
-                gzip: t.gzip.unwrap_or(true),
-            }
-        }
-        "mirror" => {
-            only(t.url.is_some(), "url", "postgres and http")?;
-            let dir = t.dir.as_ref().ok_or("a mirror sink needs dir")?;
-            if !dir.is_absolute() {
-                return Err(format!("dir {} must be an absolute path", dir.display()));
-            }
-            mirror_target(dir, roots)
-        }
+        "postgres" => postgres_target(t)?,
+        "http" => http_target(t)?,
+        "mirror" => mirror_target(t, roots)?,
         other => {
             return Err(format!(
                 "unknown sink type {other:?}; the types are postgres, http and mirror"
             ));
         }
     };
-    let interval = |v: &Option<String>, default| match v {
-        Some(text) => humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}")),
-        None => Ok(default),
-    };
+    check_keys(t)?;
     Ok(SinkSpec {
         name: t.name.clone(),
         target,
@@ -246,6 +195,64 @@ pub fn from_table(
         batch_bytes: t.batch_bytes.unwrap_or(DEFAULT_BATCH_BYTES).max(1),
         timeout: interval(&t.timeout, DEFAULT_TIMEOUT)?,
     })
+}
+
+/// Refuses a key given to a type it does not apply to, naming the types it does.
+fn check_keys(t: &SinkTable) -> std::result::Result<(), String> {
+    let keys: [(&str, bool, &[&str]); 8] = [
+        ("url", t.url.is_some(), &["postgres", "http"]),
+        ("dir", t.dir.is_some(), &["mirror"]),
+        (
+            "password_file and password_env",
+            t.password_file.is_some() || t.password_env.is_some(),
+            &["postgres"],
+        ),
+        ("schema", t.schema.is_some(), &["postgres"]),
+        (
+            "sslmode and ca_file",
+            t.sslmode.is_some() || t.ca_file.is_some(),
+            &["postgres"],
+        ),
+        (
+            "token_file and token_env",
+            t.token_file.is_some() || t.token_env.is_some(),
+            &["http"],
+        ),
+        ("headers", !t.headers.is_empty(), &["http"]),
+        ("gzip", t.gzip.is_some(), &["http"]),
+    ];
+    for (key, given, kinds) in keys {
+        if given && !kinds.contains(&t.kind.as_str()) {
+            return Err(format!("{key}: only for {} sinks", kinds.join(" and ")));
+        }
+    }
+    Ok(())
+}
+
+/// Where a secret comes from: `<what>_file` (absolute) or `<what>_env`, not both.
+fn secret(
+    file: &Option<PathBuf>,
+    env: &Option<String>,
+    what: &str,
+) -> std::result::Result<Option<Secret>, String> {
+    match (file, env) {
+        (Some(_), Some(_)) => Err(format!("give {what}_file or {what}_env, not both")),
+        (Some(f), None) if f.is_absolute() => Ok(Some(Secret::File(f.clone()))),
+        (Some(f), None) => Err(format!(
+            "{what}_file {} must be an absolute path",
+            f.display()
+        )),
+        (None, Some(e)) => Ok(Some(Secret::Env(e.clone()))),
+        (None, None) => Ok(None),
+    }
+}
+
+/// A duration such as `250ms` or `30s`, or `default`.
+fn interval(text: &Option<String>, default: Duration) -> std::result::Result<Duration, String> {
+    match text {
+        Some(text) => humantime::parse_duration(text).map_err(|e| format!("{text:?}: {e}")),
+        None => Ok(default),
+    }
 }
 
 /// The sink of `--ship ARG`, named after its type (`postgres`, `http`, `mirror`). The
@@ -299,11 +306,8 @@ fn check_name(name: &str) -> std::result::Result<(), String> {
     }
 }
 
-fn postgres_target(
-    url: &str,
-    password: Option<Secret>,
-    t: &SinkTable,
-) -> std::result::Result<Target, String> {
+fn postgres_target(t: &SinkTable) -> std::result::Result<Target, String> {
+    let url = t.url.as_deref().ok_or("a postgres sink needs url")?;
     let config: ::postgres::Config = url.parse().map_err(|e| format!("url {}: {e}", mask(url)))?;
     if config.get_password().is_some() || password_in(url) {
         return Err(format!(
@@ -311,7 +315,28 @@ fn postgres_target(
             mask(url)
         ));
     }
-    // The URL's own `sslmode=require` counts when the table says nothing.
+    let sslmode = sslmode(t, &config)?;
+    let schema = t.schema.clone().unwrap_or_else(|| DEFAULT_SCHEMA.into());
+    let plain = schema
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if schema.is_empty() || !plain || schema.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(format!(
+            "schema {schema:?} must be lowercase letters, digits and '_', not starting with a digit"
+        ));
+    }
+    Ok(Target::Postgres {
+        url: url.to_owned(),
+        password: secret(&t.password_file, &t.password_env, "password")?,
+        schema,
+        sslmode,
+        ca_file: t.ca_file.clone(),
+    })
+}
+
+/// The table's `sslmode` (else the URL's `sslmode=require`, else `disable`), checked with
+/// `ca_file`.
+fn sslmode(t: &SinkTable, config: &::postgres::Config) -> std::result::Result<SslMode, String> {
     let from_url = match config.get_ssl_mode() {
         ::postgres::config::SslMode::Require => "require",
         _ => "disable",
@@ -328,28 +353,22 @@ fn postgres_target(
     };
     match &t.ca_file {
         Some(_) if sslmode != SslMode::VerifyFull => {
-            return Err("ca_file applies to sslmode = \"verify-full\" only".into());
+            Err("ca_file applies to sslmode = \"verify-full\" only".into())
         }
         Some(f) if !f.is_absolute() => {
-            return Err(format!("ca_file {} must be an absolute path", f.display()));
+            Err(format!("ca_file {} must be an absolute path", f.display()))
         }
-        _ => {}
+        _ => Ok(sslmode),
     }
-    let schema = t.schema.clone().unwrap_or_else(|| DEFAULT_SCHEMA.into());
-    let plain = schema
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if schema.is_empty() || !plain || schema.starts_with(|c: char| c.is_ascii_digit()) {
-        return Err(format!(
-            "schema {schema:?} must be lowercase letters, digits and '_', not starting with a digit"
-        ));
-    }
-    Ok(Target::Postgres {
-        url: url.to_owned(),
-        password,
-        schema,
-        sslmode,
-        ca_file: t.ca_file.clone(),
+}
+
+fn http_target(t: &SinkTable) -> std::result::Result<Target, String> {
+    let url = t.url.as_deref().ok_or("an http sink needs url")?;
+    Ok(Target::Http {
+        url: http_url(url)?,
+        token: secret(&t.token_file, &t.token_env, "token")?,
+        headers: t.headers.clone(),
+        gzip: t.gzip.unwrap_or(true),
     })
 }
 
@@ -367,13 +386,20 @@ fn http_url(url: &str) -> std::result::Result<String, String> {
     }
 }
 
-fn mirror_target(dir: &Path, roots: &[(PathBuf, String)]) -> Target {
+fn mirror_target(
+    t: &SinkTable,
+    roots: &[(PathBuf, String)],
+) -> std::result::Result<Target, String> {
+    let dir = t.dir.as_ref().ok_or("a mirror sink needs dir")?;
+    if !dir.is_absolute() {
+        return Err(format!("dir {} must be an absolute path", dir.display()));
+    }
     let mut roots = roots.to_vec();
     roots.sort_by_key(|(p, _)| std::cmp::Reverse(p.as_os_str().len()));
-    Target::Mirror {
+    Ok(Target::Mirror {
         dir: dir.to_owned(),
         roots,
-    }
+    })
 }
 
 /// True when `url` has a password in its user info (`scheme://user:password@host`).
@@ -451,7 +477,11 @@ mod tests {
         let mut p = t("postgres");
         p.url = Some("postgres://me@h/db".into());
         p.token_env = Some("T".into());
-        assert!(from_table(&p, &[]).unwrap_err().contains("http sinks only"));
+        assert!(
+            from_table(&p, &[])
+                .unwrap_err()
+                .contains("token_file and token_env: only for http sinks")
+        );
         let mut bad = t("mirror");
         bad.name = "a b".into();
         assert!(from_table(&bad, &[]).unwrap_err().contains("sink name"));
