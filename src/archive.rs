@@ -529,14 +529,18 @@ impl Archive {
         self.db(rows.and_then(|r| r.collect()))
     }
 
-    /// How many records, and bytes of them, were committed after `seq`.
-    pub fn records_after(&self, seq: i64) -> Result<(i64, i64)> {
+    /// The bytes of the records committed after `seq`, when there are at most `most` of them
+    /// (counting more would read that much of the archive).
+    pub fn bytes_after(&self, seq: i64, most: i64) -> Result<Option<i64>> {
+        if self.last_seq()? - seq > most {
+            return Ok(None);
+        }
         let counted = self.conn.query_row(
-            "SELECT count(*), coalesce(sum(length(record)), 0) FROM records WHERE seq > ?1",
+            "SELECT coalesce(sum(length(record)), 0) FROM records WHERE seq > ?1",
             [seq],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| r.get(0),
         );
-        self.db(counted)
+        self.db(counted).map(Some)
     }
 
     /// Calls `each` with every (key, value) that sink `name` committed with its cursor.

@@ -206,6 +206,9 @@ pub fn run_live(
         show,
     };
     let result = daemon.run(&wake_rx, &signals, &writer_gone);
+    // However the loop ended (a signal, an error), the sinks and the index stop too: a sink
+    // retrying a down destination would otherwise hold the exit forever.
+    daemon.stop.store(true, Ordering::Relaxed);
     daemon.manager.stopping();
     daemon.stop_watchers();
     let written = daemon.pipeline.finish(daemon.engine);

@@ -65,7 +65,12 @@ pub struct Machine {
 impl Machine {
     /// The machine of the archive `archive`.
     pub fn of(archive: &Archive) -> Result<Machine> {
-        let id = archive.state("machine_id")?.unwrap_or_default();
+        let Some(id) = archive.state("machine_id")? else {
+            return Err(Error::Sink {
+                name: archive.path().display().to_string(),
+                message: "the archive has no machine id (state key machine_id, made by its schema 5); it cannot key what it ships".into(),
+            });
+        };
         let host = crate::sys::host_name();
         Ok(Machine { id, host })
     }
@@ -609,7 +614,9 @@ impl Shipper {
         let delay = retry_delay(outage.attempts, retry_after);
         let name = &self.spec.name;
         let first = outage.attempts == 1;
-        if first {
+        if first && ctx.once {
+            log::warn!("sink {name}: {message}");
+        } else if first {
             log::warn!(
                 "sink {name}: {message}; retrying in {}",
                 humantime::format_duration(round(delay))

@@ -38,7 +38,10 @@ impl Http {
         else {
             unreachable!("an http destination is made from an http target")
         };
+        // A redirect would turn the POST into a GET without the body, and a 2xx to that
+        // would acknowledge a batch never delivered: a 3xx is an answer here.
         let agent = ureq::Agent::config_builder()
+            .max_redirects(0)
             .http_status_as_error(false)
             .timeout_global(Some(spec.timeout))
             .user_agent(concat!("transcript-sync/", env!("CARGO_PKG_VERSION")))
@@ -87,13 +90,24 @@ impl Http {
             .take(ANSWER_LIMIT)
             .read_to_end(&mut answer);
         let answer = String::from_utf8_lossy(&answer);
-        let message = format!("HTTP {} answered {status}: {}", self.url, answer.trim());
-        match status {
-            408 | 429 | 500..=599 => Err(Failure::Transient {
+        let mut message = format!("HTTP {} answered {status}: {}", self.url, answer.trim());
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok());
+        match refusal(status) {
+            Refusal::OfTheRecords => Err(Failure::Refused { message }),
+            Refusal::Passing => Err(Failure::Transient {
                 message,
                 retry_after,
             }),
-            _ => Err(Failure::Refused { message }),
+            Refusal::OfTheSink(fix) => {
+                message.push_str(&format!("; {fix}"));
+                if let Some(location) = location {
+                    message.push_str(&format!(" (Location: {location})"));
+                }
+                Err(Failure::transient(message))
+            }
         }
     }
 
@@ -134,6 +148,32 @@ impl Destination for Http {
     }
 }
 
+/// What a status other than 2xx says about the batch.
+#[derive(Debug, PartialEq, Eq)]
+enum Refusal {
+    /// The records (400, 413, 422, other 4xx): bisected down to those at fault.
+    OfTheRecords,
+    /// Busy or down (408, 429, 5xx): retried.
+    Passing,
+    /// The sink's configuration (a redirect, no or a wrong token, no such endpoint): retried
+    /// until someone fixes it, never blamed on the records; the fix.
+    OfTheSink(&'static str),
+}
+
+fn refusal(status: u16) -> Refusal {
+    match status {
+        408 | 429 | 500..=599 => Refusal::Passing,
+        300..=399 => {
+            Refusal::OfTheSink("the collector redirects: set the sink's url to where it points")
+        }
+        401 | 403 | 407 => Refusal::OfTheSink("check the sink's token (token_file or token_env)"),
+        404 | 405 | 410 => {
+            Refusal::OfTheSink("check the sink's url: the collector has no such endpoint")
+        }
+        _ => Refusal::OfTheRecords,
+    }
+}
+
 /// A `Retry-After` value in seconds; an HTTP date is not read (the backoff applies then).
 fn retry_after(value: &str) -> Option<Duration> {
     value.trim().parse::<u64>().ok().map(Duration::from_secs)
@@ -142,6 +182,17 @@ fn retry_after(value: &str) -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_answers_about_the_records_refuse_them() {
+        assert_eq!(refusal(400), Refusal::OfTheRecords);
+        assert_eq!(refusal(413), Refusal::OfTheRecords);
+        assert_eq!(refusal(503), Refusal::Passing);
+        assert_eq!(refusal(429), Refusal::Passing);
+        for status in [301, 302, 307, 401, 403, 404, 410] {
+            assert!(matches!(refusal(status), Refusal::OfTheSink(_)), "{status}");
+        }
+    }
 
     #[test]
     fn retry_after_is_read_in_seconds() {

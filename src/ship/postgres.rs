@@ -192,8 +192,12 @@ impl Postgres {
             config.password(secret.read().map_err(Failure::transient)?);
         }
         let ms = self.timeout.as_millis();
+        // statement_timeout bounds the server's side; a connection that silently died is
+        // found by TCP's own timeout and keepalives instead of hours of retransmits.
         config
             .connect_timeout(self.timeout)
+            .tcp_user_timeout(self.timeout)
+            .keepalives_idle(self.timeout)
             .application_name("transcript-sync")
             .options(&format!("-c statement_timeout={ms} -c lock_timeout={ms}"));
         let connected = match self.sslmode {
@@ -204,7 +208,14 @@ impl Postgres {
             }
         };
         let mut client = connected.map_err(|e| self.failure(&e))?;
-        self.migrate(&mut client).map_err(|e| self.failure(&e))?;
+        if let Some(version) = self.migrate(&mut client).map_err(|e| self.failure(&e))? {
+            return Err(Failure::transient(format!(
+                "PostgreSQL at {}: schema {} is at version {version}, newer than this build writes ({}); upgrade transcript-sync",
+                self.url,
+                self.schema,
+                MIGRATIONS.len()
+            )));
+        }
         let registered = client.execute(
             &self.sql(
                 "INSERT INTO {schema}.machines (machine, host) VALUES ($1::text::uuid, $2)
@@ -225,7 +236,8 @@ impl Postgres {
     }
 
     /// Creates or migrates the schema, under a lock that other machines' sinks take too.
-    fn migrate(&self, client: &mut Client) -> Result<(), postgres::Error> {
+    /// `Ok(Some(version))` when the schema is newer than this build writes.
+    fn migrate(&self, client: &mut Client) -> Result<Option<i32>, postgres::Error> {
         let mut tx = client.transaction()?;
         tx.execute(
             "SELECT pg_advisory_xact_lock(hashtext($1))",
@@ -235,35 +247,24 @@ impl Postgres {
             "CREATE SCHEMA IF NOT EXISTS {schema};
              CREATE TABLE IF NOT EXISTS {schema}.schema_version (version integer NOT NULL);",
         ))?;
-        let found: i64 = tx
-            .query_one(
-                &self.sql("SELECT count(*) FROM {schema}.schema_version"),
-                &[],
-            )?
-            .get(0);
-        let version: i32 = match found {
-            0 => 0,
-            _ => tx
-                .query_one(
-                    &self.sql("SELECT max(version) FROM {schema}.schema_version"),
-                    &[],
-                )?
-                .get(0),
-        };
+        let query = self.sql("SELECT coalesce(max(version), 0) FROM {schema}.schema_version");
+        let version: i32 = tx.query_one(&query, &[])?.get(0);
+        if version as usize > MIGRATIONS.len() {
+            // Written by a newer transcript-sync on another machine: not ours to write into.
+            return Ok(Some(version));
+        }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
             tx.batch_execute(&self.sql(sql))?;
             let applied = i as i32 + 1;
-            tx.execute(
-                &self.sql("INSERT INTO {schema}.schema_version (version) VALUES ($1)"),
-                &[&applied],
-            )?;
+            let insert = self.sql("INSERT INTO {schema}.schema_version (version) VALUES ($1)");
+            tx.execute(&insert, &[&applied])?;
             log::info!(
                 "PostgreSQL {}: schema {} at version {applied}",
                 self.url,
                 self.schema
             );
         }
-        tx.commit()
+        tx.commit().map(|()| None)
     }
 
     /// The TLS connector of `sslmode`: `verify-full` checks the chain against `ca_file` (or
@@ -338,7 +339,8 @@ impl Postgres {
                  FROM ts_staging ORDER BY source, seq DESC
                  ON CONFLICT (machine, source) DO UPDATE
                  SET harness = EXCLUDED.harness, path = EXCLUDED.path,
-                     generation = EXCLUDED.generation",
+                     generation = EXCLUDED.generation
+                 WHERE sources.generation <= EXCLUDED.generation",
             ),
             &[machine],
         )?;
@@ -368,10 +370,14 @@ impl Postgres {
             ),
             None => format!("PostgreSQL at {} unreachable: {}", self.url, chain(e)),
         };
-        let class = e.code().map(|c| &c.code()[..2]);
-        match class {
-            // Data exceptions and integrity violations: this batch will never go in.
-            Some("22" | "23") => Failure::Refused { message },
+        let code = e.code().map(|c| c.code());
+        match code {
+            // A foreign key to a machines row someone deleted: the next connection makes it
+            // again, so this may pass.
+            Some("23503") => Failure::transient(message),
+            // Data exceptions, integrity violations, a program limit (a record nested deeper
+            // than the server's stack): this batch will never go in as it is.
+            Some(c) if ["22", "23", "54"].contains(&&c[..2]) => Failure::Refused { message },
             _ => Failure::transient(message),
         }
     }
