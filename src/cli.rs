@@ -519,7 +519,8 @@ pub struct SinkRetryArgs {
     archive: ArchiveArg,
     /// The sink's name, as `status` shows it.
     name: String,
-    /// A sink given to `run` with --ship (named postgres, http or mirror).
+    /// A sink given to `run` with --ship: the same --ship again (its name is its type and a
+    /// hash of its destination, as `status` shows).
     #[arg(long, value_name = "DEST")]
     ship: Vec<String>,
 }

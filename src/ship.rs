@@ -424,14 +424,7 @@ impl Shipper {
         let mut archive = Archive::open(&ctx.db)?;
         let machine = Machine::of(&archive)?;
         let destination = open_destination(spec, &machine, &ctx.db)?;
-        let (kind, target) = (spec.target.kind(), spec.target.display());
-        let conn = archive.connection();
-        let registered = conn.execute(
-            "INSERT INTO sinks (name, kind, target) VALUES (?1, ?2, ?3)
-             ON CONFLICT (name) DO UPDATE SET kind = ?2, target = ?3",
-            params![spec.name, kind, target],
-        );
-        archive.db(registered)?;
+        register(&mut archive, spec)?;
         Ok(Shipper {
             spec: spec.clone(),
             consumer: consumer_name(&spec.name),
@@ -741,6 +734,43 @@ fn record_shipped(tx: &rusqlite::Transaction, s: &Shipped) -> rusqlite::Result<(
         params![s.name, now, s.caught_up],
     )
     .map(drop)
+}
+
+/// Makes or updates the sink's row. A sink whose destination changed under the same name
+/// goes on from its cursor, so the new destination does not get what came before: said, and
+/// recorded as an event.
+fn register(archive: &mut Archive, spec: &SinkSpec) -> Result<()> {
+    let (kind, target) = (spec.target.kind(), spec.target.display());
+    let conn = archive.connection();
+    let before: Option<String> = match conn.query_row(
+        "SELECT target FROM sinks WHERE name = ?1",
+        [&spec.name],
+        |r| r.get(0),
+    ) {
+        Ok(t) => Some(t),
+        Err(rusqlite::Error::QueryReturnedNoRows) => None,
+        Err(e) => return archive.db(Err(e)),
+    };
+    if let Some(before) = before.filter(|b| *b != target) {
+        let detail = match spec.target {
+            Target::Mirror { .. } => format!(
+                "its directory changed from {before} to {target}; it goes on from its cursor, and writes every file it shipped before again from the archive"
+            ),
+            _ => format!(
+                "its destination changed from {before} to {target}; it goes on from its cursor, so records shipped before went to {before} only (a sink of another name ships everything)"
+            ),
+        };
+        log::warn!("sink {}: {detail}", spec.name);
+        let noted = sink_event(conn, &spec.name, "sink-retargeted", &detail);
+        archive.db(noted)?;
+    }
+    let conn = archive.connection();
+    let registered = conn.execute(
+        "INSERT INTO sinks (name, kind, target) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET kind = ?2, target = ?3",
+        params![spec.name, kind, target],
+    );
+    archive.db(registered).map(drop)
 }
 
 /// Records an event about sink `name` in the archive's events.

@@ -83,7 +83,10 @@ fn a_mirror_equals_the_archive_byte_for_byte_after_appends_a_truncation_and_a_re
     assert_eq!(read(&kept), whole, "the earlier generation stays as it was");
     let status = env.status();
     let sink = &status["sinks"][0];
-    assert_eq!(sink["name"], "mirror");
+    assert!(
+        sink["name"].as_str().unwrap().starts_with("mirror-"),
+        "{sink}"
+    );
     assert_eq!(sink["lag_records"], 0);
     assert_eq!(sink["dead_letters"], 0);
 }
@@ -816,4 +819,129 @@ fn tls_to_postgresql_checks_the_server_as_sslmode_says() {
     config("sslmode = \"require\"\n");
     env.run_once(&[]);
     assert_eq!(pg_counts(&pg), (4, 4));
+}
+
+/// A file replaced by another (a new source at the same path) and truncations on both sides
+/// of it: every earlier copy is kept under a name of its own, none is written over, and a
+/// restart changes nothing.
+#[test]
+fn a_replaced_file_and_its_generations_keep_one_mirror_copy_each_across_restarts() {
+    let env = Env::new();
+    let mirror = env.dir.path().join("mirror");
+    let ship = format!("mirror:{}", mirror.display());
+    let rel = "p/s.jsonl";
+    let copy = |name: &str| mirrored(&mirror, &format!("p/{name}"));
+    let a0 = lines(&records("a0", 3));
+    env.write(rel, &a0);
+    env.run_once(&["--ship", &ship]);
+    let a1 = lines(&records("a1", 1));
+    env.write(rel, &a1);
+    env.run_once(&["--ship", &ship]);
+    assert_eq!(
+        (read(&copy("s.jsonl")), read(&copy("s.gen0.jsonl"))),
+        (a1.clone(), a0.clone())
+    );
+
+    // Another file takes the path: the first source's copy moves aside.
+    let b0 = lines(&records("b0", 2));
+    env.replace_atomically(rel, &b0);
+    env.run_once(&["--ship", &ship]);
+    let a = env.sql("SELECT id FROM sources ORDER BY id")[0].clone();
+    let kept_a = copy(&format!("s.source{a}.jsonl"));
+    assert_eq!(read(&copy("s.jsonl")), b0);
+    assert_eq!(read(&kept_a), a1);
+    env.run_once(&["--ship", &ship]);
+    assert_eq!(
+        read(&copy("s.jsonl")),
+        b0,
+        "a restart puts nothing back over it"
+    );
+    assert_eq!(read(&copy("s.gen0.jsonl")), a0);
+
+    // The new file's own first generation cannot take `s.gen0.jsonl`, which is kept.
+    let b1 = lines(&records("b1", 1));
+    env.write(rel, &b1);
+    env.run_once(&["--ship", &ship]);
+    let b = env.sql("SELECT id FROM sources ORDER BY id")[1].clone();
+    assert_eq!(read(&copy("s.jsonl")), b1);
+    assert_eq!(read(&copy(&format!("s.source{b}.gen0.jsonl"))), b0);
+    assert_eq!(read(&copy("s.gen0.jsonl")), a0);
+    assert_eq!(read(&kept_a), a1);
+    let files = fs::read_dir(mirror.join("generic/p")).unwrap().count();
+    assert_eq!(files, 4, "one copy per source and generation");
+}
+
+/// A rename the mirror recorded and made, but whose commit never came (a crash between the
+/// two), is undone at the next start: the file the archive's state names is back, with
+/// exactly what was shipped to it.
+#[test]
+fn a_mirror_rename_without_its_commit_is_undone_at_the_next_start() {
+    let env = Env::new();
+    let mirror = env.dir.path().join("mirror");
+    let ship = format!("mirror:{}", mirror.display());
+    let text = lines(&records("a", 3));
+    env.write("s.jsonl", &text);
+    env.run_once(&["--ship", &ship]);
+    // As after a crash: the copy moved aside for a new generation and a new file begun in
+    // its place, the rename recorded, the commit never made.
+    let copy = mirrored(&mirror, "s.jsonl");
+    fs::rename(&copy, mirrored(&mirror, "s.gen0.jsonl")).unwrap();
+    fs::write(&copy, b"{\"new\":\"generation, never acknowledged\"}\n").unwrap();
+    let renames = r#"[{"from":"generic/s.jsonl","to":"generic/s.gen0.jsonl"}]"#;
+    let sink = env.sql("SELECT name FROM sinks")[0].clone();
+    env.sql(&format!(
+        "INSERT OR REPLACE INTO sink_state VALUES ('{sink}', 'renames', '{renames}') RETURNING key"
+    ));
+    env.run_once(&["--ship", &ship]);
+    assert_eq!(read(&copy), text);
+    assert!(!mirrored(&mirror, "s.gen0.jsonl").exists());
+    assert_eq!(
+        env.sql("SELECT value FROM sink_state WHERE key = 'renames'"),
+        ["[]"]
+    );
+}
+
+/// A sink whose destination changed under the same name goes on from its cursor and says so
+/// (a mirror writes its files again from the archive); `--ship` names a sink after its
+/// destination, so another destination is another sink, which ships everything.
+#[test]
+fn a_sink_given_another_destination_says_so_and_another_ship_destination_is_another_sink() {
+    let env = Env::new();
+    let (first, second) = (env.dir.path().join("m1"), env.dir.path().join("m2"));
+    let text = lines(&records("a", 2));
+    env.write("s.jsonl", &text);
+    let table = |dir: &Path| {
+        env.write_config(&format!(
+            "[[sink]]\nname = \"m\"\ntype = \"mirror\"\ndir = {dir:?}\n"
+        ));
+    };
+    table(&first);
+    env.run_once(&[]);
+    table(&second);
+    let log = env.run_once(&[]);
+    assert!(
+        log.contains(&format!("its directory changed from {}", first.display())),
+        "{log}"
+    );
+    assert_eq!(
+        read(&mirrored(&second, "s.jsonl")),
+        text,
+        "written again from the archive"
+    );
+    assert_eq!(
+        env.sql("SELECT count(*) FROM events WHERE kind = 'sink-retargeted'"),
+        ["1"]
+    );
+
+    env.write_config("");
+    let third = env.dir.path().join("m3");
+    env.run_once(&["--ship", &format!("mirror:{}", first.display())]);
+    let log = env.run_once(&["--ship", &format!("mirror:{}", third.display())]);
+    assert!(!log.contains("changed from"), "{log}");
+    assert_eq!(
+        read(&mirrored(&third, "s.jsonl")),
+        text,
+        "a sink of its own ships everything"
+    );
+    assert_eq!(env.sql("SELECT count(*) FROM sinks"), ["3"]);
 }

@@ -6,8 +6,10 @@
 //! past it are written again; a shorter one (changed behind the mirror's back) is written
 //! again from the archive. When a source starts a new generation, the earlier one is kept as
 //! `<name>.gen<N>.jsonl`; when another source takes a mirrored path (the file was replaced),
-//! the earlier source's copy is kept as `<name>.source<ID>.jsonl`. A rename not yet committed
-//! is undone at the next start.
+//! the earlier source's copy is kept as `<name>.source<ID>.jsonl` (a name already taken gets
+//! the source and generation both). Each rename is recorded in the archive before it is
+//! made, and the record is cleared by the commit that follows it: a rename found recorded at
+//! the next start was never committed, and is undone.
 
 use super::{Destination, Failure};
 use crate::archive::{Archive, ExportRow};
@@ -29,17 +31,30 @@ struct FileState {
     length: u64,
 }
 
+/// A rename of a mirrored file (paths relative to the mirror's directory).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Rename {
+    from: PathBuf,
+    to: PathBuf,
+}
+
+/// The `sink_state` key of the renames made since the last commit.
+const RENAMES: &str = "renames";
+
 /// A mirror directory.
 pub struct Mirror {
     name: String,
     dir: PathBuf,
     roots: Vec<(PathBuf, String)>,
-    db: PathBuf,
+    /// Reads records for rewrites, and records renames before they are made.
+    archive: Archive,
     /// Each source's current file, as written.
     files: HashMap<i64, FileState>,
     /// As committed with the cursor.
     committed: HashMap<i64, FileState>,
     changed: BTreeSet<i64>,
+    /// Made since the last commit, in order.
+    renames: Vec<Rename>,
 }
 
 impl Mirror {
@@ -53,45 +68,45 @@ impl Mirror {
     ) -> Result<Mirror> {
         std::fs::create_dir_all(dir).at_path(dir)?;
         let archive = Archive::open(db)?;
-        let committed = load_state(&archive, name)?;
+        let (committed, renames) = load_state(&archive, name)?;
         let mut mirror = Mirror {
             name: name.to_owned(),
             dir: dir.to_owned(),
             roots,
-            db: db.to_owned(),
+            archive,
             files: committed.clone(),
             committed,
             changed: BTreeSet::new(),
+            renames,
         };
         let sources: Vec<i64> = mirror.committed.keys().copied().collect();
-        mirror.restore(&sources, &archive)?;
+        mirror.restore(&sources)?;
         Ok(mirror)
     }
 
-    /// Puts the files of `sources` back to their committed state.
-    fn restore(&mut self, sources: &[i64], archive: &Archive) -> Result<()> {
+    /// Undoes the renames not committed, then puts the files of `sources` back to their
+    /// committed lengths.
+    fn restore(&mut self, sources: &[i64]) -> Result<()> {
+        for r in std::mem::take(&mut self.renames).iter().rev() {
+            let (to, from) = (self.dir.join(&r.to), self.dir.join(&r.from));
+            // Names are chosen free, so a file at `to` is the one this rename moved.
+            if to.exists() {
+                std::fs::rename(&to, &from).at_path(&to)?;
+            }
+        }
+        self.record_renames()?;
         self.files.clone_from(&self.committed);
         self.changed.clear();
         for source in sources {
-            let Some(state) = self.committed.get(source).cloned() else {
-                continue;
-            };
-            self.restore_file(*source, &state, archive)?;
+            if let Some(state) = self.committed.get(source).cloned() {
+                self.restore_file(*source, &state)?;
+            }
         }
         Ok(())
     }
 
-    fn restore_file(&self, source: i64, state: &FileState, archive: &Archive) -> Result<()> {
+    fn restore_file(&mut self, source: i64, state: &FileState) -> Result<()> {
         let path = self.dir.join(&state.path);
-        // A displacement not committed: its file goes back where the state says it is.
-        for moved in [
-            gen_name(&path, state.generation),
-            source_name(&path, source),
-        ] {
-            if moved.exists() {
-                std::fs::rename(&moved, &path).at_path(&moved)?;
-            }
-        }
         let length = std::fs::metadata(&path).map_or(0, |m| m.len());
         if length > state.length {
             let file = OpenOptions::new().write(true).open(&path).at_path(&path)?;
@@ -104,47 +119,54 @@ impl Mirror {
                 path.display(),
                 state.length
             );
-            self.rewrite(source, state, &path, archive)?;
+            let written = self.rewrite(source, state, &path)?;
+            if written != state.length {
+                // What the archive holds is what the file now holds: its length from here on.
+                let adopted = FileState {
+                    length: written,
+                    ..state.clone()
+                };
+                self.files.insert(source, adopted.clone());
+                self.committed.insert(source, adopted);
+                self.changed.insert(source);
+            }
         }
         Ok(())
     }
 
+    /// Records [`Mirror::renames`] in the archive, before a rename is made (and empty, once
+    /// they are undone).
+    fn record_renames(&mut self) -> Result<()> {
+        let value = serde_json::to_string(&self.renames).expect("renames serialize");
+        let conn = self.archive.connection();
+        let recorded = conn.execute(
+            "INSERT OR REPLACE INTO sink_state (sink, key, value) VALUES (?1, ?2, ?3)",
+            rusqlite::params![self.name, RENAMES, value],
+        );
+        self.archive.db(recorded).map(drop)
+    }
+
     /// Writes `path` again from the archive's records of `source` and the state's generation
-    /// that the sink has shipped.
-    fn rewrite(
-        &self,
-        source: i64,
-        state: &FileState,
-        path: &Path,
-        archive: &Archive,
-    ) -> Result<()> {
-        let done = archive
-            .consumer_seq(&super::consumer_name(&self.name))?
-            .unwrap_or(0);
+    /// that the sink has shipped; returns its length.
+    fn rewrite(&self, source: i64, state: &FileState, path: &Path) -> Result<u64> {
+        let archive = &self.archive;
+        let done = (archive.consumer_seq(&super::consumer_name(&self.name))?).unwrap_or(0);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).at_path(parent)?;
+        }
         let temp = path.with_extension("jsonl.partial");
         let mut out = std::io::BufWriter::new(File::create(&temp).at_path(&temp)?);
         let mut written = 0;
         archive.source_records(source, state.generation, done, |record| {
             written += record.len() as u64 + 1;
-            out.write_all(record)
+            (out.write_all(record))
                 .and_then(|()| out.write_all(b"\n"))
                 .at_path(&temp)
         })?;
-        let file = out
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .at_path(&temp)?;
+        let file = (out.into_inner().map_err(|e| e.into_error())).at_path(&temp)?;
         file.sync_all().at_path(&temp)?;
         std::fs::rename(&temp, path).at_path(path)?;
-        if written != state.length {
-            log::warn!(
-                "sink {}: {} rewritten with {written} bytes where {} were recorded",
-                self.name,
-                path.display(),
-                state.length
-            );
-        }
-        Ok(())
+        Ok(written)
     }
 
     /// Where `row`'s source is mirrored: `<harness>/<path under its root>`.
@@ -172,7 +194,12 @@ impl Mirror {
             Some(f) => {
                 let old = f.clone();
                 let plain = self.dir.join(&old.path);
-                let kept = gen_name(&plain, old.generation);
+                let kept = self.free_name(
+                    &plain,
+                    &format!("gen{}", old.generation),
+                    row.source,
+                    old.generation,
+                );
                 self.displace(row.source, &plain, &kept, dirs)?;
                 old.path
             }
@@ -184,7 +211,9 @@ impl Mirror {
             .map(|(s, _)| *s);
         if let Some(other) = owner {
             let plain = self.dir.join(&path);
-            self.displace(other, &plain, &source_name(&plain, other), dirs)?;
+            let generation = self.files[&other].generation;
+            let kept = self.free_name(&plain, &format!("source{other}"), other, generation);
+            self.displace(other, &plain, &kept, dirs)?;
         }
         let full = self.dir.join(&path);
         if let Some(parent) = full.parent() {
@@ -203,7 +232,24 @@ impl Mirror {
         Ok(true)
     }
 
-    /// Renames source `source`'s copy from `from` to `to`, and its state with it.
+    /// `<stem>.<tag>.jsonl` beside `plain`, or, when a file or another state has that name,
+    /// one with the source and generation both (and a number, if need be).
+    fn free_name(&self, plain: &Path, tag: &str, source: i64, generation: i64) -> PathBuf {
+        let taken = |p: &Path| {
+            let rel = p.strip_prefix(&self.dir).unwrap_or(p);
+            p.exists() || self.files.values().any(|f| f.path == rel)
+        };
+        let exact = format!("source{source}.gen{generation}");
+        let candidates = [tag.to_owned(), exact.clone()].into_iter();
+        let numbered = (2..).map(|n| format!("{exact}.{n}"));
+        (candidates.chain(numbered))
+            .map(|t| beside(plain, &t))
+            .find(|p| !taken(p))
+            .expect("an endless list of names has a free one")
+    }
+
+    /// Renames source `source`'s copy from `from` to `to`, and its state with it; the rename
+    /// is recorded in the archive first.
     fn displace(
         &mut self,
         source: i64,
@@ -211,6 +257,12 @@ impl Mirror {
         to: &Path,
         dirs: &mut BTreeSet<PathBuf>,
     ) -> std::io::Result<()> {
+        let relative = |p: &Path| p.strip_prefix(&self.dir).unwrap_or(p).to_owned();
+        self.renames.push(Rename {
+            from: relative(from),
+            to: relative(to),
+        });
+        self.record_renames().map_err(std::io::Error::other)?;
         if from.exists() {
             std::fs::rename(from, to)?;
         }
@@ -270,8 +322,7 @@ impl Destination for Mirror {
         let message = format!("writing into {}: {e}", self.dir.display());
         // Back to what was committed, so that the batch is written again from there.
         let touched: Vec<i64> = self.changed.iter().copied().collect();
-        let restored = Archive::open(&self.db).and_then(|a| self.restore(&touched, &a));
-        if let Err(r) = restored {
+        if let Err(r) = self.restore(&touched) {
             return Err(Failure::transient(format!(
                 "{message}; then {:#}",
                 anyhow::Error::from(r)
@@ -280,9 +331,18 @@ impl Destination for Mirror {
         Err(Failure::transient(message))
     }
 
+    fn idle(&mut self, _shipped: i64) -> std::result::Result<bool, Failure> {
+        // A file rewritten at the start with another length than recorded.
+        Ok(!self.changed.is_empty())
+    }
+
     fn take_state(&mut self) -> Vec<(String, String)> {
         let changed = std::mem::take(&mut self.changed);
         let mut state = Vec::new();
+        if !std::mem::take(&mut self.renames).is_empty() {
+            // Committed with the states they led to: nothing to undo any more.
+            state.push((RENAMES.to_owned(), "[]".to_owned()));
+        }
         for source in changed {
             let Some(f) = self.files.get(&source) else {
                 continue;
@@ -299,10 +359,17 @@ impl Destination for Mirror {
     }
 }
 
-/// The mirror's committed file states.
-fn load_state(archive: &Archive, name: &str) -> Result<HashMap<i64, FileState>> {
-    let mut states = HashMap::new();
+/// The mirror's committed file states, and the renames made after them.
+fn load_state(archive: &Archive, name: &str) -> Result<(HashMap<i64, FileState>, Vec<Rename>)> {
+    let (mut states, mut renames) = (HashMap::new(), Vec::new());
     archive.sink_state(name, |key, value| {
+        if key == RENAMES {
+            match serde_json::from_str(value) {
+                Ok(list) => renames = list,
+                Err(_) => log::warn!("sink {name}: ignoring renames it cannot read: {value}"),
+            }
+            return;
+        }
         let source = key.strip_prefix("source:").and_then(|s| s.parse().ok());
         match (source, serde_json::from_str(value)) {
             (Some(source), Ok(state)) => {
@@ -311,19 +378,10 @@ fn load_state(archive: &Archive, name: &str) -> Result<HashMap<i64, FileState>> 
             _ => log::warn!("sink {name}: ignoring a state row it cannot read: {key}"),
         }
     })?;
-    Ok(states)
+    Ok((states, renames))
 }
 
-/// `<stem>.gen<N>.jsonl` beside `path`.
-fn gen_name(path: &Path, generation: i64) -> PathBuf {
-    beside(path, &format!("gen{generation}"))
-}
-
-/// `<stem>.source<ID>.jsonl` beside `path`.
-fn source_name(path: &Path, source: i64) -> PathBuf {
-    beside(path, &format!("source{source}"))
-}
-
+/// `<stem>.<tag>.<ext>` beside `path`.
 fn beside(path: &Path, tag: &str) -> PathBuf {
     let stem = path.file_stem().unwrap_or_default();
     let mut name = OsString::from(stem);
@@ -343,12 +401,12 @@ mod tests {
     fn earlier_copies_are_named_beside_the_current_one() {
         let p = Path::new("/m/claude-code/proj/abc.jsonl");
         assert_eq!(
-            gen_name(p, 0),
+            beside(p, "gen0"),
             Path::new("/m/claude-code/proj/abc.gen0.jsonl")
         );
         assert_eq!(
-            source_name(p, 7),
-            Path::new("/m/claude-code/proj/abc.source7.jsonl")
+            beside(p, "source7.gen2"),
+            Path::new("/m/claude-code/proj/abc.source7.gen2.jsonl")
         );
     }
 }

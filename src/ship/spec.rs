@@ -255,7 +255,7 @@ fn interval(text: &Option<String>, default: Duration) -> std::result::Result<Dur
     }
 }
 
-/// The sink of `--ship ARG`, named after its type (`postgres`, `http`, `mirror`). The
+/// The sink of `--ship ARG`, named after its type and destination (`postgres-1a2b3c4d`). The
 /// PostgreSQL password comes from `$PGPASSWORD`, the HTTP token from
 /// `$TRANSCRIPT_SYNC_TOKEN`, when set: never from the command line.
 pub fn parse_ship(arg: &str, roots: &[(PathBuf, String)]) -> Result<SinkSpec> {
@@ -287,7 +287,14 @@ pub fn parse_ship(arg: &str, roots: &[(PathBuf, String)]) -> Result<SinkSpec> {
         }
         table.url = Some(arg.to_owned());
     }
-    table.name = table.kind.clone();
+    // Named after the destination itself: another destination of the same type is another
+    // sink, with a cursor of its own (it gets every record, not what another one lacked).
+    let target = table.url.clone().unwrap_or_else(|| {
+        let dir = table.dir.as_deref().unwrap_or(Path::new(""));
+        dir.display().to_string()
+    });
+    let hash = xxhash_rust::xxh3::xxh3_64(target.as_bytes());
+    table.name = format!("{}-{:08x}", table.kind, hash as u32);
     from_table(&table, roots).map_err(fail)
 }
 
@@ -443,7 +450,13 @@ mod tests {
     #[test]
     fn ship_arguments_name_their_sinks_by_type() {
         let s = parse_ship("postgres://me@127.0.0.1:5432/team", &[]).unwrap();
-        assert_eq!(s.name, "postgres");
+        assert!(
+            s.name.starts_with("postgres-") && s.name.len() == 17,
+            "{}",
+            s.name
+        );
+        let other = parse_ship("postgres://me@127.0.0.1:5432/other", &[]).unwrap();
+        assert_ne!(other.name, s.name, "another destination, another cursor");
         assert!(
             matches!(s.target, Target::Postgres { ref schema, .. } if schema == DEFAULT_SCHEMA)
         );
