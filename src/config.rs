@@ -347,16 +347,54 @@ fn sinks(
         sinks.push(spec);
     }
     for arg in &flags.ship {
-        let mut spec = ship::parse_ship(arg, &roots)?;
-        let base = spec.name.clone();
-        let mut n = 1;
-        while sinks.iter().any(|s| s.name == spec.name) {
-            n += 1;
-            spec.name = format!("{base}-{n}");
+        let arg = match arg.strip_prefix("mirror:~") {
+            Some(rest) => format!(
+                "mirror:{}",
+                home::expand_tilde(Path::new(&format!("~{rest}")), env)?.display()
+            ),
+            None => arg.clone(),
+        };
+        let spec = ship::parse_ship(&arg, &roots)?;
+        if !sinks.iter().any(|s| s.name == spec.name) {
+            sinks.push(spec);
         }
-        sinks.push(spec);
     }
+    check_mirrors(&sinks, &roots)?;
     Ok(sinks)
+}
+
+/// A mirror directory inside a watched directory would have its own copies archived and
+/// mirrored again, without end; one around a watched directory, or two mirrors nested, mix
+/// their files.
+fn check_mirrors(sinks: &[SinkSpec], roots: &[(PathBuf, String)]) -> Result<()> {
+    let nested = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+    let mirrors = sinks.iter().filter_map(|s| match &s.target {
+        ship::Target::Mirror { dir, .. } => Some((s, dir)),
+        _ => None,
+    });
+    for (i, (sink, dir)) in mirrors.clone().enumerate() {
+        let clash = (roots
+            .iter()
+            .map(|(root, _)| ("the watched directory", root)))
+        .chain(
+            mirrors
+                .clone()
+                .skip(i + 1)
+                .map(|(_, d)| ("another mirror's directory", d)),
+        )
+        .find(|(_, other)| nested(dir, other));
+        if let Some((what, other)) = clash {
+            return Err(Error::Sink {
+                name: sink.name.clone(),
+                message: format!(
+                    "its directory {} and {what} {} lie one inside the other; give the mirror a directory of its own",
+                    dir.display(),
+                    other.display()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `t` with `~/` expanded in its paths.

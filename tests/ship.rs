@@ -945,3 +945,30 @@ fn a_sink_given_another_destination_says_so_and_another_ship_destination_is_anot
     );
     assert_eq!(env.sql("SELECT count(*) FROM sinks"), ["3"]);
 }
+
+/// A mirror inside a watched directory would archive its own copies and mirror them again
+/// without end: refused, naming both; `mirror:~/…` is the home directory's.
+#[test]
+fn a_mirror_inside_a_watched_directory_is_refused_and_a_tilde_is_home() {
+    let env = Env::new();
+    env.write("s.jsonl", &lines(&records("a", 1)));
+    let inside = env.root.join("copies");
+    let out = env.run_once_output(&["--ship", &format!("mirror:{}", inside.display())]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "its directory {} and the watched directory {}",
+            inside.display(),
+            env.root.display()
+        )),
+        "{err}"
+    );
+    assert!(!inside.exists());
+    env.run_once(&["--ship", "mirror:~/copies"]);
+    let home_copy = env.dir.path().join("home/copies");
+    assert_eq!(
+        read(&mirrored(&home_copy, "s.jsonl")),
+        lines(&records("a", 1))
+    );
+}

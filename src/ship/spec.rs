@@ -34,8 +34,9 @@ pub struct SinkSpec {
     pub timeout: Duration,
 }
 
-/// A sink's destination.
-#[derive(Clone, Debug, PartialEq)]
+/// A sink's destination. Its `Debug` shows what `display` shows, and header names only:
+/// header values and query strings may hold secrets.
+#[derive(Clone, PartialEq)]
 pub enum Target {
     /// A PostgreSQL database.
     Postgres {
@@ -85,9 +86,20 @@ impl Target {
     /// Where to, for people: a URL (never with a password) or the directory.
     pub fn display(&self) -> String {
         match self {
-            Target::Postgres { url, .. } | Target::Http { url, .. } => url.clone(),
+            Target::Postgres { url, .. } | Target::Http { url, .. } => mask(url),
             Target::Mirror { dir, .. } => dir.display().to_string(),
         }
+    }
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct(self.kind());
+        d.field("target", &self.display());
+        if let Target::Http { headers, .. } = self {
+            d.field("headers", &headers.keys().collect::<Vec<_>>());
+        }
+        d.finish_non_exhaustive()
     }
 }
 
@@ -279,8 +291,10 @@ pub fn parse_ship(arg: &str, roots: &[(PathBuf, String)]) -> Result<SinkSpec> {
             "expected postgres://…, http(s)://… or mirror:DIR".into(),
         ));
     }
+    let pg_password = table.kind == "postgres"
+        && (arg.parse::<::postgres::Config>()).is_ok_and(|c| c.get_password().is_some());
     if table.kind != "mirror" {
-        if password_in(arg) {
+        if password_in(arg) || pg_password {
             return Err(fail(
                 "the URL holds a password, which any user can read in `ps`; set PGPASSWORD (or TRANSCRIPT_SYNC_TOKEN), or use a [[sink]] table with password_file".into(),
             ));
@@ -380,9 +394,9 @@ fn http_target(t: &SinkTable) -> std::result::Result<Target, String> {
 }
 
 fn http_url(url: &str) -> std::result::Result<String, String> {
-    if password_in(url) {
+    if userinfo(url).is_some() {
         return Err(format!(
-            "url {} holds credentials; put the token in token_file or token_env",
+            "url {} holds credentials before its host; put the token in token_file or token_env",
             mask(url)
         ));
     }
@@ -421,15 +435,44 @@ fn userinfo(url: &str) -> Option<&str> {
     authority.rsplit_once('@').map(|(user, _)| user)
 }
 
-/// `url` with the password of its user info replaced by `***`, for messages.
+/// `url` as it may be shown: the password of its user info and every query value (where
+/// `?password=`, `?api_key=` and the like go) replaced by `***`; in libpq's `key=value`
+/// form, the value of `password`.
 pub fn mask(url: &str) -> String {
-    match userinfo(url) {
+    if !url.contains("://") {
+        return (url.split_whitespace())
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+    }
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let http = url.starts_with("http://") || url.starts_with("https://");
+    let mut shown = match userinfo(base) {
+        // In an HTTP URL, what comes before the host is a credential, user name or not.
+        Some(user) if http => base.replacen(user, "***", 1),
         Some(user) if user.contains(':') => {
             let name = user.split(':').next().unwrap_or_default();
-            url.replacen(user, &format!("{name}:***"), 1)
+            base.replacen(user, &format!("{name}:***"), 1)
         }
-        _ => url.to_owned(),
+        _ => base.to_owned(),
+    };
+    if let Some(query) = query {
+        let params: Vec<String> = (query.split('&'))
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) => format!("{k}=***"),
+                None => kv.to_owned(),
+            })
+            .collect();
+        shown.push('?');
+        shown.push_str(&params.join("&"));
     }
+    shown
 }
 
 #[cfg(test)]
@@ -445,6 +488,25 @@ mod tests {
         assert!(text.contains("`ps`"), "{text}");
         let err = parse_ship("https://u:tok@collector.example/in", &[]).unwrap_err();
         assert!(!err.to_string().contains("tok@"), "{err}");
+    }
+
+    #[test]
+    fn secrets_in_query_strings_and_key_value_forms_are_masked() {
+        assert_eq!(
+            mask("postgres://me@h/db?password=hunter2&sslmode=require"),
+            "postgres://me@h/db?password=***&sslmode=***"
+        );
+        assert_eq!(
+            mask("host=h password=hunter2 user=me"),
+            "host=h password=*** user=me"
+        );
+        let err = parse_ship("postgres://me@h/db?password=hunter2", &[]).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        let err = parse_ship("https://tok123@collector.example/in", &[]).unwrap_err();
+        assert!(!err.to_string().contains("tok123"), "{err}");
+        let spec = parse_ship("https://collector.example/in?api_key=k3y", &[]).unwrap();
+        assert!(!format!("{spec:?}").contains("k3y"));
+        assert!(!spec.target.display().contains("k3y"));
     }
 
     #[test]
