@@ -8,7 +8,8 @@
 //! one (both are the compare bench's, generated once into `target/bench/corpus/`);
 //! `SHIP_RUNS` sets the timed runs of each throughput subject (default 3, taken in turns);
 //! `SHIP_OUTAGE_SECS` the outage (default 600) and `SHIP_RATE` its appends per second
-//! (default 200); `SHIP_ONLY=postgres,http,outage` picks measurements. Results: tables on
+//! (default 200); `SHIP_ONLY=postgres,http,outage` picks measurements; `SHIP_PG_OPTIONS`
+//! adds server settings (`-c name=value …`) for every PostgreSQL subject. Results: tables on
 //! stdout and `target/bench/ship.md`.
 
 #[allow(dead_code)]

@@ -14,7 +14,16 @@ pub const PASSWORD: &str = "bench";
 
 /// Settings beyond the defaults, the same for every subject: commits and checkpoints do not
 /// wait for the disk.
-pub const SETTINGS: &str = "-c fsync=off -c synchronous_commit=off";
+const SETTINGS: &str = "-c fsync=off -c synchronous_commit=off";
+
+/// The server's settings beyond the defaults: [`SETTINGS`], then `SHIP_PG_OPTIONS` (for
+/// example `-c default_toast_compression=lz4`).
+pub fn settings() -> String {
+    match std::env::var("SHIP_PG_OPTIONS") {
+        Ok(more) if !more.trim().is_empty() => format!("{SETTINGS} {}", more.trim()),
+        _ => SETTINGS.to_owned(),
+    }
+}
 
 /// A running cluster, stopped when dropped.
 pub struct Cluster {
@@ -59,9 +68,10 @@ impl Cluster {
 
     fn pg_ctl_start(&self) {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 {SETTINGS}",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 {}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            settings()
         );
         let out = self
             .pg_command("pg_ctl")

@@ -336,15 +336,13 @@ fn check(db: &Path, tally: &Tally) -> Check {
     }
 }
 
-/// The first log line holding `needle`, without its timestamp and level.
+/// The first log line holding `needle`, from its `sink ` on (without timestamp and level).
 fn log_line(log: &str, needle: &str) -> String {
     let line = log
         .lines()
         .find(|l| l.contains(needle))
         .unwrap_or("(not in the log)");
-    line.split_once("] ")
-        .map_or(line, |(_, rest)| rest)
-        .to_owned()
+    line.find("sink ").map_or(line, |at| &line[at..]).to_owned()
 }
 
 /// Everything the report says.

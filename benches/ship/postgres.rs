@@ -283,7 +283,7 @@ fn report(md: &mut String, a: &Archived, cluster: &Cluster, samples: &[Vec<Sampl
         "### PostgreSQL\n\n{} on 127.0.0.1, `{}`, other settings default; table `{TABLE}` \
          {:.1} GB after a load (indexes and TOAST included).\n",
         cluster.version(),
-        cluster::SETTINGS,
+        cluster::settings(),
         size as f64 / 1e9
     );
     md.push_str(
