@@ -126,15 +126,13 @@ fn children_cpu_secs() -> f64 {
     t(usage.ru_utime) + t(usage.ru_stime)
 }
 
-/// Makes sink `name` start again from the first record: its cursor is forgotten, as if it
-/// had never shipped. Only while no transcript-sync runs on `db`.
-pub fn forget_sink(db: &Path, name: &str) {
+/// Makes every sink start again from the first record: their cursors are forgotten, as if
+/// they had never shipped (a `--ship` sink's name carries a hash of its destination, so all
+/// are forgotten rather than one by name). Only while no transcript-sync runs on `db`.
+pub fn forget_sinks(db: &Path) {
     let conn = Connection::open(db).expect("opening the archive");
-    conn.execute(
-        "DELETE FROM consumers WHERE name = ?1",
-        [format!("sink:{name}")],
-    )
-    .expect("forgetting the sink's cursor");
+    conn.execute("DELETE FROM consumers WHERE name LIKE 'sink:%'", [])
+        .expect("forgetting the sinks' cursors");
 }
 
 /// `SELECT`s one integer from the archive at `db`.

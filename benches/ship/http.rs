@@ -4,7 +4,7 @@
 
 use crate::cluster::free_port;
 use crate::collector::{Body, Collector};
-use crate::{Archived, Ctx, forget_sink, list, median};
+use crate::{Archived, Ctx, forget_sinks, list, median};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::PathBuf;
@@ -78,7 +78,7 @@ fn subjects(url: &str) -> Vec<Subject> {
 }
 
 fn ship(ctx: &Ctx, a: &Archived, collector: &Collector, url: &str, subject: &Subject) -> Sample {
-    forget_sink(&a.db, subject.name);
+    forget_sinks(&a.db);
     let _ = collector.take();
     let mut cmd = ctx.ts();
     cmd.args(["run", "--once", "--db"])
@@ -92,6 +92,7 @@ fn ship(ctx: &Ctx, a: &Archived, collector: &Collector, url: &str, subject: &Sub
     };
     let t = crate::time_run(&mut cmd, &format!("run --once, sink {}", subject.name));
     let tally = collector.take();
+    assert!(tally.requests > 0, "sink {} shipped nothing", subject.name);
     Sample {
         secs: t.secs,
         cpu_secs: t.cpu_secs,

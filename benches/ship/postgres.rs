@@ -3,7 +3,7 @@
 //! emptied and a checkpoint taken before each run.
 
 use crate::cluster::{self, Cluster};
-use crate::{Archived, Ctx, forget_sink, list, median};
+use crate::{Archived, Ctx, forget_sinks, list, median};
 use rusqlite::{Connection, OpenFlags};
 use std::fmt::Write as _;
 use std::fs::{self, File};
@@ -84,7 +84,7 @@ fn time_subject(
     let server_before = cluster.server_cpu();
     let (secs, client_cpu) = match subject {
         Subject::Sink => {
-            forget_sink(&a.db, "postgres");
+            forget_sinks(&a.db);
             let mut cmd = ctx.ts();
             cmd.args(["run", "--once", "--db"])
                 .arg(&a.db)
