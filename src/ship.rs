@@ -155,6 +155,26 @@ impl Shipping {
         self.stop.store(true, Ordering::Relaxed);
     }
 
+    /// True once the thread has ended, waiting for it until `deadline` at most.
+    fn finished_by(&self, deadline: Instant) -> bool {
+        while !self.handle.is_finished() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+
+    /// Waits for the thread, logging how it ended.
+    fn join_logged(self, what: &str) {
+        let name = self.spec.name.clone();
+        match self.join() {
+            Ok(()) => log::info!("sink {name}: {what}"),
+            Err(e) => log::warn!("sink {name}: {what}: {:#}", anyhow::Error::from(e)),
+        }
+    }
+
     /// Waits for the thread; its error, if it ended with one.
     pub fn join(self) -> Result<()> {
         let name = self.spec.name.clone();
@@ -186,11 +206,14 @@ pub struct Wiring {
 
 /// Starts the thread of sink `spec`. It follows the archive until the hub closes and every
 /// record is shipped, or [`Shipping::stop`]; in a daemon an archive error is logged and the
-/// sink follows again after a pause, while in `run --once` it is the thread's error.
+/// sink follows again after a pause, while in `run --once` it is the thread's error. Given
+/// the stopped sink it replaces (a reload), the thread first waits for that one to end, off
+/// the daemon's thread: two threads never ship under one name.
 pub fn spawn(
     spec: SinkSpec,
     wiring: &Wiring,
     stop_all: Option<Arc<AtomicBool>>,
+    replaces: Option<Shipping>,
 ) -> Result<Shipping> {
     let stop = Arc::new(AtomicBool::new(false));
     let ctx = ShipContext {
@@ -206,7 +229,12 @@ pub fn spawn(
     let thread_spec = spec.clone();
     let handle = std::thread::Builder::new()
         .name(format!("sink {}", spec.name))
-        .spawn(move || ctx.run(thread_spec))
+        .spawn(move || {
+            if let Some(before) = replaces {
+                before.join_logged("stopped for the new configuration");
+            }
+            ctx.run(thread_spec)
+        })
         .map_err(|source| Error::Thread {
             name: "sink",
             source,
@@ -214,11 +242,18 @@ pub fn spawn(
     Ok(Shipping { spec, stop, handle })
 }
 
+/// How long a stopping daemon waits for its sinks to finish the delivery in hand: under
+/// the unit's `TimeoutStopSec=` (15 s). A delivery still going then is abandoned, and shipped
+/// again at the next start (its cursor never moved).
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
 /// The running sinks of one `run`.
 pub struct Sinks {
     wiring: Wiring,
     stop_all: Option<Arc<AtomicBool>>,
     running: Vec<Shipping>,
+    /// Removed by a reload, still finishing the delivery in hand.
+    retiring: Vec<Shipping>,
 }
 
 impl Sinks {
@@ -232,9 +267,10 @@ impl Sinks {
             wiring,
             stop_all,
             running: Vec::new(),
+            retiring: Vec::new(),
         };
         for spec in specs {
-            let started = spawn(spec.clone(), &sinks.wiring, sinks.stop_all.clone())?;
+            let started = spawn(spec.clone(), &sinks.wiring, sinks.stop_all.clone(), None)?;
             sinks.running.push(started);
         }
         Ok(sinks)
@@ -242,39 +278,62 @@ impl Sinks {
 
     /// Runs `specs` from now on: a sink no longer configured stops, a changed one stops and
     /// starts again as configured, a new one starts. Every cursor stays (it is the name's).
+    /// Nothing here waits for a sink to stop.
     pub fn reload(&mut self, specs: &[SinkSpec]) -> Result<()> {
         let (keep, stop): (Vec<Shipping>, Vec<Shipping>) = std::mem::take(&mut self.running)
             .into_iter()
             .partition(|s| specs.contains(&s.spec));
-        stop.iter().for_each(Shipping::stop);
-        for s in stop {
-            let name = s.spec.name.clone();
-            if let Err(e) = s.join() {
-                log::warn!("sink {name}: {:#}", anyhow::Error::from(e));
-            }
-            log::info!("sink {name}: stopped for the new configuration");
-        }
         self.running = keep;
+        let mut stopped: Vec<Shipping> = stop;
+        stopped.iter().for_each(Shipping::stop);
         for spec in specs {
-            if !self.running.iter().any(|s| s.spec == *spec) {
-                let started = spawn(spec.clone(), &self.wiring, self.stop_all.clone())?;
-                self.running.push(started);
+            if self.running.iter().any(|s| s.spec == *spec) {
+                continue;
             }
+            let replaces = (stopped.iter().position(|s| s.spec.name == spec.name))
+                .map(|i| stopped.swap_remove(i));
+            let started = spawn(spec.clone(), &self.wiring, self.stop_all.clone(), replaces)?;
+            self.running.push(started);
         }
+        for s in &stopped {
+            log::info!(
+                "sink {}: removed from the configuration; stopping",
+                s.spec.name
+            );
+        }
+        self.retiring.extend(stopped);
+        let (ended, still): (Vec<Shipping>, Vec<Shipping>) = std::mem::take(&mut self.retiring)
+            .into_iter()
+            .partition(|s| s.handle.is_finished());
+        ended.into_iter().for_each(|s| s.join_logged("stopped"));
+        self.retiring = still;
         Ok(())
     }
 
     /// Waits for every sink to end (caught up with a closed hub, or stopped); the first
-    /// error, if any ended with one.
+    /// error, if any ended with one. A daemon's sinks get [`STOP_WAIT`] to finish the
+    /// delivery in hand; `run --once` waits for them to catch up.
     pub fn finish(self) -> Result<()> {
+        let deadline = (!self.wiring.once).then(|| Instant::now() + STOP_WAIT);
+        for s in self.retiring {
+            s.join_logged("stopped");
+        }
         let mut first = Ok(());
         for s in self.running {
-            if let Err(e) = s.join() {
-                if first.is_ok() {
-                    first = Err(e);
-                } else {
-                    log::error!("{:#}", anyhow::Error::from(e));
-                }
+            if let Some(deadline) = deadline
+                && !s.finished_by(deadline)
+            {
+                log::warn!(
+                    "sink {}: still delivering after {}s; the batch in hand is shipped again at the next start",
+                    s.spec.name,
+                    STOP_WAIT.as_secs()
+                );
+                continue;
+            }
+            match s.join() {
+                Err(e) if first.is_ok() => first = Err(e),
+                Err(e) => log::error!("{:#}", anyhow::Error::from(e)),
+                Ok(()) => {}
             }
         }
         first
@@ -503,6 +562,10 @@ impl Shipper {
         let Some(first) = follower.next(Duration::from_millis(100))? else {
             return Ok(Vec::new());
         };
+        if ctx.stopping() {
+            // Not in hand yet: the cursor stays before it, for the next start or sink.
+            return Ok(Vec::new());
+        }
         let deadline = Instant::now() + self.spec.flush_interval;
         let mut bytes = first.record.len() as u64;
         let mut batch = vec![first];
