@@ -476,6 +476,8 @@ struct Shipper {
     archive: Archive,
     destination: Box<dyn Destination>,
     outage: Option<Outage>,
+    /// Failures of the destination's idle work in a row, and when to try it again.
+    idle_failed: Option<(u32, Instant)>,
 }
 
 impl Shipper {
@@ -490,6 +492,7 @@ impl Shipper {
             archive,
             destination,
             outage: None,
+            idle_failed: None,
         })
     }
 
@@ -526,14 +529,33 @@ impl Shipper {
     /// Lets the destination do what follows the archive at its own pace, and commits its
     /// state. A failure is left for the next delivery to report, and tried again.
     fn idle(&mut self, follower: &Follower, ctx: &ShipContext) -> Result<()> {
+        if self
+            .idle_failed
+            .as_ref()
+            .is_some_and(|(_, next)| Instant::now() < *next)
+        {
+            return Ok(());
+        }
         match self.destination.idle(follower.done()) {
-            Ok(true) => {
+            Ok(changed) => {
+                if let Some((failures, _)) = self.idle_failed.take() {
+                    log::info!(
+                        "sink {}: idle work goes again after {failures} failures",
+                        self.spec.name
+                    );
+                }
+                if !changed {
+                    return Ok(());
+                }
                 let caught_up = follower.done() >= ctx.hub.published();
                 self.commit(follower.done(), &[], caught_up, ctx)
             }
-            Ok(false) => Ok(()),
             Err(Failure::Transient { message, .. } | Failure::Refused { message }) => {
-                log::debug!("sink {}: {message}", self.spec.name);
+                let failures = self.idle_failed.as_ref().map_or(0, |(n, _)| *n) + 1;
+                if failures == 1 {
+                    log::warn!("sink {}: {message}; tried again later", self.spec.name);
+                }
+                self.idle_failed = Some((failures, Instant::now() + backoff(failures)));
                 Ok(())
             }
         }

@@ -585,6 +585,26 @@ pub struct SessionExport {
     pub sources: Vec<i64>,
 }
 
+impl SessionExport {
+    /// Removes NUL characters from its text (which some stores refuse).
+    pub fn strip_nul(&mut self) {
+        let strip = |t: &mut String| t.retain(|c| c != '\0');
+        for text in [
+            &mut self.parent,
+            &mut self.project,
+            &mut self.branch,
+            &mut self.title,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            strip(text);
+        }
+        strip(&mut self.session);
+        self.models.iter_mut().for_each(strip);
+    }
+}
+
 /// The sessions holding a record with `after < seq <= through`, as the index has them now.
 pub fn touched_sessions(
     archive: &mut Archive,

@@ -63,6 +63,8 @@ pub struct Postgres {
     timeout: Duration,
     machine: Machine,
     client: Option<Client>,
+    /// The sink's name, for log lines.
+    name: String,
     /// The archive, for the session index's rows.
     db: PathBuf,
     index: Option<Archive>,
@@ -101,6 +103,7 @@ impl Postgres {
             timeout: spec.timeout,
             machine: machine.clone(),
             client: None,
+            name: spec.name.clone(),
             db: db.to_owned(),
             index: Some(index),
             sessions_seq,
@@ -136,18 +139,29 @@ impl Postgres {
         }
         let touched = query::touched_sessions(&mut index, self.sessions_seq, through);
         self.index = Some(index);
-        let rows = touched.map_err(archive_failure)?;
+        let mut rows = touched.map_err(archive_failure)?;
+        // PostgreSQL's text takes no NUL; a title or prompt may hold one.
+        rows.iter_mut().for_each(SessionExport::strip_nul);
         let mut client = self.client()?;
-        match self.upsert_sessions(&mut client, &rows) {
-            Ok(()) => {
-                self.client = Some(client);
-                log::debug!("PostgreSQL {}: {} sessions updated", self.url, rows.len());
-                self.sessions_seq = through;
-                self.sessions_moved = true;
-                Ok(true)
-            }
-            Err(e) => Err(self.failure(&e)),
+        let upserted = self.upsert_sessions(&mut client, &rows);
+        let failure = upserted.as_ref().err().map(|e| self.failure(e));
+        if !matches!(failure, Some(Failure::Transient { .. })) {
+            self.client = Some(client);
         }
+        match failure {
+            Some(f @ Failure::Transient { .. }) => return Err(f),
+            // Refused for good: these sessions' rows stay behind (until they change), the
+            // others go on.
+            Some(Failure::Refused { message }) => log::warn!(
+                "sink {}: the rows of {} sessions were refused: {message}; they are sent again when their sessions change",
+                self.name,
+                rows.len()
+            ),
+            None => log::debug!("PostgreSQL {}: {} sessions updated", self.url, rows.len()),
+        }
+        self.sessions_seq = through;
+        self.sessions_moved = true;
+        Ok(true)
     }
 
     fn upsert_sessions(
