@@ -63,7 +63,11 @@ pub enum Command {
         ($CODEX_HOME or ~/.codex, sessions/ and archived_sessions/), Cursor \
         (~/.cursor/projects/*/agent-transcripts/) and Gemini CLI \
         ($GEMINI_CLI_HOME or ~, .gemini/tmp/*/chats/). Directories that do not exist yet are \
-        waited for."
+        waited for.\n\n\
+        With sinks (config.toml's [[sink]] tables, or --ship), every record is also shipped to \
+        PostgreSQL, an HTTP collector or a mirror directory, exactly once in effect, with the \
+        archive as the buffer through outages; `status` shows where each sink stands. With \
+        --once, it exits once every sink has caught up, or with 1 at a sink's first failure."
     )]
     Run(RunArgs),
     /// Mark the records now in a file as history that is not to be archived.
