@@ -462,7 +462,7 @@ struct DeadLetter {
     answer: String,
 }
 
-/// An outage in progress: since when, how many attempts, the last answer.
+/// An outage in progress: since when, how many attempts, when to sum it up next.
 struct Outage {
     since: Instant,
     attempts: u32,
