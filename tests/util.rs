@@ -735,6 +735,26 @@ impl PgCluster {
             .collect()
     }
 
+    /// A psql session reading statements from its stdin, its results on its stdout.
+    pub fn psql_session(&self) -> std::process::Child {
+        use std::process::Stdio;
+        Command::new(self.bin.join("psql"))
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                PG_USER,
+            ])
+            .args(["-d", "postgres", "-At", "-v", "ON_ERROR_STOP=1"])
+            .env("PGPASSWORD", PG_PASSWORD)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     pub fn try_psql(&self, sql: &str) -> Output {
         Command::new(self.bin.join("psql"))
             .args([
