@@ -33,8 +33,16 @@ const SINK: &str = "collector";
 struct Reading {
     at: Duration,
     rss_kib: u64,
-    /// The sink's lag (records, bytes), read at some of the readings only.
-    lag: Option<(i64, i64)>,
+    /// The sink's lag, read at some of the readings only.
+    lag: Option<Lag>,
+}
+
+/// A sink's lag as `status --json` gives it: records, and their bytes where `status` sums
+/// them (it stops past a bound of records, and gives null).
+#[derive(Clone, Copy)]
+struct Lag {
+    records: i64,
+    bytes: Option<i64>,
 }
 
 /// What the catch-up took.
@@ -68,7 +76,7 @@ pub fn run(ctx: &Ctx, secs: u64, rate: u64, md: &mut String) {
     let readings = watch(ctx, &db, daemon.pid(), Duration::from_secs(secs));
     let (appended, appended_bytes) = appender.stop();
     wait_archived(&db, appended);
-    let lag_at_end = sink_lag(ctx, &db);
+    let lag_at_end = (sink_lag(ctx, &db).records, bytes_waiting(&db));
     let collector = Collector::start(port, Body::CountKeys);
     let catch_up = catch_up(ctx, &db, &collector, daemon.pid());
     daemon.stop();
@@ -235,11 +243,12 @@ fn watch(ctx: &Ctx, db: &Path, pid: u32, outage: Duration) -> Vec<Reading> {
         std::thread::sleep((start + at).saturating_duration_since(Instant::now()));
         let rss_kib = procfs::status_kib(pid, "VmRSS").expect("the daemon is running");
         let lag = (k % lag_every == 0 || at + RSS_EVERY > outage).then(|| sink_lag(ctx, db));
-        if let Some((records, _)) = lag {
+        if let Some(lag) = lag {
             println!(
-                "  {:>4} s: RSS {:.1} MiB, {records} records waiting",
+                "  {:>4} s: RSS {:.1} MiB, {} records waiting",
                 at.as_secs(),
-                rss_kib as f64 / 1024.0
+                rss_kib as f64 / 1024.0,
+                lag.records
             );
         }
         readings.push(Reading {
@@ -251,8 +260,8 @@ fn watch(ctx: &Ctx, db: &Path, pid: u32, outage: Duration) -> Vec<Reading> {
     readings
 }
 
-/// The sink's (lag_records, lag_bytes) from `status --json`.
-fn sink_lag(ctx: &Ctx, db: &Path) -> (i64, i64) {
+/// The sink's lag from `status --json`.
+fn sink_lag(ctx: &Ctx, db: &Path) -> Lag {
     let out = ctx
         .ts()
         .args(["status", "--json", "--db"])
@@ -270,8 +279,21 @@ fn sink_lag(ctx: &Ctx, db: &Path) -> (i64, i64) {
         .iter()
         .find(|s| s["name"] == SINK)
         .expect("status shows the sink");
-    let field = |k: &str| sink[k].as_i64().expect("a lag");
-    (field("lag_records"), field("lag_bytes"))
+    Lag {
+        records: sink["lag_records"].as_i64().expect("lag_records"),
+        bytes: sink["lag_bytes"].as_i64(),
+    }
+}
+
+/// Bytes of the records the sink has not shipped, summed from the archive.
+fn bytes_waiting(db: &Path) -> i64 {
+    crate::archive_count(
+        db,
+        &format!(
+            "SELECT coalesce(sum(length(CAST(record AS BLOB))), 0) FROM records WHERE seq > \
+             coalesce((SELECT seq FROM consumers WHERE name = 'sink:{SINK}'), 0)"
+        ),
+    )
 }
 
 /// Waits until the archive holds `appended` records.
@@ -290,7 +312,7 @@ fn wait_archived(db: &Path, appended: u64) {
 fn catch_up(ctx: &Ctx, db: &Path, collector: &Collector, pid: u32) -> CatchUp {
     let start = Instant::now();
     let deadline = start + Duration::from_secs(900);
-    while sink_lag(ctx, db).0 > 0 {
+    while sink_lag(ctx, db).records > 0 {
         assert!(
             Instant::now() < deadline,
             "the sink did not catch up in 15 minutes"
@@ -369,7 +391,8 @@ impl Outcome {
         let _ = writeln!(
             md,
             "### Outage\n\n{} s with the collector down, {} appends/s into {FILES} files: {} \
-             records, {:.1} MB ({:.0} B a line). At the end {} records ({:.1} MB) waited.\n",
+             records, {:.1} MB ({:.0} B a line). At the end {} records ({:.1} MB of records, summed \
+             from the archive) waited.\n",
             self.secs,
             self.rate,
             self.appended,
@@ -431,17 +454,21 @@ impl Outcome {
     }
 
     fn timeline(&self, md: &mut String) {
-        md.push_str("| time | RSS MiB | records waiting | MB waiting |\n|---:|---:|---:|---:|\n");
+        md.push_str(
+            "| time | RSS MiB | records waiting | MB waiting (`status`) |\n|---:|---:|---:|---:|\n",
+        );
         for r in &self.readings {
-            if let Some((records, bytes)) = r.lag {
-                let _ = writeln!(
-                    md,
-                    "| {} s | {:.1} | {records} | {:.1} |",
-                    r.at.as_secs(),
-                    r.rss_kib as f64 / 1024.0,
-                    bytes as f64 / 1e6
-                );
-            }
+            let Some(lag) = r.lag else { continue };
+            let bytes = lag.bytes.map_or("not summed".to_owned(), |b| {
+                format!("{:.1}", b as f64 / 1e6)
+            });
+            let _ = writeln!(
+                md,
+                "| {} s | {:.1} | {} | {bytes} |",
+                r.at.as_secs(),
+                r.rss_kib as f64 / 1024.0,
+                lag.records
+            );
         }
         md.push('\n');
     }
