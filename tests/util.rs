@@ -738,37 +738,23 @@ impl PgCluster {
     /// A psql session reading statements from its stdin, its results on its stdout.
     pub fn psql_session(&self) -> std::process::Child {
         use std::process::Stdio;
-        Command::new(self.bin.join("psql"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                PG_USER,
-            ])
-            .args(["-d", "postgres", "-At", "-v", "ON_ERROR_STOP=1"])
-            .env("PGPASSWORD", PG_PASSWORD)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap()
+        let mut cmd = self.psql_command();
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+        cmd.spawn().unwrap()
     }
 
     pub fn try_psql(&self, sql: &str) -> Output {
-        Command::new(self.bin.join("psql"))
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                PG_USER,
-            ])
-            .args(["-d", "postgres", "-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
-            .env("PGPASSWORD", PG_PASSWORD)
-            .output()
-            .unwrap()
+        self.psql_command().args(["-c", sql]).output().unwrap()
+    }
+
+    /// psql on database `postgres` as the test user: unaligned rows, stopping at an error.
+    fn psql_command(&self) -> Command {
+        let port = self.port.to_string();
+        let mut cmd = Command::new(self.bin.join("psql"));
+        cmd.args(["-h", "127.0.0.1", "-p", &port, "-U", PG_USER])
+            .args(["-d", "postgres", "-At", "-v", "ON_ERROR_STOP=1"])
+            .env("PGPASSWORD", PG_PASSWORD);
+        cmd
     }
 
     /// A PostgreSQL program, as nobody when the test runs as root.
