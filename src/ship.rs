@@ -188,6 +188,7 @@ impl Shipping {
 }
 
 /// How a sink thread runs.
+#[derive(Clone)]
 pub struct Wiring {
     /// The archive's path.
     pub db: PathBuf,
@@ -217,12 +218,7 @@ pub fn spawn(
 ) -> Result<Shipping> {
     let stop = Arc::new(AtomicBool::new(false));
     let ctx = ShipContext {
-        db: wiring.db.clone(),
-        hub: Arc::clone(&wiring.hub),
-        committed: wiring.committed.clone(),
-        turns: Arc::clone(&wiring.turns),
-        once: wiring.once,
-        index_done: wiring.index_done.clone(),
+        wiring: wiring.clone(),
         stop: Arc::clone(&stop),
         stop_all,
     };
@@ -395,12 +391,7 @@ pub fn retry_dead_letters(spec: &SinkSpec, db: &Path) -> Result<RetryReport> {
 
 /// What a sink thread shares with the daemon.
 struct ShipContext {
-    db: PathBuf,
-    hub: Arc<Hub>,
-    committed: CommitSignal,
-    turns: Arc<WriteTurn>,
-    once: bool,
-    index_done: Receiver<()>,
+    wiring: Wiring,
     stop: Arc<AtomicBool>,
     /// The daemon's stop flag.
     stop_all: Option<Arc<AtomicBool>>,
@@ -425,7 +416,7 @@ impl ShipContext {
                 },
                 Err(e) => e,
             };
-            if self.once || matches!(err, Error::ShipFailed { .. }) {
+            if self.wiring.once || matches!(err, Error::ShipFailed { .. }) {
                 return Err(err);
             }
             let name = &spec.name;
@@ -482,9 +473,9 @@ struct Shipper {
 
 impl Shipper {
     fn open(ctx: &ShipContext, spec: &SinkSpec) -> Result<Shipper> {
-        let mut archive = Archive::open(&ctx.db)?;
+        let mut archive = Archive::open(&ctx.wiring.db)?;
         let machine = Machine::of(&archive)?;
-        let destination = open_destination(spec, &machine, &ctx.db)?;
+        let destination = open_destination(spec, &machine, &ctx.wiring.db)?;
         register(&mut archive, spec)?;
         Ok(Shipper {
             spec: spec.clone(),
@@ -499,8 +490,8 @@ impl Shipper {
     /// Follows the archive until the hub closes and every record is shipped, or it stops.
     fn follow(&mut self, ctx: &ShipContext) -> Result<()> {
         let after = self.archive.consumer_seq(&self.consumer)?.unwrap_or(0);
-        let hub = Arc::clone(&ctx.hub);
-        let reads = Archive::open(&ctx.db)?;
+        let hub = Arc::clone(&ctx.wiring.hub);
+        let reads = Archive::open(&ctx.wiring.db)?;
         let mut follower = Follower::start_to_end(hub, reads, Start::After(after), LIVE_BACKLOG)?;
         log::info!(
             "sink {}: shipping to {} from seq {after}",
@@ -520,7 +511,7 @@ impl Shipper {
             if !self.settle(&batch, &mut dead, ctx, &follower)? {
                 return Ok(());
             }
-            let caught_up = follower.done() >= ctx.hub.published();
+            let caught_up = follower.done() >= ctx.wiring.hub.published();
             self.commit(follower.done(), &dead, caught_up, ctx)?;
         }
         Ok(())
@@ -547,7 +538,7 @@ impl Shipper {
                 if !changed {
                     return Ok(());
                 }
-                let caught_up = follower.done() >= ctx.hub.published();
+                let caught_up = follower.done() >= ctx.wiring.hub.published();
                 self.commit(follower.done(), &[], caught_up, ctx)
             }
             Err(Failure::Transient { message, .. } | Failure::Refused { message }) => {
@@ -565,7 +556,7 @@ impl Shipper {
     /// has indexed it all too, the destination's last idle work.
     fn last_idle(&mut self, follower: &Follower, ctx: &ShipContext) -> Result<()> {
         // Disconnects when the index's thread ends.
-        let _ = ctx.index_done.recv();
+        let _ = ctx.wiring.index_done.recv();
         match self.destination.idle(follower.done()) {
             Ok(true) => self.commit(follower.done(), &[], true, ctx),
             Ok(false) => Ok(()),
@@ -624,7 +615,7 @@ impl Shipper {
                     retry_after,
                 }) => {
                     let delay = self.failed(&message, retry_after, ctx, follower)?;
-                    if ctx.once {
+                    if ctx.wiring.once {
                         return Err(Error::ShipFailed {
                             name: self.spec.name.clone(),
                             message,
@@ -692,15 +683,15 @@ impl Shipper {
         let delay = retry_delay(outage.attempts, retry_after);
         let name = &self.spec.name;
         let first = outage.attempts == 1;
-        if first && ctx.once {
+        if first && ctx.wiring.once {
             log::warn!("sink {name}: {message}");
         } else if first {
             log::warn!(
                 "sink {name}: {message}; retrying in {}",
                 humantime::format_duration(round(delay))
             );
-        } else if now >= outage.next_summary && !ctx.once {
-            let waiting = ctx.hub.published() - follower.done();
+        } else if now >= outage.next_summary && !ctx.wiring.once {
+            let waiting = ctx.wiring.hub.published() - follower.done();
             log::warn!(
                 "sink {name}: {} for {}, {waiting} records waiting; retrying every {}: {message}",
                 self.destination.kind(),
@@ -767,12 +758,12 @@ impl Shipper {
             state: &state,
             caught_up,
         };
-        let _turn = ctx.turns.for_consumer();
+        let _turn = ctx.wiring.turns.for_consumer();
         let conn = self.archive.connection();
         let done = (conn.transaction_with_behavior(TransactionBehavior::Immediate))
             .and_then(|tx| record_shipped(&tx, &shipped).and_then(|()| tx.commit()));
         self.archive.db(done)?;
-        ctx.committed.committed(1);
+        ctx.wiring.committed.committed(1);
         Ok(())
     }
 }

@@ -232,11 +232,16 @@ impl Mirror {
         Ok(true)
     }
 
+    /// `path` relative to the mirror's directory, as states and renames keep it.
+    fn in_dir(&self, path: &Path) -> PathBuf {
+        path.strip_prefix(&self.dir).unwrap_or(path).to_owned()
+    }
+
     /// `<stem>.<tag>.jsonl` beside `plain`, or, when a file or another state has that name,
     /// one with the source and generation both (and a number, if need be).
     fn free_name(&self, plain: &Path, tag: &str, source: i64, generation: i64) -> PathBuf {
         let taken = |p: &Path| {
-            let rel = p.strip_prefix(&self.dir).unwrap_or(p);
+            let rel = self.in_dir(p);
             p.exists() || self.files.values().any(|f| f.path == rel)
         };
         let exact = format!("source{source}.gen{generation}");
@@ -257,11 +262,11 @@ impl Mirror {
         to: &Path,
         dirs: &mut BTreeSet<PathBuf>,
     ) -> std::io::Result<()> {
-        let relative = |p: &Path| p.strip_prefix(&self.dir).unwrap_or(p).to_owned();
-        self.renames.push(Rename {
-            from: relative(from),
-            to: relative(to),
-        });
+        let rename = Rename {
+            from: self.in_dir(from),
+            to: self.in_dir(to),
+        };
+        self.renames.push(rename.clone());
         self.record_renames().map_err(std::io::Error::other)?;
         if from.exists() {
             std::fs::rename(from, to)?;
@@ -270,7 +275,7 @@ impl Mirror {
             dirs.insert(parent.to_owned());
         }
         if let Some(state) = self.files.get_mut(&source) {
-            state.path = to.strip_prefix(&self.dir).unwrap_or(to).to_owned();
+            state.path = rename.to;
             self.changed.insert(source);
         }
         Ok(())
