@@ -529,18 +529,15 @@ impl Archive {
         self.db(rows.and_then(|r| r.collect()))
     }
 
-    /// The bytes of the records committed after `seq`, when there are at most `most` of them
-    /// (counting more would read that much of the archive).
-    pub fn bytes_after(&self, seq: i64, most: i64) -> Result<Option<i64>> {
-        if self.last_seq()? - seq > most {
-            return Ok(None);
-        }
+    /// The bytes of the records committed after `seq` (reading each of them: callers bound
+    /// how many).
+    pub fn bytes_after(&self, seq: i64) -> Result<i64> {
         let counted = self.conn.query_row(
             "SELECT coalesce(sum(length(record)), 0) FROM records WHERE seq > ?1",
             [seq],
             |r| r.get(0),
         );
-        self.db(counted).map(Some)
+        self.db(counted)
     }
 
     /// Calls `each` with every (key, value) that sink `name` committed with its cursor.
