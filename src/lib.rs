@@ -71,6 +71,7 @@ mod progress;
 mod read;
 mod readiness;
 mod record;
+mod redact;
 mod rejects;
 mod restore;
 mod seed;
