@@ -11,6 +11,7 @@ use crate::lock::ArchiveLock;
 use crate::logging;
 use crate::pipeline::{run_live, run_once};
 use crate::progress::ProgressShow;
+use crate::redact;
 use crate::rejects::{TextWriter, write_json};
 use crate::seed;
 use crate::service::{self, Manager, Target};
@@ -22,6 +23,7 @@ use crate::show::{self, Format};
 use crate::status;
 use crate::tap::Tap;
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::borrow::Cow;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -149,6 +151,21 @@ pub enum Command {
         Takes the archive's lock: stop a running `run` (or the service) first."
     )]
     Reindex(ReindexArgs),
+    /// Find secrets in files (--check), or write the files with every secret redacted.
+    #[command(
+        long_about = "Read transcript lines from each FILE (or stdin, given `-` or nothing) and \
+        write them to stdout with every secret replaced by [REDACTED:<rule>]: a JSON line stays \
+        one JSON value of the same shape, its strings searched as decoded text; another line \
+        is searched as text. The rules are the built-in ones (API keys and tokens of the \
+        common services, private keys, URLs with a password, Authorization headers, and \
+        password/secret/token assignments with a random value) and config.toml's [redact] \
+        table.\n\n\
+        With --check, write nothing redacted: report each secret on stdout as \
+        FILE:LINE:OFFSET: RULE PREVIEW (the offset in bytes into the line, the preview masked, \
+        never the value), and exit 1 when there is any, so that it serves as a pre-commit or \
+        CI check."
+    )]
+    Redact(RedactArgs),
     /// Work with the sinks records are shipped to.
     #[command(subcommand)]
     Sink(SinkCommand),
@@ -184,6 +201,18 @@ pub enum Command {
         then `man transcript-sync` or `man transcript-sync-rejects`."
     )]
     Man(ManArgs),
+}
+
+/// Arguments of `redact`.
+#[derive(Debug, Args)]
+pub struct RedactArgs {
+    /// Report the secrets found (never their values) instead of writing redacted lines; exit
+    /// 1 when there is any.
+    #[arg(long)]
+    check: bool,
+    /// Files to read; `-` or none: stdin.
+    #[arg(value_name = "FILE")]
+    files: Vec<PathBuf>,
 }
 
 /// Arguments of `man`.
@@ -394,6 +423,9 @@ pub struct ExportArgs {
     /// Only records with a seq greater than N.
     #[arg(long, value_name = "N", default_value_t = 0)]
     since_seq: i64,
+    /// Replace every secret in the records with [REDACTED:<rule>], as sinks do.
+    #[arg(long)]
+    redact: bool,
 }
 
 /// Arguments of `rejects`.
@@ -468,6 +500,9 @@ pub struct ShowArgs {
     /// Also show each subagent's conversation, after the session's.
     #[arg(long)]
     subagents: bool,
+    /// Replace every secret with [REDACTED:<rule>], for sharing.
+    #[arg(long)]
+    redact: bool,
 }
 
 /// Arguments of `search`.
@@ -584,7 +619,7 @@ pub fn execute(cli: Cli) -> Result<()> {
             ship: args.ship.clone(),
             ..Overrides::default()
         },
-        Command::Completions(_) | Command::Man(_) => Overrides::default(),
+        Command::Completions(_) | Command::Man(_) | Command::Redact(_) => Overrides::default(),
         Command::Doctor(args) => Overrides {
             db: args.archive.db.clone(),
             watch: args.dirs.watch.clone(),
@@ -600,6 +635,9 @@ pub fn execute(cli: Cli) -> Result<()> {
             | Command::Doctor(_)
             | Command::Restore(_)
             | Command::Sink(_)
+            | Command::Redact(_)
+            | Command::Export(ExportArgs { redact: true, .. })
+            | Command::Show(ShowArgs { redact: true, .. })
     );
     let settings = match &flags.db {
         // The archive is all these commands take from the file; with --db they work even
@@ -616,11 +654,11 @@ pub fn execute(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run(args) => run(args, settings, flags, source),
         Command::Seed(args) => seed(args, &settings.archive),
-        Command::Export(args) => export(args, &settings.archive),
+        Command::Export(args) => export(args, &settings),
         Command::Status(args) => status(args, &settings.archive),
         Command::Rejects(args) => rejects(args, &settings.archive),
         Command::Sessions(args) => sessions(args, &settings.archive),
-        Command::Show(args) => show(args, &settings.archive),
+        Command::Show(args) => show(args, &settings),
         Command::Search(args) => search(args, &settings.archive),
         Command::Restore(args) => restore(args, &settings),
         Command::Reindex(_) => reindex(&settings.archive),
@@ -628,6 +666,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Config(ConfigCommand::Check(_)) => config_check(&settings),
         Command::Service(cmd) => service(cmd, &settings),
         Command::Doctor(args) => doctor(args, &settings),
+        Command::Redact(args) => redact(args, &settings),
         Command::Completions(_) | Command::Man(_) => Ok(()),
     }
 }
@@ -725,13 +764,17 @@ fn seed(args: SeedArgs, db: &Path) -> Result<()> {
     Ok(())
 }
 
-fn export(args: ExportArgs, db: &Path) -> Result<()> {
-    let archive = Archive::open_existing(db)?;
+fn export(args: ExportArgs, settings: &Settings) -> Result<()> {
+    let archive = Archive::open_existing(&settings.archive)?;
     let filter = args.path.as_deref().map(absolute);
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(256 * 1024, stdout);
+    let redactor = args.redact.then_some(&*settings.redactor);
     let written = archive
-        .export(args.since_seq, filter.as_deref(), |row| {
+        .export(args.since_seq, filter.as_deref(), |mut row| {
+            if let Some(Cow::Owned(record)) = redactor.map(|r| r.redact_record(&row.record)) {
+                row.record = record;
+            }
             write_envelope(&mut out, &row)
         })?
         .and_then(|()| out.flush());
@@ -870,17 +913,21 @@ fn find_session(archive: &mut Archive, id: &str) -> Result<query::Session> {
     }
 }
 
-fn show(args: ShowArgs, db: &Path) -> Result<()> {
+fn show(args: ShowArgs, settings: &Settings) -> Result<()> {
     use std::io::IsTerminal;
-    let mut archive = indexed_archive(db)?;
-    let session = find_session(&mut archive, &args.session)?;
+    let mut archive = indexed_archive(&settings.archive)?;
+    let mut session = find_session(&mut archive, &args.session)?;
+    let redactor = args.redact.then_some(&*settings.redactor);
+    if let Some(r) = redactor {
+        session.redact(r);
+    }
     let stdout = io::stdout();
     let style = show::Style::new(stdout.is_terminal());
     let mut out = BufWriter::new(stdout.lock());
     if args.format == Format::Raw {
         let files = query::session_files(&mut archive, &session)?;
         let written = match files.first() {
-            Some(main) => query::write_records(&mut archive, main, &mut out)?.map(drop),
+            Some(main) => query::write_records(&mut archive, main, redactor, &mut out)?.map(drop),
             None => Ok(()),
         };
         return stdout_result(written.and_then(|()| out.flush()));
@@ -889,8 +936,12 @@ fn show(args: ShowArgs, db: &Path) -> Result<()> {
     if args.subagents {
         sessions.extend(query::subagents(&mut archive, &session)?);
     }
-    for (i, s) in sessions.iter().enumerate() {
-        let messages = query::messages(&mut archive, s)?;
+    for (i, s) in sessions.iter_mut().enumerate() {
+        let mut messages = query::messages(&mut archive, s)?;
+        if let Some(r) = redactor {
+            s.redact(r);
+            messages.iter_mut().for_each(|m| m.redact(r));
+        }
         let written = match args.format {
             Format::Json => show::write_messages_json(&mut out, s, &messages),
             _ if i > 0 => writeln!(out).and_then(|()| {
@@ -936,6 +987,23 @@ fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
     };
     let mut out = io::stdout().lock();
     crate::restore::restore(&mut archive, &session, &request, &mut out)
+}
+
+fn redact(args: RedactArgs, settings: &Settings) -> Result<()> {
+    let mut out = BufWriter::with_capacity(256 * 1024, io::stdout().lock());
+    if !args.check {
+        let written = redact::redact_files(&settings.redactor, &args.files, &mut out)?;
+        return stdout_result(written.and_then(|()| out.flush()));
+    }
+    let checked = redact::check_files(&settings.redactor, &args.files, &mut out)?;
+    let checked = match checked.and_then(|c| out.flush().map(|()| c)) {
+        Ok(checked) => checked,
+        Err(e) => return stdout_result(Err(e)),
+    };
+    match checked {
+        redact::Checked { secrets: 0, .. } => Ok(()),
+        redact::Checked { secrets, files } => Err(Error::SecretsFound { secrets, files }),
+    }
 }
 
 fn reindex(db: &Path) -> Result<()> {

@@ -5,10 +5,12 @@ use crate::domain::{ReadLimits, StartAt};
 use crate::error::{Error, IoContext, Result};
 use crate::harness::{self, Root, absolute};
 use crate::home;
+use crate::redact::{RedactSettings, Redactor};
 use crate::ship::{self, SinkSpec, SinkTable};
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The archive's file name inside the data directory.
@@ -73,6 +75,9 @@ pub struct FileConfig {
     /// Where records are shipped: `[[sink]]` tables.
     #[serde(default)]
     sink: Vec<toml::Spanned<SinkTable>>,
+    /// The user's redaction rules and allowlist.
+    #[serde(default)]
+    redact: Option<toml::Spanned<RedactSettings>>,
     /// The text it was parsed from, to place errors found after parsing.
     #[serde(skip)]
     text: String,
@@ -206,6 +211,8 @@ pub struct Settings {
     pub poll_interval: Duration,
     /// Where records are shipped: the file's `[[sink]]` tables, then `--ship`.
     pub sinks: Vec<SinkSpec>,
+    /// The built-in redaction rules, with the file's `[redact]` table.
+    pub redactor: Arc<Redactor>,
 }
 
 /// Default record limit: 64 MiB.
@@ -239,6 +246,7 @@ impl Settings {
             rescan_interval: DEFAULT_RESCAN,
             poll_interval: DEFAULT_POLL,
             sinks: Vec::new(),
+            redactor: Arc::new(Redactor::builtin()),
         }
     }
 
@@ -260,7 +268,8 @@ impl Settings {
         if let Some(start_at) = flags.start_at {
             roots.iter_mut().for_each(|r| r.start_at = start_at);
         }
-        let sinks = sinks(&source, &file, flags, &roots, env)?;
+        let redactor = Arc::new(redactor(&source, &file)?);
+        let sinks = sinks(&source, &file, flags, &roots, env, &redactor)?;
         let limits = ReadLimits {
             record_limit: flags
                 .record_limit
@@ -287,6 +296,7 @@ impl Settings {
                 .or(file.poll_interval)
                 .unwrap_or(DEFAULT_POLL),
             sinks,
+            redactor,
         })
     }
 
@@ -308,6 +318,7 @@ impl Settings {
                     flush_interval: humantime::format_duration(s.flush_interval).to_string(),
                     batch_records: s.batch_records,
                     batch_bytes: s.batch_bytes,
+                    redact: s.redact,
                 })
                 .collect(),
         };
@@ -323,6 +334,7 @@ fn sinks(
     flags: &Overrides,
     roots: &[Root],
     env: Env,
+    redactor: &Arc<Redactor>,
 ) -> Result<Vec<SinkSpec>> {
     let roots: Vec<(PathBuf, String)> = (roots.iter())
         .map(|r| (r.path.clone(), r.harness.clone()))
@@ -339,7 +351,7 @@ fn sinks(
             }
         };
         let table_paths = expand_sink_paths(table.get_ref(), env)?;
-        let spec = ship::spec_from_table(&table_paths, &roots)
+        let spec = ship::spec_from_table(&table_paths, &roots, redactor)
             .map_err(|m| at(format!("sink {:?}: {m}", table.get_ref().name)))?;
         if sinks.iter().any(|s| s.name == spec.name) {
             return Err(at(format!("two sinks are named {:?}", spec.name)));
@@ -354,13 +366,30 @@ fn sinks(
             ),
             None => arg.clone(),
         };
-        let spec = ship::parse_ship(&arg, &roots)?;
+        let spec = ship::parse_ship(&arg, &roots, redactor)?;
         if !sinks.iter().any(|s| s.name == spec.name) {
             sinks.push(spec);
         }
     }
     check_mirrors(&sinks, &roots)?;
     Ok(sinks)
+}
+
+/// The built-in rules with the file's `[redact]` table; a rule or allowlist entry at fault
+/// is reported at the table.
+fn redactor(source: &Source, file: &FileConfig) -> Result<Redactor> {
+    let Some(table) = &file.redact else {
+        return Ok(Redactor::builtin());
+    };
+    Redactor::new(table.get_ref()).map_err(|message| {
+        let (line, column) = line_and_column(&file.text, table.span().start);
+        Error::Config {
+            path: source.path.clone(),
+            line,
+            column,
+            message: format!("[redact]: {message}"),
+        }
+    })
 }
 
 /// A mirror directory inside a watched directory would have its own copies archived and
@@ -486,6 +515,7 @@ struct SinkView {
     flush_interval: String,
     batch_records: usize,
     batch_bytes: u64,
+    redact: bool,
 }
 
 #[derive(Serialize)]

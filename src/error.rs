@@ -238,6 +238,16 @@ pub enum Error {
         /// How many checks failed.
         failures: usize,
     },
+    /// `redact --check` found secrets.
+    #[error(
+        "{secrets} secret(s) found in {files} input(s); `transcript-sync redact FILE` writes them redacted"
+    )]
+    SecretsFound {
+        /// How many.
+        secrets: u64,
+        /// In how many inputs.
+        files: u64,
+    },
     /// A sink (`[[sink]]` or `--ship`) is not usable as written.
     #[error("sink {name}: {message}")]
     Sink {

@@ -8,7 +8,10 @@
 //! then the members whose names say they hold a secret (`{"api_key": "…"}`). A secret is
 //! replaced inside its JSON string, so the record stays one JSON value of the same shape.
 
+mod files;
 mod json;
+
+pub use files::{Checked, check_files, redact_files};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::{Regex, RegexBuilder};
@@ -130,11 +133,7 @@ pub struct Finding {
 pub struct Redactor {
     settings: RedactSettings,
     rules: Vec<Rule>,
-    keywords: AhoCorasick,
-    /// The rules of each keyword, by the keyword's index.
-    keyword_rules: Vec<Vec<usize>>,
-    /// Rules without keywords: searched for in every string.
-    everywhere: Vec<usize>,
+    keywords: Keywords,
     skips: Vec<SkipDef>,
     allow: Vec<Regex>,
     allow_sha256: HashSet<Vec<u8>>,
@@ -173,7 +172,7 @@ impl Redactor {
             defs.push(def.clone());
         }
         let rules = (defs.iter().map(compile)).collect::<Result<Vec<Rule>, String>>()?;
-        let (keywords, keyword_rules, everywhere) = keyword_index(&defs)?;
+        let keywords = Keywords::of(&defs)?;
         let allow = (settings.allow.iter())
             .map(|p| Regex::new(p).map_err(|e| format!("allow {p:?}: {e}")))
             .collect::<Result<Vec<Regex>, String>>()?;
@@ -184,8 +183,6 @@ impl Redactor {
             settings: settings.clone(),
             rules,
             keywords,
-            keyword_rules,
-            everywhere,
             skips: file.skip,
             allow,
             allow_sha256,
@@ -277,7 +274,7 @@ impl Redactor {
         // for a quote, a backslash or a control character, which no keyword holds.
         let hidden = memchr::memmem::find(line, b"\\u").is_some()
             || memchr::memmem::find(line, b"\\/").is_some();
-        if seen.is_empty() && !hidden && self.everywhere.is_empty() {
+        if seen.is_empty() && !hidden && self.keywords.everywhere.is_empty() {
             return;
         }
         let Some(strings) = json::strings(line) else {
@@ -325,7 +322,11 @@ impl Redactor {
             false => self.rules_seen(seen, &s.raw),
             true => Vec::new(),
         };
-        if !hidden && rules.is_empty() && member_rules.is_empty() && self.everywhere.is_empty() {
+        if !hidden
+            && rules.is_empty()
+            && member_rules.is_empty()
+            && self.keywords.everywhere.is_empty()
+        {
             return None;
         }
         let text = json::decode(raw, s.escaped)?;
@@ -363,9 +364,10 @@ impl Redactor {
 
     /// Every keyword occurrence in `bytes`, with the keyword's index, by start.
     fn keyword_hits(&self, bytes: &[u8]) -> Vec<(Range<usize>, usize)> {
-        let mut seen: Vec<(Range<usize>, usize)> = (self.keywords.find_overlapping_iter(bytes))
-            .map(|m| (m.range(), m.pattern().as_usize()))
-            .collect();
+        let mut seen: Vec<(Range<usize>, usize)> =
+            (self.keywords.automaton.find_overlapping_iter(bytes))
+                .map(|m| (m.range(), m.pattern().as_usize()))
+                .collect();
         seen.sort_by_key(|(r, _)| r.start);
         seen
     }
@@ -376,8 +378,8 @@ impl Redactor {
         let mut rules: Vec<usize> = (seen[first..].iter())
             .take_while(|(r, _)| r.start < within.end)
             .filter(|(r, _)| r.end <= within.end)
-            .flat_map(|(_, k)| self.keyword_rules[*k].iter().copied())
-            .chain(self.everywhere.iter().copied())
+            .flat_map(|(_, k)| self.keywords.rules[*k].iter().copied())
+            .chain(self.keywords.everywhere.iter().copied())
             .collect();
         rules.sort_unstable();
         rules.dedup();
@@ -437,8 +439,13 @@ impl Redactor {
     fn accepts(&self, rule: &Rule, value: &str) -> bool {
         entropy(value.as_bytes()) >= rule.entropy
             && (!rule.digit || value.bytes().any(|b| b.is_ascii_digit()))
-            && !self.allow.iter().any(|a| a.is_match(value))
-            && !(!self.allow_sha256.is_empty()
+            && !self.allowed(value)
+    }
+
+    /// Whether the user's allowlist names `value`.
+    fn allowed(&self, value: &str) -> bool {
+        self.allow.iter().any(|a| a.is_match(value))
+            || (!self.allow_sha256.is_empty()
                 && self.allow_sha256.contains(&sha256(value.as_bytes())))
     }
 
@@ -472,7 +479,12 @@ impl Redactor {
 
 fn compile(def: &RuleDef) -> Result<Rule, String> {
     let at = |what: &str, e: regex::Error| format!("rule {:?}: {what}: {e}", def.id);
-    if def.id.is_empty() || !def.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+    if def.id.is_empty()
+        || !def
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+    {
         return Err(format!(
             "rule {:?}: an id is letters, digits and '-'",
             def.id
@@ -502,39 +514,53 @@ fn build(pattern: &str) -> Result<Regex, regex::Error> {
     RegexBuilder::new(pattern).size_limit(1 << 22).build()
 }
 
-/// One automaton over every rule's keywords (any case); each keyword's rules; the rules
-/// without one.
-fn keyword_index(defs: &[RuleDef]) -> Result<(AhoCorasick, Vec<Vec<usize>>, Vec<usize>), String> {
-    let mut words: Vec<String> = Vec::new();
-    let mut rules: Vec<Vec<usize>> = Vec::new();
-    let mut everywhere = Vec::new();
-    for (i, def) in defs.iter().enumerate() {
-        if def.keywords.is_empty() {
-            everywhere.push(i);
-        }
-        for word in &def.keywords {
-            let word = word.to_ascii_lowercase();
-            if word.is_empty() || word.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
-                return Err(format!(
-                    "rule {:?}: keyword {word:?}: a keyword is text without quotes, backslashes or control characters",
-                    def.id
-                ));
+/// Every rule's keywords, to find in one pass.
+struct Keywords {
+    /// One automaton over them all, any case.
+    automaton: AhoCorasick,
+    /// The rules of each keyword, by the keyword's index.
+    rules: Vec<Vec<usize>>,
+    /// Rules without keywords: searched for in every string.
+    everywhere: Vec<usize>,
+}
+
+impl Keywords {
+    fn of(defs: &[RuleDef]) -> Result<Keywords, String> {
+        let mut words: Vec<String> = Vec::new();
+        let mut rules: Vec<Vec<usize>> = Vec::new();
+        let mut everywhere = Vec::new();
+        for (i, def) in defs.iter().enumerate() {
+            if def.keywords.is_empty() {
+                everywhere.push(i);
             }
-            match words.iter().position(|w| *w == word) {
-                Some(k) => rules[k].push(i),
-                None => {
-                    words.push(word);
-                    rules.push(vec![i]);
+            for word in &def.keywords {
+                let word = word.to_ascii_lowercase();
+                if word.is_empty() || word.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+                    return Err(format!(
+                        "rule {:?}: keyword {word:?}: a keyword is text without quotes, backslashes or control characters",
+                        def.id
+                    ));
+                }
+                match words.iter().position(|w| *w == word) {
+                    Some(k) => rules[k].push(i),
+                    None => {
+                        words.push(word);
+                        rules.push(vec![i]);
+                    }
                 }
             }
         }
+        let automaton = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&words)
+            .map_err(|e| format!("keywords: {e}"))?;
+        Ok(Keywords {
+            automaton,
+            rules,
+            everywhere,
+        })
     }
-    let automaton = AhoCorasickBuilder::new()
-        .ascii_case_insensitive(true)
-        .match_kind(MatchKind::Standard)
-        .build(&words)
-        .map_err(|e| format!("keywords: {e}"))?;
-    Ok((automaton, rules, everywhere))
 }
 
 /// Shannon entropy of `bytes`, in bits per byte.

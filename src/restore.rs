@@ -60,7 +60,7 @@ pub fn restore(
         for file in query::session_files(archive, s)? {
             let target = target_of(&file.path, request, &s.harness);
             let mut bytes = Vec::new();
-            query::write_records(archive, &file, &mut bytes)?.at_path(&target)?;
+            query::write_records(archive, &file, None, &mut bytes)?.at_path(&target)?;
             let state = compare(&target, &bytes)?;
             plan.push(Planned {
                 target,

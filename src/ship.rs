@@ -28,6 +28,7 @@ use crate::archive::{Archive, ExportRow, now_ms, record_consumer_done};
 use crate::checkpointer::CommitSignal;
 use crate::error::{Error, Result};
 use crate::follow::{Follower, Hub, Start};
+use crate::redact::Redactor;
 use crate::write_turn::WriteTurn;
 use crossbeam_channel::Receiver;
 use rusqlite::{TransactionBehavior, params};
@@ -126,19 +127,106 @@ pub trait Destination: Send {
     fn kind(&self) -> &'static str;
 }
 
-/// Opens the destination of `spec`, shipping as `machine`, over the archive at `db`.
+/// Opens the destination of `spec`, shipping as `machine`, over the archive at `db`:
+/// redacting records when the sink does, and its messages always.
 pub fn open_destination(
     spec: &SinkSpec,
     machine: &Machine,
     db: &Path,
 ) -> Result<Box<dyn Destination>> {
-    Ok(match &spec.target {
-        Target::Postgres { .. } => Box::new(postgres::Postgres::new(spec, machine, db)?),
+    let redact = spec.redact.then(|| Arc::clone(&spec.redactor));
+    let inner: Box<dyn Destination> = match &spec.target {
+        Target::Postgres { .. } => Box::new(postgres::Postgres::new(spec, machine, db, redact)?),
         Target::Http { .. } => Box::new(http::Http::new(spec, machine)?),
-        Target::Mirror { dir, roots } => {
-            Box::new(mirror::Mirror::open(&spec.name, dir, roots.clone(), db)?)
+        Target::Mirror { dir, roots } => Box::new(mirror::Mirror::open(
+            &spec.name,
+            dir,
+            roots.clone(),
+            db,
+            redact,
+        )?),
+    };
+    Ok(Box::new(Redacting {
+        inner,
+        records: spec.redact,
+        redactor: Arc::clone(&spec.redactor),
+    }))
+}
+
+/// A destination seen through the redactor: the records it is given are redacted (when
+/// `records`), and every message it answers with is, always (an answer may quote a record,
+/// and it is logged, kept in `status` and in dead letters).
+struct Redacting {
+    inner: Box<dyn Destination>,
+    records: bool,
+    redactor: Arc<Redactor>,
+}
+
+impl Redacting {
+    fn message(&self, failure: Failure) -> Failure {
+        let clean = |m: String| match self.redactor.redact_text(&m) {
+            std::borrow::Cow::Owned(redacted) => redacted,
+            std::borrow::Cow::Borrowed(_) => m,
+        };
+        match failure {
+            Failure::Transient {
+                message,
+                retry_after,
+            } => Failure::Transient {
+                message: clean(message),
+                retry_after,
+            },
+            Failure::Refused { message } => Failure::Refused {
+                message: clean(message),
+            },
         }
-    })
+    }
+
+    /// The batch with its records redacted, when one holds a secret.
+    fn redacted(&self, batch: &[ExportRow]) -> Option<Vec<ExportRow>> {
+        if !self.records {
+            return None;
+        }
+        let changed: Vec<Option<Vec<u8>>> = (batch.iter())
+            .map(|row| match self.redactor.redact_record(&row.record) {
+                std::borrow::Cow::Owned(record) => Some(record),
+                std::borrow::Cow::Borrowed(_) => None,
+            })
+            .collect();
+        changed.iter().any(Option::is_some).then(|| {
+            (batch.iter().zip(changed))
+                .map(|(row, record)| ExportRow {
+                    seq: row.seq,
+                    source: row.source,
+                    harness: row.harness.clone(),
+                    path: row.path.clone(),
+                    generation: row.generation,
+                    offset: row.offset,
+                    record: record.unwrap_or_else(|| row.record.clone()),
+                })
+                .collect()
+        })
+    }
+}
+
+impl Destination for Redacting {
+    fn deliver(&mut self, batch: &[ExportRow]) -> std::result::Result<(), Failure> {
+        let redacted = self.redacted(batch);
+        let batch = redacted.as_deref().unwrap_or(batch);
+        self.inner.deliver(batch).map_err(|f| self.message(f))
+    }
+
+    fn idle(&mut self, shipped: i64) -> std::result::Result<bool, Failure> {
+        self.inner.idle(shipped).map_err(|f| self.message(f))
+    }
+
+    fn take_state(&mut self) -> Vec<(String, String)> {
+        self.inner.take_state()
+    }
+
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
 }
 
 /// A running sink thread.
@@ -477,6 +565,12 @@ impl Shipper {
         let machine = Machine::of(&archive)?;
         let destination = open_destination(spec, &machine, &ctx.wiring.db)?;
         register(&mut archive, spec)?;
+        if !spec.redact && !matches!(spec.target, Target::Mirror { .. }) {
+            log::warn!(
+                "sink {}: redact = false: records leave this machine as archived, with any secret they hold",
+                spec.name
+            );
+        }
         Ok(Shipper {
             spec: spec.clone(),
             consumer: consumer_name(&spec.name),

@@ -104,7 +104,9 @@ pub fn decode(raw: &[u8], escaped: bool) -> Option<Cow<'_, str>> {
     quoted.push(b'"');
     quoted.extend_from_slice(raw);
     quoted.push(b'"');
-    serde_json::from_slice::<String>(&quoted).ok().map(Cow::Owned)
+    serde_json::from_slice::<String>(&quoted)
+        .ok()
+        .map(Cow::Owned)
 }
 
 /// `text` as a JSON string, quotes included.
@@ -153,10 +155,7 @@ mod tests {
     fn escapes_are_decoded_and_text_that_is_not_an_object_or_array_is_refused() {
         assert_eq!(
             texts(r#"["\u0041KIA\n\\", "\/"]"#),
-            vec![
-                ("AKIA\n\\".into(), false, None),
-                ("/".into(), false, None)
-            ]
+            vec![("AKIA\n\\".into(), false, None), ("/".into(), false, None)]
         );
         assert_eq!(strings(b"password=x"), None);
         assert_eq!(strings(br#""a string""#), None);

@@ -25,9 +25,18 @@ fn the_rules_file_is_well_formed() {
         assert!(!def.description.is_empty(), "{} has no description", def.id);
         assert!(!def.keywords.is_empty(), "{} has no keywords", def.id);
         for k in &def.keywords {
-            assert_eq!(*k, k.to_ascii_lowercase(), "{}: keywords are lowercase", def.id);
+            assert_eq!(
+                *k,
+                k.to_ascii_lowercase(),
+                "{}: keywords are lowercase",
+                def.id
+            );
         }
-        assert!(def.example.is_some() && def.not_example.is_some(), "{}", def.id);
+        assert!(
+            def.example.is_some() && def.not_example.is_some(),
+            "{}",
+            def.id
+        );
     }
     assert!(file.skip.iter().all(|s| !s.why.is_empty()));
 }
@@ -39,10 +48,15 @@ fn every_rule_finds_its_example_and_nothing_in_its_counter_example() {
         let secret = secret_of(&r, &def);
         let redacted = r.redact_text(def.example.as_deref().unwrap());
         assert!(!redacted.contains(&secret), "{}: {redacted}", def.id);
-        assert!(redacted.contains(&format!("[REDACTED:{}]", def.id)), "{redacted}");
+        assert!(
+            redacted.contains(&format!("[REDACTED:{}]", def.id)),
+            "{redacted}"
+        );
         let not = def.not_example.as_deref().unwrap();
         assert!(
-            r.text_hits(not).iter().all(|h| r.rules[h.rule].id != def.id),
+            r.text_hits(not)
+                .iter()
+                .all(|h| r.rules[h.rule].id != def.id),
             "{} finds a secret in {not:?}",
             def.id
         );
@@ -137,7 +151,10 @@ fn opaque_members_are_skipped_by_rule_and_other_members_are_not() {
     let skipped = format!(
         r#"{{"type":"thinking","signature":"x {key} y","source":{{"type":"base64","data":"iVBOR{key}w0KGgo="}}}}"#
     );
-    assert!(matches!(r.redact_record(skipped.as_bytes()), Cow::Borrowed(_)));
+    assert!(matches!(
+        r.redact_record(skipped.as_bytes()),
+        Cow::Borrowed(_)
+    ));
     let searched = format!(r#"{{"data":"not base64: {key}"}}"#);
     assert!(!String::from_utf8_lossy(&r.redact_record(searched.as_bytes())).contains(key));
 }

@@ -4,6 +4,7 @@
 pub use crate::archive::format_time;
 use crate::archive::{Archive, path_from_blob};
 use crate::error::{Error, Result};
+use crate::redact::Redactor;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::PathBuf;
 
@@ -75,6 +76,20 @@ pub struct Session {
     pub files: Vec<PathBuf>,
     /// Whether any of them still exists where it was.
     pub on_disk: bool,
+}
+
+impl Session {
+    /// Replaces any secret in its text (a title is often the first prompt).
+    pub fn redact(&mut self, redactor: &Redactor) {
+        for text in [&mut self.title, &mut self.project, &mut self.branch]
+            .into_iter()
+            .flatten()
+        {
+            if let std::borrow::Cow::Owned(redacted) = redactor.redact_text(text) {
+                *text = redacted;
+            }
+        }
+    }
 }
 
 fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -230,6 +245,15 @@ pub struct MessageRecord {
     pub record: Vec<u8>,
 }
 
+impl MessageRecord {
+    /// Replaces any secret in its record.
+    pub fn redact(&mut self, redactor: &Redactor) {
+        if let std::borrow::Cow::Owned(record) = redactor.redact_record(&self.record) {
+            self.record = record;
+        }
+    }
+}
+
 /// A session's messages in order, after de-duplication and upserts.
 pub fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<MessageRecord>> {
     let result = (|| {
@@ -309,6 +333,7 @@ fn assemble(sources: Vec<(PathBuf, (i64, i64), Option<i64>)>) -> Vec<SessionFile
 pub fn write_records(
     archive: &mut Archive,
     file: &SessionFile,
+    redactor: Option<&Redactor>,
     out: &mut impl std::io::Write,
 ) -> Result<std::io::Result<u64>> {
     let result = (|| {
@@ -321,7 +346,11 @@ pub fn write_records(
             let mut rows = stmt.query(params![source, generation])?;
             while let Some(r) = rows.next()? {
                 let record = r.get_ref(0)?.as_blob()?;
-                if let Err(e) = out.write_all(record).and_then(|()| out.write_all(b"\n")) {
+                let record = match redactor {
+                    Some(redactor) => redactor.redact_record(record),
+                    None => std::borrow::Cow::Borrowed(record),
+                };
+                if let Err(e) = out.write_all(&record).and_then(|()| out.write_all(b"\n")) {
                     return Ok(Err(e));
                 }
                 written += record.len() as u64 + 1;
@@ -588,7 +617,19 @@ pub struct SessionExport {
 impl SessionExport {
     /// Removes NUL characters from its text (which some stores refuse).
     pub fn strip_nul(&mut self) {
-        let strip = |t: &mut String| t.retain(|c| c != '\0');
+        self.each_text(|t| t.retain(|c| c != '\0'));
+    }
+
+    /// Replaces any secret in its text (a title is often the first prompt).
+    pub fn redact(&mut self, redactor: &Redactor) {
+        self.each_text(|t| {
+            if let std::borrow::Cow::Owned(redacted) = redactor.redact_text(t) {
+                *t = redacted;
+            }
+        });
+    }
+
+    fn each_text(&mut self, mut f: impl FnMut(&mut String)) {
         for text in [
             &mut self.parent,
             &mut self.project,
@@ -598,10 +639,10 @@ impl SessionExport {
         .into_iter()
         .flatten()
         {
-            strip(text);
+            f(text);
         }
-        strip(&mut self.session);
-        self.models.iter_mut().for_each(strip);
+        f(&mut self.session);
+        self.models.iter_mut().for_each(f);
     }
 }
 

@@ -14,6 +14,7 @@
 use super::{Destination, Failure};
 use crate::archive::{Archive, ExportRow};
 use crate::error::{IoContext, Result};
+use crate::redact::Redactor;
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
@@ -21,6 +22,7 @@ use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// Where a source's current generation is mirrored, and how much of it is written.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +57,8 @@ pub struct Mirror {
     changed: BTreeSet<i64>,
     /// Made since the last commit, in order.
     renames: Vec<Rename>,
+    /// Redacts what a rewrite reads from the archive (records to deliver come redacted).
+    redact: Option<Arc<Redactor>>,
 }
 
 impl Mirror {
@@ -65,6 +69,7 @@ impl Mirror {
         dir: &Path,
         roots: Vec<(PathBuf, String)>,
         db: &Path,
+        redact: Option<Arc<Redactor>>,
     ) -> Result<Mirror> {
         std::fs::create_dir_all(dir).at_path(dir)?;
         let archive = Archive::open(db)?;
@@ -78,6 +83,7 @@ impl Mirror {
             committed,
             changed: BTreeSet::new(),
             renames,
+            redact,
         };
         let sources: Vec<i64> = mirror.committed.keys().copied().collect();
         mirror.restore(&sources)?;
@@ -158,8 +164,12 @@ impl Mirror {
         let mut out = std::io::BufWriter::new(File::create(&temp).at_path(&temp)?);
         let mut written = 0;
         archive.source_records(source, state.generation, done, |record| {
+            let record = match &self.redact {
+                Some(r) => r.redact_record(record),
+                None => std::borrow::Cow::Borrowed(record),
+            };
             written += record.len() as u64 + 1;
-            (out.write_all(record))
+            (out.write_all(&record))
                 .and_then(|()| out.write_all(b"\n"))
                 .at_path(&temp)
         })?;

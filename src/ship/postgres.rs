@@ -5,6 +5,7 @@
 use super::{Destination, Failure, Machine, SinkSpec, Target};
 use crate::archive::{Archive, ExportRow};
 use crate::error::Result as ArchiveResult;
+use crate::redact::Redactor;
 use crate::sessions::{
     self,
     query::{self, SessionExport},
@@ -71,12 +72,19 @@ pub struct Postgres {
     /// The sessions of records up to this seq are shipped as the index had them then.
     sessions_seq: i64,
     sessions_moved: bool,
+    /// Redacts the sessions' text (titles are prompts); records come redacted.
+    redact: Option<Arc<Redactor>>,
 }
 
 impl Postgres {
     /// The destination of `spec` (a postgres target) over the archive at `db`, not yet
     /// connected.
-    pub fn new(spec: &SinkSpec, machine: &Machine, db: &Path) -> ArchiveResult<Postgres> {
+    pub fn new(
+        spec: &SinkSpec,
+        machine: &Machine,
+        db: &Path,
+        redact: Option<Arc<Redactor>>,
+    ) -> ArchiveResult<Postgres> {
         let Target::Postgres {
             url,
             password,
@@ -108,6 +116,7 @@ impl Postgres {
             index: Some(index),
             sessions_seq,
             sessions_moved: false,
+            redact,
         })
     }
 
@@ -141,7 +150,12 @@ impl Postgres {
         self.index = Some(index);
         let mut rows = touched.map_err(archive_failure)?;
         // PostgreSQL's text takes no NUL; a title or prompt may hold one.
-        rows.iter_mut().for_each(SessionExport::strip_nul);
+        for row in &mut rows {
+            row.strip_nul();
+            if let Some(redactor) = &self.redact {
+                row.redact(redactor);
+            }
+        }
         let mut client = self.client()?;
         let upserted = self.upsert_sessions(&mut client, &rows);
         let failure = upserted.as_ref().err().map(|e| self.failure(e));

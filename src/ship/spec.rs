@@ -2,8 +2,10 @@
 //! anything starts (no password in a URL, a known type, a usable secret source).
 
 use crate::error::{Error, Result};
+use crate::redact::Redactor;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default time a live record waits for others to share its batch.
@@ -32,6 +34,11 @@ pub struct SinkSpec {
     pub batch_bytes: u64,
     /// How long one delivery may take.
     pub timeout: Duration,
+    /// Whether records (and a database's session rows) leave redacted.
+    pub redact: bool,
+    /// What finds secrets: in records when `redact`, and in every message of the sink's
+    /// destination (log lines, events, dead letters), always.
+    pub redactor: Arc<Redactor>,
 }
 
 /// A sink's destination. Its `Debug` shows what `display` shows, and header names only:
@@ -180,12 +187,15 @@ pub struct SinkTable {
     pub batch_bytes: Option<u64>,
     /// `30s`…
     pub timeout: Option<String>,
+    /// Redact records: on by default for `postgres` and `http`, off for `mirror`.
+    pub redact: Option<bool>,
 }
 
 /// The sink of table `t`, with mirror paths relative to `roots`. `Err` says what is wrong.
 pub fn from_table(
     t: &SinkTable,
     roots: &[(PathBuf, String)],
+    redactor: &Arc<Redactor>,
 ) -> std::result::Result<SinkSpec, String> {
     check_name(&t.name)?;
     let target = match t.kind.as_str() {
@@ -206,6 +216,8 @@ pub fn from_table(
         batch_records: t.batch_records.unwrap_or(DEFAULT_BATCH_RECORDS).max(1),
         batch_bytes: t.batch_bytes.unwrap_or(DEFAULT_BATCH_BYTES).max(1),
         timeout: interval(&t.timeout, DEFAULT_TIMEOUT)?,
+        redact: t.redact.unwrap_or(t.kind != "mirror"),
+        redactor: Arc::clone(redactor),
     })
 }
 
@@ -270,7 +282,11 @@ fn interval(text: &Option<String>, default: Duration) -> std::result::Result<Dur
 /// The sink of `--ship ARG`, named after its type and destination (`postgres-1a2b3c4d`). The
 /// PostgreSQL password comes from `$PGPASSWORD`, the HTTP token from
 /// `$TRANSCRIPT_SYNC_TOKEN`, when set: never from the command line.
-pub fn parse_ship(arg: &str, roots: &[(PathBuf, String)]) -> Result<SinkSpec> {
+pub fn parse_ship(
+    arg: &str,
+    roots: &[(PathBuf, String)],
+    redactor: &Arc<Redactor>,
+) -> Result<SinkSpec> {
     let fail = |message: String| Error::Sink {
         name: format!("--ship {}", mask(arg)),
         message,
@@ -309,7 +325,7 @@ pub fn parse_ship(arg: &str, roots: &[(PathBuf, String)]) -> Result<SinkSpec> {
     });
     let hash = xxhash_rust::xxh3::xxh3_64(target.as_bytes());
     table.name = format!("{}-{:08x}", table.kind, hash as u32);
-    from_table(&table, roots).map_err(fail)
+    from_table(&table, roots, redactor).map_err(fail)
 }
 
 /// Names must be usable in a consumer name and a log line.
@@ -479,14 +495,18 @@ pub fn mask(url: &str) -> String {
 mod tests {
     use super::*;
 
+    fn builtin() -> Arc<Redactor> {
+        Arc::new(Redactor::builtin())
+    }
+
     #[test]
     fn a_password_in_a_url_is_refused_and_masked() {
-        let err = parse_ship("postgres://me:hunter2@db.example/t", &[]).unwrap_err();
+        let err = parse_ship("postgres://me:hunter2@db.example/t", &[], &builtin()).unwrap_err();
         let text = err.to_string();
         assert!(!text.contains("hunter2"), "{text}");
         assert!(text.contains("me:***@db.example"), "{text}");
         assert!(text.contains("`ps`"), "{text}");
-        let err = parse_ship("https://u:tok@collector.example/in", &[]).unwrap_err();
+        let err = parse_ship("https://u:tok@collector.example/in", &[], &builtin()).unwrap_err();
         assert!(!err.to_string().contains("tok@"), "{err}");
     }
 
@@ -500,33 +520,33 @@ mod tests {
             mask("host=h password=hunter2 user=me"),
             "host=h password=*** user=me"
         );
-        let err = parse_ship("postgres://me@h/db?password=hunter2", &[]).unwrap_err();
+        let err = parse_ship("postgres://me@h/db?password=hunter2", &[], &builtin()).unwrap_err();
         assert!(!err.to_string().contains("hunter2"), "{err}");
-        let err = parse_ship("https://tok123@collector.example/in", &[]).unwrap_err();
+        let err = parse_ship("https://tok123@collector.example/in", &[], &builtin()).unwrap_err();
         assert!(!err.to_string().contains("tok123"), "{err}");
-        let spec = parse_ship("https://collector.example/in?api_key=k3y", &[]).unwrap();
+        let spec = parse_ship("https://collector.example/in?api_key=k3y", &[], &builtin()).unwrap();
         assert!(!format!("{spec:?}").contains("k3y"));
         assert!(!spec.target.display().contains("k3y"));
     }
 
     #[test]
     fn ship_arguments_name_their_sinks_by_type() {
-        let s = parse_ship("postgres://me@127.0.0.1:5432/team", &[]).unwrap();
+        let s = parse_ship("postgres://me@127.0.0.1:5432/team", &[], &builtin()).unwrap();
         assert!(
             s.name.starts_with("postgres-") && s.name.len() == 17,
             "{}",
             s.name
         );
-        let other = parse_ship("postgres://me@127.0.0.1:5432/other", &[]).unwrap();
+        let other = parse_ship("postgres://me@127.0.0.1:5432/other", &[], &builtin()).unwrap();
         assert_ne!(other.name, s.name, "another destination, another cursor");
         assert!(
             matches!(s.target, Target::Postgres { ref schema, .. } if schema == DEFAULT_SCHEMA)
         );
-        let s = parse_ship("http://127.0.0.1:9/in", &[]).unwrap();
+        let s = parse_ship("http://127.0.0.1:9/in", &[], &builtin()).unwrap();
         assert!(matches!(s.target, Target::Http { gzip: true, .. }));
-        let s = parse_ship("mirror:/tmp/m", &[]).unwrap();
+        let s = parse_ship("mirror:/tmp/m", &[], &builtin()).unwrap();
         assert_eq!(s.target.display(), "/tmp/m");
-        assert!(parse_ship("ftp://x", &[]).is_err());
+        assert!(parse_ship("ftp://x", &[], &builtin()).is_err());
     }
 
     #[test]
@@ -537,28 +557,36 @@ mod tests {
             ..SinkTable::default()
         };
         assert!(
-            from_table(&t("kafka"), &[])
+            from_table(&t("kafka"), &[], &builtin())
                 .unwrap_err()
                 .contains("unknown sink type")
         );
         assert!(
-            from_table(&t("http"), &[])
+            from_table(&t("http"), &[], &builtin())
                 .unwrap_err()
                 .contains("needs url")
         );
         let mut m = t("mirror");
         m.dir = Some("relative".into());
-        assert!(from_table(&m, &[]).unwrap_err().contains("absolute"));
+        assert!(
+            from_table(&m, &[], &builtin())
+                .unwrap_err()
+                .contains("absolute")
+        );
         let mut p = t("postgres");
         p.url = Some("postgres://me@h/db".into());
         p.token_env = Some("T".into());
         assert!(
-            from_table(&p, &[])
+            from_table(&p, &[], &builtin())
                 .unwrap_err()
                 .contains("token_file and token_env: only for http sinks")
         );
         let mut bad = t("mirror");
         bad.name = "a b".into();
-        assert!(from_table(&bad, &[]).unwrap_err().contains("sink name"));
+        assert!(
+            from_table(&bad, &[], &builtin())
+                .unwrap_err()
+                .contains("sink name")
+        );
     }
 }
