@@ -57,8 +57,12 @@ fn throughput(redactor: &Redactor, lines: &[&[u8]], bytes: usize, rounds: usize)
         .build(&words)
         .unwrap();
     let passes: [(&str, &dyn Fn(&[u8]) -> usize); 4] = [
-        ("keywords alone (aho-corasick, any case)", &|l| ac.find_overlapping_iter(l).count()),
-        ("memmem (one literal, a floor)", &|l| literal.find_iter(l).count()),
+        ("keywords alone (aho-corasick, any case)", &|l| {
+            ac.find_overlapping_iter(l).count()
+        }),
+        ("memmem (one literal, a floor)", &|l| {
+            literal.find_iter(l).count()
+        }),
         ("serde_json validation (the archive's slow path)", &|l| {
             serde_json::from_slice::<serde::de::IgnoredAny>(l).is_ok() as usize
         }),
@@ -130,7 +134,11 @@ fn recall(redactor: &Redactor) {
             if valid && memchr::memmem::find(&out, secret.as_bytes()).is_none() {
                 found += 1;
             } else {
-                println!("  missed: rule {} in {}", def.id, String::from_utf8_lossy(&line));
+                println!(
+                    "  missed: rule {} in {}",
+                    def.id,
+                    String::from_utf8_lossy(&line)
+                );
             }
         }
     }

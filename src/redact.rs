@@ -596,10 +596,13 @@ fn hex_digest(hex: &str) -> Result<Vec<u8>, String> {
 }
 
 /// What a report shows of a secret: at most its first 4 characters, and fewer for a short
-/// one (a quarter of it), then `****…`.
+/// one (a quarter of it), then `****…`; on one line, whatever the secret holds.
 fn preview(secret: &str) -> String {
+    let secret = secret.trim_start();
     let shown = (secret.chars().count() / 4).min(4);
-    let head: String = secret.chars().take(shown).collect();
+    let head: String = (secret.chars().take(shown))
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     format!("{head}****…")
 }
 

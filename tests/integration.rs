@@ -11,6 +11,7 @@ mod identity;
 mod live;
 mod model;
 mod reading;
+mod redact;
 mod rejects;
 mod seeding;
 mod service;

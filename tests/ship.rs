@@ -380,7 +380,7 @@ fn a_record_jsonb_refuses_keeps_its_text_with_a_null_doc() {
 
 /// What the test collector does with a request.
 #[derive(Clone, Copy, Debug)]
-enum Answer {
+pub enum Answer {
     /// 200.
     Accept,
     /// 503 with `Retry-After: 0`.
@@ -401,8 +401,8 @@ struct Received {
 }
 
 /// An HTTP/1.1 server on loopback that answers from a script, then accepts; a request whose
-/// body holds `refuse` gets a 400.
-struct Collector {
+/// body holds `refuse` gets a 400 that quotes the start of the body back, as many do.
+pub struct Collector {
     port: u16,
     script: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Answer>>>,
     refuse: std::sync::Arc<std::sync::Mutex<Option<String>>>,
@@ -410,7 +410,7 @@ struct Collector {
 }
 
 impl Collector {
-    fn start(script: &[Answer], refuse: Option<&str>) -> Collector {
+    pub fn start(script: &[Answer], refuse: Option<&str>) -> Collector {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let c = Collector {
             port: listener.local_addr().unwrap().port(),
@@ -429,8 +429,16 @@ impl Collector {
         c
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/ingest", self.port)
+    }
+
+    /// The bodies of the requests it accepted, in order.
+    pub fn bodies(&self) -> Vec<Vec<u8>> {
+        (self.received.lock().unwrap().iter())
+            .filter(|r| r.status == 200)
+            .map(|r| r.body.clone())
+            .collect()
     }
 
     /// The keys (source, generation, offset) of the records in accepted requests, and how
@@ -505,6 +513,7 @@ fn serve(
             _ if refused => 400,
             Answer::Accept | Answer::Slow(_) => 200,
         };
+        let start: String = String::from_utf8_lossy(&body).chars().take(588).collect();
         received.lock().unwrap().push(Received {
             headers,
             body,
@@ -519,7 +528,13 @@ fn serve(
                 std::thread::sleep(d);
                 "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_owned()
             }
-            (_, 400) => "HTTP/1.1 400 Bad Request\r\nContent-Length: 10\r\n\r\nbad record".into(),
+            (_, 400) => {
+                let quoted = format!("bad record: {start}");
+                format!(
+                    "HTTP/1.1 400 Bad Request\r\nContent-Length: {}\r\n\r\n{quoted}",
+                    quoted.len()
+                )
+            }
             (_, 503) => "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Length: 4\r\n\r\nbusy".into(),
             _ => "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_owned(),
         };
