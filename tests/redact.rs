@@ -299,7 +299,8 @@ fn no_log_line_event_dead_letter_or_status_of_a_run_with_secrets_holds_one() {
     assert_no_secret("status", &String::from_utf8_lossy(&status.stdout));
 }
 
-/// A mirror copies records as archived unless it says `redact = true`.
+/// A mirror copies records as archived unless it says `redact = true`; a redacting mirror's
+/// file written again from the archive (it was cut short) is redacted too.
 #[test]
 fn a_mirror_redacts_only_when_asked() {
     let env = Env::new();
@@ -328,9 +329,18 @@ fn a_mirror_redacts_only_when_asked() {
     };
     assert_eq!(copy(&plain).into_bytes(), lines(&recs));
     let shared = copy(&redacted);
+    assert_eq!(shared.lines().count(), recs.len());
     for (original, copy) in recs.iter().zip(shared.lines()) {
         assert_redacted_copy(original, copy);
     }
+
+    let file = (walkdir::WalkDir::new(&redacted).into_iter().filter_map(Result::ok))
+        .find(|e| e.file_type().is_file())
+        .unwrap();
+    fs::write(file.path(), shared.lines().next().unwrap()).unwrap();
+    let out = env.cmd().args(["run", "--once"]).output().unwrap();
+    assert!(stderr(&out).contains("writing it again from the archive"), "{}", stderr(&out));
+    assert_eq!(copy(&redacted), shared, "written again, redacted again");
 }
 
 /// `redact --check` reports each secret (file, line, offset, rule, a masked preview) and
