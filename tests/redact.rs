@@ -334,12 +334,18 @@ fn a_mirror_redacts_only_when_asked() {
         assert_redacted_copy(original, copy);
     }
 
-    let file = (walkdir::WalkDir::new(&redacted).into_iter().filter_map(Result::ok))
-        .find(|e| e.file_type().is_file())
-        .unwrap();
+    let file = (walkdir::WalkDir::new(&redacted)
+        .into_iter()
+        .filter_map(Result::ok))
+    .find(|e| e.file_type().is_file())
+    .unwrap();
     fs::write(file.path(), shared.lines().next().unwrap()).unwrap();
     let out = env.cmd().args(["run", "--once"]).output().unwrap();
-    assert!(stderr(&out).contains("writing it again from the archive"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("writing it again from the archive"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(copy(&redacted), shared, "written again, redacted again");
 }
 

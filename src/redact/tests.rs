@@ -251,3 +251,16 @@ fn entropy_is_in_bits_per_byte() {
     assert_eq!(entropy(b"abab"), 1.0);
     assert_eq!(entropy(b"abcdefgh"), 3.0);
 }
+
+/// Output cut short (a tool's head, a truncated result) can end inside a key block: what is
+/// there of the key is redacted, to the end of the string.
+#[test]
+fn a_private_key_cut_off_before_its_end_is_redacted_to_the_end_of_the_string() {
+    let r = Redactor::builtin();
+    let line = br#"{"out":"-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBkg4LVWM9nuwNSk3yByxZpYRTBnVJk5oa8Ab7yGqcWQoAoGCCqGSM49\n[output truncated]","next":"kept"}"#;
+    let out = String::from_utf8(r.redact_record(line).into_owned()).unwrap();
+    assert_eq!(
+        out,
+        r#"{"out":"-----BEGIN EC PRIVATE KEY-----[REDACTED:private-key]","next":"kept"}"#
+    );
+}

@@ -81,13 +81,18 @@ pub struct Session {
 impl Session {
     /// Replaces any secret in its text (a title is often the first prompt).
     pub fn redact(&mut self, redactor: &Redactor) {
-        for text in [&mut self.title, &mut self.project, &mut self.branch]
-            .into_iter()
-            .flatten()
-        {
-            if let std::borrow::Cow::Owned(redacted) = redactor.redact_text(text) {
-                *text = redacted;
-            }
+        redact_each(
+            redactor,
+            [&mut self.title, &mut self.project, &mut self.branch],
+        );
+    }
+}
+
+/// Replaces any secret in each of `texts`.
+fn redact_each(redactor: &Redactor, texts: [&mut Option<String>; 3]) {
+    for text in texts.into_iter().flatten() {
+        if let std::borrow::Cow::Owned(redacted) = redactor.redact_text(text) {
+            *text = redacted;
         }
     }
 }
@@ -617,19 +622,7 @@ pub struct SessionExport {
 impl SessionExport {
     /// Removes NUL characters from its text (which some stores refuse).
     pub fn strip_nul(&mut self) {
-        self.each_text(|t| t.retain(|c| c != '\0'));
-    }
-
-    /// Replaces any secret in its text (a title is often the first prompt).
-    pub fn redact(&mut self, redactor: &Redactor) {
-        self.each_text(|t| {
-            if let std::borrow::Cow::Owned(redacted) = redactor.redact_text(t) {
-                *t = redacted;
-            }
-        });
-    }
-
-    fn each_text(&mut self, mut f: impl FnMut(&mut String)) {
+        let strip = |t: &mut String| t.retain(|c| c != '\0');
         for text in [
             &mut self.parent,
             &mut self.project,
@@ -639,10 +632,19 @@ impl SessionExport {
         .into_iter()
         .flatten()
         {
-            f(text);
+            strip(text);
         }
-        f(&mut self.session);
-        self.models.iter_mut().for_each(f);
+        strip(&mut self.session);
+        self.models.iter_mut().for_each(strip);
+    }
+
+    /// Replaces any secret in its title (often the first prompt), project and branch; ids
+    /// and model names are keys, left as they are.
+    pub fn redact(&mut self, redactor: &Redactor) {
+        redact_each(
+            redactor,
+            [&mut self.title, &mut self.project, &mut self.branch],
+        );
     }
 }
 
