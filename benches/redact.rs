@@ -14,6 +14,9 @@ use transcript_sync::Redactor;
 const DEFAULT_CORPUS: &str = "target/bench/corpus/transcripts-1000f-1073741824b";
 const RULES: &str = include_str!("../src/redact/rules.toml");
 
+/// One pass over a line: what it counts there.
+type Pass<'a> = &'a dyn Fn(&[u8]) -> usize;
+
 fn main() {
     let dir = PathBuf::from(std::env::var("REDACT_CORPUS").unwrap_or(DEFAULT_CORPUS.into()));
     if !dir.is_dir() {
@@ -56,7 +59,7 @@ fn throughput(redactor: &Redactor, lines: &[&[u8]], bytes: usize, rounds: usize)
         .ascii_case_insensitive(true)
         .build(&words)
         .unwrap();
-    let passes: [(&str, &dyn Fn(&[u8]) -> usize); 4] = [
+    let passes: [(&str, Pass); 4] = [
         ("keywords alone (aho-corasick, any case)", &|l| {
             ac.find_overlapping_iter(l).count()
         }),
