@@ -1,8 +1,9 @@
 //! Shipping, through the real binary: the compare corpus archived once, then shipped by
-//! `run --once --ship` to a PostgreSQL cluster of the benchmark's own (beside `psql \copy`
-//! of the same rows into the same table) and to an HTTP collector on loopback that drops
-//! what it gets; then a daemon whose HTTP collector is down for ten minutes while records are
-//! appended: its memory meanwhile, and the catch-up once the collector is up.
+//! `run --once` to a PostgreSQL cluster of the benchmark's own (beside `psql \copy` of the
+//! same rows into the same table) and to an HTTP collector on loopback that drops what it
+//! gets, each by the default sink (redacting) and by one with `redact = false`; then a daemon
+//! whose HTTP collector is down for ten minutes while records are appended: its memory
+//! meanwhile, and the catch-up once the collector is up.
 //!
 //! `cargo bench --bench ship`. `COMPARE_QUICK=1` uses the 64 MB corpus instead of the 1 GiB
 //! one (both are the compare bench's, generated once into `target/bench/corpus/`);

@@ -1,6 +1,7 @@
 //! Shipping to an HTTP collector that drops what it gets: `run --once --ship http://…` over
-//! the archived corpus with the default batches, and with larger ones from a `[[sink]]`
-//! table, in turns.
+//! the archived corpus with the default batches (redacting, as every HTTP sink does unless
+//! told not to), and from `[[sink]]` tables with `redact = false`, with larger batches and
+//! without gzip, in turns.
 
 use crate::cluster::free_port;
 use crate::collector::{Body, Collector};
@@ -52,9 +53,14 @@ fn subjects(url: &str) -> Vec<Subject> {
     };
     vec![
         Subject {
-            label: "`--ship http://…`: 5,000 records / 8 MiB (default)".into(),
+            label: "`--ship http://…`: 5,000 records / 8 MiB, redacting (default)".into(),
             name: "http",
             table: None,
+        },
+        Subject {
+            label: "default batches, `redact = false`".into(),
+            name: "unredacted",
+            table: Some(table("unredacted", "redact = false\n")),
         },
         Subject {
             label: "`batch_bytes = 33554432` (32 MiB)".into(),

@@ -264,3 +264,83 @@ fn a_private_key_cut_off_before_its_end_is_redacted_to_the_end_of_the_string() {
         r#"{"out":"-----BEGIN EC PRIVATE KEY-----[REDACTED:private-key]","next":"kept"}"#
     );
 }
+
+mod property {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Pieces that strings are made of: keywords, secrets, and what JSON escapes.
+    const PIECES: &[&str] = &[
+        "token=",
+        "password: ",
+        " ghp_Wi3vrM6jI6nLriRfmoRiJOM2ytq3aEGQ21Zz ",
+        "AKIAJPJOMKEFOIUC5LGT",
+        "Xy7kQ2mN9pL4vR8s",
+        "postgres://u:",
+        "@db/x",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "Authorization: Bearer ",
+        "\"",
+        "\\",
+        "\\u0041",
+        "\n",
+        "\t",
+        "\u{1}",
+        "é",
+        "😀",
+        "/",
+        " ",
+        "api_key",
+        "signature",
+        "data",
+    ];
+
+    /// Compiled once for every case.
+    static BUILTIN: std::sync::LazyLock<Redactor> = std::sync::LazyLock::new(Redactor::builtin);
+
+    /// Member names: plain ones, and those rules treat apart (`signature` is never searched,
+    /// so it is not among them).
+    const NAMES: &[&str] = &["a", "b", "text", "api_key", "password", "data"];
+
+    fn text() -> impl Strategy<Value = String> {
+        prop::collection::vec(prop::sample::select(PIECES), 0..8).prop_map(|p| p.concat())
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            text().prop_map(Value::String),
+            any::<i32>().prop_map(Value::from),
+            Just(Value::Null),
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((prop::sample::select(NAMES), inner), 0..6).prop_map(|m| {
+                    Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Whatever a record holds, and however its strings are escaped, it comes out one
+        /// JSON value of the same shape, without the token planted in it.
+        #[test]
+        fn any_record_stays_json_of_the_same_shape(
+            v in value().prop_filter("an object or array", |v| v.is_object() || v.is_array()),
+            ascii in any::<bool>(),
+        ) {
+            let r = &*BUILTIN;
+            let mut line = serde_json::to_string(&v).unwrap();
+            if ascii {
+                // Writers that escape what is not ASCII, and '/'.
+                line = line.replace('é', "\\u00e9").replace('😀', "\\ud83d\\ude00").replace('/', "\\/");
+            }
+            let out = r.redact_record(line.as_bytes());
+            let back: Value = serde_json::from_slice(&out).expect("still JSON");
+            prop_assert_eq!(shape(&back), shape(&v));
+            let text = String::from_utf8(out.into_owned()).unwrap();
+            prop_assert!(!text.contains("ghp_Wi3vrM6jI6nLriRfmoRiJOM2ytq3aEGQ21Zz"), "{}", text);
+        }
+    }
+}
