@@ -270,10 +270,7 @@ impl Redactor {
     /// Calls `found` with each piece of `line` that holds a secret, in order.
     fn walk<'a>(&self, line: &'a [u8], mut found: impl FnMut(Piece<'a>)) {
         let seen = self.keyword_hits(line);
-        // Only `\uXXXX` and `\/` can spell a keyword's character: any other escape stands
-        // for a quote, a backslash or a control character, which no keyword holds.
-        let hidden = memchr::memmem::find(line, b"\\u").is_some()
-            || memchr::memmem::find(line, b"\\/").is_some();
+        let hidden = may_hide_keywords(line);
         if seen.is_empty() && !hidden && self.keywords.everywhere.is_empty() {
             return;
         }
@@ -311,9 +308,7 @@ impl Redactor {
         {
             return None;
         }
-        let hidden = s.escaped
-            && (memchr::memmem::find(raw, b"\\u").is_some()
-                || memchr::memmem::find(raw, b"\\/").is_some());
+        let hidden = s.escaped && may_hide_keywords(raw);
         let member_rules = match &s.member {
             Some(m) => self.rules_seen(seen, m),
             None => Vec::new(),
@@ -475,6 +470,13 @@ impl Redactor {
         ids.dedup();
         ids
     }
+}
+
+/// Whether JSON text holds an escape that may spell a keyword's character: only `\uXXXX`
+/// and `\/` can; any other stands for a quote, a backslash or a control character, which no
+/// keyword holds. Where it holds none, keywords are found in its bytes as written.
+fn may_hide_keywords(json: &[u8]) -> bool {
+    memchr::memmem::find(json, b"\\u").is_some() || memchr::memmem::find(json, b"\\/").is_some()
 }
 
 fn compile(def: &RuleDef) -> Result<Rule, String> {
