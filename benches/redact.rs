@@ -7,8 +7,11 @@
 //! compare`), then times each pass over all lines on this thread, best of `REDACT_ROUNDS`
 //! (default 3). Nothing is read from disk while timing.
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+#[path = "shared/corpus_lines.rs"]
+mod corpus_lines;
+
+use corpus_lines::{best_of, read_jsonl};
+use std::path::PathBuf;
 use transcript_sync::Redactor;
 
 const DEFAULT_CORPUS: &str = "target/bench/corpus/transcripts-1000f-1073741824b";
@@ -169,28 +172,4 @@ fn plantings(example: &str) -> Vec<serde_json::Value> {
         json!({"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash",
             "input": {"command": format!("echo '{example}' > /tmp/x")}}]}}),
     ]
-}
-
-fn best_of(rounds: usize, run: impl Fn() -> usize) -> (f64, usize) {
-    (0..rounds.max(1))
-        .map(|_| {
-            let start = Instant::now();
-            let n = std::hint::black_box(run());
-            (start.elapsed().as_secs_f64(), n)
-        })
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-        .expect("at least one round")
-}
-
-fn read_jsonl(dir: &Path) -> Vec<u8> {
-    let mut text = Vec::new();
-    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
-        let entry = entry.expect("walking the corpus");
-        let is_jsonl = entry.path().extension().is_some_and(|e| e == "jsonl");
-        if entry.file_type().is_file() && is_jsonl {
-            text.extend(std::fs::read(entry.path()).expect("reading a corpus file"));
-            text.push(b'\n');
-        }
-    }
-    text
 }

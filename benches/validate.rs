@@ -7,8 +7,11 @@
 //! `cargo bench --bench compare`), then times each check over all lines, best of
 //! `VALIDATE_ROUNDS` (default 3). Nothing is read from disk while timing.
 
-use std::path::{Path, PathBuf};
-use std::time::Instant;
+#[path = "shared/corpus_lines.rs"]
+mod corpus_lines;
+
+use corpus_lines::{best_of, read_jsonl};
+use std::path::PathBuf;
 use transcript_sync::fuzzing::{certainly_valid, validate_slowly};
 
 const DEFAULT_CORPUS: &str = "target/bench/corpus/transcripts-1000f-1073741824b";
@@ -53,28 +56,4 @@ fn main() {
         let rate = bytes as f64 / secs / 1e9;
         println!("| {name} | {secs:.3} s | {rate:.2} | {accepted} |");
     }
-}
-
-fn best_of(rounds: usize, run: impl Fn() -> usize) -> (f64, usize) {
-    (0..rounds.max(1))
-        .map(|_| {
-            let start = Instant::now();
-            let n = std::hint::black_box(run());
-            (start.elapsed().as_secs_f64(), n)
-        })
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-        .expect("at least one round")
-}
-
-fn read_jsonl(dir: &Path) -> Vec<u8> {
-    let mut text = Vec::new();
-    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
-        let entry = entry.expect("walking the corpus");
-        let is_jsonl = entry.path().extension().is_some_and(|e| e == "jsonl");
-        if entry.file_type().is_file() && is_jsonl {
-            text.extend(std::fs::read(entry.path()).expect("reading a corpus file"));
-            text.push(b'\n');
-        }
-    }
-    text
 }

@@ -7,7 +7,7 @@ use crate::ship::Collector;
 use crate::util::{Env, PgCluster, lines, on_a_terminal, stderr};
 use serde_json::{Value, json};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// One secret of each kind, as the text that holds it and the secret itself.
 const SECRETS: &[(&str, &str)] = &[
@@ -145,11 +145,18 @@ fn session_with_secrets() -> Vec<String> {
     out
 }
 
-/// The Claude Code project directory of the env's home, made.
-fn claude_project(env: &Env) -> PathBuf {
+/// Writes `recs` as the session's transcript, where Claude Code keeps it under the env's home.
+fn write_session(env: &Env, recs: &[String]) {
     let project = (env.dir.path()).join("home/.claude/projects/-home-dana-src-ledger");
     fs::create_dir_all(&project).unwrap();
-    project
+    fs::write(project.join(format!("{SESSION}.jsonl")), lines(recs)).unwrap();
+}
+
+/// `run --once` with the env's configuration file, which must succeed; its log.
+fn run_once(env: &Env) -> String {
+    let out = env.cmd().args(["run", "--once"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stderr(&out)
 }
 
 /// Asserts that `text` holds no secret, naming the first one it does.
@@ -189,11 +196,7 @@ fn secrets_shipped_to_postgresql_and_http_arrive_redacted_and_the_archive_keeps_
     let collector = Collector::start(&[], None);
     let env = Env::new();
     let recs = session_with_secrets();
-    fs::write(
-        claude_project(&env).join(format!("{SESSION}.jsonl")),
-        lines(&recs),
-    )
-    .unwrap();
+    write_session(&env, &recs);
     env.write_config(&format!(
         "archive = {:?}\n\
          [[sink]]\nname = \"team\"\ntype = \"postgres\"\nurl = \"{}\"\npassword_file = \"{}\"\n\
@@ -203,9 +206,7 @@ fn secrets_shipped_to_postgresql_and_http_arrive_redacted_and_the_archive_keeps_
         pg.password_file().display(),
         collector.url()
     ));
-    let out = env.cmd().args(["run", "--once"]).output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_no_secret("the log", &stderr(&out));
+    assert_no_secret("the log", &run_once(&env));
 
     let shipped = pg.psql("SELECT record FROM transcript_sync.records ORDER BY seq");
     assert_eq!(shipped.len(), recs.len());
@@ -255,11 +256,7 @@ fn no_log_line_event_dead_letter_or_status_of_a_run_with_secrets_holds_one() {
     let mut refused: Value = serde_json::from_str(&recs[6]).unwrap();
     refused["note"] = json!("REFUSE-ME");
     recs[6] = refused.to_string();
-    fs::write(
-        claude_project(&env).join(format!("{SESSION}.jsonl")),
-        lines(&recs),
-    )
-    .unwrap();
+    write_session(&env, &recs);
     env.write_config(&format!(
         "archive = {:?}\n[[sink]]\nname = \"raw\"\ntype = \"http\"\nurl = \"{}\"\nredact = false\n",
         env.db,
@@ -305,11 +302,7 @@ fn no_log_line_event_dead_letter_or_status_of_a_run_with_secrets_holds_one() {
 fn a_mirror_redacts_only_when_asked() {
     let env = Env::new();
     let recs = session_with_secrets();
-    fs::write(
-        claude_project(&env).join(format!("{SESSION}.jsonl")),
-        lines(&recs),
-    )
-    .unwrap();
+    write_session(&env, &recs);
     let (plain, redacted) = (env.path("mirror-plain"), env.path("mirror-redacted"));
     env.write_config(&format!(
         "archive = {:?}\n\
@@ -317,8 +310,7 @@ fn a_mirror_redacts_only_when_asked() {
          [[sink]]\nname = \"shared\"\ntype = \"mirror\"\ndir = {redacted:?}\nredact = true\n",
         env.db
     ));
-    let out = env.cmd().args(["run", "--once"]).output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    run_once(&env);
     let copy = |dir: &Path| {
         let file = walkdir::WalkDir::new(dir)
             .into_iter()
@@ -477,14 +469,9 @@ fn sha256_hex(text: &str) -> String {
 fn export_and_show_redact_for_sharing_by_hand() {
     let env = Env::new();
     let recs = session_with_secrets();
-    fs::write(
-        claude_project(&env).join(format!("{SESSION}.jsonl")),
-        lines(&recs),
-    )
-    .unwrap();
+    write_session(&env, &recs);
     env.write_config(&format!("archive = {:?}\n", env.db));
-    let out = env.cmd().args(["run", "--once"]).output().unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    run_once(&env);
 
     let exported = env.export(&["--redact"]);
     assert_eq!(exported.len(), recs.len());
