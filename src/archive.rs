@@ -462,6 +462,24 @@ impl Archive {
         result.at_archive(&self.path)
     }
 
+    /// The `seq` before the `n`th last record (0 when there are fewer): `export --since-seq`
+    /// of it gives the last `n` records.
+    pub fn before_last(&self, n: u64) -> Result<i64> {
+        if n == 0 {
+            return self.last_seq();
+        }
+        let seq = (self.conn).query_row(
+            "SELECT seq FROM records ORDER BY seq DESC LIMIT 1 OFFSET ?1",
+            [i64::try_from(n - 1).unwrap_or(i64::MAX)],
+            |r| r.get::<_, i64>(0),
+        );
+        match seq {
+            Ok(seq) => Ok(seq - 1),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(0),
+            Err(e) => self.db(Err(e)),
+        }
+    }
+
     /// The highest `seq` committed, or 0 in an archive without records.
     pub fn last_seq(&self) -> Result<i64> {
         let last = (self.conn).query_row("SELECT max(seq) FROM records", [], |r| {

@@ -20,7 +20,9 @@ use crate::sessions::{
     query::{self, Filter, Found},
 };
 use crate::show::{self, Format};
+use crate::socket;
 use crate::status;
+use crate::tail;
 use crate::tap::Tap;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::borrow::Cow;
@@ -83,6 +85,17 @@ pub enum Command {
     Seed(SeedArgs),
     /// Print archived records as JSON lines, in seq order.
     Export(ExportArgs),
+    /// Print the last archived records, and with -f follow each new one as it commits.
+    #[command(
+        long_about = "Print the archived records that match (by default the last 10), as \
+        export envelopes or, with --format text, one readable line each (time, harness, \
+        session, role, the first line of text). Works with no daemon running.\n\n\
+        With -f, then follow each new record as it commits, through the socket of the daemon \
+        (`run`) that holds the archive: when the daemon restarts, or says this reader fell \
+        behind, tail connects again from the last seq it printed, so nothing is skipped or \
+        printed twice. With no daemon running, -f says so and exits 1."
+    )]
+    Tail(TailArgs),
     /// Show where each source stands: generation, cursor, lag, held-back bytes, counts.
     Status(StatusArgs),
     /// List the lines that are not records, or write one out exactly as it was on disk.
@@ -428,6 +441,46 @@ pub struct ExportArgs {
     redact: bool,
 }
 
+/// How `tail` prints a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TailFormat {
+    /// The export envelope, one JSON line.
+    Envelope,
+    /// Time, harness, session, role and the first line of text.
+    Text,
+}
+
+/// Arguments of `tail`.
+#[derive(Debug, Args)]
+pub struct TailArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Start after this seq instead of with the last records.
+    #[arg(long, value_name = "N", conflicts_with = "last")]
+    since_seq: Option<i64>,
+    /// Start with the last N matching records.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    last: u64,
+    /// Then follow new records through the daemon, until interrupted.
+    #[arg(short = 'f', long)]
+    follow: bool,
+    /// Only records of this watcher (claude-code, codex, cursor, gemini-cli, generic).
+    #[arg(long, value_name = "H")]
+    harness: Option<String>,
+    /// Only records of this session (its id, or a unique prefix of at least 4 characters).
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Only records of the file P, or of the files under the directory P.
+    #[arg(long, value_name = "P")]
+    path: Option<PathBuf>,
+    /// How to print each record.
+    #[arg(long, value_enum, default_value = "envelope")]
+    format: TailFormat,
+    /// Replace every secret with [REDACTED:<rule>], as sinks do.
+    #[arg(long)]
+    redact: bool,
+}
+
 /// Arguments of `rejects`.
 #[derive(Debug, Args)]
 pub struct RejectsArgs {
@@ -595,6 +648,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Run(args) => args.overrides(),
         Command::Seed(SeedArgs { archive, .. })
         | Command::Export(ExportArgs { archive, .. })
+        | Command::Tail(TailArgs { archive, .. })
         | Command::Status(StatusArgs { archive, .. })
         | Command::Rejects(RejectsArgs { archive, .. })
         | Command::Sessions(SessionsArgs { archive, .. })
@@ -638,11 +692,12 @@ pub fn execute(cli: Cli) -> Result<()> {
             | Command::Redact(_)
             | Command::Export(ExportArgs { redact: true, .. })
             | Command::Show(ShowArgs { redact: true, .. })
+            | Command::Tail(TailArgs { redact: true, .. })
     );
     let settings = match &flags.db {
         // The archive is all these commands take from the file; with --db they work even
         // when the file is broken (to look at the archive while fixing it).
-        Some(db) if !needs_file => Settings::for_archive(source.clone(), absolute(db)),
+        Some(db) if !needs_file => Settings::for_archive(source.clone(), absolute(db), &env),
         _ => Settings::load(source.clone(), &flags, &env)?,
     };
     logging::init(settings.log_level);
@@ -655,6 +710,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Run(args) => run(args, settings, flags, source),
         Command::Seed(args) => seed(args, &settings.archive),
         Command::Export(args) => export(args, &settings),
+        Command::Tail(args) => tail(args, &settings),
         Command::Status(args) => status(args, &settings.archive),
         Command::Rejects(args) => rejects(args, &settings.archive),
         Command::Sessions(args) => sessions(args, &settings.archive),
@@ -779,6 +835,30 @@ fn export(args: ExportArgs, settings: &Settings) -> Result<()> {
         })?
         .and_then(|()| out.flush());
     stdout_result(written)
+}
+
+fn tail(args: TailArgs, settings: &Settings) -> Result<()> {
+    let request = socket::Request {
+        since_seq: args.since_seq,
+        harness: args.harness,
+        session: args.session,
+        path: args.path.as_deref().map(absolute),
+    };
+    let tail = tail::Tail {
+        db: &settings.archive,
+        socket: &settings.socket,
+        request,
+        last: args.last,
+        follow: args.follow,
+        style: match args.format {
+            TailFormat::Envelope => tail::Style::Envelope,
+            TailFormat::Text => tail::Style::Text,
+        },
+        redactor: args.redact.then_some(&*settings.redactor),
+    };
+    let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    let written = tail.run(&mut out)?;
+    stdout_result(written.and_then(|()| out.flush()))
 }
 
 fn status(args: StatusArgs, db: &Path) -> Result<()> {

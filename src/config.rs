@@ -7,6 +7,7 @@ use crate::harness::{self, Root, absolute};
 use crate::home;
 use crate::redact::{RedactSettings, Redactor};
 use crate::ship::{self, SinkSpec, SinkTable};
+use crate::socket;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -66,6 +67,12 @@ pub struct FileConfig {
     /// How often a root that cannot be watched is polled, stat only.
     #[serde(default, deserialize_with = "some_interval")]
     poll_interval: Option<Duration>,
+    /// Subscribers the socket serves at once.
+    #[serde(default)]
+    max_subscribers: Option<usize>,
+    /// Bytes of records waiting for one subscriber before it is told `lagged`.
+    #[serde(default, deserialize_with = "some_size")]
+    subscriber_buffer: Option<u64>,
     /// Built-in watchers switched on or off by name.
     #[serde(default)]
     watchers: BTreeMap<toml::Spanned<String>, bool>,
@@ -213,6 +220,10 @@ pub struct Settings {
     pub sinks: Vec<SinkSpec>,
     /// The built-in redaction rules, with the file's `[redact]` table.
     pub redactor: Arc<Redactor>,
+    /// Where `run` listens for subscribers.
+    pub socket: PathBuf,
+    /// How many subscribers, and how much buffer each.
+    pub subscribers: socket::Limits,
 }
 
 /// Default record limit: 64 MiB.
@@ -232,8 +243,10 @@ impl Settings {
     }
 
     /// Defaults, with `archive`, for commands that need nothing else and were given it.
-    pub fn for_archive(source: Source, archive: PathBuf) -> Settings {
+    pub fn for_archive(source: Source, archive: PathBuf, env: Env) -> Settings {
         Settings {
+            socket: socket::socket_path(&archive, env),
+            subscribers: socket::Limits::default(),
             source,
             found: false,
             archive,
@@ -264,6 +277,7 @@ impl Settings {
             (None, Some(a)) => home::expand_tilde(a, env)?,
             (None, None) => default_archive(env)?,
         };
+        let socket = socket::socket_path(&archive, env);
         let mut roots = roots(&source, &file, flags, env)?;
         if let Some(start_at) = flags.start_at {
             roots.iter_mut().for_each(|r| r.start_at = start_at);
@@ -297,6 +311,13 @@ impl Settings {
                 .unwrap_or(DEFAULT_POLL),
             sinks,
             redactor,
+            socket,
+            subscribers: socket::Limits {
+                max_subscribers: (file.max_subscribers)
+                    .unwrap_or(socket::DEFAULT_MAX_SUBSCRIBERS)
+                    .max(1),
+                buffer: file.subscriber_buffer.unwrap_or(socket::DEFAULT_BUFFER),
+            },
         })
     }
 

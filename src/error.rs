@@ -171,6 +171,34 @@ pub enum Error {
         /// What is wrong, and what is expected.
         message: String,
     },
+    /// `tail --follow` found no daemon at the archive's socket.
+    #[error(
+        "no daemon is running for the archive {archive} (its socket {socket}: {reason}); start one with `transcript-sync run`, or `systemctl --user start transcript-sync` where it is a service"
+    )]
+    NoDaemon {
+        /// The archive.
+        archive: PathBuf,
+        /// Where its socket would be.
+        socket: PathBuf,
+        /// What connecting said.
+        reason: String,
+    },
+    /// The daemon refused `tail`'s request, or it names no session.
+    #[error("tail: {reason}")]
+    Tail {
+        /// Why.
+        reason: String,
+    },
+    /// The subscribers' socket could not be made.
+    #[error(
+        "cannot listen at {path} for subscribers (a path too long for a Unix socket, over about 100 bytes, is one reason: set XDG_RUNTIME_DIR)"
+    )]
+    Socket {
+        /// The socket's path.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
     /// A thread of the daemon could not be started (the process is out of threads or memory).
     #[error("cannot start the {name} thread")]
     Thread {

@@ -23,6 +23,7 @@ use crate::progress::{Progress, ProgressShow};
 use crate::readiness::ServiceManager;
 use crate::sessions;
 use crate::ship::{self, Sinks};
+use crate::socket::Server;
 use crate::tap::Tap;
 use crate::watch::{self, PolledRoot, Wakeups, WatcherThread};
 use crate::write_turn::WriteTurn;
@@ -56,6 +57,8 @@ struct Pipeline {
     /// Disconnects when the writer thread ends.
     writer_gone: Receiver<()>,
     checkpointer: Checkpointer,
+    /// The daemon's socket for subscribers (none in `run --once`).
+    socket: Option<Server>,
 }
 
 /// What the daemon adds to the writer: retry a commit the archive refuses for a reason that
@@ -106,6 +109,15 @@ impl Pipeline {
             index_done,
         };
         let sinks = Sinks::start(&settings.sinks, wiring, stop)?;
+        let socket = match retry.is_some() {
+            true => Some(Server::start(
+                settings.socket.clone(),
+                db,
+                Arc::clone(&hub),
+                settings.subscribers,
+            )?),
+            false => None,
+        };
         let mut writer = ArchiveWriter::new(write, Some(hub))
             .after_commit(committed)
             .taking_turns(turns);
@@ -120,6 +132,7 @@ impl Pipeline {
             index,
             writer_gone: writer.gone,
             checkpointer,
+            socket,
         };
         Ok((engine, pipeline))
     }
@@ -128,6 +141,9 @@ impl Pipeline {
     /// it holds and for the index and the sinks to take it (or stop), then stops the
     /// checkpointer. `Err` is the writer's, else a sink's.
     fn finish(self, engine: Engine) -> Result<()> {
+        if let Some(socket) = self.socket {
+            socket.stop();
+        }
         drop(engine);
         let written = self.writer.join().unwrap_or(Err(Error::WriterStopped));
         let shipped = self.sinks.finish();

@@ -157,6 +157,26 @@ pub fn stdout_unread() -> io::Result<u64> {
     Ok(rustix::io::ioctl_fionread(io::stdout().as_fd())?)
 }
 
+/// The user id of the process at the other end of a Unix socket (`SO_PEERCRED` on Linux,
+/// `getpeereid` on macOS).
+#[cfg(target_os = "linux")]
+pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
+    Ok(rustix::net::sockopt::socket_peercred(socket)?.uid.as_raw())
+}
+
+/// See the Linux version.
+#[cfg(not(target_os = "linux"))]
+pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
+    use std::os::fd::AsRawFd;
+    let (mut uid, mut gid) = (0, 0);
+    // SAFETY: a valid socket descriptor, and pointers to two locals of the types asked for.
+    let done = unsafe { libc::getpeereid(socket.as_fd().as_raw_fd(), &mut uid, &mut gid) };
+    match done {
+        0 => Ok(uid),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
 /// This host's name (`uname -n`), lossily as UTF-8; a label only.
 pub fn host_name() -> String {
     rustix::system::uname()
