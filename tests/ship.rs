@@ -152,7 +152,10 @@ fn config_check_validates_sink_tables() {
         "{text}"
     );
     assert!(text.contains("flush_interval = \"250ms\""), "{text}");
-    assert!(text.contains("redact = true"), "redacting by default: {text}");
+    assert!(
+        text.contains("redact = true"),
+        "redacting by default: {text}"
+    );
     assert!(!text.contains("/run/secrets"), "{text}");
 }
 
