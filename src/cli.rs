@@ -711,7 +711,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Seed(args) => seed(args, &settings.archive),
         Command::Export(args) => export(args, &settings),
         Command::Tail(args) => tail(args, &settings),
-        Command::Status(args) => status(args, &settings.archive),
+        Command::Status(args) => status(args, &settings),
         Command::Rejects(args) => rejects(args, &settings.archive),
         Command::Sessions(args) => sessions(args, &settings.archive),
         Command::Show(args) => show(args, &settings),
@@ -861,9 +861,9 @@ fn tail(args: TailArgs, settings: &Settings) -> Result<()> {
     stdout_result(written.and_then(|()| out.flush()))
 }
 
-fn status(args: StatusArgs, db: &Path) -> Result<()> {
-    let archive = Archive::open_existing(db)?;
-    let st = status::status(&archive)?;
+fn status(args: StatusArgs, settings: &Settings) -> Result<()> {
+    let archive = Archive::open_existing(&settings.archive)?;
+    let st = status::status(&archive, &settings.socket)?;
     print_report(args.json, &st, status::write_text)
 }
 

@@ -215,12 +215,13 @@ fn accept(listener: &UnixListener, shared: &Arc<Shared>) {
         };
         let max = shared.limits.max_subscribers;
         if shared.active.load(Ordering::Acquire) >= max {
-            refuse(
-                stream,
-                &format!(
-                    "{max} subscribers are attached, the most allowed (max_subscribers in config.toml)"
-                ),
+            let reason = format!(
+                "{max} subscribers are attached, the most allowed (max_subscribers in config.toml)"
             );
+            // On a thread of its own: a refusal waits a moment for the peer to close.
+            let _ = std::thread::Builder::new()
+                .name("subscriber".into())
+                .spawn(move || refuse(stream, &reason));
             continue;
         }
         shared.active.fetch_add(1, Ordering::AcqRel);
@@ -228,8 +229,12 @@ fn accept(listener: &UnixListener, shared: &Arc<Shared>) {
         let spawned = std::thread::Builder::new()
             .name("subscriber".into())
             .spawn(move || {
-                serve(stream, &conn);
+                let served = serve(stream, &conn);
+                // Before the refusal is written: a peer told no may count on its place.
                 conn.active.fetch_sub(1, Ordering::AcqRel);
+                if let Err(Refusal(stream, reason)) = served {
+                    refuse(stream, &reason);
+                }
             });
         if let Err(e) = spawned {
             shared.active.fetch_sub(1, Ordering::AcqRel);
@@ -245,6 +250,11 @@ fn refuse(mut stream: UnixStream, reason: &str) {
     let _ = stream.write_all(&control_line(&Control::Error {
         reason: reason.to_owned(),
     }));
+    // Closing with unread input would reset the connection, and the peer could lose the
+    // line: what it sent is read (for a moment, and a bounded amount) until it closes.
+    let _ = stream.shutdown(std::net::Shutdown::Write);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+    let _ = io::copy(&mut (&stream).take(1 << 20), &mut io::sink());
 }
 
 fn control_line(control: &Control) -> Vec<u8> {
@@ -253,26 +263,30 @@ fn control_line(control: &Control) -> Vec<u8> {
     line
 }
 
+/// A connection turned away before it streamed: its stream, and why.
+struct Refusal(UnixStream, String);
+
 /// One connection: checks the peer and its request, then streams.
-fn serve(stream: UnixStream, shared: &Shared) {
+fn serve(stream: UnixStream, shared: &Shared) -> std::result::Result<(), Refusal> {
     match sys::peer_uid(&stream) {
         Ok(uid) if uid == shared.uid => {}
         Ok(uid) => {
             let own = shared.uid;
-            return refuse(
-                stream,
-                &format!("uid {uid} may not follow the archive of uid {own}"),
-            );
+            let reason = format!("uid {uid} may not follow the archive of uid {own}");
+            return Err(Refusal(stream, reason));
         }
-        Err(e) => return refuse(stream, &format!("the peer's uid cannot be read: {e}")),
+        Err(e) => {
+            let reason = format!("the peer's uid cannot be read: {e}");
+            return Err(Refusal(stream, reason));
+        }
     }
     let request = match read_request(&stream) {
         Ok(request) => request,
-        Err(reason) => return refuse(stream, &reason),
+        Err(reason) => return Err(Refusal(stream, reason)),
     };
     let filter = match Filter::of(&request, &shared.db) {
         Ok(filter) => filter,
-        Err(reason) => return refuse(stream, &reason),
+        Err(reason) => return Err(Refusal(stream, reason)),
     };
     let mut conn = Connection {
         stream,
@@ -285,6 +299,7 @@ fn serve(stream: UnixStream, shared: &Shared) {
     if let Err(e) = conn.run(request.since_seq) {
         log::debug!("subscriber closed: {e}");
     }
+    Ok(())
 }
 
 /// The first line, within [`REQUEST_WAIT`] and [`REQUEST_LIMIT`]; `Err` says why not.
@@ -563,19 +578,27 @@ impl Connection<'_> {
         if !self.lagged.load(Ordering::Acquire) {
             return false;
         }
-        let deadline = *self
-            .lag_deadline
-            .get_or_insert(Instant::now() + LAGGED_GRACE);
-        Instant::now() >= deadline
+        Instant::now() >= self.lag_noticed()
     }
 
-    /// Says `lagged`, logs it once, and ends.
+    /// Logs, the first time, that the subscriber lags; returns until when it may take to
+    /// read what is in hand.
+    fn lag_noticed(&mut self) -> Instant {
+        let buffer = self.shared.limits.buffer;
+        *self.lag_deadline.get_or_insert_with(|| {
+            log::warn!(
+                "subscriber lagged: its buffer of {buffer} bytes filled; it is told so, and closed, once it has read the records in hand (within {} s)",
+                LAGGED_GRACE.as_secs()
+            );
+            Instant::now() + LAGGED_GRACE
+        })
+    }
+
+    /// Says `lagged` and ends.
     fn tell_lagged(&mut self) -> io::Result<()> {
+        self.lag_noticed();
         let resume_from = self.covered + 1;
-        log::warn!(
-            "subscriber lagged: its buffer of {} bytes filled; told to resume from seq {resume_from}",
-            self.shared.limits.buffer
-        );
+        log::debug!("subscriber told it lagged: resume from seq {resume_from}");
         self.send_control(&Control::Lagged { resume_from })
     }
 

@@ -48,6 +48,8 @@ pub struct Status {
     pub archive: String,
     /// Pid of the `run` holding the archive's lock, if any.
     pub running_pid: Option<u32>,
+    /// Where a running `run` listens for subscribers (`tail -f`, programs).
+    pub socket: String,
     /// The running daemon's figures when its initial backfill ended (`sources`, `records`,
     /// `pid`, `at_ms`); `null` while it is still backfilling or when none runs.
     pub caught_up: Option<serde_json::Value>,
@@ -124,8 +126,8 @@ pub struct Totals {
     pub events: u64,
 }
 
-/// Gathers the status of `archive`.
-pub fn status(archive: &Archive) -> Result<Status> {
+/// Gathers the status of `archive`, whose daemon listens at `socket`.
+pub fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
     let sources: Vec<SourceStatus> = archive.sources()?.iter().map(source_status).collect();
     let events = archive.event_count()?;
     let mut totals = Totals {
@@ -156,6 +158,7 @@ pub fn status(archive: &Archive) -> Result<Status> {
     Ok(Status {
         archive: archive.path().display().to_string(),
         running_pid,
+        socket: socket.display().to_string(),
         index,
         sinks,
         caught_up: caught_up.and_then(|v| serde_json::from_str(&v).ok()),
@@ -234,6 +237,11 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
         )?,
         (None, _) => writeln!(out, "archive {} (no run active)", st.archive)?,
     }
+    let listening = match st.running_pid {
+        Some(_) => "subscribers attach at",
+        None => "a run listens for subscribers at",
+    };
+    writeln!(out, "{listening} {}", st.socket)?;
     writeln!(
         out,
         "{:>6} {:>4} {:>12} {:>12} {:>10} {:>8} {:>9} {:>7}  {:<20}  {:<11}  PATH",

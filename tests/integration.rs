@@ -18,5 +18,6 @@ mod service;
 mod sessions;
 mod ship;
 mod supervision;
+mod tail;
 mod util;
 mod watchers;
