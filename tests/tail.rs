@@ -303,19 +303,14 @@ fn another_uid_is_refused() {
     env.write("a.jsonl", &lines(&numbered(0, 3, 60)));
     let d = daemon(&env, &[]);
     let socket = socket(&env);
+    // Under `timeout`: a client let in would follow for ever; it must be turned away.
     let as_nobody = || {
-        let mut cmd = env.command("setpriv");
-        cmd.args([
-            "--reuid",
-            "nobody",
-            "--regid",
-            "nogroup",
-            "--clear-groups",
-            "--",
-        ])
-        .arg(env!("CARGO_BIN_EXE_transcript-sync"))
-        .args(["tail", "-f", "--since-seq", "0", "--db"])
-        .arg(&env.db);
+        let mut cmd = env.command("timeout");
+        cmd.args(["30", "setpriv", "--reuid", "nobody", "--regid", "nogroup"])
+            .args(["--clear-groups", "--"])
+            .arg(env!("CARGO_BIN_EXE_transcript-sync"))
+            .args(["tail", "-f", "--since-seq", "0", "--db"])
+            .arg(&env.db);
         cmd.output().unwrap()
     };
     let mode = |path: &Path| {
