@@ -194,6 +194,23 @@ mod tests {
         );
     }
 
+    /// The socket's directory under `$XDG_RUNTIME_DIR` is the one the unit has systemd make
+    /// writable: the rest of /run is read-only to the service.
+    #[test]
+    fn the_unit_makes_the_directory_of_the_subscribers_socket() {
+        let unit = render_unit(&def("/b", "/home/u/data/a.db", false)).unwrap();
+        assert!(
+            unit.contains("\nRuntimeDirectory=transcript-sync\n"),
+            "{unit}"
+        );
+        let env = |k: &str| (k == "XDG_RUNTIME_DIR").then(|| "/run/user/1000".to_owned());
+        let socket = crate::socket::socket_path(Path::new("/home/u/data/a.db"), &env);
+        assert_eq!(
+            socket.parent(),
+            Some(Path::new("/run/user/1000/transcript-sync"))
+        );
+    }
+
     #[test]
     fn an_archive_chosen_on_the_command_line_is_passed_to_run() {
         let unit = render_unit(&def("/b", "/x/a.db", true)).unwrap();
