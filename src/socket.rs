@@ -296,9 +296,16 @@ fn serve(stream: UnixStream, shared: &Shared) -> std::result::Result<(), Refusal
         lagged: Arc::new(AtomicBool::new(false)),
         lag_deadline: None,
     };
-    if let Err(e) = conn.run(request.since_seq) {
-        log::debug!("subscriber closed: {e}");
-    }
+    let asked = serde_json::to_string(&request).expect("a request serializes");
+    log::info!("subscriber attached: {asked}");
+    let ended = match conn.run(request.since_seq) {
+        Ok(()) => "closed".to_owned(),
+        Err(e) => e.to_string(),
+    };
+    log::info!(
+        "subscriber left ({ended}); every record up to seq {} was sent",
+        conn.covered
+    );
     Ok(())
 }
 
@@ -524,6 +531,7 @@ impl Connection<'_> {
             }
             let (published, bytes) = match rx.recv_timeout(WRITE_SLICE) {
                 Ok(item) => item,
+                Err(RecvTimeoutError::Timeout) if self.peer_closed() => return Err(Stop::Gone),
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) if self.lagged.load(Ordering::Acquire) => {
                     return Err(Stop::Lagged);
@@ -542,6 +550,25 @@ impl Connection<'_> {
                 self.covered = self.covered.max(last);
             }
         }
+    }
+
+    /// Whether the peer has closed its end: a quiet subscriber that went away frees its place
+    /// without waiting for the next record to fail to reach it. Anything it sent after its
+    /// first line is read and dropped.
+    fn peer_closed(&self) -> bool {
+        let mut buf = [0u8; 512];
+        if self.stream.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let read = (&self.stream).read(&mut buf);
+        let _ = self.stream.set_nonblocking(false);
+        let alive = |e: &io::Error| {
+            matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+            )
+        };
+        matches!(read, Ok(0)) || matches!(read, Err(e) if !alive(&e))
     }
 
     /// Writes `bytes` (whole lines) to the peer. A write that blocks is given time while

@@ -401,6 +401,11 @@ fn bad_first_lines_and_one_subscriber_too_many_are_refused_with_a_reason() {
     assert_eq!(b.line().unwrap()["event"], "caught_up");
     let reason = refused(&mut Sub::attach(&socket, "{}"));
     assert!(reason.contains("2 subscribers are attached"), "{reason}");
+    // One that goes away while nothing commits frees its place.
+    drop(a);
+    d.wait_log("subscriber left");
+    let mut c = Sub::attach(&socket, "{}");
+    assert_eq!(c.line().unwrap()["event"], "caught_up");
     // Each logged once (the log is read as the daemon writes it).
     let log = d.wait_log_times("subscriber refused:", 6);
     assert_eq!(log.matches("subscriber refused:").count(), 6, "{log}");
