@@ -24,7 +24,10 @@
 //! 8. The archive is a log that consumers follow (`follow`): the [`ArchiveWriter`] publishes
 //!    each commit to a [`Hub`] once it is durable; a [`Follower`] catches up from the archive,
 //!    then takes what is published, with no gap and no duplicate at the switch. The [`Tap`]
-//!    (`--sink stdout`) is a subscriber that starts "now".
+//!    (`--sink stdout`) is a subscriber that starts "now"; `socket` serves subscribers of
+//!    the daemon's Unix socket the same way (catch-up, `caught_up`, then live; a slow one is
+//!    told `lagged`), and `tail` is its client. The sinks (`ship`) and the session index
+//!    (`sessions`) are durable followers; `redact` replaces secrets in what leaves.
 //!
 //! `pipeline` wires these threads once for `run --once` (one pass) and for the daemon, which
 //! keeps passes going: `watch` runs one `notify` instance per watcher and turns events into
@@ -44,7 +47,7 @@
 //! from the templates in `systemd/` and `launchd/`; `doctor` checks what breaks a watcher in
 //! practice (inotify limits, roots, the archive, network filesystems, the service). System
 //! calls beyond std's go through `sys`, as safe calls on rustix; `unsafe` is left only in the
-//! SIMD code of `record`.
+//! SIMD code of `record`, and in `sys` for `getpeereid` on macOS.
 #![warn(missing_docs)]
 
 mod archive;
