@@ -10,40 +10,18 @@
 #[path = "shared/corpus_lines.rs"]
 mod corpus_lines;
 
-use corpus_lines::{best_of, read_jsonl};
-use std::path::PathBuf;
+use corpus_lines::{Corpus, best_of};
 use transcript_sync::Redactor;
 
-const DEFAULT_CORPUS: &str = "target/bench/corpus/transcripts-1000f-1073741824b";
 const RULES: &str = include_str!("../src/redact/rules.toml");
 
 /// One pass over a line: what it counts there.
 type Pass<'a> = &'a dyn Fn(&[u8]) -> usize;
 
 fn main() {
-    let dir = PathBuf::from(std::env::var("REDACT_CORPUS").unwrap_or(DEFAULT_CORPUS.into()));
-    if !dir.is_dir() {
-        eprintln!(
-            "no corpus at {}: `cargo bench --bench compare` makes it (COMPARE_ONLY=backfill is \
-             enough), or set REDACT_CORPUS to a directory of .jsonl files",
-            dir.display()
-        );
-        std::process::exit(2);
-    }
-    let rounds: usize = (std::env::var("REDACT_ROUNDS").ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
-    let text = read_jsonl(&dir);
-    let lines: Vec<&[u8]> = (text.split(|b| *b == b'\n'))
-        .filter(|l| !l.is_empty())
-        .collect();
-    let bytes: usize = lines.iter().map(|l| l.len()).sum();
-    println!(
-        "{} lines, {:.1} MB, from {}",
-        lines.len(),
-        bytes as f64 / 1e6,
-        dir.display()
-    );
+    let corpus = Corpus::load("REDACT");
+    let (lines, bytes) = corpus.lines();
+    let rounds = corpus.rounds;
     let redactor = Redactor::builtin();
     throughput(&redactor, &lines, bytes, rounds);
     false_positives(&redactor, &lines);

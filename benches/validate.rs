@@ -10,39 +10,16 @@
 #[path = "shared/corpus_lines.rs"]
 mod corpus_lines;
 
-use corpus_lines::{best_of, read_jsonl};
-use std::path::PathBuf;
+use corpus_lines::{Corpus, best_of};
 use transcript_sync::fuzzing::{certainly_valid, validate_slowly};
-
-const DEFAULT_CORPUS: &str = "target/bench/corpus/transcripts-1000f-1073741824b";
 
 /// One way of checking a line: true when it accepts the line.
 type Check<'a> = &'a dyn Fn(&[u8]) -> bool;
 
 fn main() {
-    let dir = PathBuf::from(std::env::var("VALIDATE_CORPUS").unwrap_or(DEFAULT_CORPUS.into()));
-    if !dir.is_dir() {
-        eprintln!(
-            "no corpus at {}: `cargo bench --bench compare` makes it (COMPARE_ONLY=backfill is \
-             enough), or set VALIDATE_CORPUS to a directory of .jsonl files",
-            dir.display()
-        );
-        std::process::exit(2);
-    }
-    let rounds: usize = (std::env::var("VALIDATE_ROUNDS").ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
-    let text = read_jsonl(&dir);
-    let lines: Vec<&[u8]> = (text.split(|b| *b == b'\n'))
-        .filter(|l| !l.is_empty())
-        .collect();
-    let bytes: usize = lines.iter().map(|l| l.len()).sum();
-    println!(
-        "{} lines, {:.1} MB, from {}",
-        lines.len(),
-        bytes as f64 / 1e6,
-        dir.display()
-    );
+    let corpus = Corpus::load("VALIDATE");
+    let (lines, bytes) = corpus.lines();
+    let rounds = corpus.rounds;
     let checks: [(&str, Check); 4] = [
         ("str::from_utf8", &|l| std::str::from_utf8(l).is_ok()),
         ("simdutf8", &|l| simdutf8::basic::from_utf8(l).is_ok()),
