@@ -5,18 +5,15 @@
 //! `cargo bench --bench latency` (`LATENCY_APPENDS`, default 1000, at `LATENCY_RATE` per
 //! second, default 100). The timing process is this one; each subject is a separate process.
 
+#[path = "shared/appends.rs"]
+mod appends;
+
+use appends::{env_or, index_of, quantile, record};
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn env_or(key: &str, default: u64) -> u64 {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// A subscriber process and its stdout.
 struct Subject {
@@ -44,8 +41,7 @@ fn measure(subject: &mut Subject, file: &Path, n: u64, rate: u64) -> Vec<f64> {
     let gap = Duration::from_secs_f64(1.0 / rate as f64);
     let mut lat = Vec::with_capacity(n as usize);
     for i in 0..n {
-        let marker = format!("\"i\":{i},");
-        let record = format!("{{\"i\":{i},\"pad\":\"{}\"}}\n", "x".repeat(200));
+        let record = record(i, 200);
         let next = Instant::now() + gap;
         let start = Instant::now();
         f.write_all(record.as_bytes()).unwrap();
@@ -55,7 +51,7 @@ fn measure(subject: &mut Subject, file: &Path, n: u64, rate: u64) -> Vec<f64> {
                 out.read_line(&mut line).unwrap() > 0,
                 "subject closed its output"
             );
-            if line.contains(&marker) {
+            if index_of(&line) == Some(i) {
                 break;
             }
         }
@@ -89,11 +85,10 @@ fn warm_up(subject: &mut Subject, file: &Path) {
 
 fn summary(name: &str, mut lat: Vec<f64>) {
     lat.sort_by(f64::total_cmp);
-    let at = |q: f64| lat[((lat.len() as f64 * q) as usize).min(lat.len() - 1)];
     println!(
         "{name:<40} {:>8.3} {:>8.3} {:>8.3}",
-        at(0.5),
-        at(0.99),
+        quantile(&lat, 0.5),
+        quantile(&lat, 0.99),
         lat[lat.len() - 1]
     );
 }
