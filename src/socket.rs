@@ -33,9 +33,11 @@ pub const REQUEST_LIMIT: usize = 64 << 10;
 pub const REQUEST_WAIT: Duration = Duration::from_secs(10);
 /// Default: how many subscribers at once.
 pub const DEFAULT_MAX_SUBSCRIBERS: usize = 256;
-/// Default: bytes of records waiting for one subscriber before it is told `lagged`.
+/// Default: bytes of records waiting for one subscriber before it is told `lagged` (see
+/// [`LIVE_COMMITS`] for the other bound).
 pub const DEFAULT_BUFFER: u64 = 4 << 20;
-/// Commits waiting for one subscriber, at most (whatever their size).
+/// Commits waiting for one subscriber, at most (whatever their size): with small commits,
+/// this is the bound reached first.
 const LIVE_COMMITS: usize = 4096;
 /// Catch-up reads: records and bytes of one page.
 const PAGE: (usize, u64) = (1000, 4 << 20);
@@ -395,6 +397,8 @@ fn session_sources(db: &Path, id: &str) -> std::result::Result<HashSet<i64>, Str
 /// matching records fit its buffer, else marks the subscriber as lagging and lets go.
 struct Feed {
     tx: Sender<(Arc<Published>, u64)>,
+    /// The queue's other end, to empty it on a lag: what it holds will never be sent.
+    rx: Receiver<(Arc<Published>, u64)>,
     /// Bytes of matching records queued.
     queued: Arc<AtomicU64>,
     buffer: u64,
@@ -410,20 +414,26 @@ impl Subscriber for Feed {
             .sum();
         let queued = self.queued.load(Ordering::Acquire);
         if queued > 0 && queued + bytes > self.buffer {
-            self.lagged.store(true, Ordering::Release);
-            return Offer::LetGo;
+            return self.lag();
         }
         match self.tx.try_send((Arc::clone(published), bytes)) {
             Ok(()) => {
                 self.queued.fetch_add(bytes, Ordering::AcqRel);
                 Offer::Taken
             }
-            Err(TrySendError::Full(_)) => {
-                self.lagged.store(true, Ordering::Release);
-                Offer::LetGo
-            }
+            Err(TrySendError::Full(_)) => self.lag(),
             Err(TrySendError::Disconnected(_)) => Offer::LetGo,
         }
+    }
+}
+
+impl Feed {
+    /// The subscriber fell behind: marked, its queue emptied (the memory goes now, not when
+    /// the connection ends), and let go.
+    fn lag(&mut self) -> Offer {
+        self.lagged.store(true, Ordering::Release);
+        while self.rx.try_recv().is_ok() {}
+        Offer::LetGo
     }
 }
 
@@ -455,6 +465,7 @@ impl Connection<'_> {
         let queued = Arc::new(AtomicU64::new(0));
         let feed = Feed {
             tx,
+            rx: rx.clone(),
             queued: Arc::clone(&queued),
             buffer: self.shared.limits.buffer,
             filter: Arc::new(self.filter.clone()),
@@ -614,7 +625,7 @@ impl Connection<'_> {
         let buffer = self.shared.limits.buffer;
         *self.lag_deadline.get_or_insert_with(|| {
             log::warn!(
-                "subscriber lagged: its buffer of {buffer} bytes filled; it is told so, and closed, once it has read the records in hand (within {} s)",
+                "subscriber lagged: its buffer ({buffer} bytes of records, or {LIVE_COMMITS} commits) filled; it is told so, and closed, once it has read the records in hand (within {} s)",
                 LAGGED_GRACE.as_secs()
             );
             Instant::now() + LAGGED_GRACE
