@@ -46,7 +46,7 @@ pub fn parse_value(record: &[u8]) -> Option<serde_json::Value> {
 ///
 /// Escapes are found by reading backslash pairs from the start, without telling strings apart:
 /// outside a string a backslash is an error whatever follows it, so the verdict is the same.
-fn with_surrogates_replaced(bytes: &[u8]) -> Cow<'_, [u8]> {
+pub(crate) fn with_surrogates_replaced(bytes: &[u8]) -> Cow<'_, [u8]> {
     let mut text = Cow::Borrowed(bytes);
     let mut at = 0;
     while let Some(k) = memchr::memchr(b'\\', &bytes[at..]) {

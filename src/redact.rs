@@ -310,7 +310,7 @@ impl Redactor {
         }
         let hidden = s.escaped && may_hide_keywords(raw);
         let member_rules = match &s.member {
-            Some(m) => self.rules_seen(seen, m),
+            Some(m) => self.name_rules(&line[m.clone()], seen, m),
             None => Vec::new(),
         };
         let rules = match hidden {
@@ -324,7 +324,9 @@ impl Redactor {
         {
             return None;
         }
-        let text = json::decode(raw, s.escaped)?;
+        let Some(text) = json::decode(raw, s.escaped) else {
+            return self.undecodable(raw, s);
+        };
         let mut hits = match hidden {
             true => self.text_hits(&text),
             false => self.hits_of(&text, &rules),
@@ -345,6 +347,39 @@ impl Redactor {
             escaped: s.escaped,
             text,
             hits,
+        })
+    }
+
+    /// The rules of the keywords in a member's name (`raw`, at `at` in the line), decoded
+    /// first when an escape may hide one.
+    fn name_rules(
+        &self,
+        raw: &[u8],
+        seen: &[(Range<usize>, usize)],
+        at: &Range<usize>,
+    ) -> Vec<usize> {
+        if !may_hide_keywords(raw) {
+            return self.rules_seen(seen, at);
+        }
+        let name = json::decode(raw, true).unwrap_or_default();
+        let found = self.keyword_hits(name.as_bytes());
+        self.rules_seen(&found, &(0..name.len()))
+    }
+
+    /// A string that cannot be decoded (invalid UTF-8 or escapes): searched as its bytes
+    /// read lossily, and, holding a secret, replaced whole. Never shipped as it is.
+    fn undecodable<'a>(&self, raw: &'a [u8], s: &json::Str) -> Option<Piece<'a>> {
+        let text = String::from_utf8_lossy(raw);
+        let rule = self.text_hits(&text).first()?.rule;
+        Some(Piece {
+            raw: s.raw.clone(),
+            json: true,
+            escaped: true,
+            hits: vec![Hit {
+                range: 0..text.len(),
+                rule,
+            }],
+            text,
         })
     }
 
@@ -589,12 +624,13 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
 
 fn hex_digest(hex: &str) -> Result<Vec<u8>, String> {
     let bad = || format!("allow_sha256 {hex:?}: a SHA-256 digest is 64 hex digits");
-    if hex.len() != 64 {
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(bad());
     }
-    (0..32)
-        .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad()))
-        .collect()
+    let digit = |b: u8| (b as char).to_digit(16).expect("checked: a hex digit") as u8;
+    Ok((hex.as_bytes().chunks(2))
+        .map(|pair| digit(pair[0]) << 4 | digit(pair[1]))
+        .collect())
 }
 
 /// What a report shows of a secret: at most its first 4 characters, and fewer for a short

@@ -136,7 +136,7 @@ pub fn open_destination(
 ) -> Result<Box<dyn Destination>> {
     let redact = spec.redact.then(|| Arc::clone(&spec.redactor));
     let inner: Box<dyn Destination> = match &spec.target {
-        Target::Postgres { .. } => Box::new(postgres::Postgres::new(spec, machine, db, redact)?),
+        Target::Postgres { .. } => Box::new(postgres::Postgres::new(spec, machine, db)?),
         Target::Http { .. } => Box::new(http::Http::new(spec, machine)?),
         Target::Mirror { dir, roots } => Box::new(mirror::Mirror::open(
             &spec.name,

@@ -25,8 +25,9 @@ enum Frame {
 }
 
 /// The strings of `text`, in order. `None` when `text` is not one JSON object or array
-/// (its strings could not be told from the rest), which callers treat as plain text.
-/// Only the structure is checked, not every token: numbers and literals are stepped over.
+/// (its strings could not be told from the rest, or text lies outside them), which callers
+/// treat as plain text. Outside strings only the bytes of JSON's structure, numbers and
+/// literals may appear, and nothing after the value but whitespace.
 pub fn strings(text: &[u8]) -> Option<Vec<Str>> {
     let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
     if !matches!(text[start], b'{' | b'[') {
@@ -41,6 +42,10 @@ pub fn strings(text: &[u8]) -> Option<Vec<Str>> {
             b'[' => frames.push(Frame::Array),
             b'}' | b']' => {
                 frames.pop()?;
+                if frames.is_empty() {
+                    let rest = &text[i + 1..];
+                    return rest.iter().all(u8::is_ascii_whitespace).then_some(out);
+                }
             }
             b'"' => {
                 let (end, escaped) = string_end(text, i + 1)?;
@@ -62,11 +67,20 @@ pub fn strings(text: &[u8]) -> Option<Vec<Str>> {
                 });
                 i = end;
             }
-            _ => {}
+            b if outside_strings(b) => {}
+            _ => return None,
         }
         i += 1;
     }
-    frames.is_empty().then_some(out)
+    None
+}
+
+/// Whether `b` may appear in JSON outside a string: structure, whitespace, and the bytes of
+/// numbers and of `true`, `false` and `null`.
+fn outside_strings(b: u8) -> bool {
+    matches!(b, b',' | b':' | b'0'..=b'9' | b'-' | b'+' | b'.' | b'E')
+        || b.is_ascii_whitespace()
+        || b"truefalsn".contains(&b)
 }
 
 /// The index of the quote that closes the string whose contents start at `from`, and whether
@@ -104,9 +118,13 @@ pub fn decode(raw: &[u8], escaped: bool) -> Option<Cow<'_, str>> {
     quoted.push(b'"');
     quoted.extend_from_slice(raw);
     quoted.push(b'"');
-    serde_json::from_slice::<String>(&quoted)
-        .ok()
-        .map(Cow::Owned)
+    // A lone surrogate escape (JavaScript's string cut inside an emoji) is allowed in the
+    // archive, and refused by serde_json: read as U+FFFD.
+    let decoded = serde_json::from_slice::<String>(&quoted).ok().or_else(|| {
+        let replaced = crate::record::with_surrogates_replaced(&quoted);
+        serde_json::from_slice::<String>(&replaced).ok()
+    });
+    decoded.map(Cow::Owned)
 }
 
 /// `text` as a JSON string, quotes included.
@@ -158,6 +176,15 @@ mod tests {
             vec![("AKIA\n\\".into(), false, None), ("/".into(), false, None)]
         );
         assert_eq!(strings(b"password=x"), None);
+        assert_eq!(strings(b"[2024-01-01] export TOKEN=x"), None);
+        assert_eq!(strings(b"{ token: x }"), None);
+        assert_eq!(strings(br#"{"a":1} trailing"#), None);
+        assert_eq!(strings(br#"[1.5e-3, true, false, null] "#), Some(vec![]));
+        assert_eq!(
+            decode(br"cut \ud83d", true).as_deref(),
+            Some("cut \u{fffd}"),
+            "a lone surrogate"
+        );
         assert_eq!(strings(br#""a string""#), None);
         assert_eq!(strings(br#"{"unterminated"#), None);
         assert_eq!(strings(br#"{"a":"b"}}"#), None);

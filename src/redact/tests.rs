@@ -114,6 +114,19 @@ fn an_escape_inside_a_secret_hides_nothing() {
     );
 }
 
+/// A lone surrogate escape (JavaScript's string cut inside an emoji, which the archive keeps)
+/// hides nothing in its string, nor does an escape in a member's name.
+#[test]
+fn a_lone_surrogate_or_an_escaped_name_hides_nothing() {
+    let r = Redactor::builtin();
+    let line = br#"{"out":"GITHUB_TOKEN=ghp_Wi3vrM6jI6nLriRfmoRiJOM2ytq3aEGQ21Zz\nLANG=en \ud83d","api\u005fkey":"xGXEPB%QcHGWAJfTr5Cd9"}"#;
+    let out = String::from_utf8(r.redact_record(line).into_owned()).unwrap();
+    assert_eq!(
+        out,
+        r#"{"out":"GITHUB_TOKEN=[REDACTED:github-token]\nLANG=en �","api\u005fkey":"[REDACTED:generic-secret]"}"#
+    );
+}
+
 #[test]
 fn a_record_without_secrets_is_left_byte_for_byte() {
     let r = Redactor::builtin();

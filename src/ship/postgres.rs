@@ -72,19 +72,16 @@ pub struct Postgres {
     /// The sessions of records up to this seq are shipped as the index had them then.
     sessions_seq: i64,
     sessions_moved: bool,
-    /// Redacts the sessions' text (titles are prompts); records come redacted.
-    redact: Option<Arc<Redactor>>,
+    /// Whether the sessions' text is redacted (titles are prompts); records come redacted.
+    redact: bool,
+    /// What finds secrets, in that text and in what is logged here.
+    redactor: Arc<Redactor>,
 }
 
 impl Postgres {
     /// The destination of `spec` (a postgres target) over the archive at `db`, not yet
     /// connected.
-    pub fn new(
-        spec: &SinkSpec,
-        machine: &Machine,
-        db: &Path,
-        redact: Option<Arc<Redactor>>,
-    ) -> ArchiveResult<Postgres> {
+    pub fn new(spec: &SinkSpec, machine: &Machine, db: &Path) -> ArchiveResult<Postgres> {
         let Target::Postgres {
             url,
             password,
@@ -116,7 +113,8 @@ impl Postgres {
             index: Some(index),
             sessions_seq,
             sessions_moved: false,
-            redact,
+            redact: spec.redact,
+            redactor: Arc::clone(&spec.redactor),
         })
     }
 
@@ -152,8 +150,8 @@ impl Postgres {
         // PostgreSQL's text takes no NUL; a title or prompt may hold one.
         for row in &mut rows {
             row.strip_nul();
-            if let Some(redactor) = &self.redact {
-                row.redact(redactor);
+            if self.redact {
+                row.redact(&self.redactor);
             }
         }
         let mut client = self.client()?;
@@ -166,10 +164,12 @@ impl Postgres {
             Some(f @ Failure::Transient { .. }) => return Err(f),
             // Refused for good: these sessions' rows stay behind (until they change), the
             // others go on.
+            // Logged here, not through the destination's caller: its answer may quote a row.
             Some(Failure::Refused { message }) => log::warn!(
-                "sink {}: the rows of {} sessions were refused: {message}; they are sent again when their sessions change",
+                "sink {}: the rows of {} sessions were refused: {}; they are sent again when their sessions change",
                 self.name,
-                rows.len()
+                rows.len(),
+                self.redactor.redact_text(&message)
             ),
             None => log::debug!("PostgreSQL {}: {} sessions updated", self.url, rows.len()),
         }
