@@ -838,6 +838,14 @@ fn export(args: ExportArgs, settings: &Settings) -> Result<()> {
 }
 
 fn tail(args: TailArgs, settings: &Settings) -> Result<()> {
+    if let Some(path) = args.path.as_ref().filter(|p| p.to_str().is_none()) {
+        return Err(Error::Tail {
+            reason: format!(
+                "--path {} is not UTF-8, which the socket's requests are",
+                path.display()
+            ),
+        });
+    }
     let request = socket::Request {
         since_seq: args.since_seq,
         harness: args.harness,

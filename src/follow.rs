@@ -65,6 +65,11 @@ impl Published {
         }
     }
 
+    /// The bytes of its records.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
     /// The last `seq` it holds, or `None` for a commit without records.
     pub fn last_seq(&self) -> Option<i64> {
         self.seqs.last().copied()

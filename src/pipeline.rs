@@ -110,12 +110,7 @@ impl Pipeline {
         };
         let sinks = Sinks::start(&settings.sinks, wiring, stop)?;
         let socket = match retry.is_some() {
-            true => Some(Server::start(
-                settings.socket.clone(),
-                db,
-                Arc::clone(&hub),
-                settings.subscribers,
-            )?),
+            true => listen(settings, db, &hub),
             false => None,
         };
         let mut writer = ArchiveWriter::new(write, Some(hub))
@@ -154,6 +149,27 @@ impl Pipeline {
         }
         self.checkpointer.stop();
         written.and(shipped)
+    }
+}
+
+/// The daemon's socket for subscribers. Not being able to listen stops nothing but the
+/// subscribers: archiving goes on, and the reason is logged with its fix.
+fn listen(settings: &Settings, db: &Path, hub: &Arc<Hub>) -> Option<Server> {
+    let started = Server::start(
+        settings.socket.clone(),
+        db,
+        Arc::clone(hub),
+        settings.subscribers,
+    );
+    match started {
+        Ok(server) => Some(server),
+        Err(e) => {
+            log::warn!(
+                "subscribers: {:#}; the daemon runs without its socket, so `tail -f` and programs cannot attach. As a systemd service installed by an earlier release, run `transcript-sync service install` again (the unit now lets it make the socket's directory)",
+                anyhow::Error::from(e)
+            );
+            None
+        }
     }
 }
 

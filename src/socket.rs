@@ -172,10 +172,19 @@ impl Server {
     /// (their live feed closes); none is waited for.
     pub fn stop(self) {
         self.stop.store(true, Ordering::Release);
-        // Wakes the accepting thread, which sees the flag.
-        let _ = UnixStream::connect(&self.path);
-        if self.handle.join().is_err() {
-            log::error!("the socket thread panicked");
+        // Wakes the accepting thread, which sees the flag. When that cannot be done (the
+        // socket file was removed behind the daemon's back), the thread is left to end with
+        // the process rather than waited for.
+        match UnixStream::connect(&self.path) {
+            Ok(_) => {
+                if self.handle.join().is_err() {
+                    log::error!("the socket thread panicked");
+                }
+            }
+            Err(e) => log::warn!(
+                "subscribers: the socket {} cannot be reached to stop listening ({e}); going on",
+                self.path.display()
+            ),
         }
         let _ = std::fs::remove_file(&self.path);
     }
@@ -212,6 +221,8 @@ fn accept(listener: &UnixListener, shared: &Arc<Shared>) {
             Ok(stream) => stream,
             Err(e) => {
                 log::warn!("subscribers: accepting a connection failed: {e}");
+                // A lasting failure (out of file descriptors) is not retried in a busy loop.
+                std::thread::sleep(Duration::from_millis(100));
                 continue;
             }
         };
@@ -232,10 +243,12 @@ fn accept(listener: &UnixListener, shared: &Arc<Shared>) {
             .name("subscriber".into())
             .spawn(move || {
                 let served = serve(stream, &conn);
-                // Before the refusal is written: a peer told no may count on its place.
+                // Before the refusal is written or the departure logged: a peer told no, or
+                // one waiting for a place, may count on it.
                 conn.active.fetch_sub(1, Ordering::AcqRel);
-                if let Err(Refusal(stream, reason)) = served {
-                    refuse(stream, &reason);
+                match served {
+                    Ok(left) => log::info!("{left}"),
+                    Err(Refusal(stream, reason)) => refuse(stream, &reason),
                 }
             });
         if let Err(e) = spawned {
@@ -269,7 +282,8 @@ fn control_line(control: &Control) -> Vec<u8> {
 struct Refusal(UnixStream, String);
 
 /// One connection: checks the peer and its request, then streams.
-fn serve(stream: UnixStream, shared: &Shared) -> std::result::Result<(), Refusal> {
+/// `Ok` with a line saying how it left, once it has.
+fn serve(stream: UnixStream, shared: &Shared) -> std::result::Result<String, Refusal> {
     match sys::peer_uid(&stream) {
         Ok(uid) if uid == shared.uid => {}
         Ok(uid) => {
@@ -304,11 +318,10 @@ fn serve(stream: UnixStream, shared: &Shared) -> std::result::Result<(), Refusal
         Ok(()) => "closed".to_owned(),
         Err(e) => e.to_string(),
     };
-    log::info!(
+    Ok(format!(
         "subscriber left ({ended}); every record up to seq {} was sent",
         conn.covered
-    );
-    Ok(())
+    ))
 }
 
 /// The first line, within [`REQUEST_WAIT`] and [`REQUEST_LIMIT`]; `Err` says why not.
@@ -396,9 +409,9 @@ fn session_sources(db: &Path, id: &str) -> std::result::Result<HashSet<i64>, Str
 /// A subscriber's live feed, offered each commit by the hub: it takes the commit if the
 /// matching records fit its buffer, else marks the subscriber as lagging and lets go.
 struct Feed {
-    tx: Sender<(Arc<Published>, u64)>,
+    tx: Sender<Item>,
     /// The queue's other end, to empty it on a lag: what it holds will never be sent.
-    rx: Receiver<(Arc<Published>, u64)>,
+    rx: Receiver<Item>,
     /// Bytes of matching records queued.
     queued: Arc<AtomicU64>,
     buffer: u64,
@@ -406,17 +419,30 @@ struct Feed {
     lagged: Arc<AtomicBool>,
 }
 
+/// What a subscriber's queue holds: a commit with a record it wants (counted whole: the
+/// commit is what stays in memory), or the seq of one without.
+enum Item {
+    Commit(Arc<Published>, u64),
+    Passed(i64),
+}
+
 impl Subscriber for Feed {
     fn offer(&mut self, published: &Arc<Published>) -> Offer {
-        let bytes: u64 = (published.envelopes())
-            .filter(|e| self.filter.matches_envelope(e))
-            .map(|e| e.record.len() as u64)
-            .sum();
+        let wanted = (published.envelopes()).any(|e| self.filter.matches_envelope(&e));
+        let item = match (wanted, published.last_seq()) {
+            (true, _) => Item::Commit(Arc::clone(published), published.bytes()),
+            (false, Some(seq)) => Item::Passed(seq),
+            (false, None) => return Offer::Taken,
+        };
+        let bytes = match &item {
+            Item::Commit(_, bytes) => *bytes,
+            Item::Passed(_) => 0,
+        };
         let queued = self.queued.load(Ordering::Acquire);
         if queued > 0 && queued + bytes > self.buffer {
             return self.lag();
         }
-        match self.tx.try_send((Arc::clone(published), bytes)) {
+        match self.tx.try_send(item) {
             Ok(()) => {
                 self.queued.fetch_add(bytes, Ordering::AcqRel);
                 Offer::Taken
@@ -473,10 +499,10 @@ impl Connection<'_> {
         };
         // Registered before the archive is read, under the lock publishing takes: records up
         // to `live_after` are in the archive, every later one comes through the feed.
+        // A stopping daemon closes without a word, as it does every connection when it
+        // stops: the client connects again, to the next daemon.
         let Some(live_after) = self.shared.hub.subscribe(Box::new(feed)) else {
-            return self.send_control(&Control::Error {
-                reason: "the daemon is stopping".into(),
-            });
+            return Ok(());
         };
         self.covered = since.unwrap_or(live_after);
         let _ = self.stream.set_write_timeout(Some(WRITE_SLICE));
@@ -531,17 +557,17 @@ impl Connection<'_> {
     }
 
     /// Sends each commit of the feed as it comes, until it ends.
-    fn follow(
-        &mut self,
-        rx: &Receiver<(Arc<Published>, u64)>,
-        queued: &AtomicU64,
-    ) -> std::result::Result<(), Stop> {
+    fn follow(&mut self, rx: &Receiver<Item>, queued: &AtomicU64) -> std::result::Result<(), Stop> {
         loop {
             if self.lagged.load(Ordering::Acquire) {
                 return Err(Stop::Lagged);
             }
             let (published, bytes) = match rx.recv_timeout(WRITE_SLICE) {
-                Ok(item) => item,
+                Ok(Item::Commit(published, bytes)) => (published, bytes),
+                Ok(Item::Passed(seq)) => {
+                    self.covered = self.covered.max(seq);
+                    continue;
+                }
                 Err(RecvTimeoutError::Timeout) if self.peer_closed() => return Err(Stop::Gone),
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) if self.lagged.load(Ordering::Acquire) => {
@@ -564,22 +590,11 @@ impl Connection<'_> {
     }
 
     /// Whether the peer has closed its end: a quiet subscriber that went away frees its place
-    /// without waiting for the next record to fail to reach it. Anything it sent after its
-    /// first line is read and dropped.
+    /// without waiting for the next record to fail to reach it.
     fn peer_closed(&self) -> bool {
-        let mut buf = [0u8; 512];
-        if self.stream.set_nonblocking(true).is_err() {
-            return false;
-        }
-        let read = (&self.stream).read(&mut buf);
-        let _ = self.stream.set_nonblocking(false);
-        let alive = |e: &io::Error| {
-            matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            )
-        };
-        matches!(read, Ok(0)) || matches!(read, Err(e) if !alive(&e))
+        // A hang-up, not an end of input: a client may shut down its writing side after its
+        // request (as `nc -N` does) and go on reading.
+        sys::hung_up(&self.stream)
     }
 
     /// Writes `bytes` (whole lines) to the peer. A write that blocks is given time while

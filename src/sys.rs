@@ -177,6 +177,21 @@ pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
     }
 }
 
+/// Whether the other end of a socket has hung up (`poll` says `POLLHUP` or `POLLERR`), as
+/// opposed to having only shut down its writing side.
+pub fn hung_up(socket: &impl AsFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(socket, PollFlags::empty())];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    match poll(&mut fds, Some(&now)) {
+        Ok(_) => (fds[0].revents()).intersects(PollFlags::HUP | PollFlags::ERR),
+        Err(_) => false,
+    }
+}
+
 /// This host's name (`uname -n`), lossily as UTF-8; a label only.
 pub fn host_name() -> String {
     rustix::system::uname()
