@@ -234,12 +234,13 @@ fn a_stalled_subscriber_is_told_lagged_and_resumes_exactly_while_others_keep_up(
             env.status()["totals"]["records"] == (i + 1) * 100
         });
     }
+    // Read at once: a lagging subscriber that reads nothing for 30 s is closed untold.
+    let got = stalled.records(total);
+    d.wait_log("subscriber lagged");
     for reader in readers {
         let got = reader.join().unwrap();
         assert_run(&got.seqs, 1, total as i64, "a reader keeps up");
     }
-    d.wait_log("subscriber lagged");
-    let got = stalled.records(total);
     let lagged = got.ended.expect("told lagged");
     assert_eq!(lagged["event"], "lagged", "{lagged}");
     let resume_from = lagged["resume_from"].as_i64().unwrap();
