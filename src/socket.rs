@@ -53,7 +53,13 @@ const LAGGED_GRACE: Duration = Duration::from_secs(30);
 pub fn socket_path(archive: &Path, env: Env) -> PathBuf {
     match home::xdg_var(env, "XDG_RUNTIME_DIR") {
         Some(runtime) => {
-            let hash = xxhash_rust::xxh3::xxh3_64(archive.as_os_str().as_encoded_bytes());
+            // Named after where the archive really is, however its path is spelled (a
+            // symlink, `..`), so that the daemon and its clients agree.
+            let real = (archive.parent())
+                .and_then(|dir| std::fs::canonicalize(dir).ok())
+                .zip(archive.file_name())
+                .map_or_else(|| archive.to_owned(), |(dir, name)| dir.join(name));
+            let hash = xxhash_rust::xxh3::xxh3_64(real.as_os_str().as_encoded_bytes());
             let stem = archive.file_stem().unwrap_or_default().to_string_lossy();
             runtime
                 .join("transcript-sync")
@@ -690,6 +696,19 @@ mod tests {
             socket_path(Path::new("/data/archive.db"), &without),
             Path::new("/data/archive.db.sock")
         );
+    }
+
+    #[test]
+    fn an_archive_reached_through_a_symlink_or_dotdot_has_the_same_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("data");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let env = |k: &str| (k == "XDG_RUNTIME_DIR").then(|| "/run/user/1000".to_owned());
+        let socket = |p: PathBuf| socket_path(&p, &env);
+        let direct = socket(real.join("archive.db"));
+        assert_eq!(socket(dir.path().join("link/archive.db")), direct);
+        assert_eq!(socket(real.join("../data/archive.db")), direct);
     }
 
     #[test]
