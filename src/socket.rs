@@ -196,13 +196,15 @@ impl Server {
     }
 }
 
-/// A listening socket at `path`, in a directory only this user can enter.
+/// A listening socket at `path`, mode 0600, in a directory made 0700 if it had to be made.
 fn bind(path: &Path) -> Result<UnixListener> {
-    if let Some(dir) = path.parent() {
+    // A directory made here (under the runtime directory) is this user's alone; one that is
+    // there already (systemd's, made 0700; or the archive's own) is left as it is.
+    if let Some(dir) = path.parent()
+        && !dir.exists()
+    {
         std::fs::create_dir_all(dir).at_path(dir)?;
-        if dir.file_name().is_some_and(|n| n == "transcript-sync") {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).at_path(dir)?;
-        }
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).at_path(dir)?;
     }
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e).at_path(path),
