@@ -50,6 +50,8 @@ pub struct Status {
     pub running_pid: Option<u32>,
     /// Where a running `run` listens for subscribers (`tail -f`, programs).
     pub socket: String,
+    /// Whether the socket is there (a `run --once` has none).
+    pub socket_present: bool,
     /// The running daemon's figures when its initial backfill ended (`sources`, `records`,
     /// `pid`, `at_ms`); `null` while it is still backfilling or when none runs.
     pub caught_up: Option<serde_json::Value>,
@@ -159,6 +161,8 @@ pub fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
         archive: archive.path().display().to_string(),
         running_pid,
         socket: socket.display().to_string(),
+        socket_present: std::fs::symlink_metadata(socket)
+            .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())),
         index,
         sinks,
         caught_up: caught_up.and_then(|v| serde_json::from_str(&v).ok()),
@@ -237,9 +241,12 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
         )?,
         (None, _) => writeln!(out, "archive {} (no run active)", st.archive)?,
     }
-    let listening = match st.running_pid {
-        Some(_) => "subscribers attach at",
-        None => "a run listens for subscribers at",
+    let listening = match (st.running_pid, st.socket_present) {
+        (Some(_), true) => "subscribers attach at",
+        (Some(_), false) => {
+            "no socket for subscribers (a run --once, or one that could not make it) at"
+        }
+        (None, _) => "a run listens for subscribers at",
     };
     writeln!(out, "{listening} {}", st.socket)?;
     writeln!(

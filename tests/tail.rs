@@ -545,10 +545,21 @@ fn the_socket_is_not_needed_to_archive_or_to_stop() {
     d.wait_log("the daemon runs without its socket");
     env.write("a.jsonl", &lines(&numbered(0, 2, 60)));
     wait_until("archived", || env.status()["totals"]["records"] == 2);
+    let status_text = |env: &Env| {
+        let out = (env.cmd().args(["status", "--db"]).arg(&env.db)).output();
+        String::from_utf8(out.unwrap().stdout).unwrap()
+    };
+    let text = status_text(&env);
+    assert!(text.contains("no socket for subscribers"), "{text}");
     let (status, _) = d.terminate();
     assert!(status.success());
 
     let d = daemon(&env, &[]);
+    let text = status_text(&env);
+    assert!(
+        text.contains(&format!("subscribers attach at {}", socket(&env).display())),
+        "{text}"
+    );
     std::fs::remove_file(socket(&env)).unwrap();
     let (status, _) = d.terminate();
     assert!(status.success(), "stopped");
