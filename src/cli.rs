@@ -25,7 +25,6 @@ use crate::status;
 use crate::tail;
 use crate::tap::Tap;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use std::borrow::Cow;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -828,8 +827,8 @@ fn export(args: ExportArgs, settings: &Settings) -> Result<()> {
     let redactor = args.redact.then_some(&*settings.redactor);
     let written = archive
         .export(args.since_seq, filter.as_deref(), |mut row| {
-            if let Some(Cow::Owned(record)) = redactor.map(|r| r.redact_record(&row.record)) {
-                row.record = record;
+            if let Some(r) = redactor {
+                r.redact_record_in_place(&mut row.record);
             }
             write_envelope(&mut out, &row)
         })?

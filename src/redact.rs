@@ -238,6 +238,20 @@ impl Redactor {
         Cow::Owned(out)
     }
 
+    /// Replaces every secret in `record` where it is (see [`Redactor::redact_record`]).
+    pub fn redact_record_in_place(&self, record: &mut Vec<u8>) {
+        if let Cow::Owned(redacted) = self.redact_record(record) {
+            *record = redacted;
+        }
+    }
+
+    /// Replaces every secret in `text` where it is (see [`Redactor::redact_text`]).
+    pub fn redact_text_in_place(&self, text: &mut String) {
+        if let Cow::Owned(redacted) = self.redact_text(text) {
+            *text = redacted;
+        }
+    }
+
     /// `text` (not JSON: a message, a title, a line of a conversation) with every secret
     /// replaced.
     pub fn redact_text<'a>(&self, text: &'a str) -> Cow<'a, str> {

@@ -164,9 +164,9 @@ struct Redacting {
 
 impl Redacting {
     fn message(&self, failure: Failure) -> Failure {
-        let clean = |m: String| match self.redactor.redact_text(&m) {
-            std::borrow::Cow::Owned(redacted) => redacted,
-            std::borrow::Cow::Borrowed(_) => m,
+        let clean = |mut m: String| {
+            self.redactor.redact_text_in_place(&mut m);
+            m
         };
         match failure {
             Failure::Transient {
@@ -496,6 +496,12 @@ impl ShipContext {
 
     /// Ships until done; archive errors in a daemon are retried after a pause.
     fn run(self, spec: SinkSpec) -> Result<()> {
+        if !spec.redact && !matches!(spec.target, Target::Mirror { .. }) {
+            log::warn!(
+                "sink {}: redact = false: records leave this machine as archived, with any secret they hold",
+                spec.name
+            );
+        }
         loop {
             let err = match Shipper::open(&self, &spec) {
                 Ok(mut shipper) => match shipper.follow(&self) {
@@ -565,12 +571,6 @@ impl Shipper {
         let machine = Machine::of(&archive)?;
         let destination = open_destination(spec, &machine, &ctx.wiring.db)?;
         register(&mut archive, spec)?;
-        if !spec.redact && !matches!(spec.target, Target::Mirror { .. }) {
-            log::warn!(
-                "sink {}: redact = false: records leave this machine as archived, with any secret they hold",
-                spec.name
-            );
-        }
         Ok(Shipper {
             spec: spec.clone(),
             consumer: consumer_name(&spec.name),

@@ -91,9 +91,7 @@ impl Session {
 /// Replaces any secret in each of `texts`.
 fn redact_each(redactor: &Redactor, texts: [&mut Option<String>; 3]) {
     for text in texts.into_iter().flatten() {
-        if let std::borrow::Cow::Owned(redacted) = redactor.redact_text(text) {
-            *text = redacted;
-        }
+        redactor.redact_text_in_place(text);
     }
 }
 
@@ -253,9 +251,7 @@ pub struct MessageRecord {
 impl MessageRecord {
     /// Replaces any secret in its record.
     pub fn redact(&mut self, redactor: &Redactor) {
-        if let std::borrow::Cow::Owned(record) = redactor.redact_record(&self.record) {
-            self.record = record;
-        }
+        redactor.redact_record_in_place(&mut self.record);
     }
 }
 
