@@ -402,13 +402,13 @@ fn redactor(source: &Source, file: &FileConfig) -> Result<Redactor> {
     let Some(table) = &file.redact else {
         return Ok(Redactor::builtin());
     };
-    Redactor::new(table.get_ref()).map_err(|message| {
+    Redactor::new(table.get_ref()).map_err(|fault| {
         let (line, column) = line_and_column(&file.text, table.span().start);
         Error::Config {
             path: source.path.clone(),
             line,
             column,
-            message: format!("[redact]: {message}"),
+            message: format!("[redact]: {fault}"),
         }
     })
 }

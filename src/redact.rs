@@ -116,6 +116,78 @@ struct Piece<'a> {
     hits: Vec<Hit>,
 }
 
+/// A rule or allowlist entry that cannot be used, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleError {
+    /// The built-in rules do not parse (a defect of this build).
+    #[error("the built-in rules.toml: {0}")]
+    Builtin(#[from] toml::de::Error),
+    /// A rule's id is taken.
+    #[error("rule {id:?}: a rule with that id exists")]
+    Taken {
+        /// The id.
+        id: String,
+    },
+    /// A rule's id is not letters, digits and '-'.
+    #[error("rule {id:?}: an id is letters, digits and '-'")]
+    BadId {
+        /// The id.
+        id: String,
+    },
+    /// A rule's regex does not compile.
+    #[error("rule {id:?}: {field}: {source}")]
+    Regex {
+        /// The rule.
+        id: String,
+        /// `pattern`, `key` or `value`.
+        field: &'static str,
+        /// Why.
+        source: regex::Error,
+    },
+    /// A rule has `key` without `value`, or the other way round.
+    #[error("rule {id:?}: give key and value together")]
+    HalfMember {
+        /// The rule.
+        id: String,
+    },
+    /// A keyword that cannot occur in a record's text as written.
+    #[error(
+        "rule {id:?}: keyword {keyword:?}: a keyword is text without quotes, backslashes or control characters"
+    )]
+    BadKeyword {
+        /// The rule.
+        id: String,
+        /// The keyword.
+        keyword: String,
+    },
+    /// The keywords do not make one automaton.
+    #[error("keywords: {0}")]
+    Keywords(#[from] aho_corasick::BuildError),
+    /// A rule finds nothing in its `example`.
+    #[error("rule {id:?}: finds nothing in its example")]
+    MissesExample {
+        /// The rule.
+        id: String,
+    },
+    /// A rule finds a secret in its `not_example`.
+    #[error("rule {id:?}: finds a secret in its not_example")]
+    FindsNotExample {
+        /// The rule.
+        id: String,
+    },
+    /// An `allow` regex does not compile.
+    #[error("allow {pattern:?}: {source}")]
+    Allow {
+        /// The regex as written.
+        pattern: String,
+        /// Why.
+        source: regex::Error,
+    },
+    /// An `allow_sha256` entry is not 64 hex digits.
+    #[error("allow_sha256 {0:?}: a SHA-256 digest is 64 hex digits")]
+    Digest(String),
+}
+
 /// One secret that `redact --check` reports: never the value itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Finding {
@@ -162,23 +234,28 @@ impl Redactor {
 
     /// The built-in rules, with `settings` added. `Err` names the rule or entry at fault and
     /// what is wrong with it.
-    pub fn new(settings: &RedactSettings) -> Result<Redactor, String> {
-        let file: RuleFile = toml::from_str(RULES).map_err(|e| format!("rules.toml: {e}"))?;
+    pub fn new(settings: &RedactSettings) -> Result<Redactor, RuleError> {
+        let file: RuleFile = toml::from_str(RULES)?;
         let mut defs = file.rule;
         for def in &settings.rule {
             if defs.iter().any(|d| d.id == def.id) {
-                return Err(format!("rule {:?}: a rule with that id exists", def.id));
+                return Err(RuleError::Taken { id: def.id.clone() });
             }
             defs.push(def.clone());
         }
-        let rules = (defs.iter().map(compile)).collect::<Result<Vec<Rule>, String>>()?;
+        let rules = (defs.iter().map(compile)).collect::<Result<Vec<Rule>, RuleError>>()?;
         let keywords = Keywords::of(&defs)?;
         let allow = (settings.allow.iter())
-            .map(|p| Regex::new(p).map_err(|e| format!("allow {p:?}: {e}")))
-            .collect::<Result<Vec<Regex>, String>>()?;
+            .map(|p| {
+                Regex::new(p).map_err(|source| RuleError::Allow {
+                    pattern: p.clone(),
+                    source,
+                })
+            })
+            .collect::<Result<Vec<Regex>, RuleError>>()?;
         let allow_sha256 = (settings.allow_sha256.iter())
             .map(|h| hex_digest(h))
-            .collect::<Result<HashSet<Vec<u8>>, String>>()?;
+            .collect::<Result<HashSet<Vec<u8>>, RuleError>>()?;
         let redactor = Redactor {
             settings: settings.clone(),
             rules,
@@ -193,21 +270,19 @@ impl Redactor {
 
     /// A user's rule whose example finds nothing, or whose counter-example finds something,
     /// is refused: it would not do what its author meant.
-    fn check_examples(&self, defs: &[RuleDef]) -> Result<(), String> {
+    fn check_examples(&self, defs: &[RuleDef]) -> Result<(), RuleError> {
         for def in defs {
             let found = |text: &str| self.text_rules_found(text).contains(&def.id);
+            let id = || def.id.clone();
             if let Some(example) = &def.example
                 && !found(example)
             {
-                return Err(format!("rule {:?}: finds nothing in its example", def.id));
+                return Err(RuleError::MissesExample { id: id() });
             }
             if let Some(text) = &def.not_example
                 && found(text)
             {
-                return Err(format!(
-                    "rule {:?}: finds a secret in its not_example",
-                    def.id
-                ));
+                return Err(RuleError::FindsNotExample { id: id() });
             }
         }
         Ok(())
@@ -528,18 +603,19 @@ fn may_hide_keywords(json: &[u8]) -> bool {
     memchr::memmem::find(json, b"\\u").is_some() || memchr::memmem::find(json, b"\\/").is_some()
 }
 
-fn compile(def: &RuleDef) -> Result<Rule, String> {
-    let at = |what: &str, e: regex::Error| format!("rule {:?}: {what}: {e}", def.id);
+fn compile(def: &RuleDef) -> Result<Rule, RuleError> {
+    let at = |field: &'static str, source: regex::Error| RuleError::Regex {
+        id: def.id.clone(),
+        field,
+        source,
+    };
     if def.id.is_empty()
         || !def
             .id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-')
     {
-        return Err(format!(
-            "rule {:?}: an id is letters, digits and '-'",
-            def.id
-        ));
+        return Err(RuleError::BadId { id: def.id.clone() });
     }
     let regex = build(&def.pattern).map_err(|e| at("pattern", e))?;
     let group = regex.capture_names().position(|n| n == Some("secret"));
@@ -549,7 +625,7 @@ fn compile(def: &RuleDef) -> Result<Rule, String> {
             build(&format!("^(?:{value})$")).map_err(|e| at("value", e))?,
         )),
         (None, None) => None,
-        _ => return Err(format!("rule {:?}: give key and value together", def.id)),
+        _ => return Err(RuleError::HalfMember { id: def.id.clone() }),
     };
     Ok(Rule {
         id: def.id.clone(),
@@ -576,7 +652,7 @@ struct Keywords {
 }
 
 impl Keywords {
-    fn of(defs: &[RuleDef]) -> Result<Keywords, String> {
+    fn of(defs: &[RuleDef]) -> Result<Keywords, RuleError> {
         let mut words: Vec<String> = Vec::new();
         let mut rules: Vec<Vec<usize>> = Vec::new();
         let mut everywhere = Vec::new();
@@ -587,10 +663,10 @@ impl Keywords {
             for word in &def.keywords {
                 let word = word.to_ascii_lowercase();
                 if word.is_empty() || word.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
-                    return Err(format!(
-                        "rule {:?}: keyword {word:?}: a keyword is text without quotes, backslashes or control characters",
-                        def.id
-                    ));
+                    return Err(RuleError::BadKeyword {
+                        id: def.id.clone(),
+                        keyword: word,
+                    });
                 }
                 match words.iter().position(|w| *w == word) {
                     Some(k) => rules[k].push(i),
@@ -604,8 +680,7 @@ impl Keywords {
         let automaton = AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .match_kind(MatchKind::Standard)
-            .build(&words)
-            .map_err(|e| format!("keywords: {e}"))?;
+            .build(&words)?;
         Ok(Keywords {
             automaton,
             rules,
@@ -636,10 +711,9 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
         .to_vec()
 }
 
-fn hex_digest(hex: &str) -> Result<Vec<u8>, String> {
-    let bad = || format!("allow_sha256 {hex:?}: a SHA-256 digest is 64 hex digits");
+fn hex_digest(hex: &str) -> Result<Vec<u8>, RuleError> {
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(bad());
+        return Err(RuleError::Digest(hex.to_owned()));
     }
     let digit = |b: u8| (b as char).to_digit(16).expect("checked: a hex digit") as u8;
     Ok((hex.as_bytes().chunks(2))

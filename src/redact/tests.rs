@@ -234,6 +234,7 @@ fn a_users_rule_and_allowlist_apply_and_are_checked() {
             ..RedactSettings::default()
         })
         .unwrap_err()
+        .to_string()
     };
     let base = settings.rule[0].clone();
     let wrong_example = RuleDef {
