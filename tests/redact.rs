@@ -3,8 +3,7 @@
 //! the same shape; the archive keeps every record byte for byte; no log line, event, dead
 //! letter or status line holds a secret; `redact --check` finds them and exits 1.
 
-use crate::ship::Collector;
-use crate::util::{Env, PgCluster, lines, on_a_terminal, stderr};
+use crate::util::{Collector, Env, PgCluster, lines, on_a_terminal, stderr};
 use serde_json::{Value, json};
 use std::fs;
 use std::path::Path;

@@ -822,3 +822,188 @@ pub fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
+
+/// What the test collector does with a request.
+#[derive(Clone, Copy, Debug)]
+pub enum Answer {
+    /// 200.
+    Accept,
+    /// 503 with `Retry-After: 0`.
+    Unavailable,
+    /// Waits this long, then 200 (after the client gave up).
+    Slow(std::time::Duration),
+    /// Closes the connection with a reset, without an answer.
+    Reset,
+}
+
+/// A request the collector received: its headers (lowercase names), its body un-gzipped, and
+/// the status it answered (0 for none).
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub headers: std::collections::HashMap<String, String>,
+    pub body: Vec<u8>,
+    pub status: u16,
+}
+
+/// An HTTP/1.1 server on loopback that answers from a script, then accepts; a request whose
+/// body holds `refuse` gets a 400 that quotes the start of the body back, as many do.
+pub struct Collector {
+    pub port: u16,
+    pub script: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Answer>>>,
+    pub refuse: std::sync::Arc<std::sync::Mutex<Option<String>>>,
+    pub received: std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+}
+
+impl Collector {
+    pub fn start(script: &[Answer], refuse: Option<&str>) -> Collector {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = Collector {
+            port: listener.local_addr().unwrap().port(),
+            script: std::sync::Arc::new(std::sync::Mutex::new(script.iter().copied().collect())),
+            refuse: std::sync::Arc::new(std::sync::Mutex::new(refuse.map(str::to_owned))),
+            received: Default::default(),
+        };
+        let (script, refuse, received) = (c.script.clone(), c.refuse.clone(), c.received.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let (script, refuse, received) = (script.clone(), refuse.clone(), received.clone());
+                std::thread::spawn(move || serve(stream, &script, &refuse, &received));
+            }
+        });
+        c
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/ingest", self.port)
+    }
+
+    /// The bodies of the requests it accepted, in order.
+    pub fn bodies(&self) -> Vec<Vec<u8>> {
+        (self.received.lock().unwrap().iter())
+            .filter(|r| r.status == 200)
+            .map(|r| r.body.clone())
+            .collect()
+    }
+
+    /// The keys (source, generation, offset) of the records in accepted requests, and how
+    /// many times each came.
+    pub fn accepted(&self) -> std::collections::BTreeMap<(i64, i64, i64), usize> {
+        let mut keys = std::collections::BTreeMap::new();
+        for r in self
+            .received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.status == 200)
+        {
+            for line in r.body.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let v: serde_json::Value = serde_json::from_slice(line).unwrap();
+                let key = (
+                    v["source"].as_i64().unwrap(),
+                    v["generation"].as_i64().unwrap(),
+                    v["offset"].as_i64().unwrap(),
+                );
+                *keys.entry(key).or_insert(0) += 1;
+            }
+        }
+        keys
+    }
+}
+
+/// Serves one connection's requests.
+fn serve(
+    stream: std::net::TcpStream,
+    script: &std::sync::Mutex<std::collections::VecDeque<Answer>>,
+    refuse: &std::sync::Mutex<Option<String>>,
+    received: &std::sync::Mutex<Vec<Received>>,
+) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut out = stream;
+    loop {
+        let mut headers = std::collections::HashMap::new();
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        loop {
+            let mut h = String::new();
+            if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                return;
+            }
+            let h = h.trim_end();
+            if h.is_empty() {
+                break;
+            }
+            let (name, value) = h.split_once(':').unwrap();
+            headers.insert(name.to_ascii_lowercase(), value.trim().to_owned());
+        }
+        let len: usize = headers["content-length"].parse().unwrap();
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body).unwrap();
+        if headers.get("content-encoding").map(String::as_str) == Some("gzip") {
+            let mut plain = Vec::new();
+            flate2::read::GzDecoder::new(&body[..])
+                .read_to_end(&mut plain)
+                .unwrap();
+            body = plain;
+        }
+        let answer = script.lock().unwrap().pop_front().unwrap_or(Answer::Accept);
+        let refused = (refuse.lock().unwrap().as_ref())
+            .is_some_and(|m| body.windows(m.len()).any(|w| w == m.as_bytes()));
+        let status = match answer {
+            Answer::Reset => 0,
+            Answer::Unavailable => 503,
+            _ if refused => 400,
+            Answer::Accept | Answer::Slow(_) => 200,
+        };
+        let start: String = String::from_utf8_lossy(&body).chars().take(588).collect();
+        received.lock().unwrap().push(Received {
+            headers,
+            body,
+            status,
+        });
+        let reply = match (answer, status) {
+            (Answer::Reset, _) => {
+                reset(&out);
+                return;
+            }
+            (Answer::Slow(d), 200) => {
+                std::thread::sleep(d);
+                "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_owned()
+            }
+            (_, 400) => {
+                let quoted = format!("bad record: {start}");
+                format!(
+                    "HTTP/1.1 400 Bad Request\r\nContent-Length: {}\r\n\r\n{quoted}",
+                    quoted.len()
+                )
+            }
+            (_, 503) => "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\nContent-Length: 4\r\n\r\nbusy".into(),
+            _ => "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_owned(),
+        };
+        if out.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Closes `stream` with a TCP reset (SO_LINGER 0) rather than an orderly close.
+fn reset(stream: &std::net::TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: a valid socket descriptor, and a pointer to a linger of the size given.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        );
+    }
+}
