@@ -37,6 +37,11 @@ pub const CONSUMER: &str = "index";
 /// transactions that index them are smaller: see [`TRANSACTION_BYTES`]).
 const BATCH: usize = 2000;
 const BATCH_BYTES: usize = 8 << 20;
+/// How long records are gathered after the first, so that a steady stream of small commits
+/// (a thousand a second over many files) is indexed in a few transactions a second rather
+/// than one each: each index transaction writes many pages (sessions, messages, the full-text
+/// index), and the archive's writer waits for it. The index lags by this much at most.
+const GATHER: Duration = Duration::from_millis(200);
 
 /// An index transaction ends after this long, so that the archive's other writers (another
 /// process's `seed` or `restore`) wait for it at most that long; the archive writer of the same
@@ -529,16 +534,18 @@ impl IndexFollower<'_> {
     }
 }
 
-/// The next records to index: waits up to a second for one, then takes what has come without
-/// waiting, up to [`BATCH`] records or [`BATCH_BYTES`]. `None` when none came.
+/// The next records to index: waits up to a second for one, then gathers what comes for up
+/// to [`GATHER`] more, up to [`BATCH`] records or [`BATCH_BYTES`]. `None` when none came.
 fn next_batch(follower: &mut Follower) -> Result<Option<Vec<ExportRow>>> {
     let Some(first) = follower.next(Duration::from_secs(1))? else {
         return Ok(None);
     };
+    let deadline = Instant::now() + GATHER;
     let (mut batch, mut bytes) = (Vec::new(), first.record.len());
     batch.push(first);
     while batch.len() < BATCH && bytes < BATCH_BYTES {
-        match follower.next(Duration::ZERO)? {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match follower.next(wait)? {
             Some(row) => {
                 bytes += row.record.len();
                 batch.push(row);
