@@ -11,7 +11,7 @@ use crate::lock::ArchiveLock;
 use crate::logging;
 use crate::pipeline::{run_live, run_once};
 use crate::progress::ProgressShow;
-use crate::redact;
+use crate::redact::{self, Redactor};
 use crate::rejects::{TextWriter, write_json};
 use crate::seed;
 use crate::service::{self, Manager, Target};
@@ -27,6 +27,7 @@ use crate::tap::Tap;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Archive AI coding agents' JSONL session transcripts: every complete record, exactly once,
@@ -769,6 +770,8 @@ fn log_settings(settings: &Settings) {
 
 fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Source) -> Result<()> {
     check_watch_dirs(&args.dirs.watch, args.once)?;
+    // A `[redact]` table at fault stops `run` at its start (and a reload), sinks or not.
+    settings.redactor.get()?;
     let db = settings.archive.clone();
     crate::archive::ensure_dir(&db)?;
     let _lock = ArchiveLock::acquire(&db)?;
@@ -779,7 +782,11 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
     log_settings(&settings);
     let show = ProgressShow::for_stderr(args.progress_every);
     if !args.once {
-        let reload = Box::new(move || Settings::load(source.clone(), &flags, &env));
+        let reload = Box::new(move || {
+            let settings = Settings::load(source.clone(), &flags, &env)?;
+            settings.redactor.get()?;
+            Ok(settings)
+        });
         return run_live(&db, tap, settings, show, reload);
     }
     let report = run_once(&db, tap, &settings, show)?;
@@ -824,7 +831,8 @@ fn export(args: ExportArgs, settings: &Settings) -> Result<()> {
     let filter = args.path.as_deref().map(absolute);
     let stdout = io::stdout().lock();
     let mut out = BufWriter::with_capacity(256 * 1024, stdout);
-    let redactor = args.redact.then_some(&*settings.redactor);
+    let redactor = redactor_if(args.redact, settings)?;
+    let redactor = redactor.as_deref();
     let written = archive
         .export(args.since_seq, filter.as_deref(), |mut row| {
             if let Some(r) = redactor {
@@ -851,6 +859,7 @@ fn tail(args: TailArgs, settings: &Settings) -> Result<()> {
         session: args.session,
         path: args.path.as_deref().map(absolute),
     };
+    let redactor = redactor_if(args.redact, settings)?;
     let tail = tail::Tail {
         db: &settings.archive,
         socket: &settings.socket,
@@ -861,7 +870,7 @@ fn tail(args: TailArgs, settings: &Settings) -> Result<()> {
             TailFormat::Envelope => tail::Style::Envelope,
             TailFormat::Text => tail::Style::Text,
         },
-        redactor: args.redact.then_some(&*settings.redactor),
+        redactor: redactor.as_deref(),
     };
     let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
     let written = tail.run(&mut out)?;
@@ -1004,7 +1013,8 @@ fn show(args: ShowArgs, settings: &Settings) -> Result<()> {
     use std::io::IsTerminal;
     let mut archive = indexed_archive(&settings.archive)?;
     let mut session = find_session(&mut archive, &args.session)?;
-    let redactor = args.redact.then_some(&*settings.redactor);
+    let redactor = redactor_if(args.redact, settings)?;
+    let redactor = redactor.as_deref();
     if let Some(r) = redactor {
         session.redact(r);
     }
@@ -1076,13 +1086,19 @@ fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
     crate::restore::restore(&mut archive, &session, &request, &mut out)
 }
 
+/// The configuration's redactor when `redact` (`--redact` was given), else none.
+fn redactor_if(redact: bool, settings: &Settings) -> Result<Option<Arc<Redactor>>> {
+    redact.then(|| settings.redactor.get()).transpose()
+}
+
 fn redact(args: RedactArgs, settings: &Settings) -> Result<()> {
+    let redactor = settings.redactor.get()?;
     let mut out = BufWriter::with_capacity(256 * 1024, io::stdout().lock());
     if !args.check {
-        let written = redact::redact_files(&settings.redactor, &args.files, &mut out)?;
+        let written = redact::redact_files(&redactor, &args.files, &mut out)?;
         return stdout_result(written.and_then(|()| out.flush()));
     }
-    let checked = redact::check_files(&settings.redactor, &args.files, &mut out)?;
+    let checked = redact::check_files(&redactor, &args.files, &mut out)?;
     let checked = match checked.and_then(|c| out.flush().map(|()| c)) {
         Ok(checked) => checked,
         Err(e) => return stdout_result(Err(e)),
@@ -1145,6 +1161,8 @@ fn parse_since(text: &str) -> std::result::Result<i64, String> {
 
 /// Says whether the configuration file is valid, and prints what `run` would use.
 fn config_check(settings: &Settings) -> Result<()> {
+    // The rules are compiled when first needed; checking the file compiles them now.
+    settings.redactor.get()?;
     let file = &settings.source.path;
     let origin = if settings.found {
         format!("# configuration file {} is valid", file.display())

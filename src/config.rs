@@ -11,7 +11,7 @@ use crate::socket;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// The archive's file name inside the data directory.
@@ -219,7 +219,7 @@ pub struct Settings {
     /// Where records are shipped: the file's `[[sink]]` tables, then `--ship`.
     pub sinks: Vec<SinkSpec>,
     /// The built-in redaction rules, with the file's `[redact]` table.
-    pub redactor: Arc<Redactor>,
+    pub redactor: RedactorSource,
     /// Where `run` listens for subscribers.
     pub socket: PathBuf,
     /// How many subscribers, and how much buffer each.
@@ -259,7 +259,7 @@ impl Settings {
             rescan_interval: DEFAULT_RESCAN,
             poll_interval: DEFAULT_POLL,
             sinks: Vec::new(),
-            redactor: Arc::new(Redactor::builtin()),
+            redactor: RedactorSource::default(),
         }
     }
 
@@ -282,7 +282,7 @@ impl Settings {
         if let Some(start_at) = flags.start_at {
             roots.iter_mut().for_each(|r| r.start_at = start_at);
         }
-        let redactor = Arc::new(redactor(&source, &file)?);
+        let redactor = RedactorSource::of(&source, &file);
         let sinks = sinks(&source, &file, flags, &roots, env, &redactor)?;
         let limits = ReadLimits {
             record_limit: flags
@@ -355,8 +355,12 @@ fn sinks(
     flags: &Overrides,
     roots: &[Root],
     env: Env,
-    redactor: &Arc<Redactor>,
+    redactor: &RedactorSource,
 ) -> Result<Vec<SinkSpec>> {
+    if file.sink.is_empty() && flags.ship.is_empty() {
+        return Ok(Vec::new());
+    }
+    let redactor = &redactor.get()?;
     let roots: Vec<(PathBuf, String)> = (roots.iter())
         .map(|r| (r.path.clone(), r.harness.clone()))
         .collect();
@@ -396,21 +400,46 @@ fn sinks(
     Ok(sinks)
 }
 
-/// The built-in rules with the file's `[redact]` table; a rule or allowlist entry at fault
-/// is reported at the table.
-fn redactor(source: &Source, file: &FileConfig) -> Result<Redactor> {
-    let Some(table) = &file.redact else {
-        return Ok(Redactor::builtin());
-    };
-    Redactor::new(table.get_ref()).map_err(|fault| {
-        let (line, column) = line_and_column(&file.text, table.span().start);
-        Error::Config {
-            path: source.path.clone(),
-            line,
-            column,
-            message: format!("[redact]: {fault}"),
+/// The built-in redaction rules with the file's `[redact]` table, compiled when first asked
+/// for: most commands never redact, and compiling the rules takes tens of milliseconds and
+/// megabytes. The daemon with sinks, `config check` and the redacting commands ask at once.
+#[derive(Clone, Debug, Default)]
+pub struct RedactorSource {
+    /// The table, and where it is (file, line, column) to report a rule at fault.
+    table: Option<(RedactSettings, PathBuf, usize, usize)>,
+    built: OnceLock<Arc<Redactor>>,
+}
+
+impl RedactorSource {
+    fn of(source: &Source, file: &FileConfig) -> RedactorSource {
+        let table = file.redact.as_ref().map(|t| {
+            let (line, column) = line_and_column(&file.text, t.span().start);
+            (t.get_ref().clone(), source.path.clone(), line, column)
+        });
+        RedactorSource {
+            table,
+            built: OnceLock::new(),
         }
-    })
+    }
+
+    /// The redactor; `Err` names the rule or allowlist entry at fault, at its table.
+    pub fn get(&self) -> Result<Arc<Redactor>> {
+        if let Some(built) = self.built.get() {
+            return Ok(Arc::clone(built));
+        }
+        let redactor = match &self.table {
+            None => Redactor::builtin(),
+            Some((table, path, line, column)) => {
+                Redactor::new(table).map_err(|fault| Error::Config {
+                    path: path.clone(),
+                    line: *line,
+                    column: *column,
+                    message: format!("[redact]: {fault}"),
+                })?
+            }
+        };
+        Ok(Arc::clone(self.built.get_or_init(|| Arc::new(redactor))))
+    }
 }
 
 /// A mirror directory inside a watched directory would have its own copies archived and

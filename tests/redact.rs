@@ -447,6 +447,17 @@ fn a_users_rule_and_allowlist_in_the_config_apply() {
         "{}",
         stderr(&out)
     );
+    // The rules are compiled when first needed, but `run` and `config check` refuse a table
+    // at fault at once, sinks or not.
+    for args in [&["run", "--once"][..], &["config", "check"]] {
+        let out = env.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            stderr(&out).contains("[redact]: rule \"acme-key\""),
+            "{}",
+            stderr(&out)
+        );
+    }
 }
 
 fn sha256_hex(text: &str) -> String {
