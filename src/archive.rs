@@ -4,12 +4,16 @@
 //! Every change the engine makes goes through one [`Tx`]: the records of a batch and the cursor
 //! past them commit together, so a crash at any instant loses nothing and duplicates nothing.
 
+mod codec;
+
 use crate::domain::{
     Cursor, HELD_BACK_PREFIX, Position, PrefixMark, Record, Reject, SourceId, SourceRow,
 };
 use crate::error::{ArchiveContext, Error, IoContext, Result};
 use crate::fingerprint::{Fingerprint, Identity, MARKER_WINDOW, Markers, Window};
+use codec::Codec;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use std::cell::RefCell;
 use std::ffi::OsStr;
 use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
@@ -38,6 +42,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("archive/schema_v3.sql"),
     include_str!("archive/schema_v4.sql"),
     include_str!("archive/schema_v5.sql"),
+    include_str!("archive/schema_v6.sql"),
 ];
 
 /// One archived record as exported.
@@ -87,22 +92,70 @@ pub struct SinkRow {
 const EXPORT_ROW: &str = "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record, s.id
      FROM records r JOIN sources s ON s.id = r.source_id";
 
-/// One row of [`EXPORT_ROW`].
-fn export_row(r: &rusqlite::Row) -> rusqlite::Result<ExportRow> {
-    export_row_from(r, 0)
+/// A record as stored (in column `at` of `r`, the record numbered `seq`) could not be read
+/// back.
+#[derive(Debug, thiserror::Error)]
+#[error("record {seq} cannot be read: {why}")]
+struct Unreadable {
+    seq: i64,
+    why: codec::DecodeError,
 }
 
-/// One row of [`EXPORT_ROW`] whose columns start at `at`.
-fn export_row_from(r: &rusqlite::Row, at: usize) -> rusqlite::Result<ExportRow> {
-    Ok(ExportRow {
-        seq: r.get(at)?,
-        harness: r.get(at + 1)?,
-        path: path_from_blob(r.get(at + 2)?),
-        generation: r.get(at + 3)?,
-        offset: r.get::<_, i64>(at + 4)? as u64,
-        record: r.get(at + 5)?,
-        source: r.get(at + 6)?,
-    })
+/// The records of an archive as they are stored: the connection, and how records were
+/// compressed.
+pub(crate) struct Records<'a> {
+    conn: &'a Connection,
+    codec: &'a Codec,
+}
+
+impl Records<'_> {
+    /// The connection.
+    pub(crate) fn connection(&self) -> &Connection {
+        self.conn
+    }
+
+    /// The record stored in column `at` of `r`, the record numbered `seq`.
+    pub(crate) fn record(
+        &self,
+        r: &rusqlite::Row,
+        at: usize,
+        seq: i64,
+    ) -> rusqlite::Result<Vec<u8>> {
+        let stored = r.get_ref(at)?.as_blob()?;
+        match self.codec.decode(self.conn, stored) {
+            Ok(record) => Ok(record.into_owned()),
+            Err(why) => Err(rusqlite::Error::FromSqlConversionFailure(
+                at,
+                rusqlite::types::Type::Blob,
+                Box::new(Unreadable { seq, why }),
+            )),
+        }
+    }
+
+    /// One row of [`EXPORT_ROW`] whose columns start at `at`.
+    fn export_row(&self, r: &rusqlite::Row, at: usize) -> rusqlite::Result<ExportRow> {
+        let seq = r.get(at)?;
+        Ok(ExportRow {
+            seq,
+            harness: r.get(at + 1)?,
+            path: path_from_blob(r.get(at + 2)?),
+            generation: r.get(at + 3)?,
+            offset: r.get::<_, i64>(at + 4)? as u64,
+            record: self.record(r, at + 5, seq)?,
+            source: r.get(at + 6)?,
+        })
+    }
+}
+
+/// What an archive's records take.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Storage {
+    /// The records' bytes.
+    pub record_bytes: u64,
+    /// What storing them takes (compressed, most of them).
+    pub stored_bytes: u64,
+    /// Compression dictionaries trained.
+    pub dictionaries: u64,
 }
 
 /// One rejected line as listed, without its bytes.
@@ -165,6 +218,7 @@ impl PathFilter {
 pub struct Archive {
     conn: Connection,
     path: PathBuf,
+    codec: Codec,
 }
 
 impl Archive {
@@ -188,6 +242,7 @@ impl Archive {
         let archive = Archive {
             conn,
             path: path.to_owned(),
+            codec: Codec::default(),
         };
         archive.db(archive.conn.busy_timeout(Duration::from_secs(10)))?;
         let version = archive.schema_version()?;
@@ -236,6 +291,7 @@ impl Archive {
         let mut archive = Archive {
             conn,
             path: path.to_owned(),
+            codec: Codec::default(),
         };
         archive.configure(created)?;
         archive.migrate()?;
@@ -351,13 +407,75 @@ impl Archive {
     /// Applies `commit` in one transaction: all of it, or (on `Err`) none of it. Returns the
     /// `seq` of every record inserted, in the order of [`Commit::records`].
     pub fn apply(&mut self, commit: &Commit) -> Result<Vec<i64>> {
+        self.store_trained(false);
         let tx = self.write()?;
         let mut seqs = Vec::new();
         for op in &commit.ops {
             tx.apply(op, &mut seqs)?;
         }
         tx.commit()?;
+        self.codec.start_training();
         Ok(seqs)
+    }
+
+    /// Whether the records of later commits are compressed (they are unless told otherwise).
+    pub fn set_compress(&mut self, compress: bool) {
+        self.codec.set_compress(compress);
+    }
+
+    /// Waits for a compression dictionary being trained, and stores it, so that the next run
+    /// starts with it. For a writer that is done.
+    pub fn finish_training(&mut self) {
+        self.store_trained(true);
+    }
+
+    /// Stores a compression dictionary that has been trained (with `wait`, waiting for one
+    /// being trained), and puts it in use. One that cannot be stored is logged and left
+    /// unused: the records go on being compressed as they were.
+    fn store_trained(&mut self, wait: bool) {
+        let Some(trained) = self.codec.take_trained(wait) else {
+            return;
+        };
+        match codec::store(&self.conn, &trained, now_ms()) {
+            Ok(true) => {
+                log::info!(
+                    "trained a compression dictionary for {} ({} bytes, id {}) from {} records ({} bytes)",
+                    trained.harness,
+                    trained.bytes.len(),
+                    trained.id,
+                    trained.samples,
+                    trained.sample_bytes
+                );
+                self.codec.install(&trained);
+            }
+            Ok(false) => {
+                log::warn!(
+                    "archive {}: the compression dictionary trained for {} has id {}, which another \
+                     dictionary has; it is not used",
+                    self.path.display(),
+                    trained.harness,
+                    trained.id
+                );
+                self.codec.discard(&trained);
+            }
+            Err(e) => {
+                log::warn!(
+                    "archive {}: cannot store the compression dictionary trained for {}: {e}; \
+                     it is not used",
+                    self.path.display(),
+                    trained.harness
+                );
+                self.codec.discard(&trained);
+            }
+        }
+    }
+
+    /// The connection and what reading its records takes.
+    pub(crate) fn records_reader(&self) -> Records<'_> {
+        Records {
+            conn: &self.conn,
+            codec: &self.codec,
+        }
     }
 
     /// The next free source id (the engine allocates ids: only one `run` writes).
@@ -398,6 +516,7 @@ impl Archive {
         Ok(Tx {
             tx,
             path: &self.path,
+            codec: RefCell::new(&mut self.codec),
         })
     }
 
@@ -417,8 +536,9 @@ impl Archive {
         )))?;
         let (exact, len, under) = filter.params();
         let mut rows = self.db(stmt.query(params![since_seq, exact, len, under]))?;
+        let records = self.records_reader();
         while let Some(r) = self.db(rows.next())? {
-            let row = self.db(export_row(r))?;
+            let row = self.db(records.export_row(r, 0))?;
             if let Err(e) = each(row) {
                 return Ok(Err(e));
             }
@@ -441,10 +561,11 @@ impl Archive {
         )))?;
         let mut rows = self.db(stmt.query(params![after, through, limit as i64]))?;
         let (mut page, mut bytes) = (Vec::new(), 0);
+        let records = self.records_reader();
         while bytes < max_bytes
             && let Some(r) = self.db(rows.next())?
         {
-            let row = self.db(export_row(r))?;
+            let row = self.db(records.export_row(r, 0))?;
             bytes += row.record.len() as u64;
             page.push(row);
         }
@@ -540,9 +661,10 @@ impl Archive {
              AND d.generation = r.generation AND d.offset = r.offset
              WHERE d.sink = ?1 ORDER BY r.seq"
         )))?;
+        let records = self.records_reader();
         let rows = stmt.query_map([name], |r| {
             let id: i64 = r.get(0)?;
-            Ok((id, export_row_from(r, 1)?))
+            Ok((id, records.export_row(r, 1)?))
         });
         self.db(rows.and_then(|r| r.collect()))
     }
@@ -550,12 +672,13 @@ impl Archive {
     /// The bytes of the records committed after `seq` (reading each of them: callers bound
     /// how many).
     pub fn bytes_after(&self, seq: i64) -> Result<i64> {
-        let counted = self.conn.query_row(
-            "SELECT coalesce(sum(length(record)), 0) FROM records WHERE seq > ?1",
-            [seq],
-            |r| r.get(0),
-        );
-        self.db(counted)
+        let mut stmt = self.db((self.conn).prepare("SELECT record FROM records WHERE seq > ?1"))?;
+        let mut rows = self.db(stmt.query([seq]))?;
+        let mut bytes = 0;
+        while let Some(r) = self.db(rows.next())? {
+            bytes += codec::record_len(self.db(r.get_ref(0).and_then(|v| Ok(v.as_blob()?)))?);
+        }
+        Ok(bytes as i64)
     }
 
     /// Calls `each` with every (key, value) that sink `name` committed with its cursor.
@@ -581,12 +704,13 @@ impl Archive {
         mut each: impl FnMut(&[u8]) -> Result<()>,
     ) -> Result<()> {
         let mut stmt = self.db((self.conn).prepare_cached(
-            "SELECT record FROM records WHERE source_id = ?1 AND generation = ?2 AND seq <= ?3
+            "SELECT seq, record FROM records WHERE source_id = ?1 AND generation = ?2 AND seq <= ?3
              ORDER BY seq",
         ))?;
         let mut rows = self.db(stmt.query(params![source, generation, through]))?;
+        let records = self.records_reader();
         while let Some(r) = self.db(rows.next())? {
-            let record = self.db(r.get_ref(0).and_then(|v| Ok(v.as_blob()?.to_vec())))?;
+            let record = self.db(r.get(0).and_then(|seq| records.record(r, 1, seq)))?;
             each(&record)?;
         }
         Ok(())
@@ -652,6 +776,29 @@ impl Archive {
         Ok(Some(std::io::copy(&mut blob, out)))
     }
 
+    /// What the records take: their bytes, the bytes storing them takes, and how many
+    /// compression dictionaries there are; `None` for an archive of an earlier schema opened
+    /// without upgrading it.
+    pub fn storage(&self) -> Result<Option<Storage>> {
+        if !self.has_table("dictionaries")? {
+            return Ok(None);
+        }
+        let storage = self.conn.query_row(
+            "SELECT coalesce(sum(bytes), 0), coalesce(sum(stored), 0),
+                    (SELECT count(*) FROM dictionaries)
+             FROM sources",
+            [],
+            |r| {
+                Ok(Storage {
+                    record_bytes: r.get::<_, i64>(0)? as u64,
+                    stored_bytes: r.get::<_, i64>(1)? as u64,
+                    dictionaries: r.get::<_, i64>(2)? as u64,
+                })
+            },
+        );
+        self.db(storage).map(Some)
+    }
+
     /// How many lifecycle events are recorded, for `status` (rejects are counted per source).
     pub fn event_count(&self) -> Result<u64> {
         let n = self
@@ -665,6 +812,7 @@ impl Archive {
 struct Tx<'a> {
     tx: rusqlite::Transaction<'a>,
     path: &'a Path,
+    codec: RefCell<&'a mut Codec>,
 }
 
 impl Tx<'_> {
@@ -751,18 +899,25 @@ impl Tx<'_> {
         let mut stmt = self.db(self.tx.prepare_cached(
             "INSERT INTO records (source_id, generation, offset, record) VALUES (?1, ?2, ?3, ?4)",
         ))?;
+        let mut codec = self.codec.borrow_mut();
+        let (mut bytes, mut stored_bytes) = (0, 0);
         for r in records {
-            let row = params![id, batch.generation, r.offset as i64, bound(&r.bytes)];
+            let stored = self.db(codec.encode(&self.tx, &batch.harness, &r.bytes))?;
+            let row = params![id, batch.generation, r.offset as i64, bound(&stored)];
             self.db(stmt.execute(row))?;
             let seq = self.tx.last_insert_rowid();
-            self.fill_in_place("records", "record", seq, &r.bytes)?;
+            self.fill_in_place("records", "record", seq, &stored)?;
             seqs.push(seq);
+            bytes += r.bytes.len() as i64;
+            stored_bytes += stored.len() as i64;
         }
         let mut stmt = self.db(self.tx.prepare_cached(
-            "UPDATE sources SET records = records + ?2, last_archived_ms = ?3 WHERE id = ?1",
+            "UPDATE sources SET records = records + ?2, last_archived_ms = ?3, bytes = bytes + ?4,
+                 stored = stored + ?5
+             WHERE id = ?1",
         ))?;
-        self.db(stmt.execute(params![id, records.len() as i64, batch.read_ms]))
-            .map(drop)
+        let counts = params![id, records.len() as i64, batch.read_ms, bytes, stored_bytes];
+        self.db(stmt.execute(counts)).map(drop)
     }
 
     /// Writes `bytes` into `table.column` of row `rowid` when [`bound`] gave that row a

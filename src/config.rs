@@ -67,6 +67,9 @@ pub struct FileConfig {
     /// How often a root that cannot be watched is polled, stat only.
     #[serde(default, deserialize_with = "some_interval")]
     poll_interval: Option<Duration>,
+    /// Whether records are compressed in the archive.
+    #[serde(default)]
+    compress: Option<bool>,
     /// Subscribers the socket serves at once.
     #[serde(default)]
     max_subscribers: Option<usize>,
@@ -224,6 +227,8 @@ pub struct Settings {
     pub socket: PathBuf,
     /// How many subscribers, and how much buffer each.
     pub subscribers: socket::Limits,
+    /// Whether records are compressed as they are archived.
+    pub compress: bool,
 }
 
 /// Default record limit: 64 MiB.
@@ -260,6 +265,7 @@ impl Settings {
             poll_interval: DEFAULT_POLL,
             sinks: Vec::new(),
             redactor: RedactorSource::default(),
+            compress: true,
         }
     }
 
@@ -318,6 +324,7 @@ impl Settings {
                     .max(1),
                 buffer: file.subscriber_buffer.unwrap_or(socket::DEFAULT_BUFFER),
             },
+            compress: file.compress.unwrap_or(true),
         })
     }
 
@@ -330,6 +337,7 @@ impl Settings {
             log_level: self.log_level.to_string().to_lowercase(),
             rescan_interval: humantime::format_duration(self.rescan_interval).to_string(),
             poll_interval: humantime::format_duration(self.poll_interval).to_string(),
+            compress: self.compress,
             root: self.roots.iter().map(RootView::of).collect(),
             sink: (self.sinks.iter())
                 .map(|s| SinkView {
@@ -551,6 +559,7 @@ struct SettingsView {
     log_level: String,
     rescan_interval: String,
     poll_interval: String,
+    compress: bool,
     root: Vec<RootView>,
     sink: Vec<SinkView>,
 }

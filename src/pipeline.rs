@@ -77,7 +77,8 @@ impl Pipeline {
     ) -> Result<(Engine, Pipeline)> {
         let limits = settings.limits;
         let reads = Archive::open(db)?;
-        let write = Archive::open(db)?;
+        let mut write = Archive::open(db)?;
+        write.set_compress(settings.compress);
         // Checkpoints run on their own connection and thread, not inside commits; only a
         // commit that takes the WAL past its limit (copying fell behind) checkpoints it.
         write.bound_wal()?;

@@ -57,6 +57,8 @@ pub struct Status {
     pub caught_up: Option<serde_json::Value>,
     /// Where the session index stands.
     pub index: IndexStatus,
+    /// What the records take in the archive (`null` for an archive of an earlier schema).
+    pub storage: Option<crate::archive::Storage>,
     /// Every sink that ever ran on the archive.
     pub sinks: Vec<SinkStatus>,
     /// Every source.
@@ -164,6 +166,7 @@ pub fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
         socket_present: std::fs::symlink_metadata(socket)
             .is_ok_and(|m| std::os::unix::fs::FileTypeExt::is_socket(&m.file_type())),
         index,
+        storage: archive.storage()?,
         sinks,
         caught_up: caught_up.and_then(|v| serde_json::from_str(&v).ok()),
         sources,
@@ -224,6 +227,22 @@ fn source_status(s: &SourceRow) -> SourceStatus {
         gone: s.gone,
         invalid: s.invalid.clone(),
     }
+}
+
+/// How much room the records take, for people.
+fn storage_line(s: &crate::archive::Storage) -> String {
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+    let share = match s.record_bytes {
+        0 => String::new(),
+        n => format!(" ({:.1} %)", 100.0 * s.stored_bytes as f64 / n as f64),
+    };
+    format!(
+        "storage: records {} stored in {}{share}; {} compression dictionar{}",
+        mb(s.record_bytes),
+        mb(s.stored_bytes),
+        s.dictionaries,
+        if s.dictionaries == 1 { "y" } else { "ies" }
+    )
 }
 
 /// Writes the status as a table for people.
@@ -306,6 +325,9 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
         "total: sources={} gone={} records={} rejects={} held_back={} lag={} events={}",
         t.sources, t.gone, t.records, t.rejects, t.held_back, t.lag, t.events
     )?;
+    if let Some(s) = &st.storage {
+        writeln!(out, "{}", storage_line(s))?;
+    }
     let i = &st.index;
     match i.behind {
         0 => writeln!(out, "session index: up to date at seq {}", i.seq)?,

@@ -208,11 +208,13 @@ pub struct WriterThread {
 
 impl Drop for ArchiveWriter {
     /// Nothing more will be published: the hub lets its subscribers go (a tap writes out what
-    /// it holds) and tells followers so.
+    /// it holds) and tells followers so. A compression dictionary being trained is waited for
+    /// and stored, for the next run.
     fn drop(&mut self) {
         if let Some(hub) = &self.hub {
             hub.close();
         }
+        self.archive.finish_training();
     }
 }
 

@@ -138,9 +138,10 @@ fn sigkill_at_random_moments_while_writers_append_truncate_and_replace_loses_and
 /// partial record would be a reject (or a record the model lacks).
 fn assert_archive_matches(env: &Env, written: &[Written], seed: u64) {
     let conn = Connection::open(&env.db).expect("open the archive");
+    let archive = transcript_sync::Archive::open_existing(&env.db).expect("open the archive");
     for w in written {
         let (archived, expected) = (
-            archived_generations(&conn, &w.path),
+            archived_generations(&archive, &w.path),
             nonempty(&w.generations),
         );
         if let Some(diff) = first_difference(&archived, &expected) {
@@ -183,25 +184,17 @@ fn first_difference(archived: &[Vec<String>], written: &[Vec<String>]) -> Option
     ))
 }
 
-/// The records archived under `path`, grouped by (source, generation) in archive order.
+/// The records archived under `path`, grouped by (source, generation) in archive order, read
+/// as `export` reads them (compressed records decompressed).
 /// Panics if a group's offsets do not grow with `seq`, or a group resumes after another began.
-fn archived_generations(conn: &Connection, path: &Path) -> Vec<Vec<String>> {
-    let mut stmt = conn
-        .prepare(
-            "SELECT r.source_id, r.generation, r.offset, r.record FROM records r \
-             JOIN sources s ON s.id = r.source_id WHERE s.path = ?1 ORDER BY r.seq",
-        )
-        .expect("prepare the records query");
-    let rows = stmt
-        .query_map([path.as_os_str().as_bytes()], |r| {
-            let key: (i64, i64) = (r.get(0)?, r.get(1)?);
-            Ok((key, r.get::<_, i64>(2)?, r.get::<_, Vec<u8>>(3)?))
-        })
-        .expect("query the records");
+fn archived_generations(archive: &transcript_sync::Archive, path: &Path) -> Vec<Vec<String>> {
     let mut groups: Vec<((i64, i64), Vec<String>)> = Vec::new();
     let mut last_offset = -1;
-    for row in rows {
-        let (key, offset, bytes) = row.expect("read a record");
+    let exported = archive.export(0, Some(path), |row| {
+        if row.path != path {
+            return Ok(());
+        }
+        let (key, offset) = ((row.source, row.generation), row.offset as i64);
         if groups.last().map(|g| g.0) != Some(key) {
             assert!(
                 groups.iter().all(|g| g.0 != key),
@@ -212,13 +205,17 @@ fn archived_generations(conn: &Connection, path: &Path) -> Vec<Vec<String>> {
         }
         assert!(offset > last_offset, "{path:?}: {key:?} out of order");
         last_offset = offset;
-        let record = String::from_utf8(bytes).expect("an archived record is UTF-8");
+        let record = String::from_utf8(row.record).expect("an archived record is UTF-8");
         groups
             .last_mut()
             .expect("a group was pushed")
             .1
             .push(record);
-    }
+        Ok(())
+    });
+    exported
+        .expect("read the records")
+        .expect("nothing to write");
     groups.into_iter().map(|(_, records)| records).collect()
 }
 
@@ -449,8 +446,9 @@ impl ArchiveProbe {
         let deadline = std::time::Instant::now() + PATIENCE;
         while self.count(path) < records as u64 {
             if std::time::Instant::now() > deadline {
-                let conn = self.conn.as_ref();
-                let archived = conn.map_or_else(Vec::new, |c| archived_generations(c, path));
+                let archive = transcript_sync::Archive::open_existing(&self.db).ok();
+                let archived =
+                    (archive.as_ref()).map_or_else(Vec::new, |a| archived_generations(a, path));
                 let diff = first_difference(&archived, &nonempty(generations));
                 panic!("{path:?}: the archive never held the {records} written: {diff:?}");
             }

@@ -257,20 +257,21 @@ impl MessageRecord {
 
 /// A session's messages in order, after de-duplication and upserts.
 pub fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<MessageRecord>> {
+    let records = archive.records_reader();
     let result = (|| {
-        let conn = archive.connection();
-        let mut stmt = conn.prepare(
+        let mut stmt = records.connection().prepare(
             "SELECT m.seq, m.role, m.at_ms, s.harness, r.record FROM messages m
              JOIN records r ON r.seq = m.seq JOIN sources s ON s.id = r.source_id
              WHERE m.session = ?1 ORDER BY m.ord",
         )?;
         let rows = stmt.query_map([session.key], |r| {
+            let seq = r.get(0)?;
             Ok(MessageRecord {
-                seq: r.get(0)?,
+                seq,
                 role: r.get(1)?,
                 at_ms: r.get(2)?,
                 harness: r.get(3)?,
-                record: r.get(4)?,
+                record: records.record(r, 4, seq)?,
             })
         })?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
@@ -337,19 +338,20 @@ pub fn write_records(
     redactor: Option<&Redactor>,
     out: &mut impl std::io::Write,
 ) -> Result<std::io::Result<u64>> {
+    let records = archive.records_reader();
     let result = (|| {
-        let conn = archive.connection();
-        let mut stmt = conn.prepare_cached(
-            "SELECT record FROM records WHERE source_id = ?1 AND generation = ?2 ORDER BY offset",
+        let mut stmt = records.connection().prepare_cached(
+            "SELECT seq, record FROM records WHERE source_id = ?1 AND generation = ?2
+             ORDER BY offset",
         )?;
         let mut written = 0;
         for (source, generation) in &file.pieces {
             let mut rows = stmt.query(params![source, generation])?;
             while let Some(r) = rows.next()? {
-                let record = r.get_ref(0)?.as_blob()?;
+                let record = records.record(r, 1, r.get(0)?)?;
                 let record = match redactor {
-                    Some(redactor) => redactor.redact_record(record),
-                    None => std::borrow::Cow::Borrowed(record),
+                    Some(redactor) => redactor.redact_record(&record),
+                    None => std::borrow::Cow::Borrowed(&record[..]),
                 };
                 if let Err(e) = out.write_all(&record).and_then(|()| out.write_all(b"\n")) {
                     return Ok(Err(e));

@@ -1,0 +1,561 @@
+//! How a record is stored in `records.record`: as it is, or as one zstd frame of its own,
+//! compressed with a dictionary trained from earlier records of its harness.
+//!
+//! A stored record is told apart by its first bytes: a zstd frame begins with the magic
+//! number `28 b5 2f fd`, which no record can (a record is JSON, and `(` begins no JSON value).
+//! The frame names its dictionary by id (a row of `dictionaries`) and holds its decompressed
+//! size, so every record is readable alone, by `seq`, without its neighbours, and records
+//! stored before compression existed, or with an earlier dictionary, stay readable as they are.
+//!
+//! Dictionaries are trained (zstd's `ZDICT_trainFromBuffer`) on a thread of their own from
+//! samples of a harness's records, first after [`FIRST_SAMPLES`] bytes of them, then once more
+//! from a wider sample after [`RETRAIN_AFTER`]; until a harness has one, its records are
+//! compressed without, and kept compressed only when that saves an eighth of them.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::thread::JoinHandle;
+use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
+
+/// What begins every zstd frame (RFC 8878, 3.1.1).
+pub const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// zstd's level: with a dictionary, level 3 both compressed records smaller and faster than
+/// levels -1 to 2 on the benchmark corpus (BENCHMARKS.md).
+const LEVEL: i32 = 3;
+
+/// Records shorter than this are stored as they are: a frame's header and the dictionary
+/// reference would take most of what compression saves.
+const MIN_COMPRESSED: usize = 64;
+
+/// Records longer than this are stored as they are, so that a long line never needs a second
+/// buffer of its size (the archive writes them into their row in place).
+pub const MAX_COMPRESSED: usize = 1 << 20;
+
+/// Bytes of a harness's records sampled before its first dictionary is trained.
+const FIRST_SAMPLES: usize = 1 << 20;
+
+/// Bytes of a harness's records archived with its first dictionary before a second is trained
+/// from a sample of all of them.
+const RETRAIN_AFTER: u64 = 64 << 20;
+
+/// The most bytes of samples kept for one harness while waiting to retrain.
+const MAX_SAMPLES: usize = 4 << 20;
+
+/// A sample is at most this much of the start of a record.
+const SAMPLE_PREFIX: usize = 16 << 10;
+
+/// The largest dictionary trained (zstd's own default size).
+const MAX_DICTIONARY: usize = 112 << 10;
+
+/// Dictionaries trained per harness.
+const GENERATIONS: i64 = 2;
+
+/// The dictionary a harness's records are compressed with.
+struct Encoder {
+    dict: CDict<'static>,
+}
+
+/// A harness's dictionaries: the one in use, and what is gathered to train the next.
+#[derive(Default)]
+struct Harness {
+    encoder: Option<Encoder>,
+    /// Dictionaries trained for it so far (rows of `dictionaries`).
+    generations: i64,
+    /// Record bytes archived since its encoder was put in use.
+    since: u64,
+    samples: Samples,
+    /// A training failed in this process: not tried again until the next.
+    failed: bool,
+}
+
+/// Every `step`th record (its first [`SAMPLE_PREFIX`] bytes); when they pass their bound,
+/// every other one is dropped and the step doubles, so they stay spread over all records seen.
+struct Samples {
+    kept: Vec<Vec<u8>>,
+    bytes: usize,
+    step: u64,
+    seen: u64,
+}
+
+impl Default for Samples {
+    fn default() -> Samples {
+        Samples {
+            kept: Vec::new(),
+            bytes: 0,
+            step: 1,
+            seen: 0,
+        }
+    }
+}
+
+impl Samples {
+    fn offer(&mut self, record: &[u8], bound: usize) {
+        self.seen += 1;
+        if !self.seen.is_multiple_of(self.step) {
+            return;
+        }
+        let sample = record[..record.len().min(SAMPLE_PREFIX)].to_vec();
+        self.bytes += sample.len();
+        self.kept.push(sample);
+        while self.bytes > bound && self.kept.len() > 1 {
+            let mut i = 0;
+            self.kept.retain(|_| {
+                i += 1;
+                i % 2 == 0
+            });
+            self.bytes = self.kept.iter().map(Vec::len).sum();
+            self.step *= 2;
+        }
+    }
+}
+
+/// A dictionary being trained on its own thread.
+struct Training {
+    harness: String,
+    samples: usize,
+    sample_bytes: usize,
+    thread: JoinHandle<std::io::Result<Vec<u8>>>,
+}
+
+/// A dictionary trained and ready to be stored.
+pub struct Trained {
+    pub harness: String,
+    pub id: u32,
+    pub samples: usize,
+    pub sample_bytes: usize,
+    pub bytes: Vec<u8>,
+}
+
+/// Compression for the writing connection, decompression for every connection.
+pub struct Codec {
+    compress: bool,
+    cctx: Option<CCtx<'static>>,
+    harnesses: HashMap<String, Harness>,
+    training: Option<Training>,
+    dctx: RefCell<Option<DCtx<'static>>>,
+    ddicts: RefCell<HashMap<u32, DDict<'static>>>,
+}
+
+/// Why a stored record could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("it is compressed with dictionary {0}, which the archive does not hold")]
+    MissingDictionary(u32),
+    #[error("its zstd frame does not give its size")]
+    UnknownSize,
+    #[error("its zstd frame is damaged: {0}")]
+    Frame(&'static str),
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+}
+
+impl Default for Codec {
+    fn default() -> Codec {
+        Codec {
+            compress: true,
+            cctx: None,
+            harnesses: HashMap::new(),
+            training: None,
+            dctx: RefCell::new(None),
+            ddicts: RefCell::new(HashMap::new()),
+        }
+    }
+}
+
+impl Codec {
+    /// Whether records written from now on are compressed.
+    pub fn set_compress(&mut self, compress: bool) {
+        self.compress = compress;
+    }
+
+    /// `record` as it is to be stored for `harness`.
+    pub fn encode<'a>(
+        &mut self,
+        conn: &Connection,
+        harness: &str,
+        record: &'a [u8],
+    ) -> rusqlite::Result<Cow<'a, [u8]>> {
+        let raw = Cow::Borrowed(record);
+        if !self.compress || record.len() < MIN_COMPRESSED || record.len() > MAX_COMPRESSED {
+            return Ok(raw);
+        }
+        if !self.harnesses.contains_key(harness) {
+            let loaded = load_harness(conn, harness)?;
+            self.harnesses.insert(harness.to_owned(), loaded);
+        }
+        let h = self.harnesses.get_mut(harness).expect("just inserted");
+        h.since += record.len() as u64;
+        let wanted = if h.failed || h.generations >= GENERATIONS {
+            None
+        } else if h.generations == 0 {
+            Some(FIRST_SAMPLES)
+        } else {
+            Some(MAX_SAMPLES)
+        };
+        if let Some(bound) = wanted {
+            h.samples.offer(record, bound);
+        }
+        let cctx = self.cctx.get_or_insert_with(CCtx::create);
+        let mut out = Vec::with_capacity(zstd_safe::compress_bound(record.len()));
+        let written = match &h.encoder {
+            Some(e) => cctx.compress_using_cdict(&mut out, record, &e.dict),
+            None => cctx.compress(&mut out, record, LEVEL),
+        };
+        let worth = match (&h.encoder, written) {
+            (_, Err(_)) => false,
+            (Some(_), Ok(n)) => n < record.len(),
+            (None, Ok(n)) => n <= record.len() - record.len() / 8,
+        };
+        Ok(if worth { Cow::Owned(out) } else { raw })
+    }
+
+    /// Starts training a dictionary for a harness that has gathered enough samples, when
+    /// none is being trained.
+    pub fn start_training(&mut self) {
+        if self.training.is_some() {
+            return;
+        }
+        let ready = self.harnesses.iter_mut().find(|(_, h)| {
+            !h.failed
+                && h.generations < GENERATIONS
+                && match h.generations {
+                    0 => h.samples.bytes >= FIRST_SAMPLES / 2 && h.since >= FIRST_SAMPLES as u64,
+                    _ => h.since >= RETRAIN_AFTER,
+                }
+        });
+        let Some((name, h)) = ready else { return };
+        let samples = std::mem::take(&mut h.samples);
+        let (count, bytes) = (samples.kept.len(), samples.bytes);
+        let size = (bytes / 10).clamp(4 << 10, MAX_DICTIONARY);
+        let thread = std::thread::Builder::new()
+            .name("dictionary".into())
+            .spawn(move || zstd::dict::from_samples(&samples.kept, size));
+        match thread {
+            Ok(thread) => {
+                self.training = Some(Training {
+                    harness: name.clone(),
+                    samples: count,
+                    sample_bytes: bytes,
+                    thread,
+                })
+            }
+            Err(e) => {
+                log::warn!("cannot start a thread to train {name}'s compression dictionary: {e}");
+                h.failed = true;
+            }
+        }
+    }
+
+    /// The dictionary trained on its thread, once it is done (or, with `wait`, once it is
+    /// done however long that takes).
+    pub fn take_trained(&mut self, wait: bool) -> Option<Trained> {
+        let done = self.training.as_ref()?.thread.is_finished();
+        if !done && !wait {
+            return None;
+        }
+        let t = self.training.take()?;
+        let result = t
+            .thread
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("the training thread panicked")));
+        let failed = |why: String| {
+            log::warn!(
+                "no compression dictionary for {}: training on {} records ({} bytes) failed: {why}; \
+                 its records are compressed without one",
+                t.harness,
+                t.samples,
+                t.sample_bytes
+            );
+        };
+        match result.map(|bytes| (zstd_safe::get_dict_id(&bytes), bytes)) {
+            Ok((Some(id), bytes)) => Some(Trained {
+                harness: t.harness,
+                id: id.get(),
+                samples: t.samples,
+                sample_bytes: t.sample_bytes,
+                bytes,
+            }),
+            Ok((None, _)) => {
+                failed("it has no id".into());
+                self.fail(&t.harness);
+                None
+            }
+            Err(e) => {
+                failed(e.to_string());
+                self.fail(&t.harness);
+                None
+            }
+        }
+    }
+
+    fn fail(&mut self, harness: &str) {
+        if let Some(h) = self.harnesses.get_mut(harness) {
+            h.failed = true;
+        }
+    }
+
+    /// Puts a dictionary that is now stored in `dictionaries` in use for its harness.
+    pub fn install(&mut self, trained: &Trained) {
+        let h = self.harnesses.entry(trained.harness.clone()).or_default();
+        h.encoder = Some(Encoder {
+            dict: CDict::create(&trained.bytes, LEVEL),
+        });
+        h.generations += 1;
+        h.since = 0;
+        h.samples = Samples::default();
+    }
+
+    /// Marks a trained dictionary that could not be stored as failed for its harness.
+    pub fn discard(&mut self, trained: &Trained) {
+        self.fail(&trained.harness);
+    }
+
+    /// The record `stored` holds.
+    pub fn decode<'a>(
+        &self,
+        conn: &Connection,
+        stored: &'a [u8],
+    ) -> Result<Cow<'a, [u8]>, DecodeError> {
+        if !stored.starts_with(&MAGIC) {
+            return Ok(Cow::Borrowed(stored));
+        }
+        let size = match zstd_safe::get_frame_content_size(stored) {
+            Ok(Some(size)) => size,
+            _ => return Err(DecodeError::UnknownSize),
+        };
+        // Nothing longer than MAX_COMPRESSED is ever compressed: a larger size is damage.
+        if size > MAX_COMPRESSED as u64 {
+            return Err(DecodeError::Frame(
+                "its size is larger than any record compressed",
+            ));
+        }
+        let mut out = Vec::with_capacity(size as usize);
+        let mut dctx = self.dctx.borrow_mut();
+        let dctx = dctx.get_or_insert_with(DCtx::create);
+        let done = match zstd_safe::get_dict_id_from_frame(stored) {
+            None => dctx.decompress(&mut out, stored),
+            Some(id) => {
+                let id = id.get();
+                let mut ddicts = self.ddicts.borrow_mut();
+                if !ddicts.contains_key(&id) {
+                    let bytes: Option<Vec<u8>> = conn
+                        .query_row("SELECT bytes FROM dictionaries WHERE id = ?1", [id], |r| {
+                            r.get(0)
+                        })
+                        .optional()?;
+                    let bytes = bytes.ok_or(DecodeError::MissingDictionary(id))?;
+                    ddicts.insert(id, DDict::create(&bytes));
+                }
+                dctx.decompress_using_ddict(&mut out, stored, &ddicts[&id])
+            }
+        };
+        match done {
+            Ok(n) if n as u64 == size => Ok(Cow::Owned(out)),
+            Ok(_) => Err(DecodeError::Frame("it holds fewer bytes than it says")),
+            Err(code) => Err(DecodeError::Frame(zstd_safe::get_error_name(code))),
+        }
+    }
+}
+
+/// The dictionaries of `harness` in `dictionaries`: how many, and the latest.
+fn load_harness(conn: &Connection, harness: &str) -> rusqlite::Result<Harness> {
+    let generations = conn.query_row(
+        "SELECT count(*) FROM dictionaries WHERE harness = ?1",
+        [harness],
+        |r| r.get(0),
+    )?;
+    let latest: Option<Vec<u8>> = conn
+        .query_row(
+            "SELECT bytes FROM dictionaries WHERE harness = ?1
+             ORDER BY trained_ms DESC, rowid DESC LIMIT 1",
+            [harness],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(Harness {
+        encoder: latest.map(|bytes| Encoder {
+            dict: CDict::create(&bytes, LEVEL),
+        }),
+        generations,
+        ..Harness::default()
+    })
+}
+
+/// Stores `trained` in `dictionaries`; false when its id is taken (by another dictionary,
+/// which a record may already name).
+pub fn store(conn: &Connection, trained: &Trained, now_ms: i64) -> rusqlite::Result<bool> {
+    let n = conn.execute(
+        "INSERT OR IGNORE INTO dictionaries (id, harness, trained_ms, samples, sample_bytes, bytes)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            trained.id,
+            trained.harness,
+            now_ms,
+            trained.samples as i64,
+            trained.sample_bytes as i64,
+            trained.bytes
+        ],
+    )?;
+    Ok(n == 1)
+}
+
+/// The length of the record `stored` holds, from its frame's header when it is compressed.
+pub fn record_len(stored: &[u8]) -> u64 {
+    if stored.starts_with(&MAGIC)
+        && let Ok(Some(size)) = zstd_safe::get_frame_content_size(stored)
+    {
+        return size;
+    }
+    stored.len() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection with the archive's schema.
+    fn archive_schema() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        for sql in super::super::MIGRATIONS {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn
+    }
+
+    /// A record shaped like an agent's, different in every `i`.
+    fn record(i: usize) -> Vec<u8> {
+        format!(
+            r#"{{"type":"assistant","sessionId":"5f1c","cwd":"/home/me/project","uuid":"{i:08x}","message":{{"role":"assistant","content":[{{"type":"text","text":"step {i}: reading src/main.rs line {} of the parser"}}]}},"timestamp":"2026-12-01T03:{:02}:00Z"}}"#,
+            i * 7,
+            i % 60
+        )
+        .into_bytes()
+    }
+
+    /// Encodes records of `harness` until a dictionary has been trained and stored.
+    fn train(codec: &mut Codec, conn: &Connection, harness: &str) -> Trained {
+        let mut i = 0;
+        while codec.training.is_none() {
+            codec.encode(conn, harness, &record(i)).unwrap();
+            codec.start_training();
+            i += 1;
+        }
+        let trained = codec.take_trained(true).expect("a dictionary");
+        assert!(store(conn, &trained, 1).unwrap());
+        codec.install(&trained);
+        trained
+    }
+
+    #[test]
+    fn a_record_is_stored_compressed_only_when_that_pays_and_reads_back_the_same() {
+        let conn = archive_schema();
+        let mut codec = Codec::default();
+        let repetitive = format!(r#"{{"text":"{}"}}"#, "all work and no play ".repeat(20));
+        let stored = codec
+            .encode(&conn, "claude-code", repetitive.as_bytes())
+            .unwrap();
+        assert!(stored.starts_with(&MAGIC) && stored.len() < repetitive.len() / 4);
+        assert_eq!(record_len(&stored), repetitive.len() as u64);
+        assert_eq!(codec.decode(&conn, &stored).unwrap(), repetitive.as_bytes());
+        // Too short to gain anything, or nothing to gain: stored as it is.
+        let short = br#"{"a":1}"#;
+        assert!(matches!(
+            codec.encode(&conn, "claude-code", short).unwrap(),
+            Cow::Borrowed(_)
+        ));
+        let mut rng = fastrand::Rng::with_seed(7);
+        let noise: String = (0..400).map(|_| rng.alphanumeric()).collect();
+        let noise = format!(r#"{{"data":"{noise}"}}"#);
+        let stored = codec
+            .encode(&conn, "claude-code", noise.as_bytes())
+            .unwrap();
+        assert_eq!(stored, noise.as_bytes());
+        assert_eq!(codec.decode(&conn, &stored).unwrap(), noise.as_bytes());
+        // Switched off: nothing is compressed.
+        codec.set_compress(false);
+        let stored = codec
+            .encode(&conn, "claude-code", repetitive.as_bytes())
+            .unwrap();
+        assert_eq!(stored, repetitive.as_bytes());
+    }
+
+    #[test]
+    fn a_harness_gets_a_dictionary_of_its_own_and_its_records_name_it() {
+        let conn = archive_schema();
+        let mut codec = Codec::default();
+        let trained = train(&mut codec, &conn, "codex");
+        assert!(
+            trained.sample_bytes >= FIRST_SAMPLES / 2,
+            "{}",
+            trained.sample_bytes
+        );
+        let r = record(1_000_000);
+        let with = codec.encode(&conn, "codex", &r).unwrap();
+        let id = zstd_safe::get_dict_id_from_frame(&with).map(|id| id.get());
+        assert_eq!(id, Some(trained.id));
+        // Another harness has none yet: its records are compressed without one.
+        let without = codec.encode(&conn, "gemini-cli", &r).unwrap();
+        assert_eq!(zstd_safe::get_dict_id_from_frame(&without), None);
+        assert!(
+            with.len() < without.len(),
+            "{} {}",
+            with.len(),
+            without.len()
+        );
+        // Read by a codec that has never seen the dictionary: it is loaded from the archive.
+        let reader = Codec::default();
+        assert_eq!(reader.decode(&conn, &with).unwrap(), r);
+        assert_eq!(reader.decode(&conn, &without).unwrap(), r);
+        // A codec opened later uses the stored dictionary from its first record.
+        let mut later = Codec::default();
+        let again = later.encode(&conn, "codex", &r).unwrap();
+        assert_eq!(again, with);
+    }
+
+    #[test]
+    fn a_record_whose_dictionary_or_frame_is_damaged_is_an_error_not_wrong_bytes() {
+        let conn = archive_schema();
+        let mut codec = Codec::default();
+        let trained = train(&mut codec, &conn, "codex");
+        let stored = codec
+            .encode(&conn, "codex", &record(5))
+            .unwrap()
+            .into_owned();
+        let mut cut = stored.clone();
+        cut.truncate(stored.len() - 3);
+        assert!(matches!(
+            Codec::default().decode(&conn, &cut),
+            Err(DecodeError::Frame(_))
+        ));
+        conn.execute("DELETE FROM dictionaries", []).unwrap();
+        let err = Codec::default().decode(&conn, &stored).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "it is compressed with dictionary {}, which the archive does not hold",
+                trained.id
+            )
+        );
+    }
+
+    #[test]
+    fn samples_stay_within_their_bound_and_spread_over_every_record_seen() {
+        let mut samples = Samples::default();
+        for i in 0..10_000 {
+            samples.offer(&record(i), 64 << 10);
+        }
+        assert!(samples.bytes <= 64 << 10, "{}", samples.bytes);
+        assert!(samples.step > 1);
+        let last = samples.kept.last().unwrap();
+        let first = samples.kept.first().unwrap();
+        // The last kept is from the end of the stream, the first from its start.
+        assert!(String::from_utf8_lossy(last).contains(&format!(
+            "{:08x}",
+            samples.seen - samples.seen % samples.step - 1
+        )));
+        assert!(String::from_utf8_lossy(first).contains(&format!("{:08x}", samples.step - 1)));
+    }
+}
