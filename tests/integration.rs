@@ -3,6 +3,7 @@
 mod archive;
 mod chaos;
 mod cli;
+mod compression;
 mod config;
 mod doctor;
 mod faults;

@@ -1,0 +1,179 @@
+//! Records stored compressed: per record, with a dictionary trained from the harness's own
+//! records, and every way out of the archive byte for byte.
+
+use crate::util::{Env, stderr};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+const SESSION: &str = "3d2f8a41-6b0c-4e57-9a1d-2c7e5f90b813";
+
+/// A Claude Code session file under the env's HOME.
+fn session_path(env: &Env) -> PathBuf {
+    let project = env
+        .dir
+        .path()
+        .join("home/.claude/projects/-home-dana-src-ledger");
+    fs::create_dir_all(&project).unwrap();
+    project.join(format!("{SESSION}.jsonl"))
+}
+
+/// Claude Code records `from..to`, each different, about 700 bytes.
+fn transcript(from: usize, to: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in from..to {
+        let (kind, text) = match i % 2 {
+            0 => (
+                "user",
+                format!("Why does test {i} of the ledger fail after rounding?"),
+            ),
+            _ => (
+                "assistant",
+                format!(
+                    "Step {i}: `cargo test ledger::rounding_{i}` fails because the half-even rule rounds {i}.5 down; the fix is in src/round.rs line {}.",
+                    i * 3
+                ),
+            ),
+        };
+        let record = serde_json::json!({
+            "parentUuid": format!("8d0e1f2a-0001-4000-8000-{:012}", i.saturating_sub(1)),
+            "isSidechain": false,
+            "userType": "external",
+            "cwd": "/home/dana/src/ledger",
+            "sessionId": SESSION,
+            "version": "2.0.14",
+            "gitBranch": "fix/rounding",
+            "type": kind,
+            "message": {"role": kind, "content": [{"type": "text", "text": text}],
+                        "usage": {"input_tokens": i * 13 % 997, "output_tokens": i * 7 % 331}},
+            "uuid": format!("8d0e1f2a-0001-4000-8000-{i:012}"),
+            "timestamp": format!("2026-11-28T09:{:02}:{:02}.{:03}Z", i / 60 % 60, i % 60, i % 1000),
+        });
+        serde_json::to_writer(&mut out, &record).unwrap();
+        out.push(b'\n');
+    }
+    out
+}
+
+fn run_once(env: &Env, config: Option<&str>) -> String {
+    if let Some(text) = config {
+        env.write_config(text);
+    }
+    let out = env
+        .cmd()
+        .args(["run", "--once", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stderr(&out)
+}
+
+fn cli(env: &Env, args: &[&str]) -> Vec<u8> {
+    let out = env
+        .cmd()
+        .args(args)
+        .arg("--db")
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    out.stdout
+}
+
+/// (dictionary named by the frame, or `None` for none or a raw record) of every record
+/// after `seq`.
+fn frames_after(db: &Path, seq: i64) -> Vec<Option<Option<u32>>> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT record FROM records WHERE seq > ?1 ORDER BY seq")
+        .unwrap();
+    let rows = stmt.query_map([seq], |r| r.get::<_, Vec<u8>>(0)).unwrap();
+    rows.map(|r| {
+        let stored = r.unwrap();
+        (stored.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]))
+            .then(|| zstd::zstd_safe::get_dict_id_from_frame(&stored).map(|id| id.get()))
+    })
+    .collect()
+}
+
+#[test]
+fn a_session_is_stored_compressed_with_its_harness_dictionary_and_comes_back_byte_for_byte() {
+    let env = Env::new();
+    let path = session_path(&env);
+    fs::write(&path, transcript(0, 2400)).unwrap();
+    let log = run_once(&env, None);
+    assert!(
+        log.contains("trained a compression dictionary for claude-code"),
+        "{log}"
+    );
+    let dictionaries = env.sql("SELECT id FROM dictionaries WHERE harness = 'claude-code'");
+    assert_eq!(dictionaries.len(), 1);
+    let id: u32 = dictionaries[0].parse().unwrap();
+    // Before the dictionary, records were compressed without one.
+    let first = frames_after(&env.db, 0);
+    assert_eq!(first.len(), 2400);
+    assert!(first.iter().all(|f| *f == Some(None)), "{:?}", &first[..3]);
+
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut f, &transcript(2400, 2700)).unwrap();
+    run_once(&env, None);
+    let later = frames_after(&env.db, 2400);
+    assert_eq!(later.len(), 300);
+    assert!(
+        later.iter().all(|f| *f == Some(Some(id))),
+        "{:?}",
+        &later[..3]
+    );
+
+    // Out of the archive, byte for byte: export, show --format raw, restore.
+    let written = fs::read(&path).unwrap();
+    let exported: Vec<u8> = (env.records().iter())
+        .flat_map(|r| r.bytes().chain([b'\n']))
+        .collect();
+    assert!(exported == written, "export differs from the file");
+    assert!(
+        cli(&env, &["show", SESSION, "--format", "raw"]) == written,
+        "show differs"
+    );
+    fs::remove_file(&path).unwrap();
+    cli(&env, &["restore", SESSION]);
+    assert!(fs::read(&path).unwrap() == written, "restore differs");
+
+    let storage = &env.status()["storage"];
+    assert_eq!(storage["record_bytes"], written.len() as u64 - 2700);
+    assert_eq!(storage["dictionaries"], 1);
+    let stored: u64 = storage["stored_bytes"].as_u64().unwrap();
+    assert!(stored < written.len() as u64, "{storage}");
+    // With the dictionary, a record takes a fraction of what it takes without one.
+    let size = |q: &str| env.sql(q)[0].parse::<u64>().unwrap();
+    let with = size("SELECT sum(length(record)) FROM records WHERE seq > 2400");
+    let without = size("SELECT sum(length(record)) FROM records WHERE seq BETWEEN 2101 AND 2400");
+    let raw = transcript(2400, 2700).len() as u64 - 300;
+    assert!(
+        with * 4 < raw && with * 2 < without,
+        "{with} {without} {raw}"
+    );
+}
+
+#[test]
+fn compress_false_stores_records_as_they_are_and_an_archive_may_hold_both() {
+    let env = Env::new();
+    let path = session_path(&env);
+    fs::write(&path, transcript(0, 100)).unwrap();
+    run_once(&env, Some("compress = false\n"));
+    assert!(frames_after(&env.db, 0).iter().all(Option::is_none));
+    let storage = &env.status()["storage"];
+    assert_eq!(storage["record_bytes"], storage["stored_bytes"]);
+
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut f, &transcript(100, 200)).unwrap();
+    run_once(&env, Some(""));
+    assert!(frames_after(&env.db, 100).iter().all(|f| *f == Some(None)));
+    let exported: Vec<u8> = (env.records().iter())
+        .flat_map(|r| r.bytes().chain([b'\n']))
+        .collect();
+    assert!(
+        exported == fs::read(&path).unwrap(),
+        "export differs from the file"
+    );
+}
