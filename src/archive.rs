@@ -5,6 +5,7 @@
 //! past them commit together, so a crash at any instant loses nothing and duplicates nothing.
 
 mod codec;
+mod compact;
 
 use crate::domain::{
     Cursor, HELD_BACK_PREFIX, Position, PrefixMark, Record, Reject, SourceId, SourceRow,

@@ -164,6 +164,19 @@ pub enum Command {
         Takes the archive's lock: stop a running `run` (or the service) first."
     )]
     Reindex(ReindexArgs),
+    /// Store every record again with the best dictionary the archive's records make.
+    #[command(
+        long_about = "Train a compression dictionary per harness from a sample spread over all \
+        of its archived records, store every record again with it when that takes less room, \
+        drop the dictionaries no record names any more, and rewrite the file (VACUUM) so that \
+        the room freed goes back to the filesystem. Records stay byte for byte what they were.\n\n\
+        The daemon compresses records as it archives them, with dictionaries trained from what \
+        it has seen so far; an archive written before compression existed, or whose first \
+        records were archived before a good dictionary, gets smaller this way. Takes the \
+        archive's lock: stop a running `run` (or the service) first. The rewrite needs free \
+        room for a copy of the compacted archive."
+    )]
+    Compact(CompactArgs),
     /// Find secrets in files (--check), or write the files with every secret redacted.
     #[command(
         long_about = "Read transcript lines from each FILE (or stdin, given `-` or nothing) and \
@@ -624,6 +637,19 @@ pub struct ReindexArgs {
     archive: ArchiveArg,
 }
 
+/// Arguments of `compact`.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    archive: ArchiveArg,
+    /// Leave the freed room inside the file (reused by later records) instead of rewriting it.
+    #[arg(long)]
+    no_vacuum: bool,
+    /// Print what was done as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
 /// Arguments of `status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -655,6 +681,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         | Command::Show(ShowArgs { archive, .. })
         | Command::Search(SearchArgs { archive, .. })
         | Command::Reindex(ReindexArgs { archive })
+        | Command::Compact(CompactArgs { archive, .. })
         | Command::Config(ConfigCommand::Check(CheckArgs { archive }))
         | Command::Service(
             ServiceCommand::Install(ServiceArgs { archive, .. })
@@ -718,6 +745,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Search(args) => search(args, &settings.archive),
         Command::Restore(args) => restore(args, &settings),
         Command::Reindex(_) => reindex(&settings.archive),
+        Command::Compact(args) => compact(&args, &settings.archive),
         Command::Sink(SinkCommand::Retry(args)) => sink_retry(&args.name, &settings),
         Command::Config(ConfigCommand::Check(_)) => config_check(&settings),
         Command::Service(cmd) => service(cmd, &settings),
@@ -1116,6 +1144,39 @@ fn reindex(db: &Path) -> Result<()> {
     drop(indexer);
     catch_up_index(Archive::open_existing_to_write(db)?)?;
     println!("session index rebuilt: {}", db.display());
+    Ok(())
+}
+
+fn compact(args: &CompactArgs, db: &Path) -> Result<()> {
+    let _lock = ArchiveLock::acquire(db)?;
+    let mut archive = Archive::open_existing_to_write(db)?;
+    let done = archive.compact(!args.no_vacuum, &mut |step| eprintln!("compact: {step}"))?;
+    if args.json {
+        let mut out = io::stdout().lock();
+        let written = serde_json::to_writer(&mut out, &done)
+            .map_err(io::Error::from)
+            .and_then(|()| writeln!(out));
+        return stdout_result(written);
+    }
+    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+    let share = |b: u64| match done.record_bytes {
+        0 => String::new(),
+        n => format!(" ({:.1} %)", 100.0 * b as f64 / n as f64),
+    };
+    println!(
+        "compacted {}: {} records ({}) stored in {}{} instead of {}{}; {} stored again; \
+         file {} -> {}",
+        db.display(),
+        done.records,
+        mb(done.record_bytes),
+        mb(done.stored_after),
+        share(done.stored_after),
+        mb(done.stored_before),
+        share(done.stored_before),
+        done.rewritten,
+        mb(done.file_before),
+        mb(done.file_after)
+    );
     Ok(())
 }
 

@@ -177,3 +177,55 @@ fn compress_false_stores_records_as_they_are_and_an_archive_may_hold_both() {
         "export differs from the file"
     );
 }
+
+#[test]
+fn compact_stores_an_uncompressed_archive_again_smaller_and_byte_for_byte() {
+    let env = Env::new();
+    let path = session_path(&env);
+    fs::write(&path, transcript(0, 1500)).unwrap();
+    run_once(&env, Some("compress = false\n"));
+    let before = env.records();
+    assert!(frames_after(&env.db, 0).iter().all(Option::is_none));
+    let file_before = fs::metadata(&env.db).unwrap().len();
+
+    let out = cli(&env, &["compact", "--json"]);
+    let done: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(done["records"], 1500);
+    assert_eq!(done["rewritten"], 1500);
+    assert_eq!(done["trained"], serde_json::json!(["claude-code"]));
+    let id = env.sql("SELECT id FROM dictionaries")[0]
+        .parse::<u32>()
+        .unwrap();
+    assert!(
+        frames_after(&env.db, 0)
+            .iter()
+            .all(|f| *f == Some(Some(id)))
+    );
+    assert_eq!(env.records(), before);
+    let storage = &env.status()["storage"];
+    assert_eq!(storage["stored_bytes"], done["stored_after"]);
+    let stored = storage["stored_bytes"].as_u64().unwrap();
+    assert!(
+        stored * 4 < done["record_bytes"].as_u64().unwrap(),
+        "{done}"
+    );
+    assert!(fs::metadata(&env.db).unwrap().len() < file_before, "{done}");
+
+    // The daemon's archive is not compacted under it.
+    let mut daemon = env.cmd();
+    daemon.args(["run", "--db"]).arg(&env.db);
+    let d = crate::util::Daemon::spawn(daemon, crate::util::TapReader::Read);
+    d.wait_log("INFO  caught up sources=");
+    let refused = env
+        .cmd()
+        .args(["compact", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains("is in use by"),
+        "{}",
+        stderr(&refused)
+    );
+}

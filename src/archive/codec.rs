@@ -8,14 +8,16 @@
 //! stored before compression existed, or with an earlier dictionary, stay readable as they are.
 //!
 //! Dictionaries are trained (zstd's `ZDICT_trainFromBuffer`) on a thread of their own from
-//! samples of a harness's records, first after [`FIRST_SAMPLES`] bytes of them, then once more
-//! from a wider sample after [`RETRAIN_AFTER`]; until a harness has one, its records are
-//! compressed without, and kept compressed only when that saves an eighth of them.
+//! samples of a harness's records, once its records seen by the process reach each of
+//! [`TRAIN_AT`]: the first from its first records, later ones from a sample spread over
+//! everything seen. Until a harness has one, its records are compressed without, and kept
+//! compressed only when that saves an eighth of them.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::thread::JoinHandle;
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
@@ -34,15 +36,20 @@ const MIN_COMPRESSED: usize = 64;
 /// buffer of its size (the archive writes them into their row in place).
 pub const MAX_COMPRESSED: usize = 1 << 20;
 
-/// Bytes of a harness's records sampled before its first dictionary is trained.
-const FIRST_SAMPLES: usize = 1 << 20;
+/// Bytes of a harness's records seen by this process at which a dictionary is trained (the
+/// first is skipped when the harness has one already). A dictionary trained from the first
+/// MiB alone compressed the real-shaped corpus's records to 33–46 %, one trained from a
+/// sample spread over all of them to 21–28 % (BENCHMARKS.md).
+const TRAIN_AT: [u64; 3] = [1 << 20, 16 << 20, 128 << 20];
 
-/// Bytes of a harness's records archived with its first dictionary before a second is trained
-/// from a sample of all of them.
-const RETRAIN_AFTER: u64 = 64 << 20;
-
-/// The most bytes of samples kept for one harness while waiting to retrain.
+/// The most bytes of samples kept for one harness.
 const MAX_SAMPLES: usize = 4 << 20;
+
+/// The most bytes of samples `compact` trains a harness's dictionary from.
+pub const COMPACT_SAMPLES: usize = 8 << 20;
+
+/// Training waits for at least this much of samples.
+const MIN_SAMPLES: usize = 256 << 10;
 
 /// A sample is at most this much of the start of a record.
 const SAMPLE_PREFIX: usize = 16 << 10;
@@ -50,8 +57,8 @@ const SAMPLE_PREFIX: usize = 16 << 10;
 /// The largest dictionary trained (zstd's own default size).
 const MAX_DICTIONARY: usize = 112 << 10;
 
-/// Dictionaries trained per harness.
-const GENERATIONS: i64 = 2;
+/// The most dictionaries trained per harness, over every run.
+const GENERATIONS: i64 = 8;
 
 /// The dictionary a harness's records are compressed with.
 struct Encoder {
@@ -64,16 +71,25 @@ struct Harness {
     encoder: Option<Encoder>,
     /// Dictionaries trained for it so far (rows of `dictionaries`).
     generations: i64,
-    /// Record bytes archived since its encoder was put in use.
-    since: u64,
+    /// Record bytes seen by this process.
+    seen: u64,
+    /// The next of [`TRAIN_AT`].
+    next: usize,
     samples: Samples,
     /// A training failed in this process: not tried again until the next.
     failed: bool,
 }
 
+impl Harness {
+    /// Whether a dictionary is still to be trained for it in this process.
+    fn trains(&self) -> bool {
+        !self.failed && self.generations < GENERATIONS && self.next < TRAIN_AT.len()
+    }
+}
+
 /// Every `step`th record (its first [`SAMPLE_PREFIX`] bytes); when they pass their bound,
 /// every other one is dropped and the step doubles, so they stay spread over all records seen.
-struct Samples {
+pub struct Samples {
     kept: Vec<Vec<u8>>,
     bytes: usize,
     step: u64,
@@ -92,7 +108,8 @@ impl Default for Samples {
 }
 
 impl Samples {
-    fn offer(&mut self, record: &[u8], bound: usize) {
+    /// Offers `record` to samples kept within `bound` bytes.
+    pub fn offer(&mut self, record: &[u8], bound: usize) {
         self.seen += 1;
         if !self.seen.is_multiple_of(self.step) {
             return;
@@ -178,6 +195,18 @@ impl Codec {
         harness: &str,
         record: &'a [u8],
     ) -> rusqlite::Result<Cow<'a, [u8]>> {
+        self.encode_sampling(conn, harness, record, true)
+    }
+
+    /// `record` as it is to be stored for `harness`, offered as a sample for its next
+    /// dictionary when `sample` is set.
+    pub fn encode_sampling<'a>(
+        &mut self,
+        conn: &Connection,
+        harness: &str,
+        record: &'a [u8],
+        sample: bool,
+    ) -> rusqlite::Result<Cow<'a, [u8]>> {
         let raw = Cow::Borrowed(record);
         if !self.compress || record.len() < MIN_COMPRESSED || record.len() > MAX_COMPRESSED {
             return Ok(raw);
@@ -187,16 +216,9 @@ impl Codec {
             self.harnesses.insert(harness.to_owned(), loaded);
         }
         let h = self.harnesses.get_mut(harness).expect("just inserted");
-        h.since += record.len() as u64;
-        let wanted = if h.failed || h.generations >= GENERATIONS {
-            None
-        } else if h.generations == 0 {
-            Some(FIRST_SAMPLES)
-        } else {
-            Some(MAX_SAMPLES)
-        };
-        if let Some(bound) = wanted {
-            h.samples.offer(record, bound);
+        h.seen += record.len() as u64;
+        if sample && h.trains() {
+            h.samples.offer(record, MAX_SAMPLES);
         }
         let cctx = self.cctx.get_or_insert_with(CCtx::create);
         let mut out = Vec::with_capacity(zstd_safe::compress_bound(record.len()));
@@ -219,20 +241,20 @@ impl Codec {
             return;
         }
         let ready = self.harnesses.iter_mut().find(|(_, h)| {
-            !h.failed
-                && h.generations < GENERATIONS
-                && match h.generations {
-                    0 => h.samples.bytes >= FIRST_SAMPLES / 2 && h.since >= FIRST_SAMPLES as u64,
-                    _ => h.since >= RETRAIN_AFTER,
-                }
+            h.trains() && h.seen >= TRAIN_AT[h.next] && h.samples.bytes >= MIN_SAMPLES
         });
         let Some((name, h)) = ready else { return };
-        let samples = std::mem::take(&mut h.samples);
-        let (count, bytes) = (samples.kept.len(), samples.bytes);
-        let size = (bytes / 10).clamp(4 << 10, MAX_DICTIONARY);
+        h.next += 1;
+        // The samples stay: the next dictionary is trained from them and what comes after.
+        let samples = match h.trains() {
+            true => h.samples.kept.clone(),
+            false => std::mem::take(&mut h.samples).kept,
+        };
+        let (count, bytes) = (samples.len(), samples.iter().map(Vec::len).sum::<usize>());
+        let size = dictionary_size(bytes);
         let thread = std::thread::Builder::new()
             .name("dictionary".into())
-            .spawn(move || zstd::dict::from_samples(&samples.kept, size));
+            .spawn(move || zstd::dict::from_samples(&samples, size));
         match thread {
             Ok(thread) => {
                 self.training = Some(Training {
@@ -304,8 +326,6 @@ impl Codec {
             dict: CDict::create(&trained.bytes, LEVEL),
         });
         h.generations += 1;
-        h.since = 0;
-        h.samples = Samples::default();
     }
 
     /// Marks a trained dictionary that could not be stored as failed for its harness.
@@ -340,16 +360,19 @@ impl Codec {
             Some(id) => {
                 let id = id.get();
                 let mut ddicts = self.ddicts.borrow_mut();
-                if !ddicts.contains_key(&id) {
-                    let bytes: Option<Vec<u8>> = conn
-                        .query_row("SELECT bytes FROM dictionaries WHERE id = ?1", [id], |r| {
-                            r.get(0)
-                        })
-                        .optional()?;
-                    let bytes = bytes.ok_or(DecodeError::MissingDictionary(id))?;
-                    ddicts.insert(id, DDict::create(&bytes));
-                }
-                dctx.decompress_using_ddict(&mut out, stored, &ddicts[&id])
+                let ddict = match ddicts.entry(id) {
+                    Entry::Occupied(e) => e.into_mut(),
+                    Entry::Vacant(e) => {
+                        let bytes: Option<Vec<u8>> = conn
+                            .query_row("SELECT bytes FROM dictionaries WHERE id = ?1", [id], |r| {
+                                r.get(0)
+                            })
+                            .optional()?;
+                        let bytes = bytes.ok_or(DecodeError::MissingDictionary(id))?;
+                        e.insert(DDict::create(&bytes))
+                    }
+                };
+                dctx.decompress_using_ddict(&mut out, stored, ddict)
             }
         };
         match done {
@@ -358,6 +381,29 @@ impl Codec {
             Err(code) => Err(DecodeError::Frame(zstd_safe::get_error_name(code))),
         }
     }
+}
+
+/// How big a dictionary trained from `sample_bytes` of samples is made.
+fn dictionary_size(sample_bytes: usize) -> usize {
+    (sample_bytes / 10).clamp(4 << 10, MAX_DICTIONARY)
+}
+
+/// A dictionary for `harness` trained from `samples` on this thread; `None` when they are
+/// too few to train from.
+pub fn train(harness: &str, samples: &Samples) -> std::io::Result<Option<Trained>> {
+    if samples.bytes < MIN_SAMPLES {
+        return Ok(None);
+    }
+    let bytes = zstd::dict::from_samples(&samples.kept, dictionary_size(samples.bytes))?;
+    let id = zstd_safe::get_dict_id(&bytes)
+        .ok_or_else(|| std::io::Error::other("the trained dictionary has no id"))?;
+    Ok(Some(Trained {
+        harness: harness.to_owned(),
+        id: id.get(),
+        samples: samples.kept.len(),
+        sample_bytes: samples.bytes,
+        bytes,
+    }))
 }
 
 /// The dictionaries of `harness` in `dictionaries`: how many, and the latest.
@@ -376,6 +422,7 @@ fn load_harness(conn: &Connection, harness: &str) -> rusqlite::Result<Harness> {
         )
         .optional()?;
     Ok(Harness {
+        next: usize::from(latest.is_some()),
         encoder: latest.map(|bytes| Encoder {
             dict: CDict::create(&bytes, LEVEL),
         }),
@@ -400,6 +447,14 @@ pub fn store(conn: &Connection, trained: &Trained, now_ms: i64) -> rusqlite::Res
         ],
     )?;
     Ok(n == 1)
+}
+
+/// The dictionary a stored record names, if it is compressed with one.
+pub fn dictionary_of(stored: &[u8]) -> Option<u32> {
+    match stored.starts_with(&MAGIC) {
+        true => zstd_safe::get_dict_id_from_frame(stored).map(|id| id.get()),
+        false => None,
+    }
 }
 
 /// The length of the record `stored` holds, from its frame's header when it is compressed.
@@ -488,7 +543,7 @@ mod tests {
         let mut codec = Codec::default();
         let trained = train(&mut codec, &conn, "codex");
         assert!(
-            trained.sample_bytes >= FIRST_SAMPLES / 2,
+            trained.sample_bytes >= MIN_SAMPLES,
             "{}",
             trained.sample_bytes
         );
