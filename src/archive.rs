@@ -44,6 +44,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("archive/schema_v4.sql"),
     include_str!("archive/schema_v5.sql"),
     include_str!("archive/schema_v6.sql"),
+    include_str!("archive/schema_v7.sql"),
 ];
 
 /// One archived record as exported.

@@ -52,6 +52,13 @@ const TRANSACTION_TIME: Duration = Duration::from_millis(250);
 /// writes what FTS5 holds in memory, which the archive writer waits for, so it stays small.
 const TRANSACTION_BYTES: usize = 256 << 10;
 
+/// The same two bounds while the index catches up (it is given a whole page of records at a
+/// time): each transaction flushes a new segment of the full-text index, which later merges
+/// write again, so fewer and larger ones index a backlog faster (a gigabyte of records in
+/// 41 s rather than 58 s, BENCHMARKS.md). A commit of records waits at most for one flush.
+const CATCH_UP_TIME: Duration = Duration::from_secs(2);
+const CATCH_UP_BYTES: usize = 16 << 20;
+
 /// How many pages of full-text index segments one merge step writes at most. FTS5's automatic
 /// merging is off (schema 4): it would merge as much as a level needs inside whichever
 /// transaction tips it over, tens of milliseconds for which the archive writer would wait.
@@ -101,9 +108,14 @@ impl Indexer {
     /// Indexes `rows` (in `seq` order, past [`Indexer::done`]), recording how far it is with
     /// each transaction: `Err` leaves the index as its last transaction left it.
     pub fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
+        let bytes: usize = rows.iter().map(|r| r.record.len()).sum();
+        let bounds = match rows.len() >= BATCH || bytes >= BATCH_BYTES / 2 {
+            true => (CATCH_UP_TIME, CATCH_UP_BYTES),
+            false => (TRANSACTION_TIME, TRANSACTION_BYTES),
+        };
         let mut rest = rows;
         while !rest.is_empty() {
-            let n = self.index_some(rest)?;
+            let n = self.index_some(rest, bounds)?;
             rest = &rest[n..];
             self.merge()?;
         }
@@ -138,9 +150,9 @@ impl Indexer {
     }
 
     /// Indexes a first part of `rows` in one transaction (at least one row; no longer than
-    /// [`TRANSACTION_TIME`] or [`TRANSACTION_BYTES`], and no longer than until a commit of
+    /// `time` or `size`, and no longer than until a commit of
     /// records waits), and records the last one done. Returns how many.
-    fn index_some(&mut self, rows: &[ExportRow]) -> Result<usize> {
+    fn index_some(&mut self, rows: &[ExportRow], (time, size): (Duration, usize)) -> Result<usize> {
         let turns = self.turns.clone();
         let _turn = turns.as_ref().map(|t| t.for_consumer());
         let started = Instant::now();
@@ -162,7 +174,7 @@ impl Indexer {
                 n += 1;
                 bytes += row.record.len();
                 let wanted = turns.as_ref().is_some_and(|t| t.records_wanted());
-                if wanted || bytes >= TRANSACTION_BYTES || started.elapsed() >= TRANSACTION_TIME {
+                if wanted || bytes >= size || started.elapsed() >= time {
                     break;
                 }
             }
@@ -204,7 +216,8 @@ impl Indexer {
                 .connection()
                 .transaction_with_behavior(Immediate)?;
             tx.execute_batch(
-                "DELETE FROM message_text; DELETE FROM messages; DELETE FROM session_models;
+                "INSERT INTO message_text (message_text) VALUES ('delete-all');
+                 DELETE FROM messages; DELETE FROM session_models;
                  DELETE FROM session_sources; DELETE FROM sessions;",
             )?;
             tx.execute("DELETE FROM consumers WHERE name = ?1", [CONSUMER])?;
@@ -419,7 +432,7 @@ fn add_message(
 }
 
 /// The searchable text of a message's parts, cut at [`BODY_LIMIT`].
-fn body(parts: &[Part]) -> String {
+pub(crate) fn body(parts: &[Part]) -> String {
     let mut text = parts.iter().map(Part::text).collect::<Vec<_>>().join("\n");
     if text.len() > BODY_LIMIT {
         let mut cut = BODY_LIMIT;

@@ -650,6 +650,40 @@ fn the_index_follows_live_commits() {
 }
 
 #[test]
+fn an_index_that_kept_a_copy_of_the_text_is_rebuilt_without_it_and_finds_the_same() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    let query = ["search", "\"nightly backup\"", "--json"];
+    let found = stdout_of(&env, &query);
+    assert!(found.contains("**nightly backup**"), "{found}");
+    let tables = "SELECT count(*) FROM sqlite_master WHERE name = 'message_text_content'";
+    assert_eq!(env.sql(tables), ["0"]);
+    // Back to schema 6, whose full-text index kept the text it indexed.
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    conn.execute_batch(
+        "DROP TABLE message_vocab; DROP TABLE message_text;
+         CREATE VIRTUAL TABLE message_text USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');
+         CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
+         INSERT INTO message_text (rowid, body) SELECT id, 'stale text' FROM messages;
+         PRAGMA user_version = 6;",
+    )
+    .unwrap();
+    drop(conn);
+    assert_eq!(env.sql(tables), ["1"]);
+    let out = cli(&env, &query);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("session index up to date"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), found);
+    assert_eq!(env.sql(tables), ["0"]);
+    assert!(stdout_of(&env, &["search", "stale", "--json"]).is_empty());
+}
+
+#[test]
 fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_same() {
     let env = Env::new();
     Home::write(&env);

@@ -2,9 +2,11 @@
 //! messages with their records, and full-text search.
 
 pub use crate::archive::format_time;
-use crate::archive::{Archive, path_from_blob};
+use crate::archive::{Archive, Records, path_from_blob};
 use crate::error::{Error, Result};
 use crate::redact::Redactor;
+use crate::sessions::body;
+use crate::sessions::parse::parse;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::PathBuf;
 
@@ -411,7 +413,8 @@ pub fn search(
     marks: (&str, &str),
 ) -> Result<Vec<Hit>> {
     let path = archive.path().to_owned();
-    let conn: &Connection = archive.connection();
+    let records = archive.records_reader();
+    let conn = records.connection();
     let mut expand = |stem: &str| match prefix_terms(conn, stem) {
         Ok(terms) => terms,
         Err(e) => {
@@ -420,7 +423,7 @@ pub fn search(
         }
     };
     let fts = fts_query(query, &mut expand);
-    let result = ranked_hits(conn, &fts, filter, marks, RANKED);
+    let result = ranked_hits(&records, &fts, filter, marks, RANKED);
     result.map_err(|e| match e {
         rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("fts5") => {
             Error::SearchQuery {
@@ -433,12 +436,13 @@ pub fn search(
 }
 
 fn ranked_hits(
-    conn: &Connection,
+    records: &Records,
     fts: &str,
     filter: &Filter,
     (open, close): (&str, &str),
     newest: i64,
 ) -> rusqlite::Result<Vec<Hit>> {
+    let conn = records.connection();
     let filters = (&filter.harness, &filter.project, filter.since_ms);
     // The oldest of the `newest` matches: FTS5 walks its rowids backwards and stops.
     let floor: i64 = conn
@@ -474,16 +478,34 @@ fn ranked_hits(
         Ok((r.get::<_, i64>(0)?, hit))
     })?;
     let ranked = ranked.collect::<rusqlite::Result<Vec<_>>>()?;
-    // Snippets only for the hits kept: a snippet costs as much as a ranking.
+    // Snippets only for the hits kept: the index keeps no text, so each is made from its
+    // record, the text indexed again on its own in a table of this connection's.
+    conn.execute_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_text
+             USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');",
+    )?;
+    let mut record = conn.prepare_cached(
+        "SELECT s.harness, r.record FROM records r JOIN sources s ON s.id = r.source_id
+         WHERE r.seq = ?1",
+    )?;
     let mut snippet = conn.prepare_cached(
-        "SELECT snippet(message_text, 0, ?2, ?3, '…', 24) FROM message_text
-         WHERE message_text MATCH ?1 AND rowid = ?4",
+        "SELECT snippet(snippet_text, 0, ?2, ?3, '…', 24) FROM temp.snippet_text
+         WHERE snippet_text MATCH ?1",
     )?;
     let mut hits = Vec::with_capacity(ranked.len());
-    for (rowid, mut hit) in ranked {
-        // A message the running index replaced or rewound since the ranking has none.
+    for (_, mut hit) in ranked {
+        let found = record.query_row([hit.seq], |r| {
+            let record = records.record(r, 1, hit.seq)?;
+            Ok(parse(&r.get::<_, String>(0)?, &record).message)
+        });
+        let body = found.optional()?.flatten().map(|m| body(&m.parts));
+        conn.execute("DELETE FROM temp.snippet_text", [])?;
+        conn.execute(
+            "INSERT INTO temp.snippet_text (body) VALUES (?1)",
+            [body.unwrap_or_default()],
+        )?;
         let text: Option<String> =
-            (snippet.query_row(params![fts, open, close, rowid], |r| r.get(0))).optional()?;
+            (snippet.query_row(params![fts, open, close], |r| r.get(0))).optional()?;
         hit.snippet = text.unwrap_or_default().replace(['\n', '\r', '\t'], " ");
         hits.push(hit);
     }
@@ -708,7 +730,9 @@ mod tests {
         let mut archive = Archive::open(&dir.path().join("a.db")).unwrap();
         let conn = archive.connection();
         conn.execute_batch(
-            "INSERT INTO sessions (id, harness, session) VALUES (1, 'codex', 'a'), (2, 'cursor', 'b');",
+            "INSERT INTO sessions (id, harness, session) VALUES (1, 'codex', 'a'), (2, 'cursor', 'b');
+             INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
+                 VALUES (1, 1, 1, x'2f61', 'codex', 0, 0, 0);",
         )
         .unwrap();
         // Message 1 says the word most often (the best match by relevance), and is the oldest.
@@ -725,9 +749,18 @@ mod tests {
                 params![id, body],
             )
             .unwrap();
+            // The record the message's snippet is made from.
+            let record = serde_json::json!({"type": "response_item", "payload": {
+                "type": "message", "role": "user", "content": [{"type": "input_text", "text": body}]}});
+            conn.execute(
+                "INSERT INTO records (seq, source_id, generation, offset, record) VALUES (?1, 1, 0, ?1, ?2)",
+                params![id, record.to_string().into_bytes()],
+            )
+            .unwrap();
         }
+        let records = archive.records_reader();
         let seqs = |filter: &Filter, newest| -> Vec<i64> {
-            let hits = ranked_hits(conn, "lock", filter, ("[", "]"), newest).unwrap();
+            let hits = ranked_hits(&records, "lock", filter, ("[", "]"), newest).unwrap();
             hits.iter().map(|h| h.seq).collect()
         };
         let all = Filter::default();
@@ -743,7 +776,7 @@ mod tests {
             [1],
             "the cut counts only what the filter keeps"
         );
-        let hits = ranked_hits(conn, "lock", &cursor, ("[", "]"), 3).unwrap();
+        let hits = ranked_hits(&records, "lock", &cursor, ("[", "]"), 3).unwrap();
         assert_eq!(hits[0].snippet, "[lock] [lock] [lock] [lock]");
     }
 
