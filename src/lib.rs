@@ -100,6 +100,7 @@ pub use fingerprint::{Fingerprint, Identity, Markers};
 pub use follow::{Follower, Hub, Offer, Published, Start, Subscriber};
 pub use harness::{Root, builtin_roots, watch_roots};
 pub use redact::{Finding, RedactSettings, Redactor, RuleDef};
+pub use pipeline::RECORDS_COMMITTED;
 pub use tap::Tap;
 pub use writer::{ArchiveWriter, ChannelCommitter};
 

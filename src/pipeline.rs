@@ -142,6 +142,9 @@ impl Pipeline {
         }
         drop(engine);
         let written = self.writer.join().unwrap_or(Err(Error::WriterStopped));
+        if written.is_ok() {
+            log::info!("{RECORDS_COMMITTED}; waiting for the session index and the sinks");
+        }
         let shipped = self.sinks.finish();
         if self.index.join().is_err() {
             log::error!(
@@ -152,6 +155,10 @@ impl Pipeline {
         written.and(shipped)
     }
 }
+
+/// Said once the writer has committed every record, before the session index and the sinks
+/// are waited for.
+pub const RECORDS_COMMITTED: &str = "every record committed";
 
 /// The daemon's socket for subscribers. Not being able to listen stops nothing but the
 /// subscribers: archiving goes on, and the reason is logged with its fix.

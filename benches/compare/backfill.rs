@@ -7,6 +7,7 @@ use crate::corpus::{Corpus, PATTERNS};
 use crate::peers::{self, BATCH_BYTES, Inputs, Out, RECORD_LIMIT};
 use crate::subject::{Stream, Subject};
 use crate::{log_value, procfs};
+use transcript_sync::RECORDS_COMMITTED;
 use serde::Serialize;
 use std::fs::File;
 use std::io::Read;
@@ -53,11 +54,15 @@ pub fn run(ctx: &Ctx, corpus: &Corpus) -> Vec<Row> {
     run_cat(&paths);
     let mut rows = vec![cat(corpus, &paths)];
     println!("  {}", summary(&rows[0]));
-    rows.push(transcript_sync_once(ctx, corpus, "transcript-sync"));
-    println!("  {}", summary(&rows[1]));
+    let mut names = vec!["transcript-sync"];
     if peers::baseline().is_some() {
-        rows.push(transcript_sync_once(ctx, corpus, peers::BASELINE));
-        println!("  {}", summary(rows.last().expect("just pushed")));
+        names.push(peers::BASELINE);
+    }
+    for name in names {
+        for row in transcript_sync_once(ctx, corpus, name) {
+            println!("  {}", summary(&row));
+            rows.push(row);
+        }
     }
     rows.push(reader_only(ctx, corpus));
     println!("  {}", summary(rows.last().expect("just pushed")));
@@ -127,9 +132,11 @@ fn cat(corpus: &Corpus, paths: &[std::path::PathBuf]) -> Row {
     row
 }
 
-/// `run --once` into a fresh archive, timed from spawn to exit; peak memory and CPU time
-/// from `wait4`.
-fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus, name: &str) -> Row {
+/// `run --once` into a fresh archive, timed from spawn until every record is committed (the
+/// log line saying so, absent from builds before it) and from spawn to exit (the session
+/// index caught up too); peak memory and CPU time from `wait4`, what the records take from
+/// the archive.
+fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus, name: &str) -> Vec<Row> {
     let state = ctx.fresh_state(name);
     let db = state.path().join("archive.db");
     let log = state.path().join("stderr.log");
@@ -137,6 +144,7 @@ fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus, name: &str) -> Row {
     cmd.stdout(Stdio::null())
         .stderr(File::create(&log).expect("a log file"));
     let start = Instant::now();
+    let spawned = std::time::SystemTime::now();
     // Reaped by wait4, which also gives its resource usage; std's wait() does not.
     #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().expect("starting transcript-sync");
@@ -149,12 +157,43 @@ fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus, name: &str) -> Row {
         .find(|l| l.contains("pass complete"))
         .unwrap_or_default();
     let records = log_value(line, "records").unwrap_or(0);
-    let mut row = Row::new(&format!("{name} run --once"), corpus, secs, records);
+    let committed = (text.lines())
+        .find(|l| l.contains(RECORDS_COMMITTED))
+        .and_then(|l| humantime::parse_rfc3339(l.split_whitespace().next()?).ok())
+        .and_then(|at| at.duration_since(spawned).ok());
+    let mut rows = Vec::new();
+    if let Some(at) = committed {
+        let mut row = Row::new(&format!("{name} run --once"), corpus, at.as_secs_f64(), records);
+        row.note = "until every record is committed".into();
+        rows.push(row);
+    }
+    let mut row = Row::new(&format!("{name} run --once, indexed"), corpus, secs, records);
     row.peak_rss_mib = Some(usage.ru_maxrss as f64 / 1024.0);
     row.cpu_secs = Some(cpu_secs(&usage));
     let archive = dir_size(state.path()) as f64 / 1e6;
-    row.note = format!("into a fresh archive ({archive:.0} MB on disk)");
-    row
+    row.note = format!(
+        "to exit, the session index caught up; {archive:.0} MB on disk{}",
+        storage(&db).map_or_else(String::new, |s| format!(", {s}"))
+    );
+    rows.push(row);
+    rows
+}
+
+/// What the records take in the archive at `db`, said briefly; `None` for an archive without
+/// the figures (a build before them).
+pub fn storage(db: &Path) -> Option<String> {
+    let conn = rusqlite::Connection::open(db).ok()?;
+    let (bytes, stored): (i64, i64) = conn
+        .query_row("SELECT sum(bytes), sum(stored) FROM sources", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .ok()?;
+    Some(format!(
+        "records {:.0} MB stored in {:.0} MB ({:.1} %), the rest is the session index",
+        bytes as f64 / 1e6,
+        stored as f64 / 1e6,
+        100.0 * stored as f64 / bytes.max(1) as f64
+    ))
 }
 
 fn wait4(pid: u32) -> (i32, libc::rusage) {

@@ -127,7 +127,7 @@ pub fn verdicts(r: &Results) -> Vec<Verdict> {
             Some(ts.core_percent < 0.1),
         ));
     }
-    let backfill_peak = row("transcript-sync run --once").and_then(|b| b.peak_rss_mib);
+    let backfill_peak = row("transcript-sync run --once, indexed").and_then(|b| b.peak_rss_mib);
     let record_peak = r
         .memory
         .iter()
