@@ -4,7 +4,9 @@
 //! `cargo bench --bench real_shaped -- DIR [MB] [SEED]` (default 256 MB, seed 1) writes the
 //! tree into DIR, prints what it holds, then the size of every file concatenated in path order
 //! after `zstd -1` and `zstd -19` (when the `zstd` command is installed) and after gzip -6
-//! (flate2).
+//! (flate2); then archives it with `transcript-sync run --once` (the Claude Code and Codex
+//! watchers, under a HOME of links to the tree) and says what the records take, per harness,
+//! before and after `transcript-sync compact`.
 
 #[path = "shared/real_shaped.rs"]
 mod real_shaped;
@@ -61,6 +63,90 @@ fn run(dir: &Path, mb: u64, seed: u64) -> io::Result<()> {
     let mut gzip = GzEncoder::new(Counter(0), Compression::new(6));
     concatenate(&files, &mut gzip)?;
     print_ratio("gzip -6 (flate2)", gzip.finish()?.0, bytes, start);
+    archive(dir)
+}
+
+/// Archives the tree at `dir` into a fresh archive, then compacts it, saying what the records
+/// take after each.
+fn archive(dir: &Path) -> io::Result<()> {
+    let state = tempfile::tempdir()?;
+    let home = state.path().join("home");
+    std::fs::create_dir_all(home.join(".claude"))?;
+    std::fs::create_dir_all(home.join(".codex"))?;
+    std::os::unix::fs::symlink(
+        dir.canonicalize()?.join("claude"),
+        home.join(".claude/projects"),
+    )?;
+    std::os::unix::fs::symlink(
+        dir.canonicalize()?.join("codex"),
+        home.join(".codex/sessions"),
+    )?;
+    let db = state.path().join("archive.db");
+    let bin = env!("CARGO_BIN_EXE_transcript-sync");
+    let run = |args: &[&str]| -> io::Result<f64> {
+        let start = Instant::now();
+        let out = Command::new(bin)
+            .args(args)
+            .arg("--db")
+            .arg(&db)
+            .env("HOME", &home)
+            .env("RUST_LOG", "warn")
+            .output()?;
+        if !out.status.success() {
+            let why = String::from_utf8_lossy(&out.stderr).into_owned();
+            return Err(io::Error::other(format!("transcript-sync {args:?}: {why}")));
+        }
+        Ok(start.elapsed().as_secs_f64())
+    };
+    let secs = run(&["run", "--once"])?;
+    println!("\ntranscript-sync run --once: {secs:.1} s (the session index included)");
+    print_storage(&db)?;
+    let secs = run(&["compact"])?;
+    println!("transcript-sync compact: {secs:.1} s");
+    print_storage(&db)
+}
+
+/// What the records take in the archive at `db`, per harness, and the file's size.
+fn print_storage(db: &Path) -> io::Result<()> {
+    let conn = rusqlite::Connection::open(db).map_err(io::Error::other)?;
+    let mut stmt = conn
+        .prepare(
+            "SELECT harness, sum(bytes), sum(stored), (SELECT count(*) FROM dictionaries d
+                 WHERE d.harness = s.harness)
+             FROM sources s GROUP BY harness ORDER BY harness",
+        )
+        .map_err(io::Error::other)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })
+        .and_then(|rows| rows.collect::<Result<Vec<_>, _>>())
+        .map_err(io::Error::other)?;
+    let (mut bytes, mut stored) = (0, 0);
+    for (harness, b, s, dictionaries) in rows {
+        println!(
+            "  {harness:<12} records {:>7.1} MB stored in {:>6.1} MB ({:>4.1} %), {dictionaries} dictionaries",
+            b as f64 / 1e6,
+            s as f64 / 1e6,
+            100.0 * s as f64 / b.max(1) as f64
+        );
+        (bytes, stored) = (bytes + b, stored + s);
+    }
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .map_err(io::Error::other)?;
+    let file = std::fs::metadata(db)?.len();
+    println!(
+        "  all          records {:>7.1} MB stored in {:>6.1} MB ({:>4.1} %); archive file {:.1} MB",
+        bytes as f64 / 1e6,
+        stored as f64 / 1e6,
+        100.0 * stored as f64 / bytes.max(1) as f64,
+        file as f64 / 1e6
+    );
     Ok(())
 }
 
