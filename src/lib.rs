@@ -99,8 +99,8 @@ pub use error::{Error, Result};
 pub use fingerprint::{Fingerprint, Identity, Markers};
 pub use follow::{Follower, Hub, Offer, Published, Start, Subscriber};
 pub use harness::{Root, builtin_roots, watch_roots};
-pub use redact::{Finding, RedactSettings, Redactor, RuleDef};
 pub use pipeline::RECORDS_COMMITTED;
+pub use redact::{Finding, RedactSettings, Redactor, RuleDef};
 pub use tap::Tap;
 pub use writer::{ArchiveWriter, ChannelCommitter};
 

@@ -7,7 +7,6 @@ use crate::corpus::{Corpus, PATTERNS};
 use crate::peers::{self, BATCH_BYTES, Inputs, Out, RECORD_LIMIT};
 use crate::subject::{Stream, Subject};
 use crate::{log_value, procfs};
-use transcript_sync::RECORDS_COMMITTED;
 use serde::Serialize;
 use std::fs::File;
 use std::io::Read;
@@ -16,6 +15,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+use transcript_sync::RECORDS_COMMITTED;
 use transcript_sync::{Archive, Commit, Committer, Engine, EngineOptions, ReadLimits};
 
 #[derive(Clone, Debug, Serialize)]
@@ -163,11 +163,21 @@ fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus, name: &str) -> Vec<Row> {
         .and_then(|at| at.duration_since(spawned).ok());
     let mut rows = Vec::new();
     if let Some(at) = committed {
-        let mut row = Row::new(&format!("{name} run --once"), corpus, at.as_secs_f64(), records);
+        let mut row = Row::new(
+            &format!("{name} run --once"),
+            corpus,
+            at.as_secs_f64(),
+            records,
+        );
         row.note = "until every record is committed".into();
         rows.push(row);
     }
-    let mut row = Row::new(&format!("{name} run --once, indexed"), corpus, secs, records);
+    let mut row = Row::new(
+        &format!("{name} run --once, indexed"),
+        corpus,
+        secs,
+        records,
+    );
     row.peak_rss_mib = Some(usage.ru_maxrss as f64 / 1024.0);
     row.cpu_secs = Some(cpu_secs(&usage));
     let archive = dir_size(state.path()) as f64 / 1e6;
