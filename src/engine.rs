@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::fingerprint::{Fingerprint, Identity};
 use crate::harness::Root;
 use crate::lifecycle::{self, Change, MarkUse};
-use crate::open::open_regular;
+use crate::open::{Kept, open_regular};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::read::{Batch, Mismatch, read_complete_records};
@@ -160,6 +160,8 @@ pub struct Engine {
     /// another file, or the read fails otherwise. Paths gone from the disk are dropped at each
     /// full pass.
     unreadable: HashMap<PathBuf, Unreadable>,
+    /// Transcripts kept open between reads.
+    kept: Kept,
     next_id: SourceId,
     options: EngineOptions,
     report: PassReport,
@@ -201,6 +203,7 @@ impl Engine {
             next_id: reads.next_source_id()?,
             warned: HashSet::new(),
             unreadable: HashMap::new(),
+            kept: Kept::default(),
             reads,
             committer,
             sources,
@@ -261,6 +264,7 @@ impl Engine {
     /// counted in the report and recorded as events.
     pub fn run_pass(&mut self, roots: &[Root]) -> Result<PassReport> {
         self.report = PassReport::default();
+        self.kept.close_stale();
         (self.unreadable).retain(|p, _| p.symlink_metadata().is_ok());
         let found = discover(roots);
         for p in &found.passed {
@@ -284,6 +288,7 @@ impl Engine {
     /// a scan can tell a move from a deletion.
     pub fn sync_paths(&mut self, roots: &[Root], paths: Vec<PathBuf>) -> Result<PassReport> {
         self.report = PassReport::default();
+        self.kept.close_idle();
         let mut candidates = Vec::new();
         for path in paths {
             let Some(root) = roots.iter().position(|r| r.matches(&path)) else {
@@ -470,7 +475,15 @@ impl Engine {
             return Ok(Step::Done);
         }
         match self.open_owned(&mut work)? {
-            Opened::File(file, meta) => self.read_source(work, id, &file, &meta),
+            Opened::File(file, meta) => {
+                let path = work.path.clone();
+                let step = self.read_source(work, id, &file, &meta)?;
+                // Kept open for the next append, unless it could not be read.
+                if !self.unreadable.contains_key(&path) {
+                    self.kept.keep(&path, file, &meta);
+                }
+                Ok(step)
+            }
             Opened::Skip => Ok(Step::Done),
             Opened::Replanned => Ok(Step::Again(Box::new(work))),
         }
@@ -631,7 +644,11 @@ impl Engine {
 
     /// Opens the work's path and checks that the handle is the regular file that was planned.
     fn open_owned(&mut self, work: &mut Work) -> Result<Opened> {
-        let opened = open_regular(&work.path).and_then(|f| f.metadata().map(|m| (f, m)));
+        let opened = match self.kept.take(&work.path) {
+            Some(file) => Ok(file),
+            None => open_regular(&work.path),
+        };
+        let opened = opened.and_then(|f| f.metadata().map(|m| (f, m)));
         let (file, meta) = match opened {
             Ok(pair) => pair,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -678,6 +695,7 @@ impl Engine {
     /// that a file left unreadable is not a warning and an event at every rescan.
     fn read_failed(&mut self, work: &Work, e: &io::Error) -> Result<Step> {
         let path = &work.path;
+        self.kept.forget(path);
         self.report.errors += 1;
         // The raw errno too: EIO, EMFILE and ENXIO share one `ErrorKind`.
         let failure = (Identity::of(&work.meta), e.kind(), e.raw_os_error());

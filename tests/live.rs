@@ -482,3 +482,91 @@ fn every_envelope_names_its_source_the_same_before_and_after_a_move() {
     let other = exported.iter().find(|e| e["record"]["other"] == 1).unwrap();
     assert_ne!(other["source"], first["source"]);
 }
+
+/// The daemon's open handles on `path` (links in /proc/PID/fd).
+fn handles_on(pid: i32, path: &std::path::Path) -> usize {
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return 0;
+    };
+    fds.filter_map(|fd| fs::read_link(fd.ok()?.path()).ok())
+        .filter(|target| {
+            target == path || target.to_string_lossy() == format!("{} (deleted)", path.display())
+        })
+        .count()
+}
+
+/// Counts the `IN_OPEN` events of `path`, as the watcher's inotify sees them.
+struct Opens(i32);
+
+impl Opens {
+    fn watch(path: &std::path::Path) -> Opens {
+        use std::os::unix::ffi::OsStrExt;
+        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
+        assert!(fd >= 0, "inotify_init1");
+        let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        let wd = unsafe { libc::inotify_add_watch(fd, name.as_ptr(), libc::IN_OPEN) };
+        assert!(wd >= 0, "inotify_add_watch");
+        Opens(fd)
+    }
+
+    /// The `IN_OPEN` events since the last call.
+    fn count(&self) -> usize {
+        let (mut n, mut buf) = (0, [0u8; 4096]);
+        loop {
+            let read = unsafe { libc::read(self.0, buf.as_mut_ptr().cast(), buf.len()) };
+            if read <= 0 {
+                return n;
+            }
+            // Each event is a header and a name of `len` bytes (none for a watched file).
+            let mut at = 0;
+            while at < read as usize {
+                let len = u32::from_ne_bytes(buf[at + 12..at + 16].try_into().unwrap()) as usize;
+                n += 1;
+                at += 16 + len;
+            }
+        }
+    }
+}
+
+impl Drop for Opens {
+    fn drop(&mut self) {
+        unsafe { libc::close(self.0) };
+    }
+}
+
+#[test]
+fn a_file_being_appended_to_stays_open_between_reads_and_is_closed_when_idle_or_gone() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"n\":0}\n");
+    let path = env.path("s.jsonl");
+    let d = Daemon::start(&env, &[], &["--rescan-interval", "1"], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    d.take_tap(1);
+    // One writer's handle for every append, so that every open seen is the daemon's.
+    let mut writer = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut writer, b"{\"n\":1}\n").unwrap();
+    d.take_tap(1);
+    let opens = Opens::watch(&path);
+    // Counted after each append (inotify merges an event with an unread one just like it).
+    let mut opened = 0;
+    for n in 2..10 {
+        std::io::Write::write_all(&mut writer, format!("{{\"n\":{n}}}\n").as_bytes()).unwrap();
+        assert_eq!(raw_record(&d.take_tap(1)[0]), format!("{{\"n\":{n}}}"));
+        assert_eq!(handles_on(d.pid(), &path), 1);
+        opened += opens.count();
+    }
+    assert_eq!(opened, 0, "the daemon opened the file again for appends");
+    // Idle: closed (by the rescan after the idle time), and opened again for the next append.
+    wait_until("the idle file closed", || handles_on(d.pid(), &path) == 0);
+    std::io::Write::write_all(&mut writer, b"{\"n\":10}\n").unwrap();
+    d.take_tap(1);
+    assert_eq!(opens.count(), 1);
+    // Deleted: the source is gone as before, and its space is let go.
+    drop(writer);
+    fs::remove_file(&path).unwrap();
+    d.wait_log("source_gone");
+    wait_until("the deleted file closed", || {
+        handles_on(d.pid(), &path) == 0
+    });
+    assert_eq!(env.records().len(), 11);
+}
