@@ -229,12 +229,15 @@ const LIVE_BACKLOG: usize = 1024;
 
 /// How many bytes of records a follower's live queue holds, at most, before it is let go (one
 /// commit over it is still taken into an empty queue): a backfill's commits are megabytes each.
-const LIVE_BYTES: u64 = 64 << 20;
+/// A follower let go reads what it missed from the archive, so the bound costs reads, not
+/// records; at 64 MiB, the session index's queue during a backfill was half of the daemon's
+/// peak memory (BENCHMARKS.md).
+const LIVE_BYTES: u64 = 8 << 20;
 
 /// How many records one catch-up read takes from the archive, at most, and after how many
 /// bytes of records it stops (past at least one record).
 const PAGE: usize = 1000;
-const PAGE_BYTES: u64 = 16 << 20;
+const PAGE_BYTES: u64 = 8 << 20;
 
 /// Where a [`Follower`] starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
