@@ -144,6 +144,17 @@ fn a_session_is_stored_compressed_with_its_harness_dictionary_and_comes_back_byt
     assert_eq!(storage["dictionaries"], 1);
     let stored: u64 = storage["stored_bytes"].as_u64().unwrap();
     assert!(stored < written.len() as u64, "{storage}");
+    // As a person sees it.
+    let inner = format!("{} status --db {}", crate::util::BIN, env.db.display());
+    let screen = crate::util::on_a_terminal(&env, &inner);
+    let bytes = storage["record_bytes"].as_u64().unwrap() as f64;
+    let line = format!(
+        "storage: records {:.1} MB stored in {:.1} MB ({:.1} %); 1 compression dictionary\n",
+        bytes / 1e6,
+        stored as f64 / 1e6,
+        100.0 * stored as f64 / bytes
+    );
+    assert!(screen.replace("\r\n", "\n").contains(&line), "{screen}");
     // With the dictionary, a record takes a fraction of what it takes without one.
     let size = |q: &str| env.sql(q)[0].parse::<u64>().unwrap();
     let with = size("SELECT sum(length(record)) FROM records WHERE seq > 2400");
