@@ -94,8 +94,8 @@ pub struct SinkRow {
 const EXPORT_ROW: &str = "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record, s.id
      FROM records r JOIN sources s ON s.id = r.source_id";
 
-/// A record as stored (in column `at` of `r`, the record numbered `seq`) could not be read
-/// back.
+/// A stored record that could not be read back: its frame is damaged, or names a dictionary
+/// the archive does not hold.
 #[derive(Debug, thiserror::Error)]
 #[error("record {seq} cannot be read: {why}")]
 struct Unreadable {

@@ -139,10 +139,14 @@ struct Training {
 
 /// A dictionary trained and ready to be stored.
 pub struct Trained {
+    /// The harness it is for.
     pub harness: String,
+    /// Its id, as the frames compressed with it name it.
     pub id: u32,
+    /// How many records it was trained from, and their bytes (each cut at [`SAMPLE_PREFIX`]).
     pub samples: usize,
     pub sample_bytes: usize,
+    /// The dictionary.
     pub bytes: Vec<u8>,
 }
 
@@ -346,7 +350,8 @@ impl Codec {
             Ok(Some(size)) => size,
             _ => return Err(DecodeError::UnknownSize),
         };
-        // Nothing longer than MAX_COMPRESSED is ever compressed: a larger size is damage.
+        // Nothing longer than MAX_COMPRESSED is ever compressed: a larger size is damage (a
+        // build that raised it would need a schema version, so that this one refuses it).
         if size > MAX_COMPRESSED as u64 {
             return Err(DecodeError::Frame(
                 "its size is larger than any record compressed",
