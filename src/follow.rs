@@ -264,7 +264,12 @@ pub struct Follower {
     backlog: (usize, u64),
     /// Records read or received and not yet handed out.
     pending: std::collections::VecDeque<ExportRow>,
+    /// What a record is handed out as, when not as it is.
+    shrink: Option<Shrink>,
 }
+
+/// A record as a follower hands it out, made from the record (borrowed when it is the same).
+pub type Shrink = for<'a> fn(&'a [u8]) -> std::borrow::Cow<'a, [u8]>;
 
 /// A follower's live queue, the bytes of records in it, and how many it may hold.
 struct Queue {
@@ -324,6 +329,7 @@ impl Follower {
             live_bytes: Arc::new(AtomicU64::new(0)),
             backlog,
             pending: Default::default(),
+            shrink: None,
         };
         if !follower.subscribe() {
             follower.live_after = follower.archive.last_seq()?;
@@ -369,9 +375,16 @@ impl Follower {
                 return Ok(Some(row));
             }
             if self.done < self.live_after {
-                let page =
+                let mut page =
                     self.archive
                         .records_page(self.done, self.live_after, PAGE, PAGE_BYTES)?;
+                if let Some(shrink) = self.shrink {
+                    for row in &mut page {
+                        if let std::borrow::Cow::Owned(less) = shrink(&row.record) {
+                            row.record = less;
+                        }
+                    }
+                }
                 self.pending.extend(page);
                 continue;
             }
@@ -411,9 +424,19 @@ impl Follower {
                 path: e.path.to_owned(),
                 generation: e.generation,
                 offset: e.offset,
-                record: e.record.to_vec(),
+                record: match self.shrink {
+                    Some(shrink) => shrink(e.record).into_owned(),
+                    None => e.record.to_vec(),
+                },
             });
         }
+    }
+
+    /// Hands out each record as `shrink` makes it, a live one without copying it whole first
+    /// (the session index reads records with their long strings cut).
+    pub fn shrinking(mut self, shrink: Shrink) -> Follower {
+        self.shrink = Some(shrink);
+        self
     }
 
     /// The last `seq` handed out.

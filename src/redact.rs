@@ -9,7 +9,7 @@
 //! replaced inside its JSON string, so the record stays one JSON value of the same shape.
 
 mod files;
-mod json;
+pub(crate) mod json;
 
 pub use files::{Checked, check_files, redact_files};
 

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 pub mod parse;
 pub mod query;
 
-use parse::{Parsed, Part, parse};
+use parse::{INDEXED_STRING, Parsed, Part, parse, with_long_strings_cut};
 
 /// The consumer name under which the index records how far it is.
 pub const CONSUMER: &str = "index";
@@ -161,7 +161,10 @@ impl Indexer {
             let tx = (self.archive.connection()).transaction_with_behavior(Immediate)?;
             let (mut n, mut bytes) = (0, 0);
             for row in rows {
-                let parsed = parse(&row.harness, &row.record);
+                let parsed = parse(
+                    &row.harness,
+                    &with_long_strings_cut(&row.record, INDEXED_STRING),
+                );
                 let session = match self.sessions.get(&row.source) {
                     Some(s) => *s,
                     None => {
@@ -431,6 +434,11 @@ fn add_message(
     Ok(())
 }
 
+/// A record as the index reads it: its long strings cut (see [`INDEXED_STRING`]).
+fn indexed(record: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    with_long_strings_cut(record, INDEXED_STRING)
+}
+
 /// The searchable text of a message's parts, cut at [`BODY_LIMIT`].
 pub(crate) fn body(parts: &[Part]) -> String {
     let mut text = parts.iter().map(Part::text).collect::<Vec<_>>().join("\n");
@@ -514,8 +522,8 @@ impl IndexFollower<'_> {
         let mut indexer = Indexer::new(archive).taking_turns(Arc::clone(self.turns));
         let after = indexer.done()?;
         let hub = Arc::clone(self.hub);
-        let Some(mut follower) = Follower::start(hub, Archive::open(db)?, Start::After(after))?
-        else {
+        let follower = Follower::start(hub, Archive::open(db)?, Start::After(after))?;
+        let Some(mut follower) = follower.map(|f| f.shrinking(indexed)) else {
             // Closed already (the writer ended first): read what is left directly.
             indexer.catch_up(|_, _| {})?;
             return Ok(());

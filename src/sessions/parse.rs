@@ -20,6 +20,7 @@
 
 use crate::record::parse_value;
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 
 /// How much of a title or prompt is kept.
 const TITLE_CHARS: usize = 200;
@@ -119,6 +120,58 @@ impl Part {
             Part::Text(t) | Part::Thinking(t) | Part::ToolResult(t) | Part::Raw(t) => t.clone(),
             Part::ToolCall { name, input } => format!("{name} {input}"),
         }
+    }
+}
+
+/// The longest string, as written, that the session index reads of a record: the searchable
+/// text of a message is cut at 1 MiB anyway, and a record of tens of MiB would otherwise be
+/// held a second time, whole, as the parsed value.
+pub const INDEXED_STRING: usize = 1 << 20;
+
+/// `record` with every JSON string value (not member names) longer than `limit` bytes (as
+/// written) cut to its first `limit` bytes or a little fewer (never inside an escape or a
+/// UTF-8 sequence); the record itself when it has no such string, or is not a JSON object or
+/// array.
+pub fn with_long_strings_cut(record: &[u8], limit: usize) -> Cow<'_, [u8]> {
+    if record.len() <= limit {
+        return Cow::Borrowed(record);
+    }
+    let Some(strings) = crate::redact::json::strings(record) else {
+        return Cow::Borrowed(record);
+    };
+    let mut long = (strings.iter())
+        .filter(|s| !s.is_name && s.raw.len() > limit)
+        .peekable();
+    if long.peek().is_none() {
+        return Cow::Borrowed(record);
+    }
+    let mut out = Vec::new();
+    let mut at = 0;
+    for s in long {
+        out.extend_from_slice(&record[at..s.raw.start + cut_at(&record[s.raw.clone()], limit)]);
+        at = s.raw.end;
+    }
+    out.extend_from_slice(&record[at..]);
+    Cow::Owned(out)
+}
+
+/// The last place at or before `limit` where `raw`, a JSON string's contents longer than
+/// `limit`, can be cut: between two characters, outside any escape.
+fn cut_at(raw: &[u8], limit: usize) -> usize {
+    let mut at = 0;
+    loop {
+        let step = match raw[at] {
+            b'\\' if raw.get(at + 1) == Some(&b'u') => 6,
+            b'\\' => 2,
+            b if b < 0x80 => 1,
+            b if b >= 0xf0 => 4,
+            b if b >= 0xe0 => 3,
+            _ => 2,
+        };
+        if at + step > limit {
+            return at;
+        }
+        at += step;
     }
 }
 
@@ -559,6 +612,47 @@ fn collect_strings(value: &Value, into: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_strings_are_cut_between_characters_and_the_record_stays_json() {
+        // Every cut place of a string of escapes and two-, three- and four-byte characters.
+        let text = "aé€😀\\\"\u{1}\n".repeat(3);
+        let record =
+            serde_json::json!({"type": "user", "uuid": "u1", "message": {"content": text}, "n": 1});
+        let record = serde_json::to_vec(&record).unwrap();
+        for limit in 8..40 {
+            let cut = with_long_strings_cut(&record, limit);
+            let value = parse_value(&cut).unwrap_or_else(|| panic!("{limit}: not JSON: {cut:?}"));
+            let kept = value["message"]["content"].as_str().unwrap();
+            assert!(text.starts_with(kept), "{limit}: {kept:?}");
+            assert!(
+                serde_json::to_string(kept).unwrap().len() - 2 <= limit,
+                "{limit}"
+            );
+            // What is short is left as it was.
+            assert_eq!(
+                (value["type"].as_str(), value["uuid"].as_str()),
+                (Some("user"), Some("u1"))
+            );
+            assert_eq!(value["n"], 1);
+        }
+        assert!(matches!(
+            with_long_strings_cut(&record, 1 << 20),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            with_long_strings_cut(b"not json at all, but long", 4),
+            Cow::Borrowed(_)
+        ));
+        // The index reads a huge record's facts, and the first MiB of its text.
+        let huge = serde_json::json!({"type": "user", "uuid": "u2", "sessionId": "s9",
+            "message": {"role": "user", "content": "x".repeat(3 << 20)}});
+        let huge = serde_json::to_vec(&huge).unwrap();
+        let cut = with_long_strings_cut(&huge, INDEXED_STRING);
+        assert!(cut.len() < INDEXED_STRING + 200, "{}", cut.len());
+        let p = parse("claude-code", &cut);
+        assert_eq!(p.message.unwrap().key.as_deref(), Some("u2"));
+    }
 
     #[test]
     fn claude_user_and_assistant_records_are_messages_with_their_session_facts() {
