@@ -496,41 +496,26 @@ fn handles_on(pid: i32, path: &std::path::Path) -> usize {
 }
 
 /// Counts the `IN_OPEN` events of `path`, as the watcher's inotify sees them.
-struct Opens(i32);
+struct Opens(std::os::fd::OwnedFd);
 
 impl Opens {
     fn watch(path: &std::path::Path) -> Opens {
-        use std::os::unix::ffi::OsStrExt;
-        let fd = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        assert!(fd >= 0, "inotify_init1");
-        let name = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-        let wd = unsafe { libc::inotify_add_watch(fd, name.as_ptr(), libc::IN_OPEN) };
-        assert!(wd >= 0, "inotify_add_watch");
+        use rustix::fs::inotify;
+        let fd = inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC)
+            .expect("an inotify instance");
+        inotify::add_watch(&fd, path, inotify::WatchFlags::OPEN).expect("a watch on the file");
         Opens(fd)
     }
 
     /// The `IN_OPEN` events since the last call.
     fn count(&self) -> usize {
-        let (mut n, mut buf) = (0, [0u8; 4096]);
-        loop {
-            let read = unsafe { libc::read(self.0, buf.as_mut_ptr().cast(), buf.len()) };
-            if read <= 0 {
-                return n;
-            }
-            // Each event is a header and a name of `len` bytes (none for a watched file).
-            let mut at = 0;
-            while at < read as usize {
-                let len = u32::from_ne_bytes(buf[at + 12..at + 16].try_into().unwrap()) as usize;
-                n += 1;
-                at += 16 + len;
-            }
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut events = rustix::fs::inotify::Reader::new(&self.0, &mut buf);
+        let mut n = 0;
+        while events.next().is_ok() {
+            n += 1;
         }
-    }
-}
-
-impl Drop for Opens {
-    fn drop(&mut self) {
-        unsafe { libc::close(self.0) };
+        n
     }
 }
 
