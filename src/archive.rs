@@ -124,14 +124,7 @@ impl Records<'_> {
         seq: i64,
     ) -> rusqlite::Result<Vec<u8>> {
         let stored = r.get_ref(at)?.as_blob()?;
-        match self.codec.decode(self.conn, stored) {
-            Ok(record) => Ok(record.into_owned()),
-            Err(why) => Err(rusqlite::Error::FromSqlConversionFailure(
-                at,
-                rusqlite::types::Type::Blob,
-                Box::new(Unreadable { seq, why }),
-            )),
-        }
+        self.codec.decode_record(self.conn, stored, seq)
     }
 
     /// One row of [`EXPORT_ROW`] whose columns start at `at`.
@@ -432,8 +425,9 @@ impl Archive {
     }
 
     /// Stores a compression dictionary that has been trained (with `wait`, waiting for one
-    /// being trained), and puts it in use. One that cannot be stored is logged and left
-    /// unused: the records go on being compressed as they were.
+    /// being trained), and puts it in use. One that cannot be stored for a passing reason is
+    /// tried again at the next commit; otherwise it is logged and left unused: the records go
+    /// on being compressed as they were.
     fn store_trained(&mut self, wait: bool) {
         let Some(trained) = self.codec.take_trained(wait) else {
             return;
@@ -460,15 +454,24 @@ impl Archive {
                 );
                 self.codec.discard(&trained);
             }
-            Err(e) => {
-                log::warn!(
-                    "archive {}: cannot store the compression dictionary trained for {}: {e}; \
-                     it is not used",
-                    self.path.display(),
-                    trained.harness
-                );
-                self.codec.discard(&trained);
-            }
+            Err(e) => match self.db::<()>(Err(e)).unwrap_err() {
+                // A full disk or a busy archive passes: stored at a later commit.
+                e if e.is_transient() && !wait => {
+                    log::debug!(
+                        "compression dictionary for {} kept for later: {e}",
+                        trained.harness
+                    );
+                    self.codec.keep_trained(trained);
+                }
+                e => {
+                    log::warn!(
+                        "cannot store the compression dictionary trained for {}: {}; it is not used",
+                        trained.harness,
+                        crate::error::error_chain(&e)
+                    );
+                    self.codec.discard(&trained);
+                }
+            },
         }
     }
 

@@ -156,6 +156,8 @@ pub struct Codec {
     cctx: Option<CCtx<'static>>,
     harnesses: HashMap<String, Harness>,
     training: Option<Training>,
+    /// Trained, and not yet stored.
+    trained: Option<Trained>,
     dctx: RefCell<Option<DCtx<'static>>>,
     ddicts: RefCell<HashMap<u32, DDict<'static>>>,
 }
@@ -180,6 +182,7 @@ impl Default for Codec {
             cctx: None,
             harnesses: HashMap::new(),
             training: None,
+            trained: None,
             dctx: RefCell::new(None),
             ddicts: RefCell::new(HashMap::new()),
         }
@@ -241,7 +244,7 @@ impl Codec {
     /// Starts training a dictionary for a harness that has gathered enough samples, when
     /// none is being trained.
     pub fn start_training(&mut self) {
-        if self.training.is_some() {
+        if self.training.is_some() || self.trained.is_some() {
             return;
         }
         let ready = self.harnesses.iter_mut().find(|(_, h)| {
@@ -278,6 +281,9 @@ impl Codec {
     /// The dictionary trained on its thread, once it is done (or, with `wait`, once it is
     /// done however long that takes).
     pub fn take_trained(&mut self, wait: bool) -> Option<Trained> {
+        if let Some(trained) = self.trained.take() {
+            return Some(trained);
+        }
         let done = self.training.as_ref()?.thread.is_finished();
         if !done && !wait {
             return None;
@@ -332,9 +338,33 @@ impl Codec {
         h.generations += 1;
     }
 
+    /// Keeps a trained dictionary that could not be stored yet, for the next
+    /// [`Codec::take_trained`].
+    pub fn keep_trained(&mut self, trained: Trained) {
+        self.trained = Some(trained);
+    }
+
     /// Marks a trained dictionary that could not be stored as failed for its harness.
     pub fn discard(&mut self, trained: &Trained) {
         self.fail(&trained.harness);
+    }
+
+    /// The record `stored`, the record numbered `seq`, holds; a record that cannot be read
+    /// back is an error naming it, as SQLite's conversion errors are.
+    pub fn decode_record(
+        &self,
+        conn: &Connection,
+        stored: &[u8],
+        seq: i64,
+    ) -> rusqlite::Result<Vec<u8>> {
+        match self.decode(conn, stored) {
+            Ok(record) => Ok(record.into_owned()),
+            Err(why) => Err(rusqlite::Error::FromSqlConversionFailure(
+                0,
+                rusqlite::types::Type::Blob,
+                Box::new(super::Unreadable { seq, why }),
+            )),
+        }
     }
 
     /// The record `stored` holds.
@@ -576,7 +606,7 @@ mod tests {
     }
 
     #[test]
-    fn a_record_whose_dictionary_or_frame_is_damaged_is_an_error_not_wrong_bytes() {
+    fn a_record_whose_dictionary_is_missing_or_whose_frame_is_cut_short_is_an_error() {
         let conn = archive_schema();
         let mut codec = Codec::default();
         let trained = train(&mut codec, &conn, "codex");

@@ -11,8 +11,10 @@ use crate::error::Result;
 use rusqlite::params;
 use std::collections::BTreeSet;
 
-/// Records rewritten per transaction.
-const PAGE: i64 = 2000;
+/// Records rewritten per transaction, at most, and the bytes of them read at most (past at
+/// least one).
+const PAGE: usize = 2000;
+const PAGE_BYTES: usize = 8 << 20;
 
 /// What `compact` did.
 #[derive(Debug, Default, serde::Serialize)]
@@ -103,10 +105,12 @@ impl Archive {
         {
             let mut stmt = self.db(self.conn.prepare(
                 "SELECT r.seq, r.record FROM records r JOIN sources s ON s.id = r.source_id
-                 WHERE s.harness = ?1 AND r.seq % ?2 = 0 ORDER BY r.seq",
+                 WHERE s.harness = ?1 AND r.seq % ?2 = 0 AND length(r.record) <= ?3
+                 ORDER BY r.seq",
             ))?;
             let records = self.records_reader();
-            let mut rows = self.db(stmt.query(params![harness, every]))?;
+            let mut rows =
+                self.db(stmt.query(params![harness, every, codec::MAX_COMPRESSED as i64]))?;
             while let Some(r) = self.db(rows.next())? {
                 let record = self.db(r.get(0).and_then(|seq| records.record(r, 1, seq)))?;
                 samples.offer(&record, COMPACT_SAMPLES);
@@ -141,31 +145,42 @@ impl Archive {
     ) -> Result<()> {
         let mut after = 0;
         loop {
-            let page: Vec<(i64, Vec<u8>)> = {
+            // A record too long to be compressed is stored as it is: counted, never loaded.
+            let mut page: Vec<(i64, Option<Vec<u8>>, i64)> = Vec::new();
+            {
                 let mut stmt = self.db(self.conn.prepare_cached(
-                    "SELECT r.seq, r.record FROM records r JOIN sources s ON s.id = r.source_id
-                     WHERE s.harness = ?1 AND r.seq > ?2 ORDER BY r.seq LIMIT ?3",
+                    "SELECT r.seq, CASE WHEN length(r.record) <= ?3 THEN r.record END,
+                            length(r.record)
+                     FROM records r JOIN sources s ON s.id = r.source_id
+                     WHERE s.harness = ?1 AND r.seq > ?2 ORDER BY r.seq",
                 ))?;
-                let rows = stmt.query_map(params![harness, after, PAGE], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                });
-                self.db(rows.and_then(|r| r.collect()))?
-            };
-            let Some((last, _)) = page.last() else {
+                let mut rows =
+                    self.db(stmt.query(params![harness, after, codec::MAX_COMPRESSED as i64]))?;
+                let mut bytes = 0;
+                while page.len() < PAGE
+                    && bytes < PAGE_BYTES
+                    && let Some(r) = self.db(rows.next())?
+                {
+                    let row: (i64, Option<Vec<u8>>, i64) =
+                        self.db((|| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))())?;
+                    bytes += row.1.as_ref().map_or(0, Vec::len);
+                    page.push(row);
+                }
+            }
+            let Some((last, ..)) = page.last() else {
                 return Ok(());
             };
             after = *last;
             let tx = self.write()?;
-            for (seq, stored) in &page {
-                let record = tx.codec.borrow().decode(&tx.tx, stored);
-                let record = record.map_err(|why| super::Unreadable { seq: *seq, why });
-                let record = tx.db(record.map_err(|e| {
-                    rusqlite::Error::FromSqlConversionFailure(
-                        1,
-                        rusqlite::types::Type::Blob,
-                        Box::new(e),
-                    )
-                }))?;
+            for (seq, stored, len) in &page {
+                let Some(stored) = stored else {
+                    done.records += 1;
+                    done.record_bytes += *len as u64;
+                    done.stored_before += *len as u64;
+                    done.stored_after += *len as u64;
+                    continue;
+                };
+                let record = tx.db(tx.codec.borrow().decode_record(&tx.tx, stored, *seq))?;
                 let again = tx.db(tx
                     .codec
                     .borrow_mut()
@@ -174,7 +189,7 @@ impl Archive {
                 done.record_bytes += record.len() as u64;
                 done.stored_before += stored.len() as u64;
                 let keep = again.len() >= stored.len();
-                let now: &[u8] = if keep { stored } else { &again };
+                let now: &[u8] = if keep { &stored[..] } else { &again };
                 done.stored_after += now.len() as u64;
                 named.extend(codec::dictionary_of(now));
                 if !keep {
