@@ -53,11 +53,12 @@ const TRANSACTION_TIME: Duration = Duration::from_millis(250);
 const TRANSACTION_BYTES: usize = 256 << 10;
 
 /// The same two bounds while the index catches up (it is given a whole page of records at a
-/// time): each transaction flushes a new segment of the full-text index, which later merges
-/// write again, so fewer and larger ones index a backlog faster (a gigabyte of records in
-/// 41 s rather than 58 s, BENCHMARKS.md). A commit of records waits at most for one flush.
+/// time, at most [`BATCH_BYTES`]): each transaction flushes a new segment of the full-text
+/// index, which later merges write again, so fewer and larger ones index a backlog faster (a
+/// gigabyte of records in 41 s rather than 58 s, BENCHMARKS.md). A commit of records waits at
+/// most for one flush.
 const CATCH_UP_TIME: Duration = Duration::from_secs(2);
-const CATCH_UP_BYTES: usize = 16 << 20;
+const CATCH_UP_BYTES: usize = BATCH_BYTES;
 
 /// How many pages of full-text index segments one merge step writes at most. FTS5's automatic
 /// merging is off (schema 4): it would merge as much as a level needs inside whichever
@@ -161,10 +162,8 @@ impl Indexer {
             let tx = (self.archive.connection()).transaction_with_behavior(Immediate)?;
             let (mut n, mut bytes) = (0, 0);
             for row in rows {
-                let parsed = parse(
-                    &row.harness,
-                    &with_long_strings_cut(&row.record, INDEXED_STRING),
-                );
+                // Given cut (see `indexed`) by the follower or `catch_up`.
+                let parsed = parse(&row.harness, &row.record);
                 let session = match self.sessions.get(&row.source) {
                     Some(s) => *s,
                     None => {
@@ -194,20 +193,25 @@ impl Indexer {
     pub fn catch_up(&mut self, mut progress: impl FnMut(i64, i64)) -> Result<u64> {
         let last = self.archive.last_seq()?;
         let mut done = self.done()?;
-        let mut indexed = 0;
+        let mut count = 0;
         while done < last {
-            let page = self
+            let mut page = self
                 .archive
                 .records_page(done, last, BATCH, BATCH_BYTES as u64)?;
+            for row in &mut page {
+                if let std::borrow::Cow::Owned(cut) = indexed(&row.record) {
+                    row.record = cut;
+                }
+            }
             let Some(end) = page.last().map(|r| r.seq) else {
                 break;
             };
             self.index(&page)?;
-            indexed += page.len() as u64;
+            count += page.len() as u64;
             done = end;
             progress(done, last);
         }
-        Ok(indexed)
+        Ok(count)
     }
 
     /// Empties the index: every session, message and the consumer's place.
@@ -435,7 +439,7 @@ fn add_message(
 }
 
 /// A record as the index reads it: its long strings cut (see [`INDEXED_STRING`]).
-fn indexed(record: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+pub(crate) fn indexed(record: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     with_long_strings_cut(record, INDEXED_STRING)
 }
 

@@ -156,11 +156,14 @@ pub fn with_long_strings_cut(record: &[u8], limit: usize) -> Cow<'_, [u8]> {
 }
 
 /// The last place at or before `limit` where `raw`, a JSON string's contents longer than
-/// `limit`, can be cut: between two characters, outside any escape.
+/// `limit`, can be cut: between two characters, outside any escape, and not between the two
+/// escapes of a surrogate pair (a lone half would make the whole record's surrogates read as
+/// U+FFFD).
 fn cut_at(raw: &[u8], limit: usize) -> usize {
     let mut at = 0;
     loop {
         let step = match raw[at] {
+            b'\\' if is_high_surrogate(&raw[at..]) && raw[at + 6..].starts_with(b"\\u") => 12,
             b'\\' if raw.get(at + 1) == Some(&b'u') => 6,
             b'\\' => 2,
             b if b < 0x80 => 1,
@@ -173,6 +176,14 @@ fn cut_at(raw: &[u8], limit: usize) -> usize {
         }
         at += step;
     }
+}
+
+/// Whether `escape` begins with the `\\u` escape of a UTF-16 high surrogate (D800 to DBFF).
+fn is_high_surrogate(escape: &[u8]) -> bool {
+    escape.len() >= 6
+        && escape[1] == b'u'
+        && escape[2].eq_ignore_ascii_case(&b'd')
+        && matches!(escape[3].to_ascii_lowercase(), b'8' | b'9' | b'a' | b'b')
 }
 
 /// What `record`, a record of a `harness` transcript, says. Never fails: a record that is not
@@ -619,12 +630,18 @@ mod tests {
         let text = "aé€😀\\\"\u{1}\n".repeat(3);
         let record =
             serde_json::json!({"type": "user", "uuid": "u1", "message": {"content": text}, "n": 1});
-        let record = serde_json::to_vec(&record).unwrap();
-        for limit in 8..40 {
+        let mut record = serde_json::to_vec(&record).unwrap();
+        // An emoji as JavaScript writes it: a surrogate pair of escapes, never cut apart.
+        let emoji = (record.windows(4))
+            .position(|w| w == "😀".as_bytes())
+            .unwrap();
+        record.splice(emoji..emoji + 4, br"\ud83d\ude00".iter().copied());
+        for limit in 8..60 {
             let cut = with_long_strings_cut(&record, limit);
             let value = parse_value(&cut).unwrap_or_else(|| panic!("{limit}: not JSON: {cut:?}"));
             let kept = value["message"]["content"].as_str().unwrap();
             assert!(text.starts_with(kept), "{limit}: {kept:?}");
+            assert!(!kept.contains('\u{fffd}'), "{limit}: {kept:?}");
             assert!(
                 serde_json::to_string(kept).unwrap().len() - 2 <= limit,
                 "{limit}"

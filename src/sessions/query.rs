@@ -6,7 +6,8 @@ use crate::archive::{Archive, Records, path_from_blob};
 use crate::error::{Error, Result};
 use crate::redact::Redactor;
 use crate::sessions::body;
-use crate::sessions::parse::{INDEXED_STRING, parse, with_long_strings_cut};
+use crate::sessions::indexed;
+use crate::sessions::parse::parse;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::PathBuf;
 
@@ -496,8 +497,7 @@ fn ranked_hits(
     for (_, mut hit) in ranked {
         let found = record.query_row([hit.seq], |r| {
             let record = records.record(r, 1, hit.seq)?;
-            let record = with_long_strings_cut(&record, INDEXED_STRING);
-            Ok(parse(&r.get::<_, String>(0)?, &record).message)
+            Ok(parse(&r.get::<_, String>(0)?, &indexed(&record)).message)
         });
         let body = found.optional()?.flatten().map(|m| body(&m.parts));
         conn.execute("DELETE FROM temp.snippet_text", [])?;
