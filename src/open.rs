@@ -24,9 +24,9 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 /// once more: notify asks inotify for it on every watched file) nor closes it.
 ///
 /// A handle is used again only for the path it was opened by, while a `lstat` of that path,
-/// made when the handle is taken, shows the same file with the same permissions: a file
+/// made when the handle is taken, shows the same file with the same mode and owner: a file
 /// deleted is not read any further than an open would let it be, one replaced or made again
-/// is opened again, and so is one whose permissions changed, so that what an open would
+/// is opened again, and so is one whose mode or owner changed, so that what an open would
 /// refuse is refused as before. The `lstat` replaces an open and a close, and wakes no one. At most [`MAX_KEPT`] stay open, the least
 /// recently read closed first, and none longer than [`IDLE`] after its last read once
 /// [`Kept::close_idle`] runs (every read does); a full pass (every deletion makes one, and every
@@ -39,8 +39,14 @@ pub struct Kept {
 struct KeptFile {
     file: File,
     identity: Identity,
-    mode: u32,
+    /// Mode and owner: what decides whether an open would be refused.
+    access: (u32, u32, u32),
     used: Instant,
+}
+
+/// What decides whether an open of the file `meta` describes would be refused.
+fn access(meta: &Metadata) -> (u32, u32, u32) {
+    (meta.mode(), meta.uid(), meta.gid())
 }
 
 /// The most transcripts kept open.
@@ -51,11 +57,11 @@ pub const IDLE: Duration = Duration::from_secs(5);
 
 impl Kept {
     /// The handle kept for `path`, when the path still names the file it was opened on, with
-    /// the same permissions; a handle that no longer fits is closed.
+    /// the same mode and owner; a handle that no longer fits is closed.
     pub fn take(&mut self, path: &Path) -> Option<File> {
         let kept = self.files.remove(path)?;
         let now = std::fs::symlink_metadata(path).ok()?;
-        (kept.identity == Identity::of(&now) && kept.mode == now.mode()).then_some(kept.file)
+        (kept.identity == Identity::of(&now) && kept.access == access(&now)).then_some(kept.file)
     }
 
     /// Keeps `file`, opened on `path` and described by `meta` (an `fstat` of it).
@@ -71,7 +77,7 @@ impl Kept {
         let kept = KeptFile {
             file,
             identity: Identity::of(meta),
-            mode: meta.mode(),
+            access: access(meta),
             used: Instant::now(),
         };
         self.files.insert(path.to_owned(), kept);
