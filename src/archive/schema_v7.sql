@@ -15,7 +15,19 @@ CREATE VIRTUAL TABLE message_text USING fts5 (
 );
 INSERT INTO message_text (message_text, rank) VALUES ('automerge', 0);
 CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
+-- Without its trigger, which would update the message's session and delete its text one
+-- message at a time, `DELETE FROM messages` empties the table at once.
+DROP TRIGGER messages_removed;
 DELETE FROM messages;
+CREATE TRIGGER messages_removed AFTER DELETE ON messages BEGIN
+    UPDATE sessions SET
+        user_messages = user_messages - (OLD.role = 'user'),
+        assistant_messages = assistant_messages - (OLD.role = 'assistant'),
+        compactions = compactions - (OLD.role = 'compact'),
+        unparsed = unparsed - (OLD.role = 'unparsed')
+    WHERE id = OLD.session;
+    DELETE FROM message_text WHERE rowid = OLD.id;
+END;
 DELETE FROM session_models;
 DELETE FROM session_sources;
 DELETE FROM sessions;
