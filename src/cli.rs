@@ -1158,11 +1158,8 @@ fn compact(args: &CompactArgs, db: &Path) -> Result<()> {
             .and_then(|()| writeln!(out));
         return stdout_result(written);
     }
-    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
-    let share = |b: u64| match done.record_bytes {
-        0 => String::new(),
-        n => format!(" ({:.1} %)", 100.0 * b as f64 / n as f64),
-    };
+    use crate::status::{megabytes as mb, share_of};
+    let share = |stored| share_of(stored, done.record_bytes);
     println!(
         "compacted {}: {} records ({}) stored in {}{} instead of {}{}; {} stored again; \
          file {} -> {}",

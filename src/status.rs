@@ -229,17 +229,27 @@ fn source_status(s: &SourceRow) -> SourceStatus {
     }
 }
 
+/// Bytes in megabytes, for people: `1075.2 MB`.
+pub(crate) fn megabytes(bytes: u64) -> String {
+    format!("{:.1} MB", bytes as f64 / 1e6)
+}
+
+/// What storing records takes, as a share of their bytes: ` (25.4 %)`, or nothing when there
+/// are no records.
+pub(crate) fn share_of(stored: u64, record_bytes: u64) -> String {
+    match record_bytes {
+        0 => String::new(),
+        n => format!(" ({:.1} %)", 100.0 * stored as f64 / n as f64),
+    }
+}
+
 /// How much room the records take, for people.
 fn storage_line(s: &crate::archive::Storage) -> String {
-    let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
-    let share = match s.record_bytes {
-        0 => String::new(),
-        n => format!(" ({:.1} %)", 100.0 * s.stored_bytes as f64 / n as f64),
-    };
     format!(
-        "storage: records {} stored in {}{share}; {} compression dictionar{}",
-        mb(s.record_bytes),
-        mb(s.stored_bytes),
+        "storage: records {} stored in {}{}; {} compression dictionar{}",
+        megabytes(s.record_bytes),
+        megabytes(s.stored_bytes),
+        share_of(s.stored_bytes, s.record_bytes),
         s.dictionaries,
         if s.dictionaries == 1 { "y" } else { "ies" }
     )

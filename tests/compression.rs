@@ -58,14 +58,14 @@ fn run_once(env: &Env, config: Option<&str>) -> String {
     if let Some(text) = config {
         env.write_config(text);
     }
-    let out = env
-        .cmd()
-        .args(["run", "--once", "--db"])
-        .arg(&env.db)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    stderr(&out)
+    env.run_once_home()
+}
+
+/// What `export` gives back, as the file it came from: each record with its `\n`.
+fn exported(env: &Env) -> Vec<u8> {
+    (env.records().iter())
+        .flat_map(|r| r.bytes().chain([b'\n']))
+        .collect()
 }
 
 fn cli(env: &Env, args: &[&str]) -> Vec<u8> {
@@ -127,10 +127,7 @@ fn a_session_is_stored_compressed_with_its_harness_dictionary_and_comes_back_byt
 
     // Out of the archive, byte for byte: export, show --format raw, restore.
     let written = fs::read(&path).unwrap();
-    let exported: Vec<u8> = (env.records().iter())
-        .flat_map(|r| r.bytes().chain([b'\n']))
-        .collect();
-    assert!(exported == written, "export differs from the file");
+    assert!(exported(&env) == written, "export differs from the file");
     assert!(
         cli(&env, &["show", SESSION, "--format", "raw"]) == written,
         "show differs"
@@ -180,11 +177,8 @@ fn compress_false_stores_records_as_they_are_and_an_archive_may_hold_both() {
     std::io::Write::write_all(&mut f, &transcript(100, 200)).unwrap();
     run_once(&env, Some(""));
     assert!(frames_after(&env.db, 100).iter().all(|f| *f == Some(None)));
-    let exported: Vec<u8> = (env.records().iter())
-        .flat_map(|r| r.bytes().chain([b'\n']))
-        .collect();
     assert!(
-        exported == fs::read(&path).unwrap(),
+        exported(&env) == fs::read(&path).unwrap(),
         "export differs from the file"
     );
 }

@@ -60,13 +60,7 @@ impl Home {
 
 /// `run --once` with the built-in watchers under the env's HOME.
 fn archive_home(env: &Env) {
-    let out = env
-        .cmd()
-        .args(["run", "--once", "--db"])
-        .arg(&env.db)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    env.run_once_home();
 }
 
 fn cli(env: &Env, args: &[&str]) -> Output {

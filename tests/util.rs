@@ -71,6 +71,16 @@ impl Env {
         cmd
     }
 
+    /// `run --once` with the built-in watchers under the env's HOME (no `--watch`); must
+    /// succeed. Returns stderr.
+    pub fn run_once_home(&self) -> String {
+        let out = (self.cmd().args(["run", "--once", "--db"]).arg(&self.db))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "run --once failed:\n{}", stderr(&out));
+        stderr(&out)
+    }
+
     /// `run --once` over the watched root; must succeed. Returns stderr.
     pub fn run_once(&self, extra: &[&str]) -> String {
         let out = self.run_once_output(extra);
