@@ -45,6 +45,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("archive/schema_v5.sql"),
     include_str!("archive/schema_v6.sql"),
     include_str!("archive/schema_v7.sql"),
+    include_str!("archive/schema_v8.sql"),
 ];
 
 /// One archived record as exported.
@@ -1167,6 +1168,61 @@ impl Tx<'_> {
             Op::RootScanned(root) => self.mark_root_scanned(root),
             Op::SetState { key, value } => self.set_state(key, value),
             Op::ConsumerDone { name, seq } => self.consumer_done(name, *seq),
+            Op::Machine { id, uuid, host } => self.db(self.tx.execute(
+                "INSERT INTO machines (id, uuid, host, first_pulled_ms) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (id) DO UPDATE SET host = excluded.host",
+                params![id, uuid, host, now_ms()],
+            ))
+            .map(drop),
+            Op::PulledSource {
+                id,
+                machine,
+                remote_id,
+                harness,
+                path,
+                generation,
+            } => self.db(self.tx.execute(
+                "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms,
+                     machine, remote_id)
+                 VALUES (?1, 0, 0, ?2, ?3, ?4, 0, ?5, ?6, ?7)
+                 ON CONFLICT (id) DO UPDATE SET path = excluded.path,
+                     generation = excluded.generation",
+                params![id, blob(path), harness, generation, now_ms(), machine, remote_id],
+            ))
+            .map(drop),
+            Op::Pulled {
+                sink,
+                machine,
+                pulled_id,
+                records,
+                shipped_ms,
+                sessions_at,
+            } => self.db(self.tx.execute(
+                "INSERT INTO pulls (sink, machine, pulled_id, sessions_at, records, last_pulled_ms,
+                     last_shipped_ms)
+                 VALUES (?1, ?2, ?3, coalesce(?4, ''), ?5, ?6, ?7)
+                 ON CONFLICT (sink, machine) DO UPDATE SET
+                     pulled_id = max(pulled_id, excluded.pulled_id),
+                     sessions_at = coalesce(?4, sessions_at),
+                     records = records + excluded.records,
+                     last_pulled_ms = excluded.last_pulled_ms,
+                     last_shipped_ms = coalesce(excluded.last_shipped_ms, last_shipped_ms)",
+                params![sink, machine, pulled_id, sessions_at, records, now_ms(), shipped_ms],
+            ))
+            .map(drop),
+            Op::PulledSession {
+                machine,
+                harness,
+                session,
+                git_remote,
+            } => self.db(self.tx.execute(
+                "INSERT INTO pulled_sessions (machine, harness, session, git_remote)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (machine, harness, session) DO UPDATE SET
+                     git_remote = excluded.git_remote",
+                params![machine, harness, session, git_remote],
+            ))
+            .map(drop),
         }
     }
 
@@ -1464,6 +1520,56 @@ pub enum Op {
         key: &'static str,
         /// Its value.
         value: String,
+    },
+    /// Adds another machine, whose records are pulled.
+    Machine {
+        /// Its id in this archive (1 and up).
+        id: i64,
+        /// Its UUID, the `machine_id` of its archive.
+        uuid: String,
+        /// Its host name, a label.
+        host: String,
+    },
+    /// Adds or updates a source pulled from another machine: a negative id, no cursor.
+    PulledSource {
+        /// Its id here (negative).
+        id: SourceId,
+        /// Its machine's id here.
+        machine: i64,
+        /// Its id on that machine.
+        remote_id: i64,
+        /// Its watcher there.
+        harness: String,
+        /// Its path there.
+        path: PathBuf,
+        /// Its generation there.
+        generation: i64,
+    },
+    /// Moves sink `sink`'s place in what it pulls of `machine`, with the records pulled.
+    Pulled {
+        /// The sink.
+        sink: String,
+        /// The machine's id here.
+        machine: i64,
+        /// The store's last `pull_id` taken.
+        pulled_id: i64,
+        /// How many records this pull added.
+        records: i64,
+        /// When the last of them was shipped by its machine (Unix ms).
+        shipped_ms: Option<i64>,
+        /// The time of the last session row taken, as the store writes it.
+        sessions_at: Option<String>,
+    },
+    /// What another machine's index says of one of its sessions.
+    PulledSession {
+        /// The machine's id here.
+        machine: i64,
+        /// The watcher.
+        harness: String,
+        /// The agent's id of the session.
+        session: String,
+        /// The project's git remote.
+        git_remote: Option<String>,
     },
 }
 

@@ -525,19 +525,24 @@ pub struct SessionFilter {
     /// time (2026-11-01, 2026-11-01T09:00:00Z).
     #[arg(long, value_name = "WHEN", value_parser = parse_since)]
     since: Option<i64>,
+    /// Only the sessions of machine NAME: `this`, `all`, or a machine pulled from a
+    /// PostgreSQL sink (its host name, or the start of its UUID).
+    #[arg(long, value_name = "NAME", default_value = "all")]
+    machine: String,
     /// At most N (0: all).
     #[arg(long, value_name = "N", default_value_t = 50)]
     limit: usize,
 }
 
 impl SessionFilter {
-    fn filter(&self) -> Filter {
-        Filter {
+    fn filter(&self, archive: &Archive) -> Result<Filter> {
+        Ok(Filter {
             harness: self.harness.clone(),
             project: self.project.clone(),
             since_ms: self.since,
+            machine: query::machine_named(archive, &self.machine)?,
             limit: self.limit,
-        }
+        })
     }
 }
 
@@ -560,6 +565,10 @@ pub struct ShowArgs {
     archive: ArchiveArg,
     /// The session's id, or a unique prefix of it (at least 4 characters).
     session: String,
+    /// The machine whose session it is, when two have one of that id: `this`, or a pulled
+    /// machine's host name or UUID prefix.
+    #[arg(long, value_name = "NAME", default_value = "all")]
+    machine: String,
     /// How to write it.
     #[arg(long, value_enum, default_value = "text")]
     format: Format,
@@ -592,9 +601,23 @@ pub struct RestoreArgs {
     archive: ArchiveArg,
     /// The session's id, or a unique prefix of it (at least 4 characters).
     session: String,
+    /// The machine whose session it is, when two have one of that id: `this`, or a pulled
+    /// machine's host name or UUID prefix.
+    #[arg(long, value_name = "NAME", default_value = "all")]
+    machine: String,
     /// Write under this directory instead of where the agent keeps them.
     #[arg(long, value_name = "DIR")]
     to: Option<PathBuf>,
+    /// For another machine's session: the project's directory on this machine (by default,
+    /// the directory of a session here with the same git remote, else the original path if
+    /// it exists here).
+    #[arg(long, value_name = "PATH")]
+    project_dir: Option<PathBuf>,
+    /// For another machine's session restored into another directory: change the `cwd` of
+    /// its records from the original project path to the new one (this changes bytes; without
+    /// it the records are written as archived).
+    #[arg(long)]
+    rewrite_cwd: bool,
     /// Overwrite files that differ from the archived transcript.
     #[arg(long)]
     force: bool,
@@ -983,7 +1006,8 @@ fn catch_up_index(archive: Archive) -> Result<()> {
 
 fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     let mut archive = indexed_archive(db)?;
-    let list = query::sessions(&mut archive, &args.filter.filter())?;
+    let filter = args.filter.filter(&archive)?;
+    let list = query::sessions(&mut archive, &filter)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let written = if args.json {
         (|| {
@@ -1018,8 +1042,9 @@ fn write_json_line(out: &mut impl Write, value: &impl serde::Serialize) -> io::R
 }
 
 /// The session `id` names in the archive: exit 1 when none, 2 when several.
-fn find_session(archive: &mut Archive, id: &str) -> Result<query::Session> {
-    match query::find(archive, id)? {
+fn find_session(archive: &mut Archive, id: &str, machine: &str) -> Result<query::Session> {
+    let machine = query::machine_named(archive, machine)?;
+    match query::find(archive, id, machine)? {
         Found::One(s) => Ok(*s),
         Found::None => Err(Error::NoSuchSession {
             path: archive.path().to_owned(),
@@ -1030,7 +1055,7 @@ fn find_session(archive: &mut Archive, id: &str) -> Result<query::Session> {
             candidates: (list.iter())
                 .map(|s| {
                     let project = s.project.as_deref().unwrap_or("-");
-                    format!("{} ({}, {project})", s.id, s.harness)
+                    format!("{} ({}, {project}, on {})", s.id, s.harness, s.machine)
                 })
                 .collect(),
         }),
@@ -1040,7 +1065,7 @@ fn find_session(archive: &mut Archive, id: &str) -> Result<query::Session> {
 fn show(args: ShowArgs, settings: &Settings) -> Result<()> {
     use std::io::IsTerminal;
     let mut archive = indexed_archive(&settings.archive)?;
-    let mut session = find_session(&mut archive, &args.session)?;
+    let mut session = find_session(&mut archive, &args.session, &args.machine)?;
     let redactor = redactor_if(args.redact, settings)?;
     let redactor = redactor.as_deref();
     if let Some(r) = redactor {
@@ -1084,12 +1109,8 @@ fn search(args: SearchArgs, db: &Path) -> Result<()> {
     let mut archive = indexed_archive(db)?;
     let stdout = io::stdout();
     let style = show::Style::new(stdout.is_terminal() && !args.json);
-    let hits = query::search(
-        &mut archive,
-        &args.query,
-        &args.filter.filter(),
-        style.marks(),
-    )?;
+    let filter = args.filter.filter(&archive)?;
+    let hits = query::search(&mut archive, &args.query, &filter, style.marks())?;
     let mut out = BufWriter::new(stdout.lock());
     let written = if args.json {
         hits.iter().try_for_each(|h| write_json_line(&mut out, h))
@@ -1102,13 +1123,16 @@ fn search(args: SearchArgs, db: &Path) -> Result<()> {
 
 fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
     let mut archive = indexed_archive(&settings.archive)?;
-    let session = find_session(&mut archive, &args.session)?;
+    let session = find_session(&mut archive, &args.session, &args.machine)?;
     let to = args.to.as_deref().map(absolute);
+    let project_dir = args.project_dir.as_deref().map(absolute);
     let request = crate::restore::Request {
         roots: &settings.roots,
         to: to.as_deref(),
         force: args.force,
         dry_run: args.dry_run,
+        project_dir: project_dir.as_deref(),
+        rewrite_cwd: args.rewrite_cwd,
     };
     let mut out = io::stdout().lock();
     crate::restore::restore(&mut archive, &session, &request, &mut out)

@@ -389,6 +389,12 @@ fn sinks(
         if sinks.iter().any(|s| s.name == spec.name) {
             return Err(at(format!("two sinks are named {:?}", spec.name)));
         }
+        if let (Some(_), Some(first)) = (spec.pull, sinks.iter().find(|s| s.pull.is_some())) {
+            return Err(at(format!(
+                "sink {:?}: pull = true, and sink {:?} pulls already; one store is pulled from",
+                spec.name, first.name
+            )));
+        }
         sinks.push(spec);
     }
     for arg in &flags.ship {

@@ -73,6 +73,14 @@ pub enum Error {
         /// The id or prefix given.
         id: String,
     },
+    /// `--machine` names no machine this archive knows.
+    #[error("no machine {name:?} in this archive; give `this`, `all`, or one of: {}", if known.is_empty() { "(none pulled yet)".to_owned() } else { known.join(", ") })]
+    NoSuchMachine {
+        /// The name given.
+        name: String,
+        /// The pulled machines: host name and UUID.
+        known: Vec<String>,
+    },
     /// `show` or `restore` was given a prefix that several sessions' ids start with.
     #[error("{id:?} names {} sessions: {}; give more of the id", candidates.len(), candidates.join(", "))]
     AmbiguousSession {
@@ -99,6 +107,23 @@ pub enum Error {
         /// The file in the way.
         path: PathBuf,
     },
+    /// `restore` of another machine's session found no directory here for its project.
+    #[error(
+        "session {id} is {machine}'s, in {project}, which is not a directory here{remote}; give --project-dir PATH (this machine's checkout of the project), and --rewrite-cwd to change the records' cwd to it"
+    )]
+    ProjectDirNeeded {
+        /// The session.
+        id: String,
+        /// Its machine's name.
+        machine: String,
+        /// Its project directory there.
+        project: String,
+        /// What was looked for here: ", and no session of this machine has its git remote …".
+        remote: String,
+    },
+    /// `restore` was given what only another machine's session takes, or cannot place a file.
+    #[error("restore: {0}")]
+    RestoreRefused(String),
     /// `restore` has no archived records for a session.
     #[error("session {id} has no archived records to restore")]
     NothingToRestore {

@@ -11,6 +11,7 @@ use crate::harness::Root;
 use crate::lifecycle::{self, Change};
 use crate::lock::ArchiveLock;
 use crate::seed;
+use crate::sessions::git;
 use crate::sessions::query::{self, Session};
 use crate::sources::Sources;
 use std::fs::{self, File, OpenOptions};
@@ -28,6 +29,21 @@ pub struct Request<'a> {
     pub force: bool,
     /// Say what would be written; write nothing.
     pub dry_run: bool,
+    /// For another machine's session: its project's directory on this machine.
+    pub project_dir: Option<&'a Path>,
+    /// For another machine's session: change its records' `cwd` to the project's directory
+    /// here.
+    pub rewrite_cwd: bool,
+}
+
+/// Where another machine's session goes on this one: its project's directory there and here.
+struct Move {
+    /// The project's directory on the session's machine.
+    from: Option<String>,
+    /// The project's directory here.
+    to: PathBuf,
+    /// How `to` was found, for the report.
+    how: &'static str,
 }
 
 /// One transcript to write.
@@ -53,14 +69,37 @@ pub fn restore(
     request: &Request,
     out: &mut impl Write,
 ) -> Result<()> {
+    let moved = match session.machine_id {
+        0 if request.project_dir.is_some() || request.rewrite_cwd => {
+            return Err(Error::RestoreRefused(format!(
+                "--project-dir and --rewrite-cwd are for another machine's session; session {} is this machine's, and goes back where it was (or under --to)",
+                session.id
+            )));
+        }
+        0 => None,
+        _ => Some(place(archive, session, request)?),
+    };
     let mut sessions = vec![session.clone()];
     sessions.extend(query::subagents(archive, session)?);
     let mut plan = Vec::new();
     for s in &sessions {
         for file in query::session_files(archive, s)? {
-            let target = target_of(&file.path, request, &s.harness);
+            let target = match &moved {
+                Some(m) => pulled_target(&file.path, request, &s.harness, m)?,
+                None => target_of(&file.path, request, &s.harness),
+            };
             let mut bytes = Vec::new();
             query::write_records(archive, &file, None, &mut bytes)?.at_path(&target)?;
+            if let Some(Move {
+                from: Some(from),
+                to,
+                ..
+            }) = &moved
+                && request.rewrite_cwd
+                && s.harness == "claude-code"
+            {
+                bytes = rewrite_cwd(&bytes, from, &to.to_string_lossy());
+            }
             let state = compare(&target, &bytes)?;
             plan.push(Planned {
                 target,
@@ -95,13 +134,207 @@ pub fn restore(
     } else {
         "restored"
     };
-    let resume = resume_command(session);
+    if let Some(m) = &moved {
+        let from = m.from.as_deref().unwrap_or("an unknown directory");
+        let cwd = match (request.rewrite_cwd, session.harness.as_str()) {
+            (true, "claude-code") => "; its records' cwd changed to it",
+            (false, "claude-code") if m.from.as_deref() != Some(&*m.to.to_string_lossy()) => {
+                "; its records still name the old cwd (--rewrite-cwd changes them)"
+            }
+            _ => "",
+        };
+        writeln!(
+            out,
+            "session {} of {}: project {from} there is {} here ({}){cwd}",
+            session.id,
+            session.machine,
+            m.to.display(),
+            m.how
+        )
+        .at_path(&plan[0].target)?;
+    }
+    let mut here = session.clone();
+    if let Some(m) = &moved {
+        here.project = Some(m.to.to_string_lossy().into_owned());
+    }
+    let resume = resume_command(&here);
     writeln!(
         out,
         "{verb} session {}; resume it with:\n  {resume}",
         session.id
     )
     .at_path(&plan[0].target)
+}
+
+/// The project directory here of another machine's session: `--project-dir`; else the
+/// directory of a session of this machine with the same git remote; else the original path,
+/// if it is a directory here. Refuses otherwise, naming the flag.
+fn place(archive: &mut Archive, session: &Session, request: &Request) -> Result<Move> {
+    let from = session.project.clone();
+    if let Some(dir) = request.project_dir {
+        if !dir.is_dir() {
+            return Err(Error::RestoreRefused(format!(
+                "--project-dir {} is not a directory",
+                dir.display()
+            )));
+        }
+        let how = "--project-dir";
+        return Ok(Move {
+            from,
+            to: dir.to_owned(),
+            how,
+        });
+    }
+    if let Some(remote) = &session.git_remote {
+        let key = git::repository_key(remote);
+        let filter = query::Filter {
+            machine: Some(0),
+            ..query::Filter::default()
+        };
+        let local = query::sessions(archive, &filter)?;
+        let checkout = (local.iter())
+            .filter(|s| s.git_remote.as_deref().map(git::repository_key) == Some(key.clone()))
+            .filter_map(|s| s.project.as_deref().map(PathBuf::from))
+            .find(|p| p.is_dir());
+        if let Some(to) = checkout {
+            let how = "a session here has its git remote";
+            return Ok(Move { from, to, how });
+        }
+    }
+    if let Some(p) = from
+        .as_deref()
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+    {
+        return Ok(Move {
+            from,
+            to: p,
+            how: "the same path exists here",
+        });
+    }
+    Err(Error::ProjectDirNeeded {
+        id: session.id.clone(),
+        machine: session.machine.clone(),
+        project: from.unwrap_or_else(|| "an unknown directory".into()),
+        remote: match &session.git_remote {
+            Some(r) => format!(", and no session of this machine has its git remote {r}"),
+            None => String::new(),
+        },
+    })
+}
+
+/// Where a file of another machine's session goes here: in the agent's layout under this
+/// machine's root for its watcher (or under `--to`). Claude Code's files go under the
+/// directory the agent names after the project's directory here (see
+/// [`claude_project_dir`]); others keep their path below the root's directory name
+/// (`sessions/YYYY/MM/DD/` for Codex).
+fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Result<PathBuf> {
+    let root = (request.roots.iter()).find(|r| r.harness == harness);
+    let base = match (request.to, root) {
+        (Some(to), Some(root)) => to.join(root.path.file_name().unwrap_or_default()),
+        (Some(to), None) => to.to_owned(),
+        (None, Some(root)) => root.path.clone(),
+        (None, None) => {
+            return Err(Error::RestoreRefused(format!(
+                "no {harness} root is configured on this machine, so there is nowhere the agent would look for {}; give --to DIR",
+                path.display()
+            )));
+        }
+    };
+    let names: Vec<&std::ffi::OsStr> = path.iter().collect();
+    let root_name = match harness {
+        "claude-code" => Some(std::ffi::OsStr::new("projects")),
+        _ => root.and_then(|r| r.path.file_name()),
+    };
+    let below = root_name.and_then(|n| names.iter().rposition(|c| *c == n));
+    let Some(at) = below.filter(|at| at + 1 < names.len()) else {
+        return Err(Error::RestoreRefused(format!(
+            "{} is not in a {harness} layout this machine knows; give --to DIR to write it elsewhere",
+            path.display()
+        )));
+    };
+    let rest: PathBuf = match harness {
+        // projects/<encoded project>/<rest>
+        "claude-code" if at + 2 < names.len() => names[at + 2..].iter().collect(),
+        "claude-code" => names[at + 1..].iter().collect(),
+        _ => names[at + 1..].iter().collect(),
+    };
+    Ok(match harness {
+        "claude-code" => base
+            .join(claude_project_dir(&m.to.to_string_lossy()))
+            .join(rest),
+        _ => base.join(rest),
+    })
+}
+
+/// The directory name Claude Code gives a project under `~/.claude/projects`: every UTF-16
+/// code unit of its path that is not an ASCII letter or digit becomes `-`; a name longer than
+/// 200 is cut to 200 and given `-` and a hash of the path in base 36. (As the agent's
+/// `cli.js` does, 2.1.x; tools that find its sessions report the same rule.)
+pub fn claude_project_dir(project: &str) -> String {
+    let units: Vec<u16> = project.encode_utf16().collect();
+    let name: String = (units.iter())
+        .map(|&u| match u {
+            0x30..=0x39 | 0x41..=0x5a | 0x61..=0x7a => u as u8 as char,
+            _ => '-',
+        })
+        .collect();
+    if name.len() <= 200 {
+        return name;
+    }
+    let hash = (units.iter()).fold(0i32, |h, &u| h.wrapping_mul(31).wrapping_add(u as i32));
+    format!("{}-{}", &name[..200], base36((hash as i64).unsigned_abs()))
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// `records` (lines of JSON) with each `cwd` member whose value is `from`, or a directory
+/// below it, changed to the same place under `to`. Nothing else changes: every other byte,
+/// escapes and spacing included, stays; a line that is not a JSON object stays whole.
+pub fn rewrite_cwd(records: &[u8], from: &str, to: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(records.len());
+    for line in records.split_inclusive(|b| *b == b'\n') {
+        let Some(strings) = crate::redact::json::strings(line) else {
+            out.extend_from_slice(line);
+            continue;
+        };
+        let mut at = 0;
+        for s in strings {
+            let is_cwd = (s.member.as_ref()).is_some_and(|m| &line[m.clone()] == b"cwd");
+            if s.is_name || !is_cwd {
+                continue;
+            }
+            let quoted = &line[s.raw.start - 1..s.raw.end + 1];
+            let Ok(value) = serde_json::from_slice::<String>(quoted) else {
+                continue;
+            };
+            let moved = match value.strip_prefix(from) {
+                Some("") => to.to_owned(),
+                Some(rest) if rest.starts_with('/') => format!("{to}{rest}"),
+                _ => continue,
+            };
+            let Ok(encoded) = serde_json::to_string(&moved) else {
+                continue;
+            };
+            out.extend_from_slice(&line[at..s.raw.start - 1]);
+            out.extend_from_slice(encoded.as_bytes());
+            at = s.raw.end + 1;
+        }
+        out.extend_from_slice(&line[at..]);
+    }
+    out
 }
 
 /// Where an archived file goes: its own path, or under `to` in the same layout below the
@@ -263,6 +496,47 @@ fn shell_quote(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claude_names_project_directories_as_the_agent_does() {
+        assert_eq!(
+            claude_project_dir("/home/user/my_project.v2"),
+            "-home-user-my-project-v2"
+        );
+        // One dash per UTF-16 unit: é is one, 😀 two.
+        assert_eq!(claude_project_dir("/tmp/é😀 x"), "-tmp-----x");
+        let long = format!("/home/user/{}", "a".repeat(300));
+        let name = claude_project_dir(&long);
+        let (cut, hash) = name.split_at(200);
+        assert_eq!(cut, format!("-home-user-{}", "a".repeat(189)));
+        let units: Vec<u16> = long.encode_utf16().collect();
+        let mut h: i32 = 0;
+        for u in units {
+            h = (h << 5).wrapping_sub(h).wrapping_add(u as i32);
+        }
+        assert_eq!(hash, format!("-{}", base36(u64::from(h.unsigned_abs()))));
+        assert_eq!(base36(0), "0");
+        assert_eq!(base36(35), "z");
+        assert_eq!(base36(36), "10");
+    }
+
+    #[test]
+    fn only_cwd_members_under_the_old_path_change() {
+        let records = concat!(
+            "{\"cwd\":\"/home/a/app\",\"text\":\"cd /home/a/app\",\"x\":1.50}\n",
+            "{\"message\":{\"cwd\":\"/home/a/app/sub\"}, \"cwd\" : \"/home/a/apple\"}\n",
+            "{\"cwd\":\"\\/home\\/a\\/app\",\"note\":\"\\u00e9\"}\n",
+            "not json /home/a/app\n",
+        );
+        let out = rewrite_cwd(records.as_bytes(), "/home/a/app", "/srv/b/app");
+        let want = concat!(
+            "{\"cwd\":\"/srv/b/app\",\"text\":\"cd /home/a/app\",\"x\":1.50}\n",
+            "{\"message\":{\"cwd\":\"/srv/b/app/sub\"}, \"cwd\" : \"/home/a/apple\"}\n",
+            "{\"cwd\":\"/srv/b/app\",\"note\":\"\\u00e9\"}\n",
+            "not json /home/a/app\n",
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
     use crate::archive::Op;
     use crate::domain::Cursor;
     use crate::fingerprint::Identity;

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub mod git;
 pub mod parse;
 pub mod query;
 
@@ -248,12 +249,21 @@ fn session_of(tx: &Connection, row: &ExportRow, parsed: &Parsed) -> rusqlite::Re
     if let Some(session) = known {
         return Ok(session);
     }
+    // A pulled source (a negative id) is another machine's, and so are its sessions.
+    let machine: i64 = match row.source < 0 {
+        true => tx.query_row(
+            "SELECT machine FROM sources WHERE id = ?1",
+            [row.source],
+            |r| r.get(0),
+        )?,
+        false => 0,
+    };
     let path = row.path.as_os_str().as_bytes();
     let same_path: Option<i64> = tx
         .query_row(
             "SELECT ss.session FROM session_sources ss JOIN sources s ON s.id = ss.source_id
-             WHERE s.path = ?1 ORDER BY ss.source_id DESC LIMIT 1",
-            [path],
+             WHERE s.path = ?1 AND s.machine = ?2 ORDER BY ss.source_id DESC LIMIT 1",
+            params![path, machine],
             |r| r.get(0),
         )
         .optional()?;
@@ -262,13 +272,14 @@ fn session_of(tx: &Connection, row: &ExportRow, parsed: &Parsed) -> rusqlite::Re
         None => {
             let id = Identified::of(&row.harness, &row.path, parsed);
             tx.execute(
-                "INSERT INTO sessions (harness, session, parent, project) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT (harness, session) DO NOTHING",
-                params![row.harness, id.session, id.parent, id.project],
+                "INSERT INTO sessions (machine, harness, session, parent, project)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (machine, harness, session) DO NOTHING",
+                params![machine, row.harness, id.session, id.parent, id.project],
             )?;
             tx.query_row(
-                "SELECT id FROM sessions WHERE harness = ?1 AND session = ?2",
-                params![row.harness, id.session],
+                "SELECT id FROM sessions WHERE machine = ?1 AND harness = ?2 AND session = ?3",
+                params![machine, row.harness, id.session],
                 |r| r.get(0),
             )?
         }
@@ -382,6 +393,9 @@ fn apply(tx: &Connection, session: i64, row: &ExportRow, parsed: &Parsed) -> rus
         parsed.prompt,
         parsed.at_ms
     ])?;
+    if parsed.project.is_some() {
+        read_git_remote(tx, session)?;
+    }
     if let Some(model) = &parsed.model {
         tx.prepare_cached("INSERT OR IGNORE INTO session_models (session, model) VALUES (?1, ?2)")?
             .execute(params![session, model])?;
@@ -397,6 +411,26 @@ fn apply(tx: &Connection, session: i64, row: &ExportRow, parsed: &Parsed) -> rus
         .execute(params![session, id])?;
     }
     Ok(())
+}
+
+/// The first time one of this machine's sessions has a project, reads the git remote of the
+/// project's repository (the directory is this machine's: a pulled session's remote comes
+/// from its own machine's index).
+fn read_git_remote(tx: &Connection, session: i64) -> rusqlite::Result<()> {
+    let project: Option<String> = tx
+        .prepare_cached(
+            "UPDATE sessions SET remote_read = 1
+             WHERE id = ?1 AND remote_read = 0 AND machine = 0 AND project IS NOT NULL
+             RETURNING project",
+        )?
+        .query_row([session], |r| r.get(0))
+        .optional()?;
+    let Some(remote) = project.and_then(|p| git::remote_of(Path::new(&p))) else {
+        return Ok(());
+    };
+    tx.prepare_cached("UPDATE sessions SET git_remote = ?2 WHERE id = ?1")?
+        .execute(params![session, remote])
+        .map(drop)
 }
 
 /// Adds a message, or (for an upsert whose key is there) replaces it; a copy of a message

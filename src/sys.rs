@@ -192,8 +192,16 @@ pub fn hung_up(socket: &impl AsFd) -> bool {
     }
 }
 
-/// This host's name (`uname -n`), lossily as UTF-8; a label only.
+/// The environment variable that names this machine instead of its host name (in what it
+/// ships, and in `--machine`).
+pub const MACHINE_NAME: &str = "TRANSCRIPT_SYNC_MACHINE_NAME";
+
+/// This machine's name: [`MACHINE_NAME`] when set, else the host's name (`uname -n`),
+/// lossily as UTF-8; a label only.
 pub fn host_name() -> String {
+    if let Some(name) = std::env::var_os(MACHINE_NAME).filter(|n| !n.is_empty()) {
+        return name.to_string_lossy().into_owned();
+    }
     rustix::system::uname()
         .nodename()
         .to_string_lossy()

@@ -20,6 +20,8 @@ pub struct Filter {
     pub project: Option<String>,
     /// Only those active since this time (Unix ms).
     pub since_ms: Option<i64>,
+    /// Only this machine's: 0 for this one, else a pulled machine's id ([`machine_named`]).
+    pub machine: Option<i64>,
     /// At most this many (0: all).
     pub limit: usize,
 }
@@ -42,6 +44,14 @@ pub struct Session {
     pub key: i64,
     /// The agent's id.
     pub id: String,
+    /// The host name of the machine that wrote it (this one's, or a pulled machine's label).
+    pub machine: String,
+    /// Its machine in this archive: 0 for this one.
+    #[serde(skip)]
+    pub machine_id: i64,
+    /// The project's git remote, where it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_remote: Option<String>,
     /// Its watcher.
     pub harness: String,
     /// The project directory (or the agent's name for it).
@@ -118,24 +128,36 @@ const SESSION: &str = "
         SELECT session, group_concat(model, char(10)) AS models FROM session_models
         GROUP BY session),
     children AS (
-        SELECT harness, parent, count(*) AS n FROM sessions WHERE parent IS NOT NULL
-        GROUP BY harness, parent)
+        SELECT machine, harness, parent, count(*) AS n FROM sessions WHERE parent IS NOT NULL
+        GROUP BY machine, harness, parent)
     SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
         se.branch, coalesce(se.started_ms, f.created) AS started,
         coalesce(se.last_ms, f.archived) AS last,
         se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
-        coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths
+        coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths,
+        se.machine, mc.host, coalesce(se.git_remote, ps.git_remote)
     FROM sessions se
     LEFT JOIN files f ON f.session = se.id
     LEFT JOIN models m ON m.session = se.id
-    LEFT JOIN children c ON c.harness = se.harness AND c.parent = se.session";
+    LEFT JOIN children c
+        ON c.machine = se.machine AND c.harness = se.harness AND c.parent = se.session
+    LEFT JOIN machines mc ON mc.id = se.machine
+    LEFT JOIN pulled_sessions ps
+        ON ps.machine = se.machine AND ps.harness = se.harness AND ps.session = se.session";
 
 fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
     let (user, assistant): (i64, i64) = (r.get(8)?, r.get(9)?);
     let models: Option<String> = r.get(13)?;
+    let machine_id: i64 = r.get(17)?;
     Ok(Session {
         key: r.get(0)?,
         id: r.get(1)?,
+        machine: match r.get::<_, Option<String>>(18)? {
+            Some(host) => host,
+            None => crate::sys::host_name(),
+        },
+        machine_id,
+        git_remote: r.get(19)?,
         harness: r.get(2)?,
         project: r.get(3)?,
         title: r.get(4)?,
@@ -174,22 +196,34 @@ pub fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> 
     let sql = format!(
         "SELECT * FROM ({SESSION}
             WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
-                    WHERE p.harness = se.harness AND p.session = se.parent))
+                    WHERE p.machine = se.machine AND p.harness = se.harness
+                      AND p.session = se.parent))
               AND (?1 IS NULL OR se.harness = ?1)
-              AND (?2 IS NULL OR instr(lower(se.project), lower(?2)) > 0))
+              AND (?2 IS NULL OR instr(lower(se.project), lower(?2)) > 0)
+              AND (?5 IS NULL OR se.machine = ?5))
          WHERE (?3 IS NULL OR last >= ?3)
          ORDER BY last IS NULL, last DESC, 1 DESC
          LIMIT ?4"
     );
     let limit = filter.sql_limit();
-    let args = params![filter.harness, filter.project, filter.since_ms, limit];
+    let args = params![
+        filter.harness,
+        filter.project,
+        filter.since_ms,
+        limit,
+        filter.machine
+    ];
     collect(archive, &sql, args)
 }
 
 /// The subagents of `parent`, oldest first.
 pub fn subagents(archive: &mut Archive, parent: &Session) -> Result<Vec<Session>> {
-    let sql = format!("{SESSION} WHERE se.harness = ?1 AND se.parent = ?2 ORDER BY started, 1");
-    collect(archive, &sql, params![parent.harness, parent.id])
+    let sql = format!(
+        "{SESSION} WHERE se.machine = ?3 AND se.harness = ?1 AND se.parent = ?2
+         ORDER BY started, 1"
+    );
+    let args = params![parent.harness, parent.id, parent.machine_id];
+    collect(archive, &sql, args)
 }
 
 fn collect(
@@ -221,20 +255,67 @@ pub enum Found {
     None,
 }
 
-/// The session whose id is `text`, or starts with it (subagents included).
-pub fn find(archive: &mut Archive, text: &str) -> Result<Found> {
+/// The session whose id is `text`, or starts with it (subagents included), of `machine`'s
+/// sessions (0 for this machine's, `None` for every machine's). An id that two machines share
+/// (a session restored on one and carried on there) names both.
+pub fn find(archive: &mut Archive, text: &str, machine: Option<i64>) -> Result<Found> {
     let sql = format!(
-        "{SESSION} WHERE se.session = ?1
-            OR (length(?1) >= 4 AND substr(se.session, 1, length(?1)) = ?1)
+        "{SESSION} WHERE (se.session = ?1
+            OR (length(?1) >= 4 AND substr(se.session, 1, length(?1)) = ?1))
+            AND (?2 IS NULL OR se.machine = ?2)
          ORDER BY se.session = ?1 DESC, 1"
     );
-    let mut found = collect(archive, &sql, params![text])?;
+    let mut found = collect(archive, &sql, params![text, machine])?;
+    let exact = found.iter().filter(|s| s.id == text).count();
     Ok(match found.len() {
         0 => Found::None,
-        _ if found[0].id == text => Found::One(Box::new(found.swap_remove(0))),
+        _ if exact == 1 => Found::One(Box::new(found.swap_remove(0))),
         1 => Found::One(Box::new(found.swap_remove(0))),
+        _ if exact > 1 => Found::Many(found.into_iter().filter(|s| s.id == text).collect()),
         _ => Found::Many(found),
     })
+}
+
+/// The machine `name` names, for [`Filter::machine`]: `None` for `all`, 0 for `this` (or
+/// this machine's host name), else the pulled machine whose host name is `name` or whose UUID
+/// starts with it.
+pub fn machine_named(archive: &Archive, name: &str) -> Result<Option<i64>> {
+    if name == "all" {
+        return Ok(None);
+    }
+    if name == "this" || name == crate::sys::host_name() {
+        return Ok(Some(0));
+    }
+    let records = archive.records_reader();
+    let conn = records.connection();
+    let found = (|| {
+        let mut stmt = conn.prepare(
+            "SELECT id, host, uuid FROM machines
+             WHERE host = ?1 OR (length(?1) >= 4 AND substr(uuid, 1, length(?1)) = ?1)",
+        )?;
+        let rows = stmt.query_map([name], |r| r.get::<_, i64>(0))?;
+        rows.collect::<rusqlite::Result<Vec<i64>>>()
+    })();
+    let found = archive.db(found)?;
+    let known = || -> Result<Vec<String>> {
+        let hosts = (|| {
+            let mut stmt = conn.prepare("SELECT host || ' (' || uuid || ')' FROM machines")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<String>>>()
+        })();
+        archive.db(hosts)
+    };
+    match found.as_slice() {
+        [id] => Ok(Some(*id)),
+        [] => Err(Error::NoSuchMachine {
+            name: name.to_owned(),
+            known: known()?,
+        }),
+        _ => Err(Error::NoSuchMachine {
+            name: format!("{name} (it names several; give more of a UUID)"),
+            known: known()?,
+        }),
+    }
 }
 
 /// A message of a session with its record.
@@ -372,6 +453,8 @@ pub fn write_records(
 pub struct Hit {
     /// The session's id.
     pub session: String,
+    /// The host name of the machine that wrote it.
+    pub machine: String,
     /// Its watcher.
     pub harness: String,
     /// Its project.
@@ -397,11 +480,13 @@ const MATCHES: &str = "
     FROM message_text
     JOIN messages m ON m.id = message_text.rowid
     JOIN sessions se ON se.id = m.session
+    LEFT JOIN machines mc ON mc.id = se.machine
     WHERE message_text MATCH ?1
       AND (?2 IS NULL OR se.harness = ?2)
       AND (?3 IS NULL OR instr(lower(se.project), lower(?3)) > 0)
       AND (?4 IS NULL OR coalesce(m.at_ms, se.last_ms) >= ?4)
-      AND message_text.rowid >= ?5";
+      AND message_text.rowid >= ?5
+      AND (?7 IS NULL OR se.machine = ?7)";
 
 /// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
 /// parentheses; other punctuation is taken literally), best first, newest first among equals;
@@ -452,7 +537,15 @@ fn ranked_hits(
              LIMIT 1 OFFSET ?6"
         ))?
         .query_row(
-            params![fts, filters.0, filters.1, filters.2, 0, newest - 1],
+            params![
+                fts,
+                filters.0,
+                filters.1,
+                filters.2,
+                0,
+                newest - 1,
+                filter.machine
+            ],
             |r| r.get(0),
         )
         .optional()?
@@ -460,12 +553,20 @@ fn ranked_hits(
     let limit = filter.sql_limit();
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT message_text.rowid, se.session, se.harness, se.project,
-                coalesce(m.at_ms, se.last_ms), m.role, m.seq
+                coalesce(m.at_ms, se.last_ms), m.role, m.seq, mc.host
          {MATCHES}
          ORDER BY bm25(message_text), coalesce(m.at_ms, se.last_ms) DESC
          LIMIT ?6"
     ))?;
-    let args = params![fts, filters.0, filters.1, filters.2, floor, limit];
+    let args = params![
+        fts,
+        filters.0,
+        filters.1,
+        filters.2,
+        floor,
+        limit,
+        filter.machine
+    ];
     let ranked = stmt.query_map(args, |r| {
         let hit = Hit {
             session: r.get(1)?,
@@ -474,6 +575,10 @@ fn ranked_hits(
             timestamp: r.get(4)?,
             role: r.get(5)?,
             seq: r.get(6)?,
+            machine: match r.get::<_, Option<String>>(7)? {
+                Some(host) => host,
+                None => crate::sys::host_name(),
+            },
             snippet: String::new(),
         };
         Ok((r.get::<_, i64>(0)?, hit))

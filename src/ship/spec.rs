@@ -18,6 +18,8 @@ pub const DEFAULT_BATCH_BYTES: u64 = 8 << 20;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default PostgreSQL schema.
 pub const DEFAULT_SCHEMA: &str = "transcript_sync";
+/// Default time between two pulls from a store that sends no notifications.
+pub const DEFAULT_PULL_INTERVAL: Duration = Duration::from_secs(5);
 
 /// One sink, resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -39,6 +41,9 @@ pub struct SinkSpec {
     /// What finds secrets: in records when `redact`, and in every message of the sink's
     /// destination (log lines, events, dead letters), always.
     pub redactor: Arc<Redactor>,
+    /// For a PostgreSQL sink with `pull = true`: the other machines' records are pulled from
+    /// it into this archive, at the latest this long after the last pull.
+    pub pull: Option<Duration>,
 }
 
 /// A sink's destination. Its `Debug` shows what `display` shows, and header names only:
@@ -189,6 +194,10 @@ pub struct SinkTable {
     pub timeout: Option<String>,
     /// Redact records: on by default for `postgres` and `http`, off for `mirror`.
     pub redact: Option<bool>,
+    /// Pull the other machines' records from a `postgres` store into this archive.
+    pub pull: Option<bool>,
+    /// The longest time between two pulls: `5s`…
+    pub pull_interval: Option<String>,
 }
 
 /// The sink of table `t`, with mirror paths relative to `roots`. `Err` says what is wrong.
@@ -218,12 +227,17 @@ pub fn from_table(
         timeout: interval(&t.timeout, DEFAULT_TIMEOUT)?,
         redact: t.redact.unwrap_or(t.kind != "mirror"),
         redactor: Arc::clone(redactor),
+        pull: match (t.pull.unwrap_or(false), &t.pull_interval) {
+            (true, every) => Some(interval(every, DEFAULT_PULL_INTERVAL)?),
+            (false, Some(_)) => return Err("pull_interval: only with pull = true".into()),
+            (false, None) => None,
+        },
     })
 }
 
 /// Refuses a key given to a type it does not apply to, naming the types it does.
 fn check_keys(t: &SinkTable) -> std::result::Result<(), String> {
-    let keys: [(&str, bool, &[&str]); 8] = [
+    let keys: [(&str, bool, &[&str]); 9] = [
         ("url", t.url.is_some(), &["postgres", "http"]),
         ("dir", t.dir.is_some(), &["mirror"]),
         (
@@ -244,6 +258,11 @@ fn check_keys(t: &SinkTable) -> std::result::Result<(), String> {
         ),
         ("headers", !t.headers.is_empty(), &["http"]),
         ("gzip", t.gzip.is_some(), &["http"]),
+        (
+            "pull and pull_interval",
+            t.pull.is_some() || t.pull_interval.is_some(),
+            &["postgres"],
+        ),
     ];
     for (key, given, kinds) in keys {
         if given && !kinds.contains(&t.kind.as_str()) {
