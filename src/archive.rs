@@ -91,6 +91,12 @@ pub struct SinkRow {
     pub dead_letters: i64,
 }
 
+/// True for a source pulled from another machine (their ids are negative, this machine's
+/// positive): its records are in the archive, but not this machine's to ship.
+pub fn is_pulled(source: SourceId) -> bool {
+    source < 0
+}
+
 /// The query of an [`ExportRow`], to be followed by its `WHERE`.
 const EXPORT_ROW: &str = "SELECT r.seq, s.harness, s.path, r.generation, r.offset, r.record, s.id
      FROM records r JOIN sources s ON s.id = r.source_id";
@@ -273,7 +279,7 @@ impl Archive {
         Ok(found)
     }
 
-    fn has_table(&self, name: &str) -> Result<bool> {
+    pub(crate) fn has_table(&self, name: &str) -> Result<bool> {
         let n = self.conn.query_row(
             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
             [name],
@@ -1613,6 +1619,11 @@ impl Commit {
     /// True when there is nothing to apply.
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty()
+    }
+
+    /// Its operations, in order.
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
     }
 
     /// Adds `op` (record and reject batches only when they hold some).

@@ -59,6 +59,8 @@ struct Pipeline {
     checkpointer: Checkpointer,
     /// The daemon's socket for subscribers (none in `run --once`).
     socket: Option<Server>,
+    /// Pulling other machines' records from a PostgreSQL sink with `pull = true`.
+    pull: Option<ship::pull::Pulling>,
 }
 
 /// What the daemon adds to the writer: retry a commit the archive refuses for a reason that
@@ -109,7 +111,7 @@ impl Pipeline {
             once: retry.is_none(),
             index_done,
         };
-        let sinks = Sinks::start(&settings.sinks, wiring, stop)?;
+        let sinks = Sinks::start(&settings.sinks, wiring, stop.clone())?;
         let socket = match retry.is_some() {
             true => listen(settings, db, &hub),
             false => None,
@@ -121,6 +123,16 @@ impl Pipeline {
             writer = writer.retrying(stop, stalled);
         }
         let writer = writer.spawn().starting("archive writer")?;
+        let pull = match settings.sinks.iter().find(|s| s.pull.is_some()) {
+            Some(spec) => Some(ship::pull::spawn(
+                spec,
+                db,
+                writer.shared(),
+                stop.is_none(),
+                stop.clone(),
+            )?),
+            None => None,
+        };
         let engine = Engine::new(reads, Box::new(writer.committer), EngineOptions { limits })?;
         let pipeline = Pipeline {
             writer: writer.handle,
@@ -129,6 +141,7 @@ impl Pipeline {
             writer_gone: writer.gone,
             checkpointer,
             socket,
+            pull,
         };
         Ok((engine, pipeline))
     }
@@ -140,6 +153,12 @@ impl Pipeline {
         if let Some(socket) = self.socket {
             socket.stop();
         }
+        // The puller commits through the writer: it ends first (a daemon's once stopping,
+        // `run --once`'s once it has pulled everything), and only then can the writer end.
+        let pulled = match self.pull {
+            Some(pull) => pull.join(),
+            None => Ok(()),
+        };
         drop(engine);
         let written = self.writer.join().unwrap_or(Err(Error::WriterStopped));
         if written.is_ok() {
@@ -152,7 +171,7 @@ impl Pipeline {
             );
         }
         self.checkpointer.stop();
-        written.and(shipped)
+        written.and(shipped).and(pulled)
     }
 }
 

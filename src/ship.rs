@@ -20,6 +20,7 @@
 mod http;
 mod mirror;
 mod postgres;
+pub mod pull;
 mod spec;
 
 pub use spec::{SinkSpec, SinkTable, Target, from_table as spec_from_table, parse_ship};
@@ -42,7 +43,7 @@ use std::time::{Duration, Instant};
 /// instead (memory stays bounded through an outage).
 const LIVE_BACKLOG: (usize, u64) = (256, 8 << 20);
 /// The first retry's delay; each failure doubles it, up to [`MAX_DELAY`].
-const FIRST_DELAY: Duration = Duration::from_millis(500);
+pub(crate) const FIRST_DELAY: Duration = Duration::from_millis(500);
 /// The longest pause between two attempts.
 pub const MAX_DELAY: Duration = Duration::from_secs(60);
 /// How often an outage is summed up in the log while it lasts.
@@ -593,8 +594,11 @@ impl Shipper {
             self.spec.target.display()
         );
         while !ctx.stopping() {
-            let batch = self.next_batch(&mut follower, ctx)?;
-            if batch.is_empty() {
+            let mut batch = self.next_batch(&mut follower, ctx)?;
+            let taken = batch.len();
+            // Other machines' records, pulled into this archive, are theirs to ship.
+            batch.retain(|row| !crate::archive::is_pulled(row.source));
+            if taken == 0 {
                 if follower.ended() {
                     return self.last_idle(&follower, ctx);
                 }
@@ -602,7 +606,7 @@ impl Shipper {
                 continue;
             }
             let mut dead = Vec::new();
-            if !self.settle(&batch, &mut dead, ctx, &follower)? {
+            if !batch.is_empty() && !self.settle(&batch, &mut dead, ctx, &follower)? {
                 return Ok(());
             }
             let caught_up = follower.done() >= ctx.wiring.hub.published();

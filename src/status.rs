@@ -61,7 +61,9 @@ pub struct Status {
     pub storage: Option<crate::archive::Storage>,
     /// Every sink that ever ran on the archive.
     pub sinks: Vec<SinkStatus>,
-    /// Every source.
+    /// Every other machine whose records were pulled into the archive (see `pull`).
+    pub pulled: Vec<PulledStatus>,
+    /// Every source of this machine (pulled ones are counted in `pulled`).
     pub sources: Vec<SourceStatus>,
     /// Totals.
     pub totals: Totals,
@@ -109,6 +111,27 @@ pub struct SinkStatus {
     pub failing_since: Option<String>,
     /// Records the destination refused for good (`sink retry NAME` ships them again).
     pub dead_letters: i64,
+}
+
+/// What was pulled of another machine.
+#[derive(Debug, Serialize)]
+pub struct PulledStatus {
+    /// Its host name, a label.
+    pub machine: String,
+    /// Its UUID.
+    pub uuid: String,
+    /// The sink pulled from.
+    pub sink: Option<String>,
+    /// Its transcripts here.
+    pub sources: i64,
+    /// Its records pulled.
+    pub records: i64,
+    /// When records of it were last pulled, RFC 3339.
+    pub last_pulled: Option<String>,
+    /// When the last record pulled was shipped by its machine, RFC 3339.
+    pub last_shipped: Option<String>,
+    /// How long after its machine shipped it the last record was pulled, in seconds.
+    pub lag_seconds: Option<f64>,
 }
 
 /// Sums over all sources.
@@ -159,6 +182,7 @@ pub fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
         behind: (archive.last_seq()? - indexed).max(0),
     };
     let sinks = sink_statuses(archive)?;
+    let pulled = pulled_statuses(archive)?;
     Ok(Status {
         archive: archive.path().display().to_string(),
         running_pid,
@@ -168,10 +192,45 @@ pub fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
         index,
         storage: archive.storage()?,
         sinks,
+        pulled,
         caught_up: caught_up.and_then(|v| serde_json::from_str(&v).ok()),
         sources,
         totals,
     })
+}
+
+fn pulled_statuses(archive: &Archive) -> Result<Vec<PulledStatus>> {
+    // An archive of an earlier schema, read without upgrading it, has pulled nothing.
+    if !archive.has_table("machines")? {
+        return Ok(Vec::new());
+    }
+    let records = archive.records_reader();
+    let conn = records.connection();
+    let rows = (|| {
+        let mut stmt = conn.prepare(
+            "SELECT m.host, m.uuid, p.sink, coalesce(p.records, 0), p.last_pulled_ms,
+                    p.last_shipped_ms, (SELECT count(*) FROM sources s WHERE s.machine = m.id)
+             FROM machines m LEFT JOIN pulls p ON p.machine = m.id
+             ORDER BY m.host, m.uuid",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            let (pulled, shipped): (Option<i64>, Option<i64>) = (r.get(4)?, r.get(5)?);
+            Ok(PulledStatus {
+                machine: r.get(0)?,
+                uuid: r.get(1)?,
+                sink: r.get(2)?,
+                records: r.get(3)?,
+                sources: r.get(6)?,
+                last_pulled: pulled.map(format_time),
+                last_shipped: shipped.map(format_time),
+                lag_seconds: pulled
+                    .zip(shipped)
+                    .map(|(p, s)| (p - s).max(0) as f64 / 1000.0),
+            })
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })();
+    archive.db(rows)
 }
 
 fn sink_statuses(archive: &Archive) -> Result<Vec<SinkStatus>> {
@@ -343,7 +402,24 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
         0 => writeln!(out, "session index: up to date at seq {}", i.seq)?,
         n => writeln!(out, "session index: at seq {}, {n} records to index", i.seq)?,
     }
-    st.sinks.iter().try_for_each(|s| write_sink(out, s))
+    st.sinks.iter().try_for_each(|s| write_sink(out, s))?;
+    for p in &st.pulled {
+        let never = || "never".to_owned();
+        write!(
+            out,
+            "pulled from machine {} ({}): {} records of {} transcripts; last pulled {}",
+            p.machine,
+            p.uuid,
+            p.records,
+            p.sources,
+            p.last_pulled.clone().unwrap_or_else(never)
+        )?;
+        match p.lag_seconds {
+            Some(lag) => writeln!(out, ", {lag:.3}s after it was shipped")?,
+            None => writeln!(out)?,
+        }
+    }
+    Ok(())
 }
 
 /// One sink's lines: where it stands, how it last went, its dead letters.

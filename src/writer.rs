@@ -196,6 +196,26 @@ fn lock(writer: &Mutex<ArchiveWriter>) -> std::sync::MutexGuard<'_, ArchiveWrite
     writer.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The archive writer, for another thread of the process that adds records of its own (the
+/// puller): its commits take their turn with the engine's, on the same connection, and are
+/// published in the same order.
+#[derive(Clone)]
+pub struct SharedWriter(Arc<Mutex<ArchiveWriter>>);
+
+impl SharedWriter {
+    /// Commits `commit` (retrying as the writer does), then publishes its records.
+    pub fn write(&self, commit: Commit) -> Result<()> {
+        lock(&self.0).write_retrying(commit)
+    }
+}
+
+impl WriterThread {
+    /// The writer, shared: the hub closes only once every copy is dropped.
+    pub fn shared(&self) -> SharedWriter {
+        SharedWriter(Arc::clone(&self.committer.writer))
+    }
+}
+
 /// The archive writer on its own thread.
 pub struct WriterThread {
     /// Where the engine sends its commits.

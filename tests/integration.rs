@@ -20,5 +20,6 @@ mod sessions;
 mod ship;
 mod supervision;
 mod tail;
+mod team;
 mod util;
 mod watchers;

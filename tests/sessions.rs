@@ -660,6 +660,8 @@ fn an_index_that_kept_a_copy_of_the_text_is_rebuilt_without_it_and_finds_the_sam
          CREATE VIRTUAL TABLE message_text USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');
          CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
          INSERT INTO message_text (rowid, body) SELECT id, 'stale text' FROM messages;
+         DROP TABLE machines; DROP TABLE pulls; DROP TABLE pulled_sessions; DROP INDEX sources_remote;
+         ALTER TABLE sources DROP COLUMN machine; ALTER TABLE sources DROP COLUMN remote_id;
          PRAGMA user_version = 6;",
     )
     .unwrap();
@@ -691,6 +693,8 @@ fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_
          DROP TABLE sinks; DROP TABLE dead_letters; DROP TABLE sink_state;
          DELETE FROM state WHERE key = 'machine_id'; DROP TABLE dictionaries;
          ALTER TABLE sources DROP COLUMN bytes; ALTER TABLE sources DROP COLUMN stored;
+         DROP TABLE machines; DROP TABLE pulls; DROP TABLE pulled_sessions; DROP INDEX sources_remote;
+         ALTER TABLE sources DROP COLUMN machine; ALTER TABLE sources DROP COLUMN remote_id;
          PRAGMA user_version = 3;",
     )
     .unwrap();

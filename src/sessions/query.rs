@@ -743,6 +743,8 @@ pub struct SessionExport {
     pub models: Vec<String>,
     /// The archive's sources holding its records.
     pub sources: Vec<i64>,
+    /// The project's git remote.
+    pub git_remote: Option<String>,
 }
 
 impl SessionExport {
@@ -796,8 +798,10 @@ fn touched(conn: &Connection, after: i64, through: i64) -> rusqlite::Result<Vec<
                 coalesce(se.agent_title, se.first_prompt), se.started_ms, se.last_ms,
                 se.user_messages, se.assistant_messages, se.compactions,
                 (SELECT group_concat(model, char(31)) FROM session_models m WHERE m.session = se.id),
-                (SELECT group_concat(source_id) FROM session_sources s2 WHERE s2.session = se.id)
+                (SELECT group_concat(source_id) FROM session_sources s2 WHERE s2.session = se.id),
+                se.git_remote
          FROM sessions se JOIN touched t ON t.session = se.id
+         WHERE se.machine = 0
          ORDER BY se.id",
     )?;
     let list = |text: Option<String>, sep: char| -> Vec<String> {
@@ -821,6 +825,7 @@ fn touched(conn: &Connection, after: i64, through: i64) -> rusqlite::Result<Vec<
             sources: (list(r.get(12)?, ',').iter())
                 .filter_map(|s| s.parse().ok())
                 .collect(),
+            git_remote: r.get(13)?,
         })
     })?;
     rows.collect()

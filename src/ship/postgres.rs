@@ -28,20 +28,22 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 const MIGRATIONS: &[&str] = &[
     include_str!("postgres_v1.sql"),
     include_str!("postgres_v2.sql"),
+    include_str!("postgres_v3.sql"),
 ];
 
 /// One session's row, as the machine's index has it now.
 const UPSERT_SESSION: &str = "INSERT INTO {schema}.sessions (machine, harness, session, parent,
          project, branch, title, started_at, last_at, user_messages, assistant_messages,
-         compactions, models, updated_at)
+         compactions, models, git_remote, updated_at)
      VALUES ($1::text::uuid, $2, $3, $4, $5, $6, $7,
          to_timestamp($8::bigint / 1000.0), to_timestamp($9::bigint / 1000.0),
-         $10::bigint::integer, $11::bigint::integer, $12::bigint::integer, $13, now())
+         $10::bigint::integer, $11::bigint::integer, $12::bigint::integer, $13, $14, now())
      ON CONFLICT (machine, harness, session) DO UPDATE SET
          parent = EXCLUDED.parent, project = EXCLUDED.project, branch = EXCLUDED.branch,
          title = EXCLUDED.title, started_at = EXCLUDED.started_at, last_at = EXCLUDED.last_at,
          user_messages = EXCLUDED.user_messages, assistant_messages = EXCLUDED.assistant_messages,
-         compactions = EXCLUDED.compactions, models = EXCLUDED.models, updated_at = now()";
+         compactions = EXCLUDED.compactions, models = EXCLUDED.models,
+         git_remote = EXCLUDED.git_remote, updated_at = now()";
 
 /// Which session a source's records belong to.
 const UPSERT_SESSION_SOURCE: &str = "INSERT INTO {schema}.session_sources
@@ -204,16 +206,22 @@ impl Postgres {
                     &r.assistant_messages,
                     &r.compactions,
                     &r.models,
+                    &r.git_remote,
                 ],
             )?;
             for id in &r.sources {
                 tx.execute(&source, &[machine, id, &r.harness, &r.session])?;
             }
         }
+        // Machines that pull take the new rows (a git remote) at once.
+        tx.execute(
+            "SELECT pg_notify($1, $2)",
+            &[&notify_channel(&self.schema), machine],
+        )?;
         tx.commit()
     }
 
-    fn connect(&mut self) -> Result<Client, Failure> {
+    pub(super) fn connect(&mut self) -> Result<Client, Failure> {
         let mut config: postgres::Config = (self.url.parse())
             .map_err(|e| Failure::transient(format!("PostgreSQL url {}: {e}", self.url)))?;
         if let Some(secret) = &self.password {
@@ -334,7 +342,7 @@ impl Postgres {
         Ok(roots)
     }
 
-    fn sql(&self, text: &str) -> String {
+    pub(super) fn sql(&self, text: &str) -> String {
         text.replace("{schema}", &self.schema)
     }
 
@@ -383,11 +391,16 @@ impl Postgres {
             ),
             &[machine],
         )?;
+        // Delivered at the commit: machines that pull are woken at once.
+        tx.execute(
+            "SELECT pg_notify($1, $2)",
+            &[&notify_channel(&self.schema), machine],
+        )?;
         tx.commit()
     }
 
     /// A failure as a sink sees it: what PostgreSQL said, and whether it may pass.
-    fn failure(&self, e: &postgres::Error) -> Failure {
+    pub(super) fn failure(&self, e: &postgres::Error) -> Failure {
         let message = match e.as_db_error() {
             Some(db) => format!(
                 "PostgreSQL at {}: {} ({}){}",
@@ -443,6 +456,12 @@ impl Destination for Postgres {
     fn kind(&self) -> &'static str {
         "PostgreSQL unreachable"
     }
+}
+
+/// The channel on which the store's records are announced as they commit: the schema's
+/// name, so that two stores in one database do not wake each other's pullers.
+pub fn notify_channel(schema: &str) -> String {
+    format!("{schema}_records")
 }
 
 /// `e` and its causes, as one line.
