@@ -20,12 +20,14 @@ struct Machine {
 }
 
 impl Machine {
-    /// A machine named `name` shipping to and pulling from `pg`.
+    /// A machine named `name` shipping to and pulling from `pg`: at once when the store
+    /// announces a commit, and otherwise only hourly, so that what arrives in time came by
+    /// notification.
     fn new(name: &'static str, pg: &PgCluster) -> Machine {
         let env = Env::new();
         env.write_config(&format!(
             "[[sink]]\nname = \"team\"\ntype = \"postgres\"\nurl = \"{}\"\npassword_file = \"{}\"\n\
-             timeout = \"5s\"\npull = true\n",
+             timeout = \"5s\"\npull = true\npull_interval = \"1h\"\n",
             pg.url(),
             pg.password_file().display()
         ));
