@@ -486,6 +486,11 @@ pub struct TailArgs {
     /// Only records of the file P, or of the files under the directory P.
     #[arg(long, value_name = "P")]
     path: Option<PathBuf>,
+    /// Only records of machine NAME: `this`, `all`, or a machine pulled from a PostgreSQL
+    /// sink (its host name, or the start of its UUID). A pulled record's line names its
+    /// machine.
+    #[arg(long, value_name = "NAME", default_value = "all")]
+    machine: String,
     /// How to print each record.
     #[arg(long, value_enum, default_value = "envelope")]
     format: TailFormat,
@@ -911,10 +916,15 @@ fn tail(args: TailArgs, settings: &Settings) -> Result<()> {
         path: args.path.as_deref().map(absolute),
     };
     let redactor = redactor_if(args.redact, settings)?;
+    let machine = match args.machine.as_str() {
+        "all" => None,
+        name => query::machine_named(&Archive::open_existing(&settings.archive)?, name)?,
+    };
     let tail = tail::Tail {
         db: &settings.archive,
         socket: &settings.socket,
         request,
+        machine,
         last: args.last,
         follow: args.follow,
         style: match args.format {

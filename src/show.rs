@@ -117,12 +117,25 @@ pub fn write_sessions(
     home: Option<&Path>,
     now_ms: i64,
 ) -> io::Result<()> {
+    // A machine column once another machine's sessions are among them.
+    let machines = sessions.iter().any(|s| s.machine_id != 0);
+    let machine = |name: &str| match machines {
+        true => format!("{:<12} ", shorten(name, 12)),
+        false => String::new(),
+    };
     writeln!(
         out,
-        "{:<12} {:<11} {:>5}  {:<24} {:<8}  TITLE",
-        "LAST ACTIVE", "HARNESS", "MSGS", "PROJECT", "ID"
+        "{:<12} {}{:<11} {:>5}  {:<24} {:<8}  TITLE",
+        "LAST ACTIVE",
+        machine("MACHINE"),
+        "HARNESS",
+        "MSGS",
+        "PROJECT",
+        "ID"
     )?;
     for s in sessions {
+        // Another machine's home is not this one's `~`.
+        let home = home.filter(|_| s.machine_id == 0);
         let project = tilde(s.project.as_deref().unwrap_or("-"), home);
         let mut title = s.title.clone().unwrap_or_else(|| "(untitled)".into());
         if s.subagents > 0 {
@@ -133,8 +146,9 @@ pub fn write_sessions(
             title = format!("{title} [deleted]");
         }
         let line = format!(
-            "{:<12} {:<11} {:>5}  {:<24} {:<8}  ",
+            "{:<12} {}{:<11} {:>5}  {:<24} {:<8}  ",
             ago(s.last_activity, now_ms),
+            machine(&s.machine),
             shorten(&s.harness, 11),
             s.messages,
             shorten_left(&project, 24),
@@ -162,7 +176,11 @@ fn write_heading(out: &mut impl Write, s: &Session, style: Style) -> io::Result<
         .as_deref()
         .map(|b| format!(" ({b})"))
         .unwrap_or_default();
-    writeln!(out, "{} · {} · {project}{branch}", s.id, s.harness)?;
+    let on = match s.machine_id {
+        0 => String::new(),
+        _ => format!(" · on {}", s.machine),
+    };
+    writeln!(out, "{} · {} · {project}{branch}{on}", s.id, s.harness)?;
     let when = match (s.started, s.last_activity) {
         (Some(a), Some(b)) => format!("{} → {}", format_time(a), format_time(b)),
         _ => "no times recorded".into(),
@@ -359,11 +377,17 @@ pub fn write_hits(
     home: Option<&Path>,
     style: Style,
 ) -> io::Result<()> {
+    let this = crate::sys::host_name();
     for h in hits {
+        let home = home.filter(|_| h.machine == this);
         let project = tilde(h.project.as_deref().unwrap_or("-"), home);
         let when = h.timestamp.map(format_time).unwrap_or_else(|| "-".into());
         let id: String = h.session.chars().take(8).collect();
-        let head = format!("{id}  {}  {project}  {when}  {}", h.harness, h.role);
+        let harness = match h.machine == this {
+            true => h.harness.clone(),
+            false => format!("{}@{}", h.harness, h.machine),
+        };
+        let head = format!("{id}  {harness}  {project}  {when}  {}", h.role);
         writeln!(out, "{}", style.dim(&head))?;
         writeln!(out, "    {}", h.snippet)?;
     }

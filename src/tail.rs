@@ -30,6 +30,8 @@ pub struct Tail<'a> {
     pub socket: &'a Path,
     /// Which records.
     pub request: Request,
+    /// Only this machine's records (0: this one's), else every machine's.
+    pub machine: Option<i64>,
     /// Start with the last this many matching records (when `request.since_seq` is unset).
     pub last: u64,
     /// Follow through the daemon.
@@ -87,15 +89,17 @@ impl Tail<'_> {
     /// Where the output starts: before the last `self.last` matching records.
     fn start_seq(&self) -> Result<i64> {
         let archive = Archive::open_existing(self.db)?;
-        let unfiltered = self.request == Request::default();
+        let unfiltered = self.request == Request::default() && self.machine.is_none();
         if unfiltered {
             return archive.before_last(self.last);
         }
         let filter = self.filter()?;
+        let mut machines = Machines::default();
         let mut kept = std::collections::VecDeque::new();
         archive
             .export(0, None, |row| {
-                if filter.matches(&row.harness, &row.path, row.source) {
+                let mine = machines.wanted(&archive, self.machine, row.source);
+                if mine && filter.matches(&row.harness, &row.path, row.source) {
                     kept.push_back(row.seq);
                     if kept.len() as u64 > self.last {
                         kept.pop_front();
@@ -119,13 +123,17 @@ impl Tail<'_> {
         let archive = Archive::open_existing(self.db)?;
         let filter = self.filter()?;
         let since = self.request.since_seq.unwrap_or(0);
+        let mut machines = Machines::default();
         archive.export(since, self.request.path.as_deref(), |row| {
-            if !filter.matches(&row.harness, &row.path, row.source) {
+            if !filter.matches(&row.harness, &row.path, row.source)
+                || !machines.wanted(&archive, self.machine, row.source)
+            {
                 return Ok(());
             }
             let mut line = Vec::new();
             crate::envelope::write_envelope(&mut line, &row)?;
-            self.write_line(out, &line)
+            let host = machines.host(&archive, row.source);
+            self.write_line(out, &line, host.as_deref())
         })
     }
 
@@ -139,6 +147,9 @@ impl Tail<'_> {
         }
         let mut reader = BufReader::new(stream);
         let mut line = Vec::new();
+        // Opened when a pulled record first needs its machine's name.
+        let mut archive: Option<Archive> = None;
+        let mut machines = Machines::default();
         loop {
             line.clear();
             match reader.read_until(b'\n', &mut line) {
@@ -156,22 +167,48 @@ impl Tail<'_> {
                     Control::Error { reason } => return Err(Error::Tail { reason }),
                 }
             }
-            let seq = seq_of(&line);
+            let (seq, source) = seq_of(&line);
             if seq.is_some_and(|s| s <= self.request.since_seq.unwrap_or(0)) {
                 continue;
             }
-            if let Err(e) = self.write_line(out, &line) {
+            let source = source.unwrap_or(0);
+            let host = match crate::archive::is_pulled(source) || self.machine.is_some() {
+                false => None,
+                true => {
+                    if archive.is_none() {
+                        archive = Some(Archive::open_existing(self.db)?);
+                    }
+                    let archive = archive.as_ref().expect("opened above");
+                    if !machines.wanted(archive, self.machine, source) {
+                        self.request.since_seq = seq.or(self.request.since_seq);
+                        continue;
+                    }
+                    machines.host(archive, source)
+                }
+            };
+            if let Err(e) = self.write_line(out, &line, host.as_deref()) {
                 return Ok(Err(e));
             }
             self.request.since_seq = seq.or(self.request.since_seq);
         }
     }
 
-    /// Writes one envelope line (with its `\n`) as asked.
-    fn write_line(&self, out: &mut impl Write, line: &[u8]) -> io::Result<()> {
+    /// Writes one envelope line (with its `\n`) as asked; a record pulled from another
+    /// machine (`host`) is named as that machine's.
+    fn write_line(&self, out: &mut impl Write, line: &[u8], host: Option<&str>) -> io::Result<()> {
         let line = match self.redactor {
             Some(r) => r.redact_record(line),
             None => std::borrow::Cow::Borrowed(line),
+        };
+        let line = match (host, line.strip_prefix(b"{")) {
+            (Some(host), Some(rest)) => {
+                let mut named = b"{\"machine\":".to_vec();
+                serde_json::to_writer(&mut named, host)?;
+                named.push(b',');
+                named.extend_from_slice(rest);
+                std::borrow::Cow::Owned(named)
+            }
+            _ => line,
         };
         match self.style {
             Style::Envelope => out.write_all(&line)?,
@@ -184,12 +221,57 @@ impl Tail<'_> {
     }
 }
 
-fn seq_of(line: &[u8]) -> Option<i64> {
+/// The `seq` and `source` of an envelope line.
+fn seq_of(line: &[u8]) -> (Option<i64>, Option<i64>) {
     #[derive(serde::Deserialize)]
     struct Seq {
         seq: i64,
+        source: i64,
     }
-    serde_json::from_slice::<Seq>(line).ok().map(|s| s.seq)
+    match serde_json::from_slice::<Seq>(line) {
+        Ok(s) => (Some(s.seq), Some(s.source)),
+        Err(_) => (None, None),
+    }
+}
+
+/// The machine of each pulled source, as looked up (this machine's sources have none).
+#[derive(Default)]
+struct Machines {
+    known: std::collections::HashMap<i64, Option<(i64, String)>>,
+}
+
+impl Machines {
+    /// Source `source`'s machine here and its name; `None` for this machine's.
+    fn of(&mut self, archive: &Archive, source: i64) -> Option<(i64, String)> {
+        if !crate::archive::is_pulled(source) {
+            return None;
+        }
+        let found = self.known.entry(source).or_insert_with(|| {
+            let conn = archive.records_reader();
+            let row = conn.connection().query_row(
+                "SELECT s.machine, m.host FROM sources s JOIN machines m ON m.id = s.machine
+                 WHERE s.id = ?1",
+                [source],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            );
+            row.ok()
+        });
+        found.clone()
+    }
+
+    /// Whether `source` is of `machine` (any machine's when `None`).
+    fn wanted(&mut self, archive: &Archive, machine: Option<i64>, source: i64) -> bool {
+        match machine {
+            None => true,
+            Some(0) => !crate::archive::is_pulled(source),
+            Some(m) => self.of(archive, source).is_some_and(|(id, _)| id == m),
+        }
+    }
+
+    /// The name of `source`'s machine, for a pulled one.
+    fn host(&mut self, archive: &Archive, source: i64) -> Option<String> {
+        self.of(archive, source).map(|(_, host)| host)
+    }
 }
 
 /// One readable line for an envelope: time, harness, session, role, the first line of its
@@ -198,9 +280,12 @@ pub fn text_line(envelope: &[u8]) -> String {
     let Ok(v) = serde_json::from_slice::<Value>(envelope) else {
         return String::from_utf8_lossy(envelope).trim_end().to_owned();
     };
-    let harness = v["harness"].as_str().unwrap_or("-");
+    let harness = match v["machine"].as_str() {
+        Some(machine) => format!("{}@{machine}", v["harness"].as_str().unwrap_or("-")),
+        None => v["harness"].as_str().unwrap_or("-").to_owned(),
+    };
     let record = serde_json::to_vec(&v["record"]).unwrap_or_default();
-    let parsed = parse::parse(harness, &record);
+    let parsed = parse::parse(v["harness"].as_str().unwrap_or("-"), &record);
     let time = parsed.at_ms.map_or("-".to_owned(), |ms| {
         let at = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
         humantime::format_rfc3339_seconds(at).to_string()

@@ -3,7 +3,7 @@
 //! same repository. Two machines are two archives under two homes, each with its daemon and
 //! its machine name.
 
-use crate::util::{Daemon, Env, PgCluster, TapReader, stderr, wait_until};
+use crate::util::{BIN, Daemon, Env, PgCluster, TapReader, on_a_terminal, stderr, wait_until};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -163,7 +163,22 @@ fn a_session_on_one_machine_is_found_live_on_the_other_and_restored_into_its_che
         "{found:#?}"
     );
 
-    // Live: a prompt typed on the laptop now reaches the desktop's index.
+    // Live: a prompt typed on the laptop now reaches the desktop's index, and a `tail -f` of
+    // the laptop's records there.
+    let last_seq = desktop.env.sql("SELECT max(seq) FROM records")[0].clone();
+    let mut follow = desktop.cmd();
+    follow
+        .args([
+            "tail",
+            "-f",
+            "--machine",
+            "laptop",
+            "--since-seq",
+            &last_seq,
+            "--db",
+        ])
+        .arg(&desktop.env.db);
+    let follower = Daemon::spawn(follow, TapReader::Read);
     let line = fs::read_to_string(&original)
         .unwrap()
         .lines()
@@ -180,6 +195,13 @@ fn a_session_on_one_machine_is_found_live_on_the_other_and_restored_into_its_che
     wait_until("the laptop's new prompt on the desktop", || {
         !hits(&desktop, "zanzibar quokka", "laptop").is_empty()
     });
+    let followed: Value = serde_json::from_str(&follower.take_tap(1)[0]).unwrap();
+    assert_eq!(followed["machine"], "laptop");
+    assert!(
+        followed["record"].to_string().contains("zanzibar quokka"),
+        "{followed}"
+    );
+    drop(follower);
 
     // The desktop lists it as the laptop's, with the repository's remote from the laptop.
     let listed = desktop.json_lines(&["sessions", "--json", "--machine", "laptop"]);
@@ -284,6 +306,26 @@ fn a_session_on_one_machine_is_found_live_on_the_other_and_restored_into_its_che
     assert_eq!(st["pulled"][0]["records"].as_u64(), Some(l), "{st:#}");
     let text = desktop.stdout(&["status"]);
     assert!(text.contains("pulled from machine laptop ("), "{text}");
+
+    // `tail` names a pulled record's machine, and keeps to the machine asked for.
+    let theirs = desktop.json_lines(&["tail", "--machine", "laptop", "--last", "1000"]);
+    assert_eq!(theirs.len() as u64, l);
+    assert!(theirs.iter().all(|t| t["machine"] == "laptop"));
+    let mine = desktop.json_lines(&["tail", "--machine", "this", "--last", "1000"]);
+    assert_eq!(mine.len() as u64, d);
+    assert!(mine.iter().all(|t| t.get("machine").is_none()));
+    let db = desktop.env.db.display();
+    let seen = on_a_terminal(
+        &desktop.env,
+        &format!("{BIN} tail --format text --machine laptop --last 3 --db {db}"),
+    );
+    assert_eq!(seen.matches("claude-code@laptop").count(), 3, "{seen}");
+    assert!(seen.contains("zanzibar quokka"), "{seen}");
+    let seen = on_a_terminal(
+        &desktop.env,
+        &format!("TRANSCRIPT_SYNC_MACHINE_NAME=desktop {BIN} sessions --db {db}"),
+    );
+    assert!(seen.contains("laptop"), "{seen}");
 }
 
 #[test]
