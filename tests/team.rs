@@ -435,3 +435,52 @@ fn a_store_outage_while_pulling_loses_and_doubles_nothing() {
     assert_eq!(pulled, archived);
     assert_eq!(distinct, archived);
 }
+
+#[test]
+fn pull_is_checked_in_the_configuration() {
+    let env = Env::new();
+    let check = |text: &str| {
+        env.write_config(text);
+        env.cmd()
+            .args(["config", "check", "--db"])
+            .arg(&env.db)
+            .output()
+            .unwrap()
+    };
+    let pg = |name: &str, extra: &str| {
+        format!(
+            "[[sink]]\nname = \"{name}\"\ntype = \"postgres\"\nurl = \"postgres://me@db.example/t\"\n{extra}"
+        )
+    };
+    let out = check(&pg("team", "pull = true\n"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = String::from_utf8(out.stdout).unwrap();
+    assert!(shown.contains("pull_interval = \"5s\""), "{shown}");
+    let out = check(&pg("team", "pull = true\npull_interval = \"250ms\"\n"));
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("pull_interval = \"250ms\"")
+    );
+    let out = check(&pg("team", "pull_interval = \"1s\"\n"));
+    assert!(
+        stderr(&out).contains("pull_interval: only with pull = true"),
+        "{}",
+        stderr(&out)
+    );
+    let out = check(
+        "[[sink]]\nname = \"h\"\ntype = \"http\"\nurl = \"http://127.0.0.1:9/\"\npull = true\n",
+    );
+    assert!(
+        stderr(&out).contains("pull and pull_interval: only for postgres sinks"),
+        "{}",
+        stderr(&out)
+    );
+    let two = format!("{}{}", pg("a", "pull = true\n"), pg("b", "pull = true\n"));
+    let out = check(&two);
+    assert!(
+        stderr(&out).contains("sink \"b\": pull = true, and sink \"a\" pulls already"),
+        "{}",
+        stderr(&out)
+    );
+}
