@@ -506,6 +506,12 @@ impl Daemon {
         if new.sinks != self.settings.sinks {
             self.pipeline.sinks.reload(&new.sinks)?;
         }
+        let pulling = |s: &Settings| s.sinks.iter().find(|k| k.pull.is_some()).cloned();
+        if pulling(&new) != pulling(&self.settings) {
+            log::warn!(
+                "the pulling sink changed in the configuration; pulling goes on as it started until the daemon is restarted"
+            );
+        }
         if new.rescan_interval != self.settings.rescan_interval {
             self.rescan = tick(new.rescan_interval);
         }

@@ -259,6 +259,14 @@ fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Res
         "claude-code" => names[at + 1..].iter().collect(),
         _ => names[at + 1..].iter().collect(),
     };
+    // The path is another machine's word: it places a file under the root, never elsewhere.
+    let plain = (rest.components()).all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !plain {
+        return Err(Error::RestoreRefused(format!(
+            "{} names a place outside the agent's directory; not restored",
+            path.display()
+        )));
+    }
     Ok(match harness {
         "claude-code" => base
             .join(claude_project_dir(&m.to.to_string_lossy()))
@@ -536,6 +544,44 @@ mod tests {
             "not json /home/a/app\n",
         );
         assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
+
+    #[test]
+    fn another_machines_path_never_leads_out_of_the_root() {
+        let home = |k: &str| (k == "HOME").then(|| "/home/b".to_owned());
+        let roots: Vec<Root> = (crate::harness::builtin_roots(&home).unwrap().into_iter())
+            .filter(|r| r.harness == "claude-code")
+            .collect();
+        assert_eq!(roots[0].path, Path::new("/home/b/.claude/projects"));
+        let request = Request {
+            roots: &roots,
+            to: None,
+            force: false,
+            dry_run: true,
+            project_dir: None,
+            rewrite_cwd: false,
+        };
+        let m = Move {
+            from: Some("/home/a/app".into()),
+            to: PathBuf::from("/home/b/app"),
+            how: "test",
+        };
+        let target = |p: &str| pulled_target(Path::new(p), &request, "claude-code", &m);
+        assert_eq!(
+            target("/home/a/.claude/projects/-home-a-app/s.jsonl").unwrap(),
+            Path::new("/home/b/.claude/projects/-home-b-app/s.jsonl")
+        );
+        assert_eq!(
+            target("/home/a/.claude/projects/-home-a-app/s/subagents/agent-1.jsonl").unwrap(),
+            Path::new("/home/b/.claude/projects/-home-b-app/s/subagents/agent-1.jsonl")
+        );
+        for evil in [
+            "/home/a/.claude/projects/x/../../../.bashrc",
+            "/home/a/.claude/projects/x/a/../../b.jsonl",
+        ] {
+            assert!(target(evil).is_err(), "{evil}");
+        }
+        assert!(target("/elsewhere/s.jsonl").is_err());
     }
     use crate::archive::Op;
     use crate::domain::Cursor;
