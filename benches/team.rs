@@ -1,0 +1,280 @@
+//! Two machines, one PostgreSQL store: how long a record appended on machine A takes to be in
+//! machine B's archive, through the real binary with the defaults (`flush_interval` 1 s,
+//! `pull_interval` 5 s, pulling woken by the store's notifications).
+//!
+//! Two daemons (`run --sink stdout`, each with its own HOME, archive and machine name) ship to
+//! and pull from one cluster of the benchmark's own. Records are appended to a file A watches,
+//! at a steady rate, each carrying its index; the time of each `write()` is taken, and the time
+//! its envelope appears on each daemon's stdout (printed only once committed to that daemon's
+//! archive). A's own figure is the baseline of the same run: append to A's archive. The
+//! store's `shipped_at` splits B's time into A to the store and the store to B.
+//!
+//! `cargo bench --bench team`. `TEAM_RECORDS` (default 300) records at `TEAM_RATE` per second
+//! (default 10). Results: a table on stdout and `target/bench/team.md`.
+
+#[path = "shared/appends.rs"]
+mod appends;
+#[allow(dead_code)]
+#[path = "ship/cluster.rs"]
+mod cluster;
+#[allow(dead_code)]
+#[path = "compare/machine.rs"]
+mod machine;
+#[allow(dead_code)]
+#[path = "compare/procfs.rs"]
+mod procfs;
+
+use appends::{env_or, index_of, quantile, record};
+use crossbeam_channel::{Receiver, unbounded};
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::fs::{self, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
+/// Records written before the measured ones, so that connections and schemas are set up.
+const WARM_UP: u64 = 5;
+
+/// One daemon: its process, the lines of its stdout with when each arrived, its log.
+struct Daemon {
+    child: Child,
+    lines: Receiver<(Instant, String)>,
+    log: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    fn start(home: &Path, db: &Path, watch: &Path, name: &str, pg: &cluster::Cluster) -> Daemon {
+        let config = home.join(".config/transcript-sync/config.toml");
+        fs::create_dir_all(config.parent().unwrap()).unwrap();
+        let pw = home.join("pg-password");
+        fs::write(&pw, cluster::PASSWORD).unwrap();
+        fs::write(
+            &config,
+            format!(
+                "[[sink]]\nname = \"team\"\ntype = \"postgres\"\nurl = \"{}\"\n\
+                 password_file = \"{}\"\npull = true\n",
+                pg.url(),
+                pw.display()
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(BIN)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home)
+            .env("RUST_LOG", "info")
+            .env("TRANSCRIPT_SYNC_MACHINE_NAME", name)
+            .args([
+                "run",
+                "--sink",
+                "stdout",
+                "--rescan-interval",
+                "3600",
+                "--db",
+            ])
+            .arg(db)
+            .arg("--watch")
+            .arg(watch)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting transcript-sync");
+        let (tx, lines) = unbounded();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send((Instant::now(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        let log = Arc::new(Mutex::new(String::new()));
+        let err = child.stderr.take().unwrap();
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        Daemon { child, lines, log }
+    }
+
+    /// Waits until the log shows `needle`.
+    fn wait_log(&self, needle: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.log.lock().unwrap().contains(needle) {
+            assert!(
+                Instant::now() < deadline,
+                "never logged {needle:?}:\n{}",
+                self.log.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// When each record index arrived, for the next `n` of them.
+    fn arrivals(&self, n: usize) -> HashMap<u64, Instant> {
+        let mut seen = HashMap::new();
+        while seen.len() < n {
+            let (at, line) = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("{} of {n} records arrived", seen.len()));
+            if let Some(i) = index_of(&line) {
+                seen.entry(i).or_insert(at);
+            }
+        }
+        seen
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // SIGTERM, for a clean stop.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+/// Milliseconds from each write to its arrival, sorted.
+fn latencies(written: &HashMap<u64, Instant>, arrived: &HashMap<u64, Instant>) -> Vec<f64> {
+    let mut ms: Vec<f64> = (written.iter())
+        .filter_map(|(i, w)| {
+            arrived
+                .get(i)
+                .map(|a| a.duration_since(*w).as_secs_f64() * 1e3)
+        })
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    ms
+}
+
+fn row(md: &mut String, what: &str, ms: &[f64]) {
+    let _ = writeln!(
+        md,
+        "| {what} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
+        ms.len(),
+        quantile(ms, 0.5),
+        quantile(ms, 0.9),
+        quantile(ms, 0.99),
+        ms.last().copied().unwrap_or(0.0)
+    );
+}
+
+fn main() {
+    let n = env_or("TEAM_RECORDS", 300);
+    let rate = env_or("TEAM_RATE", 10).max(1);
+    let bench = machine::target_dir().join("bench");
+    let scratch = bench.join("team-scratch");
+    let _ = fs::remove_dir_all(&scratch);
+    let dir = |p: &str| -> PathBuf {
+        let d = scratch.join(p);
+        fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let (home_a, home_b, watch_a, watch_b) =
+        (dir("a/home"), dir("b/home"), dir("a/watch"), dir("b/watch"));
+    let pg = cluster::Cluster::start();
+    let a = Daemon::start(
+        &home_a,
+        &scratch.join("a/archive.db"),
+        &watch_a,
+        "machine-a",
+        &pg,
+    );
+    let b = Daemon::start(
+        &home_b,
+        &scratch.join("b/archive.db"),
+        &watch_b,
+        "machine-b",
+        &pg,
+    );
+    a.wait_log("caught up");
+    b.wait_log("pull team: pulling");
+
+    let file = watch_a.join("session.jsonl");
+    let mut out = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&file)
+        .unwrap();
+    for i in 0..WARM_UP {
+        out.write_all(record(i, 200).as_bytes()).unwrap();
+    }
+    a.arrivals(WARM_UP as usize);
+    b.arrivals(WARM_UP as usize);
+
+    let started = humantime::format_rfc3339_seconds(SystemTime::now());
+    let every = Duration::from_secs_f64(1.0 / rate as f64);
+    let mut written = HashMap::new();
+    let first = Instant::now();
+    for k in 0..n {
+        let i = WARM_UP + k;
+        let due = first + every * k as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        let line = record(i, 200);
+        written.insert(i, Instant::now());
+        out.write_all(line.as_bytes()).unwrap();
+    }
+    let at_a = a.arrivals(n as usize);
+    let at_b = b.arrivals(n as usize);
+    let (ms_a, ms_b) = (latencies(&written, &at_a), latencies(&written, &at_b));
+    // A to the store: `shipped_at` against the write, on one clock (the same host).
+    let shipped = pg.psql(&format!(
+        "SELECT (record::jsonb->>'i'), (extract(epoch FROM shipped_at) * 1e6)::bigint
+         FROM transcript_sync.records WHERE record::jsonb->>'i' IS NOT NULL
+           AND (record::jsonb->>'i')::bigint >= {WARM_UP}"
+    ));
+    let now_wall = SystemTime::now();
+    let now_mono = Instant::now();
+    let mut ms_store: Vec<f64> = shipped
+        .iter()
+        .filter_map(|r| {
+            let (i, us) = r.split_once('|')?;
+            let (i, us): (u64, u64) = (i.parse().ok()?, us.parse().ok()?);
+            let at = SystemTime::UNIX_EPOCH + Duration::from_micros(us);
+            let ago = now_wall.duration_since(at).ok()?;
+            let mono = now_mono.checked_sub(ago)?;
+            Some(mono.duration_since(*written.get(&i)?).as_secs_f64() * 1e3)
+        })
+        .collect();
+    ms_store.sort_by(f64::total_cmp);
+
+    let m = machine::Machine::describe(&machine::target_dir(), Default::default());
+    let mut md = format!(
+        "Taken {started}: {n} records of about 220 bytes appended at {rate}/s to one file on \
+         machine A, defaults (`flush_interval` 1 s, `pull_interval` 5 s); two daemons and \
+         {} on one host. Machine: {}, {} cores, {} GiB, {}, Linux {}; {}. Load average at \
+         start {}.\n\n",
+        pg.version(),
+        m.cpu,
+        m.cores,
+        m.memory_gib,
+        m.disk,
+        m.kernel,
+        m.rustc,
+        m.load_at_start
+    );
+    let _ = writeln!(
+        md,
+        "| from `write()` on A to | records | p50 ms | p90 ms | p99 ms | max ms |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---:|");
+    row(&mut md, "A's archive (A's tap; the baseline)", &ms_a);
+    row(&mut md, "the store (`shipped_at`)", &ms_store);
+    row(&mut md, "B's archive (B's tap)", &ms_b);
+    let _ = writeln!(md, "\nLoad average at end {}.", machine::load());
+    println!("\n{md}");
+    fs::write(bench.join("team.md"), &md).expect("writing team.md");
+    println!("wrote {}", bench.join("team.md").display());
+    drop((a, b));
+    let _ = fs::remove_dir_all(&scratch);
+}
