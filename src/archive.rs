@@ -340,6 +340,21 @@ impl Archive {
 
     fn migrate(&mut self) -> Result<()> {
         let found = self.schema_version()?;
+        if found as usize >= MIGRATIONS.len() {
+            return Ok(());
+        }
+        // A migration may make a table again (SQLite's way to change its constraints), whose
+        // rows other tables reference: foreign keys are checked once it is done, not
+        // statement by statement. The pragma is a no-op inside a transaction, so it is set
+        // around them.
+        self.db(self.conn.pragma_update(None, "foreign_keys", false))?;
+        let migrated = self.apply_migrations(found);
+        let restored = self.conn.pragma_update(None, "foreign_keys", true);
+        migrated?;
+        self.db(restored)
+    }
+
+    fn apply_migrations(&mut self, found: i64) -> Result<()> {
         for (version, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
             let tx = self
                 .conn
@@ -348,6 +363,21 @@ impl Archive {
             let applied = tx
                 .execute_batch(sql)
                 .and_then(|()| tx.pragma_update(None, "user_version", version as i64 + 1))
+                .and_then(|()| {
+                    let broken: Option<String> = tx
+                        .query_row("PRAGMA foreign_key_check", [], |r| r.get(0))
+                        .optional()?;
+                    match broken {
+                        None => Ok(()),
+                        Some(table) => Err(rusqlite::Error::SqliteFailure(
+                            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT),
+                            Some(format!(
+                                "schema {} would leave rows of {table} referencing none",
+                                version + 1
+                            )),
+                        )),
+                    }
+                })
                 .and_then(|()| tx.commit());
             self.db(applied)?;
         }
@@ -492,10 +522,11 @@ impl Archive {
 
     /// The next free source id (the engine allocates ids: only one `run` writes).
     pub fn next_source_id(&self) -> Result<SourceId> {
+        // Pulled sources take the negative ids.
         let max = self.conn.query_row("SELECT max(id) FROM sources", [], |r| {
             r.get::<_, Option<i64>>(0)
         });
-        Ok(self.db(max)?.unwrap_or(0) + 1)
+        Ok(self.db(max)?.unwrap_or(0).max(0) + 1)
     }
 
     /// Every root that has had its first scan.

@@ -172,18 +172,25 @@ pub fn restore(
 fn place(archive: &mut Archive, session: &Session, request: &Request) -> Result<Move> {
     let from = session.project.clone();
     if let Some(dir) = request.project_dir {
-        if !dir.is_dir() {
-            return Err(Error::RestoreRefused(format!(
-                "--project-dir {} is not a directory",
-                dir.display()
-            )));
-        }
+        // As the agent's `getcwd` gives it: no trailing `/`, no symbolic link (Claude Code
+        // names the project's directory after that path).
+        let to = match fs::canonicalize(dir) {
+            Ok(to) if to.is_dir() => to,
+            Ok(_) => {
+                return Err(Error::RestoreRefused(format!(
+                    "--project-dir {} is not a directory",
+                    dir.display()
+                )));
+            }
+            Err(e) => {
+                return Err(Error::RestoreRefused(format!(
+                    "--project-dir {}: {e}",
+                    dir.display()
+                )));
+            }
+        };
         let how = "--project-dir";
-        return Ok(Move {
-            from,
-            to: dir.to_owned(),
-            how,
-        });
+        return Ok(Move { from, to, how });
     }
     if let Some(remote) = &session.git_remote {
         let key = git::repository_key(remote);
@@ -247,11 +254,18 @@ fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Res
         _ => root.and_then(|r| r.path.file_name()),
     };
     let below = root_name.and_then(|n| names.iter().rposition(|c| *c == n));
-    let Some(at) = below.filter(|at| at + 1 < names.len()) else {
-        return Err(Error::RestoreRefused(format!(
-            "{} is not in a {harness} layout this machine knows; give --to DIR to write it elsewhere",
-            path.display()
-        )));
+    let at = match below.filter(|at| at + 1 < names.len()) {
+        Some(at) => at,
+        // No layout to keep: under --to, by its name.
+        None if request.to.is_some() && path.file_name().is_some() => {
+            return Ok(base.join(path.file_name().unwrap_or_default()));
+        }
+        None => {
+            return Err(Error::RestoreRefused(format!(
+                "{} is not in a {harness} layout this machine knows; give --to DIR to write it elsewhere",
+                path.display()
+            )));
+        }
     };
     let rest: PathBuf = match harness {
         // projects/<encoded project>/<rest>

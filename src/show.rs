@@ -348,6 +348,7 @@ pub fn write_messages_json(
         let line = json!({
             "seq": m.seq,
             "session": session.id,
+            "machine": session.machine,
             "role": m.role,
             "timestamp": m.at_ms.map(format_time),
             "parts": parts,
@@ -377,13 +378,12 @@ pub fn write_hits(
     home: Option<&Path>,
     style: Style,
 ) -> io::Result<()> {
-    let this = crate::sys::host_name();
     for h in hits {
-        let home = home.filter(|_| h.machine == this);
+        let home = home.filter(|_| h.machine_id == 0);
         let project = tilde(h.project.as_deref().unwrap_or("-"), home);
         let when = h.timestamp.map(format_time).unwrap_or_else(|| "-".into());
         let id: String = h.session.chars().take(8).collect();
-        let harness = match h.machine == this {
+        let harness = match h.machine_id == 0 {
             true => h.harness.clone(),
             false => format!("{}@{}", h.harness, h.machine),
         };

@@ -679,6 +679,34 @@ fn an_index_that_kept_a_copy_of_the_text_is_rebuilt_without_it_and_finds_the_sam
     assert!(stdout_of(&env, &["search", "stale", "--json"]).is_empty());
 }
 
+/// Schema 8 makes the sessions table again, keyed by machine: an archive of schema 7 keeps
+/// its index (sessions, their messages and what they reference) through the upgrade.
+#[test]
+fn an_indexed_archive_of_schema_7_keeps_its_sessions_through_the_upgrade() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let found = stdout_of(&env, &["search", "\"one cent\"", "--json"]);
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    conn.execute_batch(
+        "DROP TABLE machines; DROP TABLE pulls; DROP TABLE pulled_sessions; DROP INDEX sources_remote;
+         ALTER TABLE sources DROP COLUMN machine; ALTER TABLE sources DROP COLUMN remote_id;
+         PRAGMA user_version = 7;",
+    )
+    .unwrap();
+    drop(conn);
+    let out = cli(&env, &["sessions", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), listed);
+    assert_eq!(env.sql("PRAGMA user_version"), ["8"]);
+    assert_eq!(env.sql("PRAGMA foreign_key_check"), Vec::<String>::new());
+    assert_eq!(
+        stdout_of(&env, &["search", "\"one cent\"", "--json"]),
+        found
+    );
+}
+
 #[test]
 fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_same() {
     let env = Env::new();

@@ -344,6 +344,12 @@ fn run_once_pulls_and_restore_asks_for_the_project_directory_it_cannot_find() {
         raw(&desktop, SESSION, "laptop").as_bytes(),
         fs::read(&original).unwrap()
     );
+    let messages = desktop.json_lines(&["show", SESSION, "--format", "json"]);
+    assert!(messages.len() > 2);
+    assert!(
+        messages.iter().all(|m| m["machine"] == "laptop"),
+        "{messages:#?}"
+    );
     // A second pull takes nothing again.
     desktop.run_once();
     assert_eq!(desktop.json_lines(&["sessions", "--json"]).len(), 1);
@@ -364,7 +370,8 @@ fn run_once_pulls_and_restore_asks_for_the_project_directory_it_cannot_find() {
         "restore",
         SESSION,
         "--project-dir",
-        &elsewhere.to_string_lossy(),
+        // As a shell completes it: the trailing `/` is not part of the agent's name for it.
+        &format!("{}/", elsewhere.display()),
         "--dry-run",
     ]);
     let target = (desktop.home().join(".claude/projects"))

@@ -455,6 +455,9 @@ pub struct Hit {
     pub session: String,
     /// The host name of the machine that wrote it.
     pub machine: String,
+    /// Its machine in this archive: 0 for this one.
+    #[serde(skip)]
+    pub machine_id: i64,
     /// Its watcher.
     pub harness: String,
     /// Its project.
@@ -553,7 +556,7 @@ fn ranked_hits(
     let limit = filter.sql_limit();
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT message_text.rowid, se.session, se.harness, se.project,
-                coalesce(m.at_ms, se.last_ms), m.role, m.seq, mc.host
+                coalesce(m.at_ms, se.last_ms), m.role, m.seq, mc.host, se.machine
          {MATCHES}
          ORDER BY bm25(message_text), coalesce(m.at_ms, se.last_ms) DESC
          LIMIT ?6"
@@ -579,6 +582,7 @@ fn ranked_hits(
                 Some(host) => host,
                 None => crate::sys::host_name(),
             },
+            machine_id: r.get(8)?,
             snippet: String::new(),
         };
         Ok((r.get::<_, i64>(0)?, hit))

@@ -275,6 +275,9 @@ impl Postgres {
     /// `Ok(Some(version))` when the schema is newer than this build writes.
     fn migrate(&self, client: &mut Client) -> Result<Option<i32>, postgres::Error> {
         let mut tx = client.transaction()?;
+        // Adding a column to a large table rewrites it: no statement timeout for the schema's
+        // own changes (the connection's timeout bounds a delivery, not an upgrade).
+        tx.batch_execute("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0")?;
         tx.execute(
             "SELECT pg_advisory_xact_lock(hashtext($1))",
             &[&self.schema],
@@ -368,6 +371,13 @@ impl Postgres {
 
     fn insert_staged(&self, mut tx: postgres::Transaction<'_>) -> Result<(), postgres::Error> {
         let machine = &self.machine.id;
+        // One machine's record transactions commit one at a time (a daemon's sink, `sink
+        // retry`, a sink renamed by a reload), so its records become visible in `pull_id`
+        // order: a puller that has a machine's records up to an id has every one before it.
+        tx.execute(
+            "SELECT pg_advisory_xact_lock(hashtext($1))",
+            &[&format!("{}.records:{machine}", self.schema)],
+        )?;
         tx.execute(
             &self.sql(
                 "INSERT INTO {schema}.sources (machine, source, harness, path, generation)
@@ -458,10 +468,17 @@ impl Destination for Postgres {
     }
 }
 
-/// The channel on which the store's records are announced as they commit: the schema's
-/// name, so that two stores in one database do not wake each other's pullers.
+/// The channel on which the store's records are announced as they commit: named after the
+/// schema, so that two stores in one database do not wake each other's pullers; a hash of a
+/// long name, since a channel's name is an identifier (63 bytes at most).
 pub fn notify_channel(schema: &str) -> String {
-    format!("{schema}_records")
+    match schema.len() <= 40 {
+        true => format!("{schema}_records"),
+        false => format!(
+            "transcript_sync_{:016x}_records",
+            xxhash_rust::xxh3::xxh3_64(schema.as_bytes())
+        ),
+    }
 }
 
 /// `e` and its causes, as one line.
@@ -601,6 +618,15 @@ mod tests {
         assert!(!jsonb_accepts(br#"{"a":"lone \ud83d here"}"#));
         assert!(!jsonb_accepts(br#"{"a":"lone \ude00 here"}"#));
         assert!(!jsonb_accepts(br#"{"a":"\ud83d\u0041"}"#));
+    }
+
+    #[test]
+    fn a_notification_channel_is_a_name_postgresql_takes() {
+        assert_eq!(notify_channel("transcript_sync"), "transcript_sync_records");
+        let long = "t".repeat(63);
+        let channel = notify_channel(&long);
+        assert!(channel.len() <= 63, "{channel}");
+        assert_ne!(channel, notify_channel(&"u".repeat(63)));
     }
 
     #[test]

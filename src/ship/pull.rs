@@ -2,9 +2,9 @@
 //! (with their sources, and what their indexes say of their sessions) from the store into this
 //! archive, so that `sessions`, `show`, `search`, `tail` and `restore` see every machine.
 //!
-//! - **Where from.** Each machine ships from one connection, one transaction at a time, and
-//!   the store numbers its records as they arrive (`pull_id`): a machine's records become
-//!   visible in `pull_id` order. The puller keeps, per machine, the last `pull_id` it took.
+//! - **Where from.** The store numbers records as they arrive (`pull_id`), and a machine's
+//!   record transactions commit one at a time (each takes an advisory lock of its machine's):
+//!   a machine's records become visible in `pull_id` order. The puller keeps, per machine, the last `pull_id` it took.
 //! - **Exactly once.** A page of records, the sources they need and the new place commit in
 //!   one archive transaction, through the archive writer, so they take the next `seq` like
 //!   any record and every consumer (the session index, `tail`, subscribers) follows them. A
@@ -70,12 +70,14 @@ pub fn spawn(
     let interval = spec.pull.unwrap_or(super::spec::DEFAULT_PULL_INTERVAL);
     let store = Postgres::new(spec, &this, db)?;
     let mut puller = Puller::new(spec.name.clone(), archive, this, store, writer)?;
+    puller.stop = stop.unwrap_or_default();
     let handle = std::thread::Builder::new()
         .name(format!("pull {}", spec.name))
         .spawn(move || match once {
             true => puller.once(),
             false => {
-                puller.run(interval, &stop.unwrap_or_default());
+                let stop = Arc::clone(&puller.stop);
+                puller.run(interval, &stop);
                 Ok(())
             }
         })
@@ -115,6 +117,8 @@ struct Puller {
     places: HashMap<i64, Place>,
     /// The git remote last stored for each (machine, harness, session).
     remotes: HashMap<(i64, String, String), Option<String>>,
+    /// Set when the daemon stops: a pull ends after the page in hand.
+    stop: Arc<AtomicBool>,
 }
 
 impl Puller {
@@ -183,6 +187,7 @@ impl Puller {
             next_source: lowest.min(0) - 1,
             places,
             remotes: HashMap::new(),
+            stop: Arc::default(),
         })
     }
 
@@ -321,6 +326,9 @@ impl Puller {
         let others: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
         let mut pulled = 0;
         for (uuid, host) in others {
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
             pulled += self.pull_machine(client, &uuid, &host)?;
             self.pull_sessions(client, &uuid)?;
         }
@@ -350,19 +358,23 @@ impl Puller {
         uuid: &str,
         host: &str,
     ) -> std::result::Result<u64, PullError> {
+        // The page is cut from the machine's records by `pull_id` first (the index), then
+        // bounded by bytes, then given its sources' paths.
         let query = self.store.sql(
-            "SELECT pull_id, source, generation, \"offset\", harness, path, record, shipped_ms
-             FROM (SELECT r.pull_id, r.source, r.generation, r.\"offset\", r.harness, s.path,
-                          r.record,
-                          (extract(epoch FROM r.shipped_at) * 1000)::bigint AS shipped_ms,
-                          octet_length(r.record) AS len,
-                          sum(octet_length(r.record)) OVER (ORDER BY r.pull_id) AS running
-                   FROM {schema}.records r
-                   JOIN {schema}.sources s ON s.machine = r.machine AND s.source = r.source
-                   WHERE r.machine = $1::text::uuid AND r.pull_id > $2
-                   ORDER BY r.pull_id LIMIT $3) page
-             WHERE running - len < $4
-             ORDER BY pull_id",
+            "WITH page AS (
+                 SELECT pull_id, source, generation, \"offset\", harness, record, shipped_at,
+                        octet_length(record) AS len
+                 FROM {schema}.records
+                 WHERE machine = $1::text::uuid AND pull_id > $2
+                 ORDER BY pull_id LIMIT $3),
+             bounded AS (
+                 SELECT *, sum(len) OVER (ORDER BY pull_id) AS running FROM page)
+             SELECT b.pull_id, b.source, b.generation, b.\"offset\", b.harness, s.path, b.record,
+                    (extract(epoch FROM b.shipped_at) * 1000)::bigint
+             FROM bounded b
+             JOIN {schema}.sources s ON s.machine = $1::text::uuid AND s.source = b.source
+             WHERE b.running - b.len < $4
+             ORDER BY b.pull_id",
         );
         let mut pulled = 0;
         loop {
@@ -449,6 +461,10 @@ impl Puller {
             }
             self.places.entry(machine).or_default().pulled_id = last_id;
             pulled += rows.len() as u64;
+            // A stopping daemon ends after the page in hand; the next start goes on from it.
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(pulled);
+            }
         }
     }
 
@@ -527,9 +543,12 @@ impl Puller {
             });
             changed.push((key, remote));
         }
-        let Some(newest) = newest.filter(|n| *n != place.sessions_at) else {
+        let Some(newest) = newest else {
             return Ok(());
         };
+        if changed.is_empty() && newest == place.sessions_at {
+            return Ok(());
+        }
         commit.push(Op::Pulled {
             sink: self.name.clone(),
             machine,
