@@ -250,7 +250,7 @@ fn session_of(tx: &Connection, row: &ExportRow, parsed: &Parsed) -> rusqlite::Re
         return Ok(session);
     }
     // A pulled source (a negative id) is another machine's, and so are its sessions.
-    let machine: i64 = match row.source < 0 {
+    let machine: i64 = match crate::archive::is_pulled(row.source) {
         true => tx.query_row(
             "SELECT machine FROM sources WHERE id = ?1",
             [row.source],
@@ -425,7 +425,10 @@ fn read_git_remote(tx: &Connection, session: i64) -> rusqlite::Result<()> {
         )?
         .query_row([session], |r| r.get(0))
         .optional()?;
-    let Some(remote) = project.and_then(|p| git::remote_of(Path::new(&p))) else {
+    // A project named otherwise than by its absolute path (Gemini CLI's, Cursor's) has no
+    // directory to read.
+    let dir = project.map(PathBuf::from).filter(|p| p.is_absolute());
+    let Some(remote) = dir.and_then(|d| git::remote_of(&d)) else {
         return Ok(());
     };
     tx.prepare_cached("UPDATE sessions SET git_remote = ?2 WHERE id = ?1")?

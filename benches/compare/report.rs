@@ -50,7 +50,7 @@ pub fn verdicts(r: &Results) -> Vec<Verdict> {
                 (
                     format!("{} {:.1} MB/s", p.subject, p.mb_per_s),
                     format!("{ratio:.2}×"),
-                    Some(ratio >= 2.5),
+                    Some(ratio >= 2.0),
                 )
             }
             None => ("no durable peer completed".into(), "–".into(), None),
@@ -60,7 +60,7 @@ pub fn verdicts(r: &Results) -> Vec<Verdict> {
             format!("{:.1} MB/s, {:.0} records/s", ts.mb_per_s, ts.records_per_s),
             baseline,
             ratio,
-            "≥ 2.5× the faster durable peer",
+            "≥ 2× the faster durable peer",
             met,
         ));
     }

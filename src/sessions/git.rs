@@ -4,9 +4,12 @@
 use std::path::{Path, PathBuf};
 
 /// The URL of the remote `origin` (else of the first remote that has one) of the repository
-/// holding `project`, without any user name or password in it; `None` when `project` is in
-/// no repository, or its repository has no remote.
+/// holding `project` (an absolute path), without any user name or password in it; `None`
+/// when `project` is in no repository, or its repository has no remote.
 pub fn remote_of(project: &Path) -> Option<String> {
+    if !project.is_absolute() {
+        return None;
+    }
     let git_dir = git_dir_of(project)?;
     let config = std::fs::read_to_string(common_dir(&git_dir).join("config")).ok()?;
     remote_in(&config).map(|url| without_credentials(&url))

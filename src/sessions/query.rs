@@ -152,10 +152,7 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
     Ok(Session {
         key: r.get(0)?,
         id: r.get(1)?,
-        machine: match r.get::<_, Option<String>>(18)? {
-            Some(host) => host,
-            None => crate::sys::host_name(),
-        },
+        machine: machine_name(r.get(18)?),
         machine_id,
         git_remote: r.get(19)?,
         harness: r.get(2)?,
@@ -176,6 +173,11 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
         files: paths(r.get_ref(16)?.as_bytes_or_null()?),
         on_disk: false,
     })
+}
+
+/// A machine's name: `host`, a pulled machine's (from `machines`), else this one's.
+fn machine_name(host: Option<String>) -> String {
+    host.unwrap_or_else(crate::sys::host_name)
 }
 
 /// The paths of `group_concat(path, char(0))`, each once, in their order.
@@ -578,10 +580,7 @@ fn ranked_hits(
             timestamp: r.get(4)?,
             role: r.get(5)?,
             seq: r.get(6)?,
-            machine: match r.get::<_, Option<String>>(7)? {
-                Some(host) => host,
-                None => crate::sys::host_name(),
-            },
+            machine: machine_name(r.get(7)?),
             machine_id: r.get(8)?,
             snippet: String::new(),
         };

@@ -4,7 +4,8 @@
 //!
 //! - **Where from.** The store numbers records as they arrive (`pull_id`), and a machine's
 //!   record transactions commit one at a time (each takes an advisory lock of its machine's):
-//!   a machine's records become visible in `pull_id` order. The puller keeps, per machine, the last `pull_id` it took.
+//!   a machine's records become visible in `pull_id` order. The puller keeps, per machine,
+//!   the last `pull_id` it took.
 //! - **Exactly once.** A page of records, the sources they need and the new place commit in
 //!   one archive transaction, through the archive writer, so they take the next `seq` like
 //!   any record and every consumer (the session index, `tail`, subscribers) follows them. A
@@ -315,14 +316,11 @@ impl Puller {
 
     fn pull_with(&mut self, client: &mut Client) -> std::result::Result<u64, PullError> {
         let store = |e: postgres::Error| PullError::Store(self.store.failure(&e));
-        let rows = client
-            .query(
-                &self
-                    .store
-                    .sql("SELECT machine::text, host FROM {schema}.machines WHERE machine <> $1::text::uuid ORDER BY machine"),
-                &[&self.this.id],
-            )
-            .map_err(store)?;
+        let query = self.store.sql(
+            "SELECT machine::text, host FROM {schema}.machines
+             WHERE machine <> $1::text::uuid ORDER BY machine",
+        );
+        let rows = client.query(&query, &[&self.this.id]).map_err(store)?;
         let others: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
         let mut pulled = 0;
         for (uuid, host) in others {
