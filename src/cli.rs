@@ -154,7 +154,12 @@ pub enum Command {
         resumes the session.\n\n\
         A file that is there and identical is left alone; one that differs is not overwritten \
         without --force. The restored records are marked as already archived (as `seed` does), \
-        so a running daemon does not archive them again; what the agent appends is archived."
+        so a running daemon does not archive them again; what the agent appends is archived.\n\n\
+        Another machine's session (pulled from a PostgreSQL sink with pull = true) goes into \
+        this machine's layout, under the project's directory here: --project-dir, else the \
+        directory of a session here with the same git remote, else the same path if it exists \
+        here. Its records are written as pulled; --rewrite-cwd moves their cwd to the new \
+        directory."
     )]
     Restore(RestoreArgs),
     /// Rebuild the session index from the archived records.
