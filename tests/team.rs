@@ -491,3 +491,36 @@ fn pull_is_checked_in_the_configuration() {
         stderr(&out)
     );
 }
+
+/// A store written before machines pulled (schema 2) is upgraded by the first machine that
+/// connects, its records numbered as they are, and a machine that pulls takes every one.
+#[test]
+fn a_store_of_schema_2_is_upgraded_and_pulled_whole() {
+    let pg = PgCluster::start();
+    let laptop = Machine::new("laptop", &pg);
+    let desktop = Machine::new("desktop", &pg);
+    let there = laptop.checkout("src/ledger", "git@github.com:dana/ledger.git");
+    let original = laptop.claude_session(&there, SESSION);
+    laptop.run_once();
+    pg.psql(
+        "DROP INDEX transcript_sync.records_pull; DROP INDEX transcript_sync.sessions_updated;
+         ALTER TABLE transcript_sync.records DROP COLUMN pull_id;
+         ALTER TABLE transcript_sync.sessions DROP COLUMN git_remote;
+         DELETE FROM transcript_sync.schema_version WHERE version = 3",
+    );
+    desktop.run_once();
+    assert_eq!(
+        pg.psql("SELECT max(version) FROM transcript_sync.schema_version"),
+        ["3"]
+    );
+    assert_eq!(
+        raw(&desktop, SESSION, "laptop").as_bytes(),
+        fs::read(&original).unwrap()
+    );
+    assert_eq!(
+        desktop
+            .env
+            .sql("SELECT count(*) FROM records WHERE source_id < 0"),
+        laptop.env.sql("SELECT count(*) FROM records")
+    );
+}
