@@ -9,8 +9,15 @@
 //! archive). A's own figure is the baseline of the same run: append to A's archive. The
 //! store's `shipped_at` splits B's time into A to the store and the store to B.
 //!
+//! Then a first pull: machine A ships a corpus of the compare benchmark's (`run --once`), and a
+//! new machine C pulls all of it (`run --once`, timed to the log line saying every record is
+//! committed, and to its exit once its session index has caught up), beside `psql` reading
+//! the same records out of the store to `/dev/null`.
+//!
 //! `cargo bench --bench team`. `TEAM_RECORDS` (default 300) records at `TEAM_RATE` per second
-//! (default 10). Results: a table on stdout and `target/bench/team.md`.
+//! (default 10); `COMPARE_QUICK=1` pulls the 64 MB corpus instead of the 1 GiB one (both are
+//! made once into `target/bench/corpus/`). Results: tables on stdout and
+//! `target/bench/team.md`.
 
 #[path = "shared/appends.rs"]
 mod appends;
@@ -18,11 +25,17 @@ mod appends;
 #[path = "ship/cluster.rs"]
 mod cluster;
 #[allow(dead_code)]
+#[path = "compare/corpus.rs"]
+mod corpus;
+#[allow(dead_code)]
 #[path = "compare/machine.rs"]
 mod machine;
 #[allow(dead_code)]
 #[path = "compare/procfs.rs"]
 mod procfs;
+#[allow(dead_code)]
+#[path = "compare/records.rs"]
+mod records;
 
 use appends::{env_or, index_of, quantile, record};
 use crossbeam_channel::{Receiver, unbounded};
@@ -34,6 +47,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
+use transcript_sync::RECORDS_COMMITTED;
 
 const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
 /// Records written before the measured ones, so that connections and schemas are set up.
@@ -47,7 +61,8 @@ struct Daemon {
 }
 
 impl Daemon {
-    fn start(home: &Path, db: &Path, watch: &Path, name: &str, pg: &cluster::Cluster) -> Daemon {
+    /// Writes `home`'s configuration: one PostgreSQL sink on `pg`, pulling, with the defaults.
+    fn configure(home: &Path, pg: &cluster::Cluster) {
         let config = home.join(".config/transcript-sync/config.toml");
         fs::create_dir_all(config.parent().unwrap()).unwrap();
         let pw = home.join("pg-password");
@@ -62,6 +77,10 @@ impl Daemon {
             ),
         )
         .unwrap();
+    }
+
+    fn start(home: &Path, db: &Path, watch: &Path, name: &str, pg: &cluster::Cluster) -> Daemon {
+        Daemon::configure(home, pg);
         let mut child = Command::new(BIN)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -271,10 +290,132 @@ fn main() {
     row(&mut md, "A's archive (A's tap; the baseline)", &ms_a);
     row(&mut md, "the store (`shipped_at`)", &ms_store);
     row(&mut md, "B's archive (B's tap)", &ms_b);
+    drop((a, b));
+    first_pull(&scratch, &bench, &pg, &mut md);
     let _ = writeln!(md, "\nLoad average at end {}.", machine::load());
     println!("\n{md}");
     fs::write(bench.join("team.md"), &md).expect("writing team.md");
     println!("wrote {}", bench.join("team.md").display());
-    drop((a, b));
     let _ = fs::remove_dir_all(&scratch);
+}
+
+/// transcript-sync as machine `name` under `home`, nothing of this machine's environment.
+fn ts(home: &Path, name: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("RUST_LOG", "info")
+        .env("TRANSCRIPT_SYNC_MACHINE_NAME", name);
+    cmd
+}
+
+/// Runs `cmd` to its end; seconds to the first stderr line holding `mark`, and to the exit.
+fn timed(cmd: &mut Command, mark: &str) -> (Option<f64>, f64) {
+    let start = Instant::now();
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting transcript-sync");
+    let mut marked = None;
+    let mut log = String::new();
+    for line in BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
+        if marked.is_none() && line.contains(mark) {
+            marked = Some(start.elapsed().as_secs_f64());
+        }
+        log.push_str(&line);
+        log.push('\n');
+    }
+    let status = child.wait().expect("waiting for transcript-sync");
+    assert!(status.success(), "{cmd:?} failed:\n{log}");
+    (marked, start.elapsed().as_secs_f64())
+}
+
+/// A corpus shipped by machine A, then pulled whole by a new machine C.
+fn first_pull(scratch: &Path, bench: &Path, pg: &cluster::Cluster, md: &mut String) {
+    let quick = std::env::var_os("COMPARE_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
+    let spec = corpus::Spec {
+        name: "transcripts",
+        files: if quick { 100 } else { 1000 },
+        shape: corpus::Shape::Transcripts {
+            bytes: if quick { 64 << 20 } else { 1 << 30 },
+        },
+    };
+    let c = corpus::ensure(&bench.join("corpus"), &spec);
+    let (home_a, home_c) = (scratch.join("pull/a"), scratch.join("pull/c"));
+    // The same sink as the live part's machines, pulling, in fresh homes.
+    Daemon::configure(&home_a, pg);
+    Daemon::configure(&home_c, pg);
+    println!(
+        "machine A ships {:.1} MB ({} records)",
+        c.bytes as f64 / 1e6,
+        c.records
+    );
+    let mut ship = ts(&home_a, "shipper");
+    ship.args(["run", "--once", "--db"])
+        .arg(scratch.join("pull/a.db"))
+        .arg("--watch")
+        .arg(&c.dir);
+    let (_, shipped) = timed(&mut ship, RECORDS_COMMITTED);
+    println!("machine C pulls it");
+    let mut pull = ts(&home_c, "newcomer");
+    pull.args(["run", "--once", "--db"])
+        .arg(scratch.join("pull/c.db"))
+        .arg("--watch")
+        .arg(scratch.join("pull/empty"));
+    fs::create_dir_all(scratch.join("pull/empty")).unwrap();
+    let (committed, exited) = timed(&mut pull, RECORDS_COMMITTED);
+    let committed = committed.expect("the pull's log says every record is committed");
+    let pulled: i64 = {
+        let conn = rusqlite::Connection::open(scratch.join("pull/c.db")).unwrap();
+        conn.query_row(
+            "SELECT count(*) FROM records r JOIN sources s ON s.id = r.source_id
+             JOIN machines m ON m.id = s.machine WHERE m.host = 'shipper'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        pulled as u64, c.records,
+        "machine C holds every record of A's"
+    );
+    let script = scratch.join("pull/copy.sql");
+    fs::write(
+        &script,
+        "\\copy (SELECT record FROM transcript_sync.records r \
+         JOIN transcript_sync.machines m USING (machine) WHERE m.host = 'shipper' \
+         ORDER BY pull_id) TO '/dev/null'\n",
+    )
+    .unwrap();
+    let copied = pg.time_script(&script).as_secs_f64();
+    let mb = |secs: f64| c.bytes as f64 / 1e6 / secs;
+    let _ = writeln!(
+        md,
+        "\nFirst pull: {} records, {:.1} MB, shipped by A (`run --once`, archiving and \
+         shipping, {shipped:.1} s), then pulled by a new machine C (`run --once`):\n",
+        c.records,
+        c.bytes as f64 / 1e6
+    );
+    let _ = writeln!(md, "| subject | s | MB/s |");
+    let _ = writeln!(md, "|---|---:|---:|");
+    let _ = writeln!(
+        md,
+        "| `psql \\copy` of the records out of the store (the baseline) | {copied:.2} | {:.0} |",
+        mb(copied)
+    );
+    let _ = writeln!(
+        md,
+        "| C: every record pulled and committed | {committed:.2} | {:.0} |",
+        mb(committed)
+    );
+    let _ = writeln!(
+        md,
+        "| C: to exit, its session index caught up | {exited:.2} | {:.0} |",
+        mb(exited)
+    );
 }
