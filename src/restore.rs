@@ -236,7 +236,10 @@ fn place(archive: &mut Archive, session: &Session, request: &Request) -> Result<
 /// [`claude_project_dir`]); others keep their path below the root's directory name
 /// (`sessions/YYYY/MM/DD/` for Codex).
 fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Result<PathBuf> {
-    let root = (request.roots.iter()).find(|r| r.harness == harness);
+    // Codex resumes from `sessions/`, not `archived_sessions/`.
+    let roots = || request.roots.iter().filter(|r| r.harness == harness);
+    let root = (roots().find(|r| r.path.file_name() == Some(std::ffi::OsStr::new("sessions"))))
+        .or_else(|| roots().next());
     let base = match (request.to, root) {
         (Some(to), Some(root)) => to.join(root.path.file_name().unwrap_or_default()),
         (Some(to), None) => to.to_owned(),
@@ -256,6 +259,12 @@ fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Res
     let below = root_name.and_then(|n| names.iter().rposition(|c| *c == n));
     let at = match below.filter(|at| at + 1 < names.len()) {
         Some(at) => at,
+        // An archived Codex session: its day's directory, from its rollout name.
+        None if harness == "codex"
+            && let Some(day) = rollout_day(path) =>
+        {
+            return Ok(base.join(day).join(path.file_name().unwrap_or_default()));
+        }
         // No layout to keep: under --to, by its name.
         None if request.to.is_some() && path.file_name().is_some() => {
             return Ok(base.join(path.file_name().unwrap_or_default()));
@@ -287,6 +296,20 @@ fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Res
             .join(rest),
         _ => base.join(rest),
     })
+}
+
+/// `YYYY/MM/DD` of a Codex rollout named `rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl`.
+fn rollout_day(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let date = name.strip_prefix("rollout-")?.get(..10)?;
+    let parts: Vec<&str> = date.split('-').collect();
+    let digits = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
+    match parts.as_slice() {
+        [y, m, d] if digits(y, 4) && digits(m, 2) && digits(d, 2) => {
+            Some([*y, *m, *d].iter().collect())
+        }
+        _ => None,
+    }
 }
 
 /// The directory name Claude Code gives a project under `~/.claude/projects`: every UTF-16
@@ -596,6 +619,39 @@ mod tests {
             assert!(target(evil).is_err(), "{evil}");
         }
         assert!(target("/elsewhere/s.jsonl").is_err());
+    }
+
+    #[test]
+    fn another_machines_codex_session_goes_under_its_day_in_sessions() {
+        let home = |k: &str| (k == "HOME").then(|| "/home/b".to_owned());
+        let roots: Vec<Root> = (crate::harness::builtin_roots(&home).unwrap().into_iter())
+            .filter(|r| r.harness == "codex")
+            .collect();
+        assert!(roots.len() >= 2, "sessions and archived_sessions");
+        let request = Request {
+            roots: &roots,
+            to: None,
+            force: false,
+            dry_run: true,
+            project_dir: None,
+            rewrite_cwd: false,
+        };
+        let m = Move {
+            from: Some("/home/a/app".into()),
+            to: PathBuf::from("/home/b/app"),
+            how: "test",
+        };
+        let name = "rollout-2026-11-29T14-02-11-0199d3a2-5b7c-7e10-9a4f-3c2b1a0f9e8d.jsonl";
+        let want = Path::new("/home/b/.codex/sessions/2026/11/29").join(name);
+        for from in [
+            format!("/home/a/.codex/sessions/2026/11/29/{name}"),
+            format!("/home/a/.codex/archived_sessions/{name}"),
+        ] {
+            let got = pulled_target(Path::new(&from), &request, "codex", &m).unwrap();
+            assert_eq!(got, want, "{from}");
+        }
+        let odd = "/home/a/.codex/archived_sessions/notes.jsonl";
+        assert!(pulled_target(Path::new(odd), &request, "codex", &m).is_err());
     }
     use crate::archive::Op;
     use crate::domain::Cursor;
