@@ -360,6 +360,12 @@ impl Archive {
                 .conn
                 .transaction_with_behavior(TransactionBehavior::Immediate);
             let tx = tx.at_archive(&self.path)?;
+            // Another process may have applied it since the version was read (a command run
+            // while a daemon creates the archive): the version is read again under the lock.
+            let now = tx.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0));
+            if now.at_archive(&self.path)? > version as i64 {
+                continue;
+            }
             let applied = tx
                 .execute_batch(sql)
                 .and_then(|()| tx.pragma_update(None, "user_version", version as i64 + 1))
@@ -1697,6 +1703,20 @@ impl Commit {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two processes may open a new archive at once (a daemon creating it, a command run
+    /// beside it): one that read the schema version before the other migrated must not apply
+    /// a migration again.
+    #[test]
+    fn a_migration_applied_meanwhile_by_another_process_is_not_applied_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("archive.db");
+        let mut stale = Archive::open(&path).unwrap();
+        // As if this connection had read the version before the schema was made.
+        stale.apply_migrations(0).unwrap();
+        stale.apply_migrations(MIGRATIONS.len() as i64 - 1).unwrap();
+        assert_eq!(stale.schema_version().unwrap(), MIGRATIONS.len() as i64);
+    }
 
     fn archive() -> (tempfile::TempDir, Archive) {
         let dir = tempfile::tempdir().unwrap();

@@ -448,8 +448,12 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
     let mut cmd = env.cmd();
     cmd.args(["run", "--rescan-interval", "3600", "--db"])
         .arg(&env.db);
-    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    let mut daemon = Daemon::spawn(cmd, TapReader::Read);
+    // `sessions` runs while the daemon creates and migrates the archive: neither may fail.
     wait_until("the index has the session", || {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            panic!("the daemon ended ({status}):\n{}", daemon.log());
+        }
         let out = cli(&env, &["sessions", "--json"]);
         String::from_utf8_lossy(&out.stdout).contains("\"records\":11")
     });
