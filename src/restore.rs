@@ -583,13 +583,17 @@ mod tests {
         assert_eq!(String::from_utf8(out).unwrap(), want);
     }
 
-    #[test]
-    fn another_machines_path_never_leads_out_of_the_root() {
+    /// The built-in roots of machine B, whose home is `/home/b`.
+    fn roots_of_b() -> Vec<Root> {
         let home = |k: &str| (k == "HOME").then(|| "/home/b".to_owned());
-        let roots: Vec<Root> = (crate::harness::builtin_roots(&home).unwrap().into_iter())
-            .filter(|r| r.harness == "claude-code")
-            .collect();
-        assert_eq!(roots[0].path, Path::new("/home/b/.claude/projects"));
+        crate::harness::builtin_roots(&home).unwrap()
+    }
+
+    /// Where `pulled_target` puts `path`, a `harness` file of machine A (home `/home/a`,
+    /// project `/home/a/app`), on machine B (home `/home/b`, project `/home/b/app`) with the
+    /// built-in roots.
+    fn on_machine_b(harness: &str, path: &str) -> Result<PathBuf> {
+        let roots = roots_of_b();
         let request = Request {
             roots: &roots,
             to: None,
@@ -603,7 +607,15 @@ mod tests {
             to: PathBuf::from("/home/b/app"),
             how: "test",
         };
-        let target = |p: &str| pulled_target(Path::new(p), &request, "claude-code", &m);
+        pulled_target(Path::new(path), &request, harness, &m)
+    }
+
+    #[test]
+    fn another_machines_path_never_leads_out_of_the_root() {
+        let roots = roots_of_b();
+        let claude = roots.iter().find(|r| r.harness == "claude-code").unwrap();
+        assert_eq!(claude.path, Path::new("/home/b/.claude/projects"));
+        let target = |p: &str| on_machine_b("claude-code", p);
         assert_eq!(
             target("/home/a/.claude/projects/-home-a-app/s.jsonl").unwrap(),
             Path::new("/home/b/.claude/projects/-home-b-app/s.jsonl")
@@ -623,36 +635,22 @@ mod tests {
 
     #[test]
     fn another_machines_codex_session_goes_under_its_day_in_sessions() {
-        let home = |k: &str| (k == "HOME").then(|| "/home/b".to_owned());
-        let roots: Vec<Root> = (crate::harness::builtin_roots(&home).unwrap().into_iter())
-            .filter(|r| r.harness == "codex")
-            .collect();
-        assert!(roots.len() >= 2, "sessions and archived_sessions");
-        let request = Request {
-            roots: &roots,
-            to: None,
-            force: false,
-            dry_run: true,
-            project_dir: None,
-            rewrite_cwd: false,
-        };
-        let m = Move {
-            from: Some("/home/a/app".into()),
-            to: PathBuf::from("/home/b/app"),
-            how: "test",
-        };
+        let roots = roots_of_b();
+        let codex = roots.iter().filter(|r| r.harness == "codex").count();
+        assert!(codex >= 2, "sessions and archived_sessions");
         let name = "rollout-2026-11-29T14-02-11-0199d3a2-5b7c-7e10-9a4f-3c2b1a0f9e8d.jsonl";
         let want = Path::new("/home/b/.codex/sessions/2026/11/29").join(name);
         for from in [
             format!("/home/a/.codex/sessions/2026/11/29/{name}"),
             format!("/home/a/.codex/archived_sessions/{name}"),
         ] {
-            let got = pulled_target(Path::new(&from), &request, "codex", &m).unwrap();
+            let got = on_machine_b("codex", &from).unwrap();
             assert_eq!(got, want, "{from}");
         }
         let odd = "/home/a/.codex/archived_sessions/notes.jsonl";
-        assert!(pulled_target(Path::new(odd), &request, "codex", &m).is_err());
+        assert!(on_machine_b("codex", odd).is_err());
     }
+
     use crate::archive::Op;
     use crate::domain::Cursor;
     use crate::fingerprint::Identity;

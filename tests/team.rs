@@ -102,6 +102,35 @@ impl Machine {
     }
 }
 
+/// Two machines on one store: the laptop, with a Claude Code session (the fixture) in its
+/// checkout of the ledger repository, and the desktop.
+struct Team {
+    pg: PgCluster,
+    laptop: Machine,
+    desktop: Machine,
+    /// The laptop's checkout.
+    there: PathBuf,
+    /// The session's file on the laptop.
+    original: PathBuf,
+}
+
+impl Team {
+    fn new() -> Team {
+        let pg = PgCluster::start();
+        let laptop = Machine::new("laptop", &pg);
+        let desktop = Machine::new("desktop", &pg);
+        let there = laptop.checkout("src/ledger", "git@github.com:dana/ledger.git");
+        let original = laptop.claude_session(&there, SESSION);
+        Team {
+            pg,
+            laptop,
+            desktop,
+            there,
+            original,
+        }
+    }
+}
+
 fn fixture() -> Vec<u8> {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sessions/claude-code.jsonl");
@@ -136,13 +165,15 @@ fn raw(m: &Machine, id: &str, machine: &str) -> String {
 
 #[test]
 fn a_session_on_one_machine_is_found_live_on_the_other_and_restored_into_its_checkout() {
-    let pg = PgCluster::start();
-    let laptop = Machine::new("laptop", &pg);
-    let desktop = Machine::new("desktop", &pg);
-    // The same repository, checked out at different paths, with its remote written two ways.
-    let there = laptop.checkout("src/ledger", "git@github.com:dana/ledger.git");
+    let Team {
+        pg,
+        laptop,
+        desktop,
+        there,
+        original,
+    } = Team::new();
+    // The same repository, checked out here too, with its remote written another way.
     let here = desktop.checkout("work/ledger-copy", "https://github.com/dana/ledger");
-    let original = laptop.claude_session(&there, SESSION);
     // The desktop's own session in its checkout: how `restore` finds the checkout.
     let own = "0b5e1c2d-1111-4222-8333-944455556666";
     desktop.claude_session(&here, own);
@@ -330,11 +361,13 @@ fn a_session_on_one_machine_is_found_live_on_the_other_and_restored_into_its_che
 
 #[test]
 fn run_once_pulls_and_restore_asks_for_the_project_directory_it_cannot_find() {
-    let pg = PgCluster::start();
-    let laptop = Machine::new("laptop", &pg);
-    let desktop = Machine::new("desktop", &pg);
-    let there = laptop.checkout("src/ledger", "git@github.com:dana/ledger.git");
-    let original = laptop.claude_session(&there, SESSION);
+    let Team {
+        pg: _pg,
+        laptop,
+        desktop,
+        there,
+        original,
+    } = Team::new();
     laptop.run_once();
     desktop.run_once();
     let listed = desktop.json_lines(&["sessions", "--json"]);
@@ -397,11 +430,13 @@ fn run_once_pulls_and_restore_asks_for_the_project_directory_it_cannot_find() {
 
 #[test]
 fn a_store_outage_while_pulling_loses_and_doubles_nothing() {
-    let pg = PgCluster::start();
-    let laptop = Machine::new("laptop", &pg);
-    let desktop = Machine::new("desktop", &pg);
-    let there = laptop.checkout("src/ledger", "git@github.com:dana/ledger.git");
-    let original = laptop.claude_session(&there, SESSION);
+    let Team {
+        pg,
+        laptop,
+        desktop,
+        there,
+        original,
+    } = Team::new();
     let desktop_daemon = desktop.daemon();
     let laptop_daemon = laptop.daemon();
     let first = fs::read(&original).unwrap();
@@ -496,11 +531,13 @@ fn pull_is_checked_in_the_configuration() {
 /// connects, its records numbered as they are, and a machine that pulls takes every one.
 #[test]
 fn a_store_of_schema_2_is_upgraded_and_pulled_whole() {
-    let pg = PgCluster::start();
-    let laptop = Machine::new("laptop", &pg);
-    let desktop = Machine::new("desktop", &pg);
-    let there = laptop.checkout("src/ledger", "git@github.com:dana/ledger.git");
-    let original = laptop.claude_session(&there, SESSION);
+    let Team {
+        pg,
+        laptop,
+        desktop,
+        there: _,
+        original,
+    } = Team::new();
     laptop.run_once();
     pg.psql(
         "DROP INDEX transcript_sync.records_pull; DROP INDEX transcript_sync.sessions_updated;
