@@ -264,72 +264,50 @@ fn claude_record(
         "timestamp": humantime::format_rfc3339_millis(at).to_string(), "message": message})
 }
 
-/// Bytes of the archive's pages by what they hold: the records (table and its index), the
-/// session index's tables, and the rest. From `dbstat`, or, where SQLite lacks it, by
-/// emptying the index's tables in a copy and vacuuming.
+/// Bytes of pages by what they hold, in the archive and in the session index's own file
+/// beside it: from `dbstat`, or, where SQLite lacks it, the two files' sizes.
 fn size_split(db: &Path) -> Vec<(String, u64)> {
-    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .expect("opening the archive");
-    let sql = "SELECT coalesce(m.tbl_name, d.name), sum(d.pgsize) FROM dbstat d
-               LEFT JOIN sqlite_master m ON m.name = d.name GROUP BY 1";
-    let Ok(mut stmt) = conn.prepare(sql) else {
-        return size_split_by_vacuum(db);
-    };
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
-        .expect("reading dbstat");
+    let index = Path::new(&format!("{}-index", db.display())).to_owned();
     let mut groups = vec![
-        ("records (table and index)".to_owned(), 0u64),
-        ("FTS5 postings (message_text_data, _idx)".to_owned(), 0),
+        ("archive: records (table and index)".to_owned(), 0u64),
+        ("archive: everything else".to_owned(), 0),
         (
-            "FTS5 text copy (message_text_content, _docsize)".to_owned(),
+            "index: FTS5 postings (message_text_data, _idx)".to_owned(),
             0,
         ),
-        ("sessions, messages and the rest of the index".to_owned(), 0),
-        ("everything else".to_owned(), 0),
+        ("index: sessions, messages and the rest".to_owned(), 0),
     ];
-    for row in rows {
-        let (table, bytes) = row.expect("a dbstat row");
-        groups[group_of(&table)].1 += bytes as u64;
+    for (file, of_index) in [(db, false), (index.as_path(), true)] {
+        let Some(pages) = pages_by_table(file) else {
+            let size = fs::metadata(file).map_or(0, |m| m.len());
+            groups[if of_index { 3 } else { 1 }].1 += size;
+            continue;
+        };
+        for (table, bytes) in pages {
+            let group = match (of_index, table.as_str()) {
+                (false, "records") => 0,
+                (false, _) => 1,
+                (true, "message_text_data" | "message_text_idx") => 2,
+                (true, _) => 3,
+            };
+            groups[group].1 += bytes;
+        }
     }
     groups
 }
 
-fn group_of(table: &str) -> usize {
-    match table {
-        "records" => 0,
-        "message_text_data" | "message_text_idx" => 1,
-        "message_text_content" | "message_text_docsize" => 2,
-        t if t.starts_with("message_text")
-            || ["sessions", "session_sources", "session_models", "messages"].contains(&t) =>
-        {
-            3
-        }
-        _ => 4,
-    }
-}
-
-fn size_split_by_vacuum(db: &Path) -> Vec<(String, u64)> {
-    let copy = db.with_extension("copy.db");
-    let conn = Connection::open(db).expect("opening the archive");
-    let _ = fs::remove_file(&copy);
-    conn.execute("VACUUM INTO ?1", [copy.to_string_lossy()])
-        .expect("copying the archive");
-    let whole = fs::metadata(&copy).expect("the copy").len();
-    let copy_conn = Connection::open(&copy).expect("opening the copy");
-    copy_conn
-        .execute_batch(
-            "DELETE FROM message_text; DELETE FROM messages; DELETE FROM session_models;
-             DELETE FROM session_sources; DELETE FROM sessions; VACUUM;",
-        )
-        .expect("emptying the index in the copy");
-    drop(copy_conn);
-    let without = fs::metadata(&copy).expect("the copy").len();
-    let _ = fs::remove_file(&copy);
-    vec![
-        ("archive without the index".to_owned(), without),
-        ("session index".to_owned(), whole - without),
-    ]
+/// The bytes of each table's pages (an index's counted with its table), from `dbstat`.
+fn pages_by_table(db: &Path) -> Option<Vec<(String, u64)>> {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY).ok()?;
+    let sql = "SELECT coalesce(m.tbl_name, d.name), sum(d.pgsize) FROM dbstat d
+               LEFT JOIN sqlite_master m ON m.name = d.name GROUP BY 1";
+    let mut stmt = conn.prepare(sql).ok()?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64))
+        })
+        .expect("reading dbstat");
+    Some(rows.map(|r| r.expect("a dbstat row")).collect())
 }
 
 fn mb(bytes: u64) -> String {
@@ -375,10 +353,12 @@ fn search_bench(md: &mut String, scratch: &Path, cache: &Path, quick: bool, runs
 
 fn size_table(md: &mut String, db: &Path) {
     let file = fs::metadata(db).map_or(0, |m| m.len());
+    let index = fs::metadata(format!("{}-index", db.display())).map_or(0, |m| m.len());
     let _ = writeln!(
         md,
-        "Archive {} after the run:\n\n| what | size | share |\n|---|---:|---:|",
-        mb(file)
+        "Archive {}, session index {} after the run:\n\n| what | size | share |\n|---|---:|---:|",
+        mb(file),
+        mb(index)
     );
     let groups = size_split(db);
     let total: u64 = groups.iter().map(|g| g.1).sum();

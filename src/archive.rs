@@ -46,6 +46,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("archive/schema_v6.sql"),
     include_str!("archive/schema_v7.sql"),
     include_str!("archive/schema_v8.sql"),
+    include_str!("archive/schema_v9.sql"),
 ];
 
 /// One archived record as exported.
@@ -239,7 +240,10 @@ impl Archive {
                 path: path.to_owned(),
             });
         }
-        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        // URIs, for the session index attached read-only (`attach_read_only`).
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
         let conn = Connection::open_with_flags(path, flags).at_archive(path)?;
         let archive = Archive {
             conn,
@@ -625,6 +629,13 @@ impl Archive {
     /// index) and writes them in transactions of its own.
     pub(crate) fn connection(&mut self) -> &mut Connection {
         &mut self.conn
+    }
+
+    /// Attaches the database at `path` to this connection, read-only, as `alias`: its tables
+    /// are then found by their names, after the archive's own. Errors name this archive.
+    pub(crate) fn attach_read_only(&self, path: &Path, alias: &str) -> Result<()> {
+        let attached = (self.conn).execute(&format!("ATTACH ?1 AS {alias}"), [read_only_uri(path)]);
+        self.db(attached).map(drop)
     }
 
     /// Maps a SQLite error to [`Error::Archive`] naming this archive.
@@ -1294,7 +1305,7 @@ impl Tx<'_> {
 
 /// Creates the archive file 0600 (and its directory 0700) if it does not exist; true if it
 /// was created. SQLite gives the `-wal` and `-shm` files the database file's mode.
-fn create_private(path: &Path) -> Result<bool> {
+pub(crate) fn create_private(path: &Path) -> Result<bool> {
     if path.exists() {
         return Ok(false);
     }
@@ -1337,6 +1348,23 @@ pub fn ensure_dir(archive: &Path) -> Result<()> {
         .mode(0o700)
         .create(dir)
         .at_path(dir)
+}
+
+/// A `file:` URI opening `path` read-only (for `ATTACH`): every byte of the path but the
+/// unreserved ones and `/` is percent-encoded, so that no `?`, `#` or `%` in it is taken for
+/// URI syntax.
+pub(crate) fn read_only_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                uri.push(char::from(b))
+            }
+            _ => uri.push_str(&format!("%{b:02X}")),
+        }
+    }
+    uri.push_str("?mode=ro");
+    uri
 }
 
 fn window(len: i64, hash: i64) -> Window {

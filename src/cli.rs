@@ -976,12 +976,13 @@ fn rejects(args: RejectsArgs, db: &Path) -> Result<()> {
     stdout_result(written)
 }
 
-/// The archive at `db` with its session index up to date: caught up here when no `run` holds
-/// the archive (an upgraded archive gets its index this way, with progress); when one does, it
-/// is catching up itself, and a warning says how far it is.
+/// The archive at `db` with its session index attached and up to date: caught up here when
+/// no `run` holds the archive (an upgraded archive gets its index this way, with progress);
+/// when one does, it is catching up itself, and a warning says how far it is.
 fn indexed_archive(db: &Path) -> Result<Archive> {
     let archive = Archive::open_existing_to_write(db)?;
-    let done = archive.consumer_seq(sessions::CONSUMER)?.unwrap_or(0);
+    sessions::store::attach(&archive)?;
+    let done = sessions::store::done(db)?;
     let last = archive.last_seq()?;
     if done >= last {
         return Ok(archive);
@@ -997,13 +998,14 @@ fn indexed_archive(db: &Path) -> Result<Archive> {
         }
         Err(e) => return Err(e),
     };
-    catch_up_index(Archive::open_existing_to_write(db)?)?;
+    catch_up_index(db)?;
     Ok(archive)
 }
 
-/// Brings the index of `archive` up to date, with a progress bar on a terminal and log lines.
-fn catch_up_index(archive: Archive) -> Result<()> {
-    let mut indexer = sessions::Indexer::new(archive);
+/// Brings the index of the archive at `db` up to date, with a progress bar on a terminal and
+/// log lines.
+fn catch_up_index(db: &Path) -> Result<()> {
+    let mut indexer = sessions::Indexer::open(db)?;
     let done = indexer.done()?;
     log::info!("indexing sessions from seq {done}");
     let bar = indicatif::ProgressBar::new(0).with_style(
@@ -1178,11 +1180,14 @@ fn redact(args: RedactArgs, settings: &Settings) -> Result<()> {
 
 fn reindex(db: &Path) -> Result<()> {
     let _lock = ArchiveLock::acquire(db)?;
-    let mut indexer = sessions::Indexer::new(Archive::open_existing_to_write(db)?);
-    indexer.reset()?;
-    drop(indexer);
-    catch_up_index(Archive::open_existing_to_write(db)?)?;
-    println!("session index rebuilt: {}", db.display());
+    // Migrated first: an archive of schema 8 or older still holds an index of its own.
+    drop(Archive::open_existing_to_write(db)?);
+    sessions::store::remove(db)?;
+    catch_up_index(db)?;
+    println!(
+        "session index rebuilt: {}",
+        sessions::store::path_of(db).display()
+    );
     Ok(())
 }
 

@@ -24,6 +24,16 @@ pub enum Error {
         /// The underlying error.
         source: rusqlite::Error,
     },
+    /// SQLite reported an error on the session index's file.
+    #[error(
+        "session index {path} (it is derived from the archive: `transcript-sync reindex` makes it again)"
+    )]
+    Index {
+        /// The index file.
+        path: PathBuf,
+        /// The underlying error.
+        source: rusqlite::Error,
+    },
     /// Another `transcript-sync run` holds the archive's lock.
     #[error(
         "archive {path} is in use by another `transcript-sync run`{}; stop it first or pass another --db",

@@ -27,7 +27,8 @@
 //!    (`--sink stdout`) is a subscriber that starts "now"; `socket` serves subscribers of
 //!    the daemon's Unix socket the same way (catch-up, `caught_up`, then live; a slow one is
 //!    told `lagged`), and `tail` is its client. The sinks (`ship`) and the session index
-//!    (`sessions`) are durable followers; `redact` replaces secrets in what leaves.
+//!    (`sessions`, in a SQLite file of its own beside the archive, so that the writer never
+//!    waits for it) are durable followers; `redact` replaces secrets in what leaves.
 //!
 //! `pipeline` wires these threads once for `run --once` (one pass) and for the daemon, which
 //! keeps passes going: `watch` runs one `notify` instance per watcher and turns events into

@@ -94,15 +94,8 @@ impl Pipeline {
         let stop = retry.as_ref().map(|(stop, _)| Arc::clone(stop));
         // Nothing is ever sent: the sender goes with the index's thread.
         let (index_exit, index_done) = bounded::<()>(0);
-        let index = sessions::spawn(
-            db.to_owned(),
-            Arc::clone(&hub),
-            committed.clone(),
-            Arc::clone(&turns),
-            stop.clone(),
-            index_exit,
-        )
-        .starting("session index")?;
+        let index = sessions::spawn(db.to_owned(), Arc::clone(&hub), stop.clone(), index_exit)
+            .starting("session index")?;
         let wiring = ship::Wiring {
             db: db.to_owned(),
             hub: Arc::clone(&hub),

@@ -2,19 +2,17 @@
 //! their messages (`parse`, per harness), with full-text search over what was said.
 //!
 //! It follows the archive like any consumer: from the last `seq` it recorded as done (0 in an
-//! archive that has never been indexed, which is how an upgraded archive gets its index),
-//! catching up from the archive, then taking each commit once it is durable. Records are
-//! indexed in small transactions of their own, each together with the last `seq` it holds, so
-//! a crash loses and repeats nothing; inside one `run` the archive writer goes first
-//! (`write_turn`). Everything here is derived from the records: `reindex` empties the tables
-//! and builds them again.
+//! index that is new, which is how an upgraded archive gets its index), catching up from the
+//! archive, then taking each commit once it is durable. Records are indexed in transactions of
+//! their own, each together with the last `seq` it holds, so a crash loses and repeats
+//! nothing. The index lives in a file of its own beside the archive (`store`), so the archive
+//! writer never waits for it. Everything here is derived from the records: `reindex` removes
+//! the file and builds it again.
 
-use crate::archive::{Archive, ExportRow, record_consumer_done};
-use crate::checkpointer::CommitSignal;
+use crate::archive::{Archive, ExportRow};
 use crate::domain::SourceId;
 use crate::error::Result;
 use crate::follow::{Follower, Hub, Start};
-use crate::write_turn::WriteTurn;
 use rusqlite::TransactionBehavior::Immediate;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
@@ -28,45 +26,32 @@ use std::time::{Duration, Instant};
 pub mod git;
 pub mod parse;
 pub mod query;
+pub mod store;
 
 use parse::{INDEXED_STRING, Parsed, Part, parse, with_long_strings_cut};
 
-/// The consumer name under which the index records how far it is.
-pub const CONSUMER: &str = "index";
-
-/// At most this many records, or bytes of records, are taken from the archive at a time (the
-/// transactions that index them are smaller: see [`TRANSACTION_BYTES`]).
+/// At most this many records, or bytes of records, are taken from the archive at a time.
 const BATCH: usize = 2000;
 const BATCH_BYTES: usize = 8 << 20;
 /// How long records are gathered after the first, so that a steady stream of small commits
 /// (a thousand a second over many files) is indexed in a few transactions a second rather
 /// than one each: each index transaction writes many pages (sessions, messages, the full-text
-/// index), and the archive's writer waits for it. The index lags by this much at most.
+/// index). The index lags by this much at most.
 const GATHER: Duration = Duration::from_millis(200);
 
-/// An index transaction ends after this long, so that the archive's other writers (another
-/// process's `seed` or `restore`) wait for it at most that long; the archive writer of the same
-/// `run` ends it sooner (see `write_turn`).
-const TRANSACTION_TIME: Duration = Duration::from_millis(250);
-
-/// An index transaction ends once it has indexed records of this many bytes: its commit
-/// writes what FTS5 holds in memory, which the archive writer waits for, so it stays small.
-const TRANSACTION_BYTES: usize = 256 << 10;
-
-/// The same two bounds while the index catches up (it is given a whole page of records at a
-/// time, at most [`BATCH_BYTES`]): each transaction flushes a new segment of the full-text
-/// index, which later merges write again, so fewer and larger ones index a backlog faster (a
-/// gigabyte of records in 41 s rather than 58 s, BENCHMARKS.md). A commit of records waits at
-/// most for one flush.
-const CATCH_UP_TIME: Duration = Duration::from_secs(2);
-const CATCH_UP_BYTES: usize = BATCH_BYTES;
+/// An index transaction ends after this long, or once it has indexed records of
+/// [`TRANSACTION_BYTES`]: each transaction flushes a new segment of the full-text index, which
+/// later merges write again, so fewer and larger ones index a backlog faster (a gigabyte of
+/// records in 41 s rather than 58 s, BENCHMARKS.md). A stopping daemon waits for the
+/// transaction in hand, so at most this long.
+const TRANSACTION_TIME: Duration = Duration::from_secs(2);
+const TRANSACTION_BYTES: usize = BATCH_BYTES;
 
 /// How many pages of full-text index segments one merge step writes at most. FTS5's automatic
-/// merging is off (schema 4): it would merge as much as a level needs inside whichever
-/// transaction tips it over, tens of milliseconds for which the archive writer would wait.
-/// Instead, after each index transaction, small merge steps run in transactions of their own
-/// (each a turn at writing) until there is nothing to merge, records wait, or
-/// [`MERGE_TIME`] has passed.
+/// merging is off (the index's schema): it would merge as much as a level needs inside
+/// whichever transaction tips it over. Instead, after each index transaction, small merge
+/// steps run in transactions of their own until there is nothing to merge or [`MERGE_TIME`]
+/// has passed, so that a stop waits for one step at most.
 const MERGE_PAGES: i64 = 32;
 const MERGE_TIME: Duration = Duration::from_millis(100);
 
@@ -76,48 +61,43 @@ const BODY_LIMIT: usize = 1 << 20;
 /// How often a catch-up says how far it is.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
-/// Writes the session index into an archive.
+/// Writes the session index of an archive.
 pub struct Indexer {
+    /// The index's file as `main`, the archive attached read-only (`store`).
+    conn: Connection,
+    /// The archive, read-only: where a catch-up reads records.
     archive: Archive,
     /// The session each source's records belong to, as decided.
     sessions: HashMap<SourceId, i64>,
-    /// Turns at writing, shared with the archive writer of the same `run`.
-    turns: Option<Arc<WriteTurn>>,
 }
 
 impl Indexer {
-    /// An indexer writing through `archive` (a connection of its own).
-    pub fn new(archive: Archive) -> Indexer {
-        Indexer {
-            archive,
+    /// An indexer of the archive at `db` (connections of its own), its index file made ready
+    /// (`store::open_to_write`).
+    pub fn open(db: &Path) -> Result<Indexer> {
+        Ok(Indexer {
+            conn: store::open_to_write(db)?,
+            archive: Archive::open_existing(db)?,
             sessions: HashMap::new(),
-            turns: None,
-        }
+        })
     }
 
-    /// Writes only in the turns `turns` leaves it, ending a transaction as soon as a commit
-    /// of records waits.
-    pub fn taking_turns(mut self, turns: Arc<WriteTurn>) -> Indexer {
-        self.turns = Some(turns);
-        self
+    /// Maps a SQLite error to [`crate::error::Error::Index`] naming the index file.
+    fn db<T>(&self, result: rusqlite::Result<T>) -> Result<T> {
+        result.map_err(store::index_error(self.archive.path()))
     }
 
     /// The last `seq` the index is done with.
     pub fn done(&self) -> Result<i64> {
-        Ok(self.archive.consumer_seq(CONSUMER)?.unwrap_or(0))
+        self.db(store::progress(&self.conn))
     }
 
     /// Indexes `rows` (in `seq` order, past [`Indexer::done`]), recording how far it is with
     /// each transaction: `Err` leaves the index as its last transaction left it.
     pub fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
-        let bytes: usize = rows.iter().map(|r| r.record.len()).sum();
-        let bounds = match rows.len() >= BATCH || bytes >= BATCH_BYTES / 2 {
-            true => (CATCH_UP_TIME, CATCH_UP_BYTES),
-            false => (TRANSACTION_TIME, TRANSACTION_BYTES),
-        };
         let mut rest = rows;
         while !rest.is_empty() {
-            let n = self.index_some(rest, bounds)?;
+            let n = self.index_some(rest)?;
             rest = &rest[n..];
             self.merge()?;
         }
@@ -125,13 +105,11 @@ impl Indexer {
     }
 
     /// Merges full-text index segments in small steps, each its own transaction, until there
-    /// is nothing to merge, a commit of records waits, or [`MERGE_TIME`] has passed.
+    /// is nothing to merge or [`MERGE_TIME`] has passed.
     fn merge(&mut self) -> Result<()> {
         let started = Instant::now();
-        let turns = self.turns.clone();
         while started.elapsed() < MERGE_TIME {
-            let _turn = turns.as_ref().map(|t| t.for_consumer());
-            let conn = self.archive.connection();
+            let conn = &mut self.conn;
             let before = conn.total_changes();
             let step = (|| {
                 let tx = conn.transaction_with_behavior(Immediate)?;
@@ -143,8 +121,8 @@ impl Indexer {
             })();
             // FTS5's documented test: fewer than two changes, and there was nothing to merge.
             let merged = conn.total_changes() - before >= 2;
-            self.archive.db(step)?;
-            if !merged || turns.as_ref().is_some_and(|t| t.records_wanted()) {
+            self.db(step)?;
+            if !merged {
                 break;
             }
         }
@@ -152,20 +130,21 @@ impl Indexer {
     }
 
     /// Indexes a first part of `rows` in one transaction (at least one row; no longer than
-    /// `time` or `size`, and no longer than until a commit of
-    /// records waits), and records the last one done. Returns how many.
-    fn index_some(&mut self, rows: &[ExportRow], (time, size): (Duration, usize)) -> Result<usize> {
-        let turns = self.turns.clone();
-        let _turn = turns.as_ref().map(|t| t.for_consumer());
+    /// [`TRANSACTION_TIME`] or [`TRANSACTION_BYTES`]), and records the last one done. Returns
+    /// how many.
+    fn index_some(&mut self, rows: &[ExportRow]) -> Result<usize> {
         let started = Instant::now();
         let mut decided = Vec::new();
+        let known = &self.sessions;
+        let conn = &mut self.conn;
         let result = (|| {
-            let tx = (self.archive.connection()).transaction_with_behavior(Immediate)?;
+            // Takes the index file's write lock only: the archive is attached read-only.
+            let tx = conn.transaction_with_behavior(Immediate)?;
             let (mut n, mut bytes) = (0, 0);
             for row in rows {
                 // Given cut (see `indexed`) by the follower or `catch_up`.
                 let parsed = parse(&row.harness, &row.record);
-                let session = match self.sessions.get(&row.source) {
+                let session = match known.get(&row.source) {
                     Some(s) => *s,
                     None => {
                         let s = session_of(&tx, row, &parsed)?;
@@ -176,15 +155,14 @@ impl Indexer {
                 apply(&tx, session, row, &parsed)?;
                 n += 1;
                 bytes += row.record.len();
-                let wanted = turns.as_ref().is_some_and(|t| t.records_wanted());
-                if wanted || bytes >= size || started.elapsed() >= time {
+                if bytes >= TRANSACTION_BYTES || started.elapsed() >= TRANSACTION_TIME {
                     break;
                 }
             }
-            record_consumer_done(&tx, CONSUMER, rows[n - 1].seq)?;
+            store::set_progress(&tx, rows[n - 1].seq)?;
             tx.commit().map(|()| n)
         })();
-        let n = self.archive.db(result)?;
+        let n = self.db(result)?;
         self.sessions.extend(decided);
         Ok(n)
     }
@@ -213,25 +191,6 @@ impl Indexer {
             progress(done, last);
         }
         Ok(count)
-    }
-
-    /// Empties the index: every session, message and the consumer's place.
-    pub fn reset(&mut self) -> Result<()> {
-        self.sessions.clear();
-        let result = (|| {
-            let tx = self
-                .archive
-                .connection()
-                .transaction_with_behavior(Immediate)?;
-            tx.execute_batch(
-                "INSERT INTO message_text (message_text) VALUES ('delete-all');
-                 DELETE FROM messages; DELETE FROM session_models;
-                 DELETE FROM session_sources; DELETE FROM sessions;",
-            )?;
-            tx.execute("DELETE FROM consumers WHERE name = ?1", [CONSUMER])?;
-            tx.commit()
-        })();
-        self.archive.db(result)
     }
 }
 
@@ -501,8 +460,6 @@ pub(crate) fn body(parts: &[Part]) -> String {
 pub fn spawn(
     db: PathBuf,
     hub: Arc<Hub>,
-    committed: CommitSignal,
-    turns: Arc<WriteTurn>,
     stop: Option<Arc<AtomicBool>>,
     exit: crossbeam_channel::Sender<()>,
 ) -> std::io::Result<JoinHandle<()>> {
@@ -519,8 +476,6 @@ pub fn spawn(
                 let closed_before = hub.is_closed();
                 let follower = IndexFollower {
                     hub: &hub,
-                    committed: &committed,
-                    turns: &turns,
                     stop: stop.as_deref(),
                 };
                 let Err(e) = follower.follow(&db) else {
@@ -544,10 +499,6 @@ pub fn spawn(
 /// What the index's thread follows the archive with.
 struct IndexFollower<'a> {
     hub: &'a Arc<Hub>,
-    /// Told of each index commit, as the archive writer's are: the WAL holds the index's
-    /// pages too.
-    committed: &'a CommitSignal,
-    turns: &'a Arc<WriteTurn>,
     /// Set when the daemon stops: the index stops after its transaction in hand, and catches
     /// up at the next start, rather than hold the daemon's exit (a service manager's stop
     /// timeout) until it has caught up. Unset for `run --once`, which exits indexed.
@@ -558,9 +509,7 @@ impl IndexFollower<'_> {
     /// Follows the archive until the hub closes and every record is indexed, or the daemon
     /// stops.
     fn follow(&self, db: &Path) -> Result<()> {
-        let archive = Archive::open(db)?;
-        archive.bound_wal()?;
-        let mut indexer = Indexer::new(archive).taking_turns(Arc::clone(self.turns));
+        let mut indexer = Indexer::open(db)?;
         let after = indexer.done()?;
         let hub = Arc::clone(self.hub);
         let follower = Follower::start(hub, Archive::open(db)?, Start::After(after))?;
@@ -578,8 +527,6 @@ impl IndexFollower<'_> {
                 continue;
             };
             indexer.index(&batch)?;
-            let bytes = batch.iter().map(|r| r.record.len() as u64).sum();
-            self.committed.committed(bytes);
             progress.update(follower.done(), self.hub.published());
         }
         let (done, published) = (follower.done(), self.hub.published());

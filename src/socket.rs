@@ -402,6 +402,7 @@ impl Filter {
 fn session_sources(db: &Path, id: &str) -> std::result::Result<HashSet<i64>, String> {
     let text = |e: Error| format!("{:#}", anyhow::Error::from(e));
     let mut archive = Archive::open(db).map_err(text)?;
+    crate::sessions::store::attach(&archive).map_err(text)?;
     let session = match query::find(&mut archive, id, None).map_err(text)? {
         Found::One(s) => *s,
         Found::None => return Err(format!("no session {id:?} in the session index")),

@@ -7,6 +7,7 @@ use crate::fingerprint::Identity;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 
 /// One source's line in the status.
 #[derive(Debug, Serialize)]
@@ -78,6 +79,10 @@ pub struct IndexStatus {
     pub seq: i64,
     /// Records committed after it.
     pub behind: i64,
+    /// The index's own file, beside the archive.
+    pub path: String,
+    /// What the file takes on disk, with its WAL (0 before it is made).
+    pub bytes: u64,
 }
 
 /// Where a sink stands.
@@ -174,12 +179,13 @@ pub fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
         Some(_) => archive.state(crate::pipeline::CAUGHT_UP)?,
         None => None,
     };
-    let indexed = archive
-        .consumer_seq(crate::sessions::CONSUMER)?
-        .unwrap_or(0);
+    let indexed = crate::sessions::store::done(archive.path())?;
+    let index_path = crate::sessions::store::path_of(archive.path());
     let index = IndexStatus {
         seq: indexed,
         behind: (archive.last_seq()? - indexed).max(0),
+        path: index_path.display().to_string(),
+        bytes: on_disk(&index_path),
     };
     let sinks = sink_statuses(archive)?;
     let pulled = pulled_statuses(archive)?;
@@ -303,6 +309,14 @@ pub(crate) fn share_of(stored: u64, record_bytes: u64) -> String {
 }
 
 /// How much room the records take, for people.
+/// The bytes the file at `path` and its `-wal` take (0 for a file that is not there).
+fn on_disk(path: &Path) -> u64 {
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    size(path) + size(Path::new(&wal))
+}
+
 fn storage_line(s: &crate::archive::Storage) -> String {
     format!(
         "storage: records {} stored in {}{}; {} compression dictionar{}",
@@ -399,8 +413,20 @@ pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
     }
     let i = &st.index;
     match i.behind {
-        0 => writeln!(out, "session index: up to date at seq {}", i.seq)?,
-        n => writeln!(out, "session index: at seq {}, {n} records to index", i.seq)?,
+        0 => writeln!(
+            out,
+            "session index: up to date at seq {} ({} MB, {})",
+            i.seq,
+            megabytes(i.bytes),
+            i.path
+        )?,
+        n => writeln!(
+            out,
+            "session index: at seq {}, {n} records to index ({} MB, {})",
+            i.seq,
+            megabytes(i.bytes),
+            i.path
+        )?,
     }
     st.sinks.iter().try_for_each(|s| write_sink(out, s))?;
     for p in &st.pulled {

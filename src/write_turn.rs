@@ -1,6 +1,7 @@
 //! Turns at writing the archive between the threads of one `run`: the archive writer, which
-//! commits records, goes first; a consumer that writes tables of its own (the session index)
-//! takes the turns the writer leaves, and hands its turn back as soon as the writer asks.
+//! commits records, goes first; a consumer that writes rows of its own in the archive (a
+//! sink's cursor and state) takes the turns the writer leaves. (The session index writes a
+//! file of its own, and takes no turn.)
 //!
 //! SQLite lets one connection write at a time and makes the others poll with growing sleeps
 //! (up to 100 ms each, until the busy timeout): a consumer that commits back to back can keep

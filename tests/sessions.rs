@@ -647,30 +647,68 @@ fn the_index_follows_live_commits() {
     drop(daemon);
 }
 
+/// The session index's own file, beside the env's archive.
+fn index_file(env: &Env) -> PathBuf {
+    PathBuf::from(format!("{}-index", env.db.display()))
+}
+
+/// Removes the session index's file (with its WAL and shared memory).
+fn remove_index(env: &Env) {
+    for suffix in ["", "-wal", "-shm"] {
+        let file = PathBuf::from(format!("{}{suffix}", index_file(env).display()));
+        if file.exists() {
+            fs::remove_file(file).unwrap();
+        }
+    }
+}
+
+/// Puts the env's index back where archives of schema 8 and older kept it, in the archive
+/// itself, with `text` as the indexed text of every message (to tell it from an index built
+/// again), and removes the index's own file. Returns the archive's connection, for the caller
+/// to take the archive back to its schema.
+fn index_back_into_the_archive(env: &Env, text: &str) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    conn.execute_batch(include_str!("../src/sessions/schema.sql"))
+        .unwrap();
+    let index = index_file(env);
+    conn.execute("ATTACH ?1 AS i", [index.to_str().unwrap()])
+        .unwrap();
+    conn.execute_batch(
+        "DROP TABLE main.progress;
+         INSERT INTO main.sessions SELECT * FROM i.sessions;
+         INSERT INTO main.session_sources SELECT * FROM i.session_sources;
+         INSERT INTO main.session_models SELECT * FROM i.session_models;
+         INSERT INTO main.messages SELECT * FROM i.messages;
+         INSERT INTO main.consumers (name, seq, updated_ms) SELECT 'index', seq, 0 FROM i.progress;
+         DETACH i;",
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO message_text (rowid, body) SELECT id, ?1 FROM messages",
+        [text],
+    )
+    .unwrap();
+    remove_index(env);
+    conn
+}
+
+/// Schema 9 moves the index out of the archive into a file of its own: an archive that holds
+/// one loses it (the index is derived), and the index is built again in its file, finding
+/// the same.
 #[test]
-fn an_index_that_kept_a_copy_of_the_text_is_rebuilt_without_it_and_finds_the_same() {
+fn an_archive_that_kept_its_index_inside_moves_it_to_a_file_of_its_own_and_finds_the_same() {
     let env = Env::new();
     Home::write(&env);
     archive_home(&env);
     let query = ["search", "\"nightly backup\"", "--json"];
     let found = stdout_of(&env, &query);
     assert!(found.contains("**nightly backup**"), "{found}");
-    let tables = "SELECT count(*) FROM sqlite_master WHERE name = 'message_text_content'";
-    assert_eq!(env.sql(tables), ["0"]);
-    // Back to schema 6, whose full-text index kept the text it indexed.
-    let conn = rusqlite::Connection::open(&env.db).unwrap();
-    conn.execute_batch(
-        "DROP TABLE message_vocab; DROP TABLE message_text;
-         CREATE VIRTUAL TABLE message_text USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');
-         CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
-         INSERT INTO message_text (rowid, body) SELECT id, 'stale text' FROM messages;
-         DROP TABLE machines; DROP TABLE pulls; DROP TABLE pulled_sessions; DROP INDEX sources_remote;
-         ALTER TABLE sources DROP COLUMN machine; ALTER TABLE sources DROP COLUMN remote_id;
-         PRAGMA user_version = 6;",
-    )
-    .unwrap();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let conn = index_back_into_the_archive(&env, "stale text");
+    conn.execute_batch("PRAGMA user_version = 8;").unwrap();
     drop(conn);
-    assert_eq!(env.sql(tables), ["1"]);
+    let tables = "SELECT count(*) FROM sqlite_master WHERE name IN ('sessions', 'message_text')";
+    assert_eq!(env.sql(tables), ["2"]);
     let out = cli(&env, &query);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
@@ -679,20 +717,28 @@ fn an_index_that_kept_a_copy_of_the_text_is_rebuilt_without_it_and_finds_the_sam
         stderr(&out)
     );
     assert_eq!(String::from_utf8(out.stdout).unwrap(), found);
+    assert_eq!(env.sql("PRAGMA user_version"), ["9"]);
     assert_eq!(env.sql(tables), ["0"]);
+    assert_eq!(
+        env.sql("SELECT count(*) FROM consumers WHERE name = 'index'"),
+        ["0"]
+    );
+    assert!(index_file(&env).is_file());
     assert!(stdout_of(&env, &["search", "stale", "--json"]).is_empty());
+    assert_eq!(stdout_of(&env, &["sessions", "--json"]), listed);
 }
 
-/// Schema 8 makes the sessions table again, keyed by machine: an archive of schema 7 keeps
-/// its index (sessions, their messages and what they reference) through the upgrade.
+/// Schema 8 makes the sessions table again, keyed by machine, under messages and the other
+/// tables that reference it: an archive of schema 7 with its index inside upgrades (through
+/// schema 9, which then drops the index from the archive) and lists the same sessions.
 #[test]
-fn an_indexed_archive_of_schema_7_keeps_its_sessions_through_the_upgrade() {
+fn an_indexed_archive_of_schema_7_upgrades_and_lists_the_same_sessions() {
     let env = Env::new();
     Home::write(&env);
     archive_home(&env);
     let listed = stdout_of(&env, &["sessions", "--json"]);
     let found = stdout_of(&env, &["search", "\"one cent\"", "--json"]);
-    let conn = rusqlite::Connection::open(&env.db).unwrap();
+    let conn = index_back_into_the_archive(&env, "one cent");
     conn.execute_batch(
         "DROP TABLE machines; DROP TABLE pulls; DROP TABLE pulled_sessions; DROP INDEX sources_remote;
          ALTER TABLE sources DROP COLUMN machine; ALTER TABLE sources DROP COLUMN remote_id;
@@ -703,7 +749,7 @@ fn an_indexed_archive_of_schema_7_keeps_its_sessions_through_the_upgrade() {
     let out = cli(&env, &["sessions", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(String::from_utf8(out.stdout).unwrap(), listed);
-    assert_eq!(env.sql("PRAGMA user_version"), ["8"]);
+    assert_eq!(env.sql("PRAGMA user_version"), ["9"]);
     assert_eq!(env.sql("PRAGMA foreign_key_check"), Vec::<String>::new());
     assert_eq!(
         stdout_of(&env, &["search", "\"one cent\"", "--json"]),
@@ -720,8 +766,7 @@ fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_
     // Back to schema 3, as an archive written by the previous version.
     let conn = rusqlite::Connection::open(&env.db).unwrap();
     conn.execute_batch(
-        "DROP TABLE message_vocab; DROP TABLE message_text; DROP TABLE messages; DROP TABLE session_models;
-         DROP TABLE session_sources; DROP TABLE sessions; DELETE FROM consumers;
+        "DELETE FROM consumers;
          DROP TABLE sinks; DROP TABLE dead_letters; DROP TABLE sink_state;
          DELETE FROM state WHERE key = 'machine_id'; DROP TABLE dictionaries;
          ALTER TABLE sources DROP COLUMN bytes; ALTER TABLE sources DROP COLUMN stored;
@@ -731,16 +776,15 @@ fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_
     )
     .unwrap();
     drop(conn);
-    assert_eq!(
-        env.status()["index"],
-        serde_json::json!({"seq": 0, "behind": 32})
-    );
+    remove_index(&env);
+    let index = |env: &Env| {
+        let i = &env.status()["index"];
+        (i["seq"].as_i64().unwrap(), i["behind"].as_i64().unwrap())
+    };
+    assert_eq!(index(&env), (0, 32));
     let out = cli(&env, &["sessions", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(
-        env.status()["index"],
-        serde_json::json!({"seq": 32, "behind": 0})
-    );
+    assert_eq!(index(&env), (32, 0));
     assert!(
         stderr(&out).contains("session index up to date: 32 records indexed"),
         "{}",
@@ -777,13 +821,7 @@ fn the_daemon_stops_without_waiting_for_the_index_which_catches_up_later() {
         env.write(&format!("f{f}.jsonl"), &crate::util::lines(&lines));
     }
     env.run_once(&[]);
-    let conn = rusqlite::Connection::open(&env.db).unwrap();
-    conn.execute_batch(
-        "DELETE FROM message_text; DELETE FROM messages; DELETE FROM session_models;
-         DELETE FROM session_sources; DELETE FROM sessions; DELETE FROM consumers;",
-    )
-    .unwrap();
-    drop(conn);
+    remove_index(&env);
     let mut daemon = Daemon::start_without_tap(&env);
     daemon.wait_log("session index: catching up from seq 0 to 20000");
     daemon.signal(libc::SIGTERM);

@@ -841,11 +841,15 @@ mod tests {
     #[test]
     fn only_the_newest_matches_are_ranked_and_filters_apply_before_the_cut() {
         let dir = tempfile::tempdir().unwrap();
-        let mut archive = Archive::open(&dir.path().join("a.db")).unwrap();
+        let db = dir.path().join("a.db");
+        let mut archive = Archive::open(&db).unwrap();
+        let index = crate::sessions::store::open_to_write(&db).unwrap();
+        index
+            .execute_batch("INSERT INTO sessions (id, harness, session) VALUES (1, 'codex', 'a'), (2, 'cursor', 'b');")
+            .unwrap();
         let conn = archive.connection();
         conn.execute_batch(
-            "INSERT INTO sessions (id, harness, session) VALUES (1, 'codex', 'a'), (2, 'cursor', 'b');
-             INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
+            "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
                  VALUES (1, 1, 1, x'2f61', 'codex', 0, 0, 0);",
         )
         .unwrap();
@@ -853,16 +857,18 @@ mod tests {
         let bodies = ["lock lock lock lock", "lock", "lock", "lock", "lock"];
         for (i, body) in bodies.iter().enumerate() {
             let (id, session) = (i as i64 + 1, if i == 0 { 2 } else { 1 });
-            conn.execute(
-                "INSERT INTO messages (id, session, key, ord, seq, role) VALUES (?1, ?2, ?1, ?1, ?1, 'user')",
-                params![id, session],
-            )
-            .unwrap();
-            conn.execute(
-                "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
-                params![id, body],
-            )
-            .unwrap();
+            index
+                .execute(
+                    "INSERT INTO messages (id, session, key, ord, seq, role) VALUES (?1, ?2, ?1, ?1, ?1, 'user')",
+                    params![id, session],
+                )
+                .unwrap();
+            index
+                .execute(
+                    "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
+                    params![id, body],
+                )
+                .unwrap();
             // The record the message's snippet is made from.
             let record = serde_json::json!({"type": "response_item", "payload": {
                 "type": "message", "role": "user", "content": [{"type": "input_text", "text": body}]}});
@@ -872,6 +878,7 @@ mod tests {
             )
             .unwrap();
         }
+        crate::sessions::store::attach(&archive).unwrap();
         let records = archive.records_reader();
         let seqs = |filter: &Filter, newest| -> Vec<i64> {
             let hits = ranked_hits(&records, "lock", filter, ("[", "]"), newest).unwrap();
@@ -901,8 +908,10 @@ mod tests {
     #[test]
     fn a_prefix_stands_for_the_terms_it_starts_folded_as_the_index_folds() {
         let dir = tempfile::tempdir().unwrap();
-        let mut archive = Archive::open(&dir.path().join("a.db")).unwrap();
-        let conn = archive.connection();
+        let db = dir.path().join("a.db");
+        drop(Archive::open(&db).unwrap());
+        let index = crate::sessions::store::open_to_write(&db).unwrap();
+        let conn = &index;
         for (id, body) in [(1, "Résumé resume"), (2, "result"), (3, "other")] {
             conn.execute(
                 "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",

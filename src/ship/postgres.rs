@@ -135,13 +135,15 @@ impl Postgres {
             |e: crate::error::Error| Failure::transient(format!("{:#}", anyhow::Error::from(e)));
         let index = match self.index.take() {
             Some(index) => index,
-            None => Archive::open(&self.db).map_err(archive_failure)?,
+            None => {
+                let archive = Archive::open(&self.db).map_err(archive_failure)?;
+                sessions::store::attach(&archive).map_err(archive_failure)?;
+                archive
+            }
         };
         let mut index = index;
-        let indexed = index
-            .consumer_seq(sessions::CONSUMER)
-            .map_err(archive_failure)?;
-        let through = indexed.unwrap_or(0).min(shipped);
+        let indexed = sessions::store::done(&self.db).map_err(archive_failure)?;
+        let through = indexed.min(shipped);
         if through <= self.sessions_seq {
             self.index = Some(index);
             return Ok(false);

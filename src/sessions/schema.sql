@@ -1,0 +1,117 @@
+-- The session index's file (`<archive>-index`), version 1 (`PRAGMA user_version`). Everything
+-- here is derived from the archive's records: a file of another version, or of another
+-- archive, is emptied and built again from seq 0 (`store.rs`). Sources and records are the
+-- archive's, attached read-only as `archive`; `source_id` names an archive source, which
+-- SQLite cannot check across files.
+
+-- Which archive this index is of (its `machine_id`), and the last seq indexed; one row.
+CREATE TABLE progress (
+    archive TEXT NOT NULL,
+    seq INTEGER NOT NULL
+);
+
+-- One session of an agent on one machine (0: this one): a main transcript, or a subagent's
+-- (with `parent`).
+CREATE TABLE sessions (
+    id INTEGER PRIMARY KEY,
+    machine INTEGER NOT NULL DEFAULT 0,
+    harness TEXT NOT NULL,
+    -- The agent's own id for the session.
+    session TEXT NOT NULL,
+    -- The agent's id of the parent session, for a subagent.
+    parent TEXT,
+    project TEXT,
+    branch TEXT,
+    -- The title the agent recorded, and which kind of record gave it (a higher rank wins:
+    -- 1 summary, 2 generated title, 3 title the user gave).
+    agent_title TEXT,
+    title_rank INTEGER NOT NULL DEFAULT 0,
+    first_prompt TEXT,
+    started_ms INTEGER,
+    last_ms INTEGER,
+    user_messages INTEGER NOT NULL DEFAULT 0,
+    assistant_messages INTEGER NOT NULL DEFAULT 0,
+    compactions INTEGER NOT NULL DEFAULT 0,
+    -- Records whose fields were missing or of an unexpected type.
+    unparsed INTEGER NOT NULL DEFAULT 0,
+    -- The project's git remote (origin's URL), read when this machine's index first saw the
+    -- session's project; NULL when there is none, or not yet read (`remote_read`).
+    git_remote TEXT,
+    remote_read INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (machine, harness, session)
+);
+CREATE INDEX sessions_last ON sessions (last_ms);
+CREATE INDEX sessions_parent ON sessions (machine, harness, parent);
+
+-- Which session each source's records belong to.
+CREATE TABLE session_sources (
+    source_id INTEGER PRIMARY KEY,
+    session INTEGER NOT NULL REFERENCES sessions (id)
+);
+CREATE INDEX session_sources_session ON session_sources (session);
+
+CREATE TABLE session_models (
+    session INTEGER NOT NULL REFERENCES sessions (id),
+    model TEXT NOT NULL,
+    PRIMARY KEY (session, model)
+) WITHOUT ROWID;
+
+-- A session's messages after de-duplication and upserts: `key` is the agent's id for the
+-- message (or its place in the file, for agents that write none); `ord` orders the session
+-- (the seq of its first copy); `seq` is the record shown (the latest copy, for upserts).
+CREATE TABLE messages (
+    id INTEGER PRIMARY KEY,
+    session INTEGER NOT NULL REFERENCES sessions (id),
+    key TEXT NOT NULL,
+    ord INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    at_ms INTEGER,
+    UNIQUE (session, key)
+);
+CREATE INDEX messages_order ON messages (session, ord);
+
+-- The searchable text of each message (rowid = messages.id). It keeps no copy of the text
+-- (`content = ''`): the text is the records', and a search's snippets are made from them.
+-- `contentless_delete` lets a message's text be replaced or deleted. No prefix indexes: they
+-- would add every token's postings twice more, for `pre*` queries that scan the terms instead.
+CREATE VIRTUAL TABLE message_text USING fts5 (
+    body,
+    content = '',
+    contentless_delete = 1,
+    tokenize = 'unicode61 remove_diacritics 2'
+);
+-- Segments are merged a bounded amount after each index transaction (`sessions.rs`), not all
+-- at once inside whichever one tips a level over.
+INSERT INTO message_text (message_text, rank) VALUES ('automerge', 0);
+-- Its terms, with how many messages hold each (a prefix search reads them).
+CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
+
+-- The session's counts and times follow its messages.
+CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN
+    UPDATE sessions SET
+        user_messages = user_messages + (NEW.role = 'user'),
+        assistant_messages = assistant_messages + (NEW.role = 'assistant'),
+        compactions = compactions + (NEW.role = 'compact'),
+        unparsed = unparsed + (NEW.role = 'unparsed'),
+        started_ms = min(coalesce(started_ms, NEW.at_ms), coalesce(NEW.at_ms, started_ms)),
+        last_ms = max(coalesce(last_ms, NEW.at_ms), coalesce(NEW.at_ms, last_ms))
+    WHERE id = NEW.session;
+END;
+CREATE TRIGGER messages_removed AFTER DELETE ON messages BEGIN
+    UPDATE sessions SET
+        user_messages = user_messages - (OLD.role = 'user'),
+        assistant_messages = assistant_messages - (OLD.role = 'assistant'),
+        compactions = compactions - (OLD.role = 'compact'),
+        unparsed = unparsed - (OLD.role = 'unparsed')
+    WHERE id = OLD.session;
+    DELETE FROM message_text WHERE rowid = OLD.id;
+END;
+CREATE TRIGGER messages_replaced AFTER UPDATE OF role ON messages BEGIN
+    UPDATE sessions SET
+        user_messages = user_messages + (NEW.role = 'user') - (OLD.role = 'user'),
+        assistant_messages = assistant_messages + (NEW.role = 'assistant') - (OLD.role = 'assistant'),
+        compactions = compactions + (NEW.role = 'compact') - (OLD.role = 'compact'),
+        unparsed = unparsed + (NEW.role = 'unparsed') - (OLD.role = 'unparsed')
+    WHERE id = NEW.session;
+END;

@@ -1,0 +1,317 @@
+//! The session index's own SQLite file, beside the archive (`<archive>-index`).
+//!
+//! The index is kept apart from the records so that its transactions take the write lock of
+//! its own file, never the archive's: a commit of records never waits for an index commit.
+//! The index's connection opens its file to write and attaches the archive read-only (SQLite's
+//! `BEGIN IMMEDIATE` then takes no lock on the archive); the connections that read sessions
+//! attach the index read-only. Everything in the file is derived from the records, so a file
+//! of another schema version, of another archive, or ahead of the archive (an older copy of
+//! the archive put back) is emptied and built again from seq 0, with a log line saying why.
+
+use crate::archive::Archive;
+use crate::error::{Error, Result};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The index file's schema; `PRAGMA user_version` is [`VERSION`] once it is made.
+const SCHEMA: &str = include_str!("schema.sql");
+const VERSION: i64 = 1;
+
+/// The name the index takes on an archive's connection.
+const INDEX: &str = "idx";
+/// The name the archive takes on the index's connection.
+const ARCHIVE: &str = "archive";
+
+/// The index file of the archive at `archive`: its path with `-index` appended, beside it (as
+/// SQLite's `-wal` and `-shm` files are).
+pub fn path_of(archive: &Path) -> PathBuf {
+    let mut name = archive.as_os_str().to_owned();
+    name.push("-index");
+    PathBuf::from(name)
+}
+
+/// Maps a SQLite error to [`Error::Index`] naming the index file of `archive`.
+pub(crate) fn index_error(archive: &Path) -> impl Fn(rusqlite::Error) -> Error + '_ {
+    move |source| Error::Index {
+        path: path_of(archive),
+        source,
+    }
+}
+
+/// Opens the index of the archive at `archive` to write: its file as `main` (made, mode 0600,
+/// when there is none), the archive attached read-only. The file is made ready first: given
+/// the schema when it has none, and emptied when it cannot be this archive's index as it is.
+pub(crate) fn open_to_write(archive: &Path) -> Result<Connection> {
+    let path = path_of(archive);
+    crate::archive::create_private(&path)?;
+    let at = index_error(archive);
+    let mut conn = Connection::open(&path).map_err(&at)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(&at)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(&at)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(&at)?;
+    let uri = crate::archive::read_only_uri(archive);
+    conn.execute(&format!("ATTACH ?1 AS {ARCHIVE}"), [uri])
+        .map_err(&at)?;
+    make_ready(&mut conn, &path).map_err(&at)?;
+    Ok(conn)
+}
+
+/// Attaches the index of `archive` to its connection, read-only, so that the session queries
+/// find its tables; an empty index is made first when there is none.
+pub(crate) fn attach(archive: &Archive) -> Result<()> {
+    let path = path_of(archive.path());
+    if !path.exists() {
+        drop(open_to_write(archive.path())?);
+    }
+    archive.attach_read_only(&path, INDEX)
+}
+
+/// The last seq the index of the archive at `archive` holds: 0 when it has no index yet.
+pub fn done(archive: &Path) -> Result<i64> {
+    let path = path_of(archive);
+    if !path.exists() {
+        return Ok(0);
+    }
+    let at = index_error(archive);
+    let flags =
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(&path, flags).map_err(&at)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(&at)?;
+    let version: i64 =
+        (conn.pragma_query_value(None, "user_version", |r| r.get(0))).map_err(&at)?;
+    if version != VERSION {
+        return Ok(0);
+    }
+    let seq = conn.query_row("SELECT seq FROM progress", [], |r| r.get::<_, i64>(0));
+    Ok(seq.optional().map_err(&at)?.unwrap_or(0))
+}
+
+/// The last seq indexed, read on the index's connection.
+pub(crate) fn progress(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT seq FROM main.progress", [], |r| r.get(0))
+}
+
+/// Records `seq` as the last indexed, inside the transaction that indexed it.
+pub(crate) fn set_progress(tx: &Connection, seq: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE main.progress SET seq = ?1")?
+        .execute([seq])
+        .map(drop)
+}
+
+/// Gives the index file the schema, or empties it and gives it the schema again, as it needs;
+/// under the file's write lock, so that two processes opening it at once agree.
+fn make_ready(conn: &mut Connection, path: &Path) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let archive_id: String = tx
+        .query_row(
+            &format!("SELECT value FROM {ARCHIVE}.state WHERE key = 'machine_id'"),
+            [],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or_default();
+    let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let why = match version {
+        0 => Some(None),
+        VERSION => stale(&tx, &archive_id)?.map(Some),
+        other => Some(Some(format!(
+            "its schema version is {other}, this build's is {VERSION}"
+        ))),
+    };
+    if let Some(why) = why {
+        if let Some(why) = why {
+            log::warn!(
+                "session index {}: {why}; it is emptied and built again from the archive's records",
+                path.display()
+            );
+        }
+        rebuild(&tx, &archive_id)?;
+    }
+    tx.commit()
+}
+
+/// Why an index of this version cannot be the archive's index as it is, if it cannot.
+fn stale(tx: &Connection, archive_id: &str) -> rusqlite::Result<Option<String>> {
+    let (of, seq): (String, i64) =
+        tx.query_row("SELECT archive, seq FROM main.progress", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })?;
+    let last: i64 = tx.query_row(
+        &format!("SELECT coalesce(max(seq), 0) FROM {ARCHIVE}.records"),
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(if of != archive_id {
+        Some(format!(
+            "it is the index of another archive (machine id {of}, this archive's is {archive_id})"
+        ))
+    } else if seq > last {
+        Some(format!(
+            "it holds records up to seq {seq}, and the archive ends at seq {last} (an older copy of the archive?)"
+        ))
+    } else {
+        None
+    })
+}
+
+/// Drops whatever the file holds and makes the schema, empty, for the archive `archive_id`.
+fn rebuild(tx: &Connection, archive_id: &str) -> rusqlite::Result<()> {
+    // Virtual tables first: dropping one drops its shadow tables, which cannot be dropped
+    // before it.
+    for virtual_only in [true, false] {
+        let names: Vec<String> = tx
+            .prepare(
+                "SELECT name FROM main.sqlite_master WHERE type = 'table'
+                 AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'
+                 AND (?1 = 0 OR sql LIKE 'CREATE VIRTUAL TABLE%')",
+            )?
+            .query_map([virtual_only], |r| r.get(0))?
+            .collect::<rusqlite::Result<_>>()?;
+        for name in names {
+            tx.execute_batch(&format!(
+                "DROP TABLE main.\"{}\"",
+                name.replace('"', "\"\"")
+            ))?;
+        }
+    }
+    tx.execute_batch(SCHEMA)?;
+    tx.pragma_update(None, "user_version", VERSION)?;
+    tx.execute(
+        "INSERT INTO main.progress (archive, seq) VALUES (?1, 0)",
+        [archive_id],
+    )
+    .map(drop)
+}
+
+/// Removes the index file of `archive` (with its `-wal` and `-shm`), for `reindex`: the next
+/// [`open_to_write`] makes it again, empty. A file that is not there is no error.
+pub fn remove(archive: &Path) -> Result<()> {
+    let path = path_of(archive);
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let file = PathBuf::from(name);
+        match std::fs::remove_file(&file) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(Error::Io { path: file, source }),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An archive in a directory whose name holds what a `file:` URI would otherwise read as
+    /// syntax, with one record.
+    fn archive() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a ?#%20.d").join("archive.db");
+        let mut archive = Archive::open(&db).unwrap();
+        archive
+            .connection()
+            .execute_batch(
+                "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
+                     VALUES (1, 1, 1, x'2f61', 'codex', 0, 0, 0);
+                 INSERT INTO records (seq, source_id, generation, offset, record)
+                     VALUES (1, 1, 0, 0, x'7b7d');",
+            )
+            .unwrap();
+        (dir, db)
+    }
+
+    fn tables(conn: &Connection) -> Vec<String> {
+        let mut stmt = conn
+            .prepare("SELECT name FROM main.sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        let names = stmt.query_map([], |r| r.get(0)).unwrap();
+        names.collect::<rusqlite::Result<_>>().unwrap()
+    }
+
+    /// The point of the file of its own: the archive writer's `BEGIN IMMEDIATE` must not wait
+    /// for an index transaction, which would take the archive's lock if the archive were
+    /// attached to write.
+    #[test]
+    fn an_index_transaction_takes_no_lock_on_the_archive() {
+        let (_dir, db) = archive();
+        let mut index = open_to_write(&db).unwrap();
+        let tx = index
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .unwrap();
+        set_progress(&tx, 1).unwrap();
+        let mut writer = Connection::open(&db).unwrap();
+        writer.busy_timeout(Duration::ZERO).unwrap();
+        let records = writer.transaction_with_behavior(TransactionBehavior::Immediate);
+        records.expect("the archive's write lock is free during an index transaction");
+        tx.commit().unwrap();
+    }
+
+    #[test]
+    fn readers_see_the_index_through_the_archive_and_cannot_write_it() {
+        let (_dir, db) = archive();
+        let mut archive = Archive::open(&db).unwrap();
+        attach(&archive).unwrap();
+        assert!(path_of(&db).ends_with("archive.db-index"));
+        let conn = archive.connection();
+        let n: i64 = conn
+            .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0);
+        let written = conn.execute(
+            "INSERT INTO sessions (harness, session) VALUES ('a', 'b')",
+            [],
+        );
+        assert!(written.is_err(), "attached read-only");
+        assert_eq!(done(&db).unwrap(), 0);
+    }
+
+    #[test]
+    fn an_index_ahead_of_its_archive_or_of_another_archive_is_built_again() {
+        let (_dir, db) = archive();
+        let index = open_to_write(&db).unwrap();
+        index
+            .execute_batch("INSERT INTO sessions (harness, session) VALUES ('codex', 's')")
+            .unwrap();
+        set_progress(&index, 1).unwrap();
+        drop(index);
+        assert_eq!(done(&db).unwrap(), 1, "within the archive: kept");
+        let index = open_to_write(&db).unwrap();
+        assert_eq!(progress(&index).unwrap(), 1);
+        set_progress(&index, 2).unwrap();
+        drop(index);
+        let index = open_to_write(&db).unwrap();
+        assert_eq!(progress(&index).unwrap(), 0, "past the archive's last seq");
+        let n: i64 = index
+            .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0);
+        set_progress(&index, 1).unwrap();
+        index
+            .execute("UPDATE main.progress SET archive = 'another'", [])
+            .unwrap();
+        drop(index);
+        let index = open_to_write(&db).unwrap();
+        assert_eq!(progress(&index).unwrap(), 0, "another archive's index");
+    }
+
+    #[test]
+    fn an_index_of_another_schema_version_is_built_again() {
+        let (_dir, db) = archive();
+        let index = open_to_write(&db).unwrap();
+        let fresh = tables(&index);
+        index
+            .execute_batch("CREATE TABLE later (x); PRAGMA user_version = 7;")
+            .unwrap();
+        set_progress(&index, 1).unwrap();
+        drop(index);
+        assert_eq!(done(&db).unwrap(), 0, "not this build's schema");
+        let index = open_to_write(&db).unwrap();
+        assert_eq!(tables(&index), fresh);
+        assert_eq!(progress(&index).unwrap(), 0);
+    }
+}
