@@ -95,6 +95,7 @@ impl Postgres {
             unreachable!("a postgres destination is made from a postgres target")
         };
         let index = Archive::open(db)?;
+        sessions::store::attach(&index)?;
         let mut sessions_seq = 0;
         index.sink_state(&spec.name, |key, value| {
             if key == SESSIONS_SEQ {
