@@ -60,20 +60,32 @@ pub(crate) fn open_to_write(archive: &Path) -> Result<Connection> {
 }
 
 /// Attaches the index of `archive` to its connection, read-only, so that the session queries
-/// find its tables; an empty index is made first when there is none.
+/// find its tables; the index is made first when there is none, or when its file is there but
+/// not made yet (a daemon that is starting has created it and not yet given it its schema).
 pub(crate) fn attach(archive: &Archive) -> Result<()> {
-    let path = path_of(archive.path());
-    if !path.exists() {
+    if made(archive.path())?.is_none() {
         drop(open_to_write(archive.path())?);
     }
-    archive.attach_read_only(&path, INDEX)
+    archive.attach_read_only(&path_of(archive.path()), INDEX)
 }
 
 /// The last seq the index of the archive at `archive` holds: 0 when it has no index yet.
 pub fn done(archive: &Path) -> Result<i64> {
+    let Some(conn) = made(archive)? else {
+        return Ok(0);
+    };
+    let seq = conn.query_row("SELECT seq FROM progress", [], |r| r.get::<_, i64>(0));
+    seq.optional()
+        .map_err(index_error(archive))
+        .map(Option::unwrap_or_default)
+}
+
+/// A read-only connection to the index of the archive at `archive`, when its file exists and
+/// has this build's schema.
+fn made(archive: &Path) -> Result<Option<Connection>> {
     let path = path_of(archive);
     if !path.exists() {
-        return Ok(0);
+        return Ok(None);
     }
     let at = index_error(archive);
     let flags =
@@ -82,11 +94,7 @@ pub fn done(archive: &Path) -> Result<i64> {
     conn.busy_timeout(Duration::from_secs(10)).map_err(&at)?;
     let version: i64 =
         (conn.pragma_query_value(None, "user_version", |r| r.get(0))).map_err(&at)?;
-    if version != VERSION {
-        return Ok(0);
-    }
-    let seq = conn.query_row("SELECT seq FROM progress", [], |r| r.get::<_, i64>(0));
-    Ok(seq.optional().map_err(&at)?.unwrap_or(0))
+    Ok((version == VERSION).then_some(conn))
 }
 
 /// The last seq indexed, read on the index's connection.
@@ -268,6 +276,20 @@ mod tests {
         );
         assert!(written.is_err(), "attached read-only");
         assert_eq!(done(&db).unwrap(), 0);
+    }
+
+    /// A daemon that is starting creates the index file before it gives it its schema: a
+    /// reader attaching in between (a `tail --session` at once) must find the tables.
+    #[test]
+    fn a_reader_attaching_to_an_index_file_not_made_yet_makes_it() {
+        let (_dir, db) = archive();
+        crate::archive::create_private(&path_of(&db)).unwrap();
+        let mut archive = Archive::open(&db).unwrap();
+        attach(&archive).unwrap();
+        let n: i64 = (archive.connection())
+            .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0);
     }
 
     #[test]
