@@ -12,7 +12,7 @@ use crate::domain::{
 };
 use crate::error::{ArchiveContext, Error, IoContext, Result};
 use crate::fingerprint::{Fingerprint, Identity, MARKER_WINDOW, Markers, Window};
-use codec::Codec;
+use codec::{Codec, Wait};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -449,7 +449,13 @@ impl Archive {
     /// Applies `commit` in one transaction: all of it, or (on `Err`) none of it. Returns the
     /// `seq` of every record inserted, in the order of [`Commit::records`].
     pub fn apply(&mut self, commit: &Commit) -> Result<Vec<i64>> {
-        self.store_trained(false);
+        self.store_trained(Wait::No);
+        // A backlog's dictionary is waited for by its records, for which it was trained.
+        for b in commit.records() {
+            if self.codec.awaits(&b.harness) {
+                self.store_trained(Wait::For(&b.harness));
+            }
+        }
         let tx = self.write()?;
         let mut seqs = Vec::new();
         for op in &commit.ops {
@@ -468,14 +474,16 @@ impl Archive {
     /// Waits for a compression dictionary being trained, and stores it, so that the next run
     /// starts with it. For a writer that is done.
     pub fn finish_training(&mut self) {
-        self.store_trained(true);
+        while self.codec.is_training() {
+            self.store_trained(Wait::Any);
+        }
     }
 
-    /// Stores a compression dictionary that has been trained (with `wait`, waiting for one
-    /// being trained), and puts it in use. One that cannot be stored for a passing reason is
-    /// tried again at the next commit; otherwise it is logged and left unused: the records go
-    /// on being compressed as they were.
-    fn store_trained(&mut self, wait: bool) {
+    /// Stores a compression dictionary that has been trained (or the one `wait` waits for),
+    /// and puts it in use. One that cannot be stored for a passing reason is tried again at
+    /// the next commit, unless the writer is done; otherwise it is logged and left unused: the
+    /// records go on being compressed as they were.
+    fn store_trained(&mut self, wait: Wait) {
         let Some(trained) = self.codec.take_trained(wait) else {
             return;
         };
@@ -503,7 +511,7 @@ impl Archive {
             }
             Err(e) => match self.db::<()>(Err(e)).unwrap_err() {
                 // A full disk or a busy archive passes: stored at a later commit.
-                e if e.is_transient() && !wait => {
+                e if e.is_transient() && !matches!(wait, Wait::Any) => {
                     log::debug!(
                         "compression dictionary for {} kept for later: {e}",
                         trained.harness
@@ -1221,6 +1229,10 @@ impl Tx<'_> {
             Op::RemovePrefixMark(identity) => self.remove_prefix_mark(*identity),
             Op::RootScanned(root) => self.mark_root_scanned(root),
             Op::SetState { key, value } => self.set_state(key, value),
+            Op::Samples { harness, lines } => {
+                let mut codec = self.codec.borrow_mut();
+                self.db(codec.prime(&self.tx, harness, lines))
+            }
             Op::ConsumerDone { name, seq } => self.consumer_done(name, *seq),
             Op::Machine { id, uuid, host } => self.db(self.tx.execute(
                 "INSERT INTO machines (id, uuid, host, first_pulled_ms) VALUES (?1, ?2, ?3, ?4)
@@ -1584,6 +1596,15 @@ pub enum Op {
         name: String,
         /// The last `seq` it is done with.
         seq: i64,
+    },
+    /// Lines spread over a backlog of `harness`'s transcripts about to be archived (see
+    /// `sample`): a dictionary for it is trained from them at once, in place of those it
+    /// would train from the records first committed.
+    Samples {
+        /// The harness.
+        harness: String,
+        /// The lines, each cut as the archive cuts its samples.
+        lines: Vec<Vec<u8>>,
     },
     /// Keeps a value for `status`.
     SetState {

@@ -16,6 +16,7 @@ use crate::open::{Kept, open_regular};
 use crate::plan::{self, Plan};
 use crate::progress::Progress;
 use crate::read::{Batch, Mismatch, read_complete_records};
+use crate::sample;
 use crate::seed::{Seed, SeedOrigin, seed_new_source};
 use crate::sources::Sources;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -336,6 +337,7 @@ impl Engine {
             .map(|r| !self.scanned_roots.contains(&r.path))
             .collect();
         self.start_progress(&queue);
+        self.sample_backlogs(&queue, roots)?;
         while let Some(work) = queue.pop_front() {
             if self.stop.load(Ordering::Relaxed) {
                 log::info!(
@@ -379,6 +381,50 @@ impl Engine {
             ..Progress::default()
         };
         self.show_progress();
+    }
+
+    /// Sends the archive lines spread over each harness's part of `queue`, when that part is
+    /// large (a backfill), so that its records are compressed with a dictionary trained from
+    /// all of it rather than from the first files read (see `sample`).
+    fn sample_backlogs(&mut self, queue: &VecDeque<Work>, roots: &[Root]) -> Result<()> {
+        let mut backlogs: BTreeMap<&str, Vec<sample::Span>> = BTreeMap::new();
+        for w in queue {
+            let (harness, from) = match w.plan {
+                Plan::Known(id) => {
+                    let src = self.source(id);
+                    (src.harness.as_str(), src.cursor.position.offset)
+                }
+                Plan::PathMatch(_) | Plan::New => (roots[w.root].harness.as_str(), 0),
+            };
+            if w.meta.size() > from {
+                backlogs.entry(harness).or_default().push(sample::Span {
+                    path: w.path.clone(),
+                    from,
+                    to: w.meta.size(),
+                });
+            }
+        }
+        let mut commit = Commit::default();
+        for (harness, spans) in backlogs {
+            let bytes: u64 = spans.iter().map(|s| s.to - s.from).sum();
+            if bytes < sample::MIN_BACKLOG {
+                continue;
+            }
+            let lines = sample::spread(&spans);
+            log::debug!(
+                "sampled {} lines of {harness}'s backlog ({bytes} bytes in {} files) for its compression dictionary",
+                lines.len(),
+                spans.len()
+            );
+            commit.push(Op::Samples {
+                harness: harness.to_owned(),
+                lines,
+            });
+        }
+        match commit.is_empty() {
+            true => Ok(()),
+            false => self.committer.submit(commit),
+        }
     }
 
     fn end_progress(&mut self) {

@@ -78,6 +78,7 @@ mod record;
 mod redact;
 mod rejects;
 mod restore;
+mod sample;
 mod seed;
 mod service;
 mod sessions;

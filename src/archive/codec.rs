@@ -76,6 +76,9 @@ struct Harness {
     /// The next of [`TRAIN_AT`].
     next: usize,
     samples: Samples,
+    /// `samples` were taken from a backlog about to be stored (see `sample`): the next
+    /// dictionary is trained from them at once, and none after it in this process.
+    primed: bool,
     /// A training failed in this process: not tried again until the next.
     failed: bool,
 }
@@ -132,6 +135,8 @@ impl Samples {
 /// A dictionary being trained on its own thread.
 struct Training {
     harness: String,
+    /// From samples of a backlog: records of the harness wait for it (see [`Codec::prime`]).
+    primed: bool,
     samples: usize,
     sample_bytes: usize,
     thread: JoinHandle<std::io::Result<Vec<u8>>>,
@@ -155,11 +160,23 @@ pub struct Codec {
     compress: bool,
     cctx: Option<CCtx<'static>>,
     harnesses: HashMap<String, Harness>,
-    training: Option<Training>,
+    /// At most one trained from records seen, beside any number from backlogs' samples.
+    training: Vec<Training>,
     /// Trained, and not yet stored.
     trained: Option<Trained>,
     dctx: RefCell<Option<DCtx<'static>>>,
     ddicts: RefCell<HashMap<u32, DDict<'static>>>,
+}
+
+/// What [`Codec::take_trained`] waits for.
+#[derive(Clone, Copy)]
+pub enum Wait<'a> {
+    /// Nothing: only a dictionary already trained is taken.
+    No,
+    /// The dictionary being trained for this harness.
+    For(&'a str),
+    /// Any dictionary being trained.
+    Any,
 }
 
 /// Why a stored record could not be read back.
@@ -181,7 +198,7 @@ impl Default for Codec {
             compress: true,
             cctx: None,
             harnesses: HashMap::new(),
-            training: None,
+            training: Vec::new(),
             trained: None,
             dctx: RefCell::new(None),
             ddicts: RefCell::new(HashMap::new()),
@@ -205,6 +222,39 @@ impl Codec {
         self.encode_sampling(conn, harness, record, true)
     }
 
+    /// Takes `lines`, spread over a backlog of `harness`'s transcripts about to be stored, as
+    /// the samples of its next dictionary, trained once the commit that brought them ends.
+    /// The dictionaries this process would have trained later from the records it stores are
+    /// not trained: they would come from fewer parts of the backlog. Nothing changes when
+    /// records are stored as they are, when the harness has had all its dictionaries, or when
+    /// the lines are too few to train from.
+    pub fn prime(
+        &mut self,
+        conn: &Connection,
+        harness: &str,
+        lines: &[Vec<u8>],
+    ) -> rusqlite::Result<()> {
+        if !self.compress {
+            return Ok(());
+        }
+        let h = harness_in(&mut self.harnesses, conn, harness)?;
+        if h.failed || h.generations >= GENERATIONS {
+            return Ok(());
+        }
+        let mut samples = Samples::default();
+        for line in lines {
+            samples.offer(line, COMPACT_SAMPLES);
+        }
+        if samples.bytes < MIN_SAMPLES {
+            return Ok(());
+        }
+        h.samples = samples;
+        h.primed = true;
+        h.next = TRAIN_AT.len();
+        Ok(())
+    }
+
+
     /// `record` as it is to be stored for `harness`, offered as a sample for its next
     /// dictionary when `sample` is set.
     pub fn encode_sampling<'a>(
@@ -218,11 +268,7 @@ impl Codec {
         if !self.compress || record.len() < MIN_COMPRESSED || record.len() > MAX_COMPRESSED {
             return Ok(raw);
         }
-        if !self.harnesses.contains_key(harness) {
-            let loaded = load_harness(conn, harness)?;
-            self.harnesses.insert(harness.to_owned(), loaded);
-        }
-        let h = self.harnesses.get_mut(harness).expect("just inserted");
+        let h = harness_in(&mut self.harnesses, conn, harness)?;
         h.seen += record.len() as u64;
         if sample && h.trains() {
             h.samples.offer(record, MAX_SAMPLES);
@@ -241,17 +287,38 @@ impl Codec {
         Ok(if worth { Cow::Owned(out) } else { raw })
     }
 
-    /// Starts training a dictionary for a harness that has gathered enough samples, when
-    /// none is being trained.
+    /// Starts training a dictionary for each harness given a backlog's samples, each on a
+    /// thread of its own, and for one harness that has gathered enough samples from the
+    /// records it stored, when no such dictionary is being trained or waits to be stored.
     pub fn start_training(&mut self) {
-        if self.training.is_some() || self.trained.is_some() {
+        let primed: Vec<String> = (self.harnesses.iter())
+            .filter(|(_, h)| h.primed && h.samples.bytes >= MIN_SAMPLES)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in primed {
+            self.start_training_for(&name);
+        }
+        if self.training.iter().any(|t| !t.primed) || self.trained.is_some() {
             return;
         }
-        let ready = self.harnesses.iter_mut().find(|(_, h)| {
-            h.trains() && h.seen >= TRAIN_AT[h.next] && h.samples.bytes >= MIN_SAMPLES
+        let ready = self.harnesses.iter().find(|(name, h)| {
+            h.trains()
+                && h.seen >= TRAIN_AT[h.next]
+                && h.samples.bytes >= MIN_SAMPLES
+                && !self.training.iter().any(|t| &t.harness == *name)
         });
-        let Some((name, h)) = ready else { return };
-        h.next += 1;
+        if let Some((name, _)) = ready {
+            self.start_training_for(&name.clone());
+        }
+    }
+
+    /// Starts training `name`'s next dictionary from its samples.
+    fn start_training_for(&mut self, name: &str) {
+        let h = self.harnesses.get_mut(name).expect("a harness with samples");
+        let primed = std::mem::take(&mut h.primed);
+        if !primed {
+            h.next += 1;
+        }
         // The samples stay: the next dictionary is trained from them and what comes after.
         let samples = match h.trains() {
             true => h.samples.kept.clone(),
@@ -263,14 +330,13 @@ impl Codec {
             .name("dictionary".into())
             .spawn(move || zstd::dict::from_samples(&samples, size));
         match thread {
-            Ok(thread) => {
-                self.training = Some(Training {
-                    harness: name.clone(),
-                    samples: count,
-                    sample_bytes: bytes,
-                    thread,
-                })
-            }
+            Ok(thread) => self.training.push(Training {
+                harness: name.to_owned(),
+                primed,
+                samples: count,
+                sample_bytes: bytes,
+                thread,
+            }),
             Err(e) => {
                 log::warn!("cannot start a thread to train {name}'s compression dictionary: {e}");
                 h.failed = true;
@@ -278,17 +344,31 @@ impl Codec {
         }
     }
 
-    /// The dictionary trained on its thread, once it is done (or, with `wait`, once it is
-    /// done however long that takes).
-    pub fn take_trained(&mut self, wait: bool) -> Option<Trained> {
-        if let Some(trained) = self.trained.take() {
+    /// Whether records of `harness` are to wait for the dictionary being trained for it from
+    /// a backlog's samples (see [`Codec::prime`]).
+    pub fn awaits(&self, harness: &str) -> bool {
+        self.compress && (self.training.iter()).any(|t| t.primed && t.harness == harness)
+    }
+
+    /// Whether a dictionary is being trained or waits to be stored.
+    pub fn is_training(&self) -> bool {
+        !self.training.is_empty() || self.trained.is_some()
+    }
+
+    /// A dictionary trained on its thread, once it is done, or the one `wait` names, however
+    /// long it takes. With [`Wait::For`], a dictionary kept to be stored later waits.
+    pub fn take_trained(&mut self, wait: Wait) -> Option<Trained> {
+        if !matches!(wait, Wait::For(_))
+            && let Some(trained) = self.trained.take()
+        {
             return Some(trained);
         }
-        let done = self.training.as_ref()?.thread.is_finished();
-        if !done && !wait {
-            return None;
-        }
-        let t = self.training.take()?;
+        let i = self.training.iter().position(|t| match wait {
+            Wait::For(harness) => t.harness == harness,
+            Wait::Any => true,
+            Wait::No => t.thread.is_finished(),
+        });
+        let t = self.training.remove(i?);
         let result = t
             .thread
             .join()
@@ -442,6 +522,19 @@ pub fn train(harness: &str, samples: &Samples) -> std::io::Result<Option<Trained
 }
 
 /// The dictionaries of `harness` in `dictionaries`: how many, and the latest.
+/// What `harnesses` keeps for `harness`, loaded from the archive the first time.
+fn harness_in<'h>(
+    harnesses: &'h mut HashMap<String, Harness>,
+    conn: &Connection,
+    harness: &str,
+) -> rusqlite::Result<&'h mut Harness> {
+    if !harnesses.contains_key(harness) {
+        let loaded = load_harness(conn, harness)?;
+        harnesses.insert(harness.to_owned(), loaded);
+    }
+    Ok(harnesses.get_mut(harness).expect("just inserted"))
+}
+
 fn load_harness(conn: &Connection, harness: &str) -> rusqlite::Result<Harness> {
     let generations = conn.query_row(
         "SELECT count(*) FROM dictionaries WHERE harness = ?1",
@@ -528,12 +621,12 @@ mod tests {
     /// Encodes records of `harness` until a dictionary has been trained and stored.
     fn train(codec: &mut Codec, conn: &Connection, harness: &str) -> Trained {
         let mut i = 0;
-        while codec.training.is_none() {
+        while codec.training.is_empty() {
             codec.encode(conn, harness, &record(i)).unwrap();
             codec.start_training();
             i += 1;
         }
-        let trained = codec.take_trained(true).expect("a dictionary");
+        let trained = codec.take_trained(Wait::Any).expect("a dictionary");
         assert!(store(conn, &trained, 1).unwrap());
         codec.install(&trained);
         trained
