@@ -133,14 +133,22 @@ mod tests {
         let spans: Vec<Span> = (0..3)
             .map(|f| {
                 let lines: Vec<String> = (0..20_000)
-                    .map(|i| format!("{{\"file\":{f},\"line\":{i},\"pad\":\"{}\"}}", "x".repeat(i % 97)))
+                    .map(|i| {
+                        format!(
+                            "{{\"file\":{f},\"line\":{i},\"pad\":\"{}\"}}",
+                            "x".repeat(i % 97)
+                        )
+                    })
                     .collect();
                 file_of(dir.path(), &format!("{f}.jsonl"), &lines)
             })
             .collect();
         let samples = spread(&spans);
         let bytes: usize = samples.iter().map(Vec::len).sum();
-        assert!(bytes > BUDGET / 2 && bytes <= BUDGET + PLACES * LINE_PREFIX, "{bytes}");
+        assert!(
+            bytes > BUDGET / 2 && bytes <= BUDGET + PLACES * LINE_PREFIX,
+            "{bytes}"
+        );
         let mut files = std::collections::BTreeSet::new();
         for s in &samples {
             let v: serde_json::Value = serde_json::from_slice(s).expect("a whole line");
@@ -155,7 +163,10 @@ mod tests {
         let old: Vec<String> = (0..5000).map(|i| format!("{{\"old\":{i}}}")).collect();
         let mut span = file_of(dir.path(), "a.jsonl", &old);
         let cursor = span.to;
-        let mut f = std::fs::OpenOptions::new().append(true).open(&span.path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&span.path)
+            .unwrap();
         for i in 0..5000 {
             writeln!(f, "{{\"new\":{i}}}").unwrap();
         }

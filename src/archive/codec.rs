@@ -254,7 +254,6 @@ impl Codec {
         Ok(())
     }
 
-
     /// `record` as it is to be stored for `harness`, offered as a sample for its next
     /// dictionary when `sample` is set.
     pub fn encode_sampling<'a>(
@@ -314,7 +313,10 @@ impl Codec {
 
     /// Starts training `name`'s next dictionary from its samples.
     fn start_training_for(&mut self, name: &str) {
-        let h = self.harnesses.get_mut(name).expect("a harness with samples");
+        let h = self
+            .harnesses
+            .get_mut(name)
+            .expect("a harness with samples");
         let primed = std::mem::take(&mut h.primed);
         if !primed {
             h.next += 1;
@@ -722,6 +724,56 @@ mod tests {
                 trained.id
             )
         );
+    }
+
+    #[test]
+    fn a_backlogs_samples_train_its_harness_dictionary_at_once_and_the_last_of_the_process() {
+        let conn = archive_schema();
+        let mut codec = Codec::default();
+        // Samples from all over a backlog, before any of its records is stored.
+        let lines: Vec<Vec<u8>> = (0..4000).map(|i| record(i * 97)).collect();
+        codec.prime(&conn, "claude-code", &lines).unwrap();
+        codec.prime(&conn, "codex", &lines).unwrap();
+        assert!(!codec.awaits("claude-code"));
+        codec.start_training();
+        // Both at once, each on its own thread; their records wait for them.
+        assert!(codec.awaits("claude-code") && codec.awaits("codex"));
+        assert!(!codec.awaits("gemini-cli"));
+        let trained = codec.take_trained(Wait::For("codex")).unwrap();
+        assert_eq!((trained.harness.as_str(), trained.samples), ("codex", 4000));
+        assert!(store(&conn, &trained, 1).unwrap());
+        codec.install(&trained);
+        assert!(!codec.awaits("codex") && codec.awaits("claude-code"));
+        let stored = codec
+            .encode(&conn, "codex", &record(3))
+            .unwrap()
+            .into_owned();
+        let id = zstd_safe::get_dict_id_from_frame(&stored).map(|id| id.get());
+        assert_eq!(id, Some(trained.id));
+        // Records stored after it train no dictionary that knows fewer parts of the backlog.
+        let claude = codec.take_trained(Wait::Any).unwrap();
+        assert_eq!(claude.harness, "claude-code");
+        for i in 0..40_000 {
+            codec.encode(&conn, "codex", &record(i)).unwrap();
+        }
+        codec.start_training();
+        assert!(!codec.is_training());
+    }
+
+    #[test]
+    fn samples_are_ignored_when_records_are_stored_as_they_are_or_too_few_to_train_from() {
+        let conn = archive_schema();
+        let mut codec = Codec::default();
+        codec
+            .prime(&conn, "codex", &[record(1), record(2)])
+            .unwrap();
+        codec.start_training();
+        assert!(!codec.is_training());
+        codec.set_compress(false);
+        let lines: Vec<Vec<u8>> = (0..4000).map(record).collect();
+        codec.prime(&conn, "codex", &lines).unwrap();
+        codec.start_training();
+        assert!(!codec.is_training() && !codec.awaits("codex"));
     }
 
     #[test]
