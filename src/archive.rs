@@ -13,6 +13,7 @@ use crate::domain::{
 use crate::error::{ArchiveContext, Error, IoContext, Result};
 use crate::fingerprint::{Fingerprint, Identity, MARKER_WINDOW, Markers, Window};
 use codec::{Codec, Wait};
+pub use codec::{MAX_SAMPLES as SAMPLE_BYTES, MIN_COMPRESSED};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -448,8 +449,15 @@ impl Archive {
 
     /// Applies `commit` in one transaction: all of it, or (on `Err`) none of it. Returns the
     /// `seq` of every record inserted, in the order of [`Commit::records`].
+    ///
+    /// Dictionaries trained meanwhile are stored first. When the commit holds records of a
+    /// harness whose dictionary is being trained from a backlog's samples, it waits for that
+    /// dictionary (a fraction of a second, once per large backfill) and compresses them with
+    /// it; if it cannot be stored for a passing reason, they are compressed as before.
     pub fn apply(&mut self, commit: &Commit) -> Result<Vec<i64>> {
-        self.store_trained(Wait::No);
+        for _ in 0..self.codec.pending() {
+            self.store_trained(Wait::No);
+        }
         // A backlog's dictionary is waited for by its records, for which it was trained.
         for b in commit.records() {
             if self.codec.awaits(&b.harness) {
@@ -471,10 +479,10 @@ impl Archive {
         self.codec.set_compress(compress);
     }
 
-    /// Waits for a compression dictionary being trained, and stores it, so that the next run
-    /// starts with it. For a writer that is done.
+    /// Waits for the compression dictionaries being trained, and stores them, so that the next
+    /// run starts with them. For a writer that is done.
     pub fn finish_training(&mut self) {
-        while self.codec.is_training() {
+        while self.codec.pending() > 0 {
             self.store_trained(Wait::Any);
         }
     }

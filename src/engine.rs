@@ -337,7 +337,7 @@ impl Engine {
             .map(|r| !self.scanned_roots.contains(&r.path))
             .collect();
         self.start_progress(&queue);
-        self.sample_backlogs(&queue, roots)?;
+        self.sample_backlogs(&queue, roots, &first_scan)?;
         while let Some(work) = queue.pop_front() {
             if self.stop.load(Ordering::Relaxed) {
                 log::info!(
@@ -386,28 +386,37 @@ impl Engine {
     /// Sends the archive lines spread over each harness's part of `queue`, when that part is
     /// large (a backfill), so that its records are compressed with a dictionary trained from
     /// all of it rather than from the first files read (see `sample`).
-    fn sample_backlogs(&mut self, queue: &VecDeque<Work>, roots: &[Root]) -> Result<()> {
-        let mut backlogs: BTreeMap<&str, Vec<sample::Span>> = BTreeMap::new();
+    fn sample_backlogs(
+        &mut self,
+        queue: &VecDeque<Work>,
+        roots: &[Root],
+        first_scan: &[bool],
+    ) -> Result<()> {
+        // Sizes alone first: a live read of one append looks no further.
+        let mut sizes: BTreeMap<&str, u64> = BTreeMap::new();
         for w in queue {
-            let (harness, from) = match w.plan {
-                Plan::Known(id) => {
-                    let src = self.source(id);
-                    (src.harness.as_str(), src.cursor.position.offset)
-                }
-                Plan::PathMatch(_) | Plan::New => (roots[w.root].harness.as_str(), 0),
+            *sizes.entry(&roots[w.root].harness).or_default() += w.meta.size();
+        }
+        if sizes.values().all(|&bytes| bytes < sample::MIN_BACKLOG) {
+            return Ok(());
+        }
+        let mut backlogs: BTreeMap<String, Vec<sample::Span>> = BTreeMap::new();
+        for w in queue {
+            let Some((harness, from)) = self.unread_from(w, &roots[w.root], first_scan[w.root])?
+            else {
+                continue;
             };
-            if w.meta.size() > from {
-                backlogs.entry(harness).or_default().push(sample::Span {
-                    path: w.path.clone(),
-                    from,
-                    to: w.meta.size(),
-                });
-            }
+            let span = sample::Span {
+                path: w.path.clone(),
+                from,
+                to: w.meta.size(),
+            };
+            backlogs.entry(harness).or_default().push(span);
         }
         let mut commit = Commit::default();
         for (harness, spans) in backlogs {
             let bytes: u64 = spans.iter().map(|s| s.to - s.from).sum();
-            if bytes < sample::MIN_BACKLOG {
+            if bytes < sample::MIN_BACKLOG || self.stop.load(Ordering::Relaxed) {
                 continue;
             }
             let lines = sample::spread(&spans);
@@ -416,15 +425,38 @@ impl Engine {
                 lines.len(),
                 spans.len()
             );
-            commit.push(Op::Samples {
-                harness: harness.to_owned(),
-                lines,
-            });
+            commit.push(Op::Samples { harness, lines });
         }
         match commit.is_empty() {
             true => Ok(()),
             false => self.committer.submit(commit),
         }
+    }
+
+    /// The harness of planned `work` and where reading it will start, as its cursor, prefix
+    /// mark or start policy says; `None` when none of it will be read.
+    fn unread_from(
+        &self,
+        work: &Work,
+        root: &Root,
+        first_scan: bool,
+    ) -> Result<Option<(String, u64)>> {
+        let (harness, from) = match work.plan {
+            Plan::Known(id) | Plan::PathMatch(id) => {
+                let src = self.source(id);
+                (src.harness.clone(), src.cursor.position.offset)
+            }
+            Plan::New => {
+                let identity = Identity::of(&work.meta);
+                let from = match self.reads.prefix_mark(identity)? {
+                    Some(mark) => mark.position.offset,
+                    None if root.start_at == StartAt::End && first_scan => return Ok(None),
+                    None => 0,
+                };
+                (root.harness.clone(), from)
+            }
+        };
+        Ok((work.meta.size() > from).then_some((harness, from)))
     }
 
     fn end_progress(&mut self) {

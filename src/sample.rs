@@ -4,12 +4,13 @@
 //!
 //! Without them, a backfill's dictionaries come from the records committed first (the first
 //! sessions read), and everything after is compressed with a dictionary that suits those:
-//! the real-shaped corpus was stored in 28.7 % of its bytes so, and in 23.6 % once `compact`
-//! had trained from a sample of everything (BENCHMARKS.md). A sample is only ever training
-//! input: nothing read here is archived, and a file that cannot be read is simply left out
-//! (reading it for the archive reports it).
+//! the real-shaped corpus was stored in 29 % of its bytes so, and in 23 % when sampled first
+//! (BENCHMARKS.md). Only bytes that are about to be archived are sampled (past each cursor;
+//! never a file that starts at its end), and a sample is only ever training input: a file
+//! that cannot be read is simply left out (reading it for the archive reports it).
 
 use crate::open::open_regular;
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
@@ -17,65 +18,76 @@ use std::path::PathBuf;
 /// dictionaries trained from what was committed serve it.
 pub const MIN_BACKLOG: u64 = 64 << 20;
 
-/// About how many bytes of samples are gathered for one harness: as many as the archive keeps
-/// from records it stores. On the real-shaped corpus, 8 MiB (what `compact` trains from) gave
-/// the same ratio at twice the training time (BENCHMARKS.md).
-pub const BUDGET: usize = 4 << 20;
+/// How many bytes of samples are gathered for one harness, at most: as many as the archive
+/// keeps from the records it stores. On the real-shaped corpus, twice as many gave the same
+/// ratio at twice the training time (BENCHMARKS.md).
+pub const BUDGET: usize = crate::archive::SAMPLE_BYTES;
 
-/// How many places are sampled: each gives about `BUDGET / PLACES` bytes of lines.
-const PLACES: usize = 512;
+/// How many places are sampled: each gives at most `BUDGET / PLACES` bytes of lines.
+const PLACES: u64 = 512;
 
-/// A line is sampled for at most this much of its start, as the archive samples records.
-const LINE_PREFIX: usize = 16 << 10;
+/// Lines shorter than this are not sampled, as the archive stores them uncompressed.
+const MIN_LINE: usize = crate::archive::MIN_COMPRESSED;
 
 /// The bytes `[from, to)` of the file at `path`, about to be read.
 #[derive(Clone, Debug)]
 pub struct Span {
     /// The file.
     pub path: PathBuf,
-    /// Where reading it starts (its cursor).
+    /// Where reading it starts: a line's start (a cursor, or 0).
     pub from: u64,
     /// Its size when it was planned.
     pub to: u64,
 }
 
-/// About [`BUDGET`] bytes of lines of `spans`, from [`PLACES`] places spread evenly over their
-/// bytes: at each, the lines that begin there or after it, each cut at [`LINE_PREFIX`]. Only
-/// lines that begin within a span are taken (a cursor is always at a line's start).
-pub fn spread(spans: &[Span]) -> Vec<Vec<u8>> {
-    let total: u64 = spans.iter().map(|s| s.to.saturating_sub(s.from)).sum();
-    if total == 0 {
-        return Vec::new();
+impl Span {
+    fn len(&self) -> u64 {
+        self.to.saturating_sub(self.from)
     }
-    let per_place = BUDGET / PLACES;
+}
+
+/// At most [`BUDGET`] bytes of lines of `spans`, from [`PLACES`] places spread evenly over
+/// their bytes: at each, the lines that begin there or after it, each cut where the place's
+/// share of the budget ends (a sample is a record's start, as the archive samples records).
+/// Only lines that begin within a span are taken. Each file is opened once; one that cannot
+/// be opened, or is no longer a regular file, gives none.
+pub fn spread(spans: &[Span]) -> Vec<Vec<u8>> {
+    let total: u64 = spans.iter().map(Span::len).sum();
+    let share = BUDGET / PLACES as usize;
     let mut samples = Vec::new();
-    let (mut span, mut passed) = (0, 0u64);
-    for place in 0..PLACES as u64 {
-        let at = total * place / PLACES as u64;
-        while passed + (spans[span].to.saturating_sub(spans[span].from)) <= at {
-            passed += spans[span].to.saturating_sub(spans[span].from);
-            span += 1;
+    let (mut place, mut passed) = (0, 0u64);
+    for span in spans {
+        let mut file = None;
+        while place < PLACES {
+            // u128: a place's position is total * place / PLACES.
+            let at = (u128::from(total) * u128::from(place) / u128::from(PLACES)) as u64;
+            if at >= passed + span.len() {
+                break;
+            }
+            let file = file.get_or_insert_with(|| open_regular_file(span));
+            if let Some(f) = file {
+                samples.extend(lines_at(f, span, span.from + (at - passed), share));
+            }
+            place += 1;
         }
-        let s = &spans[span];
-        samples.extend(lines_at(s, s.from + (at - passed), per_place));
+        passed += span.len();
     }
     samples
 }
 
-/// The lines of `span` that begin at or after `at`, up to `want` bytes of them; none when the
-/// file cannot be read.
-fn lines_at(span: &Span, at: u64, want: usize) -> Vec<Vec<u8>> {
-    // One byte before `at` tells whether a line begins at `at`.
+fn open_regular_file(span: &Span) -> Option<File> {
+    let file = open_regular(&span.path).ok()?;
+    file.metadata().ok()?.is_file().then_some(file)
+}
+
+/// The lines of `span` that begin at or after `at`, `want` bytes of them at most.
+fn lines_at(file: &File, span: &Span, at: u64, want: usize) -> Vec<Vec<u8>> {
+    // One byte before `at` tells whether a line begins at `at`; what lies before the first
+    // line break after it belongs to a line begun earlier.
     let start = if at == span.from { at } else { at - 1 };
-    let len = (span.to - start).min((want + LINE_PREFIX) as u64) as usize;
+    let len = (span.to - start).min((want + LINE_SEARCH) as u64) as usize;
     let mut window = vec![0; len];
-    let Ok(file) = open_regular(&span.path) else {
-        return Vec::new();
-    };
-    let read = match file.metadata() {
-        Ok(m) if m.is_file() => read_up_to(&file, &mut window, start),
-        _ => return Vec::new(),
-    };
+    let read = read_up_to(file, &mut window, start);
     window.truncate(read);
     let mut rest = &window[..];
     if start != span.from {
@@ -85,12 +97,12 @@ fn lines_at(span: &Span, at: u64, want: usize) -> Vec<Vec<u8>> {
         }
     }
     let mut lines = Vec::new();
-    let mut taken = 0;
-    while taken < want && !rest.is_empty() {
+    let mut left = want;
+    while left > 0 && !rest.is_empty() {
         let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
-        let line = &rest[..end.min(LINE_PREFIX)];
-        if !line.is_empty() {
-            taken += line.len();
+        let line = &rest[..end.min(left)];
+        if line.len() >= MIN_LINE {
+            left -= line.len();
             lines.push(line.to_vec());
         }
         rest = rest.get(end + 1..).unwrap_or_default();
@@ -98,8 +110,11 @@ fn lines_at(span: &Span, at: u64, want: usize) -> Vec<Vec<u8>> {
     lines
 }
 
+/// How far past a place the start of a line is looked for.
+const LINE_SEARCH: usize = 16 << 10;
+
 /// Fills `buf` from `offset` as far as the file goes; how many bytes were read.
-fn read_up_to(file: &std::fs::File, buf: &mut [u8], offset: u64) -> usize {
+fn read_up_to(file: &File, buf: &mut [u8], offset: u64) -> usize {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], offset + done as u64) {
@@ -145,10 +160,7 @@ mod tests {
             .collect();
         let samples = spread(&spans);
         let bytes: usize = samples.iter().map(Vec::len).sum();
-        assert!(
-            bytes > BUDGET / 2 && bytes <= BUDGET + PLACES * LINE_PREFIX,
-            "{bytes}"
-        );
+        assert!(bytes > BUDGET / 2 && bytes <= BUDGET, "{bytes}");
         let mut files = std::collections::BTreeSet::new();
         for s in &samples {
             let v: serde_json::Value = serde_json::from_slice(s).expect("a whole line");
@@ -160,7 +172,9 @@ mod tests {
     #[test]
     fn only_lines_past_a_cursor_are_sampled() {
         let dir = tempfile::tempdir().unwrap();
-        let old: Vec<String> = (0..5000).map(|i| format!("{{\"old\":{i}}}")).collect();
+        let old: Vec<String> = (0..5000)
+            .map(|i| format!("{{\"old\":{i},\"text\":\"{}\"}}", "o".repeat(80)))
+            .collect();
         let mut span = file_of(dir.path(), "a.jsonl", &old);
         let cursor = span.to;
         let mut f = std::fs::OpenOptions::new()
@@ -168,13 +182,15 @@ mod tests {
             .open(&span.path)
             .unwrap();
         for i in 0..5000 {
-            writeln!(f, "{{\"new\":{i}}}").unwrap();
+            writeln!(f, "{{\"new\":{i},\"text\":\"{}\"}}", "n".repeat(80)).unwrap();
         }
         span.from = cursor;
         span.to = f.metadata().unwrap().len();
         let samples = spread(&[span]);
         assert!(!samples.is_empty());
         assert!(samples.iter().all(|s| s.starts_with(b"{\"new\":")));
+        // No sample holds a line break: each is one line's start.
+        assert!(samples.iter().all(|s| !s.contains(&b'\n')));
     }
 
     #[test]

@@ -10,8 +10,10 @@
 //! Dictionaries are trained (zstd's `ZDICT_trainFromBuffer`) on a thread of their own from
 //! samples of a harness's records, once its records seen by the process reach each of
 //! [`TRAIN_AT`]: the first from its first records, later ones from a sample spread over
-//! everything seen. Until a harness has one, its records are compressed without, and kept
-//! compressed only when that saves an eighth of them.
+//! everything seen; or, before a large backfill, from lines sampled all over it (see
+//! `sample` and [`Codec::prime`]), which its records wait for. Until a harness has one, its
+//! records are compressed without, and kept compressed only when that saves an eighth of
+//! them.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use std::borrow::Cow;
@@ -30,7 +32,7 @@ const LEVEL: i32 = 3;
 
 /// Records shorter than this are stored as they are: a frame's header and the dictionary
 /// reference would take most of what compression saves.
-const MIN_COMPRESSED: usize = 64;
+pub const MIN_COMPRESSED: usize = 64;
 
 /// Records longer than this are stored as they are, so that a long line never needs a second
 /// buffer of its size (the archive writes them into their row in place).
@@ -43,7 +45,7 @@ pub const MAX_COMPRESSED: usize = 1 << 20;
 const TRAIN_AT: [u64; 3] = [1 << 20, 16 << 20, 128 << 20];
 
 /// The most bytes of samples kept for one harness.
-const MAX_SAMPLES: usize = 4 << 20;
+pub const MAX_SAMPLES: usize = 4 << 20;
 
 /// The most bytes of samples `compact` trains a harness's dictionary from.
 pub const COMPACT_SAMPLES: usize = 8 << 20;
@@ -162,8 +164,8 @@ pub struct Codec {
     harnesses: HashMap<String, Harness>,
     /// At most one trained from records seen, beside any number from backlogs' samples.
     training: Vec<Training>,
-    /// Trained, and not yet stored.
-    trained: Option<Trained>,
+    /// Trained, and not yet stored (storing them failed for a passing reason).
+    trained: Vec<Trained>,
     dctx: RefCell<Option<DCtx<'static>>>,
     ddicts: RefCell<HashMap<u32, DDict<'static>>>,
 }
@@ -199,7 +201,7 @@ impl Default for Codec {
             cctx: None,
             harnesses: HashMap::new(),
             training: Vec::new(),
-            trained: None,
+            trained: Vec::new(),
             dctx: RefCell::new(None),
             ddicts: RefCell::new(HashMap::new()),
         }
@@ -237,13 +239,18 @@ impl Codec {
         if !self.compress {
             return Ok(());
         }
+        // A dictionary being trained, or waiting to be stored, is a generation too.
+        let coming = (self.training.iter().map(|t| &t.harness))
+            .chain(self.trained.iter().map(|t| &t.harness))
+            .filter(|h| *h == harness)
+            .count() as i64;
         let h = harness_in(&mut self.harnesses, conn, harness)?;
-        if h.failed || h.generations >= GENERATIONS {
+        if h.failed || h.generations + coming >= GENERATIONS {
             return Ok(());
         }
         let mut samples = Samples::default();
         for line in lines {
-            samples.offer(line, COMPACT_SAMPLES);
+            samples.offer(line, MAX_SAMPLES);
         }
         if samples.bytes < MIN_SAMPLES {
             return Ok(());
@@ -297,7 +304,7 @@ impl Codec {
         for name in primed {
             self.start_training_for(&name);
         }
-        if self.training.iter().any(|t| !t.primed) || self.trained.is_some() {
+        if self.training.iter().any(|t| !t.primed) || !self.trained.is_empty() {
             return;
         }
         let ready = self.harnesses.iter().find(|(name, h)| {
@@ -352,16 +359,16 @@ impl Codec {
         self.compress && (self.training.iter()).any(|t| t.primed && t.harness == harness)
     }
 
-    /// Whether a dictionary is being trained or waits to be stored.
-    pub fn is_training(&self) -> bool {
-        !self.training.is_empty() || self.trained.is_some()
+    /// How many dictionaries are being trained or wait to be stored.
+    pub fn pending(&self) -> usize {
+        self.training.len() + self.trained.len()
     }
 
-    /// A dictionary trained on its thread, once it is done, or the one `wait` names, however
-    /// long it takes. With [`Wait::For`], a dictionary kept to be stored later waits.
+    /// A dictionary kept to be stored, or one trained on its thread once it is done, or the
+    /// one `wait` names, however long it takes. With [`Wait::For`], those kept wait.
     pub fn take_trained(&mut self, wait: Wait) -> Option<Trained> {
         if !matches!(wait, Wait::For(_))
-            && let Some(trained) = self.trained.take()
+            && let Some(trained) = self.trained.pop()
         {
             return Some(trained);
         }
@@ -423,7 +430,7 @@ impl Codec {
     /// Keeps a trained dictionary that could not be stored yet, for the next
     /// [`Codec::take_trained`].
     pub fn keep_trained(&mut self, trained: Trained) {
-        self.trained = Some(trained);
+        self.trained.push(trained);
     }
 
     /// Marks a trained dictionary that could not be stored as failed for its harness.
@@ -523,7 +530,6 @@ pub fn train(harness: &str, samples: &Samples) -> std::io::Result<Option<Trained
     }))
 }
 
-/// The dictionaries of `harness` in `dictionaries`: how many, and the latest.
 /// What `harnesses` keeps for `harness`, loaded from the archive the first time.
 fn harness_in<'h>(
     harnesses: &'h mut HashMap<String, Harness>,
@@ -537,6 +543,7 @@ fn harness_in<'h>(
     Ok(harnesses.get_mut(harness).expect("just inserted"))
 }
 
+/// The dictionaries of `harness` in `dictionaries`: how many, and the latest.
 fn load_harness(conn: &Connection, harness: &str) -> rusqlite::Result<Harness> {
     let generations = conn.query_row(
         "SELECT count(*) FROM dictionaries WHERE harness = ?1",
@@ -757,7 +764,7 @@ mod tests {
             codec.encode(&conn, "codex", &record(i)).unwrap();
         }
         codec.start_training();
-        assert!(!codec.is_training());
+        assert!(!(codec.pending() > 0));
     }
 
     #[test]
@@ -768,12 +775,12 @@ mod tests {
             .prime(&conn, "codex", &[record(1), record(2)])
             .unwrap();
         codec.start_training();
-        assert!(!codec.is_training());
+        assert!(!(codec.pending() > 0));
         codec.set_compress(false);
         let lines: Vec<Vec<u8>> = (0..4000).map(record).collect();
         codec.prime(&conn, "codex", &lines).unwrap();
         codec.start_training();
-        assert!(!codec.is_training() && !codec.awaits("codex"));
+        assert!(!(codec.pending() > 0) && !codec.awaits("codex"));
     }
 
     #[test]
