@@ -242,14 +242,7 @@ fn compact_stores_an_uncompressed_archive_again_smaller_and_byte_for_byte() {
 #[test]
 fn a_large_backfill_is_stored_with_one_dictionary_trained_from_all_of_it() {
     let env = Env::new();
-    // 90 sessions of about 0.8 MB: past the 64 MiB from which a backlog is sampled.
-    let mut lines: Vec<Vec<u8>> = Vec::new();
-    for k in 0..90 {
-        let bytes = transcript(k * 1500, (k + 1) * 1500);
-        let name = format!("8d0e1f2a-0002-4000-8000-{k:012}.jsonl");
-        env.write(&name, &bytes);
-        lines.extend(bytes.split_inclusive(|b| *b == b'\n').map(<[u8]>::to_vec));
-    }
+    let mut lines = write_backlog(&env);
     let log = env.run_once(&[]);
     let dictionaries = env.sql("SELECT id FROM dictionaries WHERE harness = 'generic'");
     assert_eq!(dictionaries.len(), 1, "{log}");
@@ -268,4 +261,35 @@ fn a_large_backfill_is_stored_with_one_dictionary_trained_from_all_of_it() {
     exported.sort();
     lines.sort();
     assert!(exported == lines, "export differs from the files");
+}
+
+/// 90 sessions of about 0.8 MB in the env's watched root (past the 64 MiB from which a
+/// backlog is sampled); their lines, each with its `\n`.
+fn write_backlog(env: &Env) -> Vec<Vec<u8>> {
+    let mut lines = Vec::new();
+    for k in 0..90 {
+        let bytes = transcript(k * 1500, (k + 1) * 1500);
+        env.write(&format!("8d0e1f2a-0002-4000-8000-{k:012}.jsonl"), &bytes);
+        lines.extend(bytes.split_inclusive(|b| *b == b'\n').map(<[u8]>::to_vec));
+    }
+    lines
+}
+
+/// Pins that only what is about to be archived is sampled: a history a root skips
+/// (`start_at = "end"`) must not end up in a dictionary, which holds fragments of its samples
+/// and takes one of the harness's dictionaries.
+#[test]
+fn a_large_history_that_is_not_archived_is_not_sampled() {
+    let env = Env::new();
+    write_backlog(&env);
+    let config = format!(
+        "archive = {:?}\n[watchers]\nclaude-code = false\ncodex = false\n\
+         [[watch]]\npath = {:?}\nstart_at = \"end\"\n",
+        env.db, env.root
+    );
+    env.write_config(&config);
+    let out = env.cmd().args(["run", "--once"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(env.records().is_empty(), "start_at = end skips the history");
+    assert_eq!(env.sql("SELECT count(*) FROM dictionaries"), ["0"]);
 }

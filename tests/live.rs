@@ -552,3 +552,45 @@ fn a_file_being_appended_to_stays_open_between_reads_and_is_closed_when_idle_or_
     });
     assert_eq!(env.records().len(), 11);
 }
+
+/// How many times the daemon's thread named `name` has given up its core (it waits, then is
+/// woken), from `/proc`.
+fn times_woken(pid: i32, name: &str) -> u64 {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let task = (tasks.map(|t| t.unwrap().path()))
+        .find(|t| fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim_end() == name))
+        .unwrap_or_else(|| panic!("no thread named {name:?}"));
+    let status = fs::read_to_string(task.join("status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("voluntary_ctxt_switches:"));
+    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .expect("a count of voluntary switches")
+}
+
+/// Pins that the session index gathers live commits without being woken by each: waiting on
+/// its queue, it was woken once per commit, which cost the writer a system call and the other
+/// core a wake-up on the way from every append to the tap.
+#[test]
+fn the_session_index_is_not_woken_by_every_commit() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"n\":0}\n");
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    d.take_tap(1);
+    let mut writer = fs::OpenOptions::new()
+        .append(true)
+        .open(env.path("s.jsonl"))
+        .unwrap();
+    let before = times_woken(d.pid(), "session index");
+    // One commit each: the next append waits for the last record's envelope.
+    for n in 1..=200 {
+        std::io::Write::write_all(&mut writer, format!("{{\"n\":{n}}}\n").as_bytes()).unwrap();
+        d.take_tap(1);
+    }
+    let woken = times_woken(d.pid(), "session index") - before;
+    assert!(
+        woken < 100,
+        "the session index woke {woken} times for 200 commits"
+    );
+}
