@@ -764,7 +764,7 @@ mod tests {
             codec.encode(&conn, "codex", &record(i)).unwrap();
         }
         codec.start_training();
-        assert!(!(codec.pending() > 0));
+        assert_eq!(codec.pending(), 0);
     }
 
     #[test]
@@ -775,12 +775,12 @@ mod tests {
             .prime(&conn, "codex", &[record(1), record(2)])
             .unwrap();
         codec.start_training();
-        assert!(!(codec.pending() > 0));
+        assert_eq!(codec.pending(), 0);
         codec.set_compress(false);
         let lines: Vec<Vec<u8>> = (0..4000).map(record).collect();
         codec.prime(&conn, "codex", &lines).unwrap();
         codec.start_training();
-        assert!(!(codec.pending() > 0) && !codec.awaits("codex"));
+        assert!(codec.pending() == 0 && !codec.awaits("codex"));
     }
 
     #[test]
