@@ -98,7 +98,7 @@ fn lines_at(file: &File, span: &Span, at: u64, want: usize) -> Vec<Vec<u8>> {
     }
     let mut lines = Vec::new();
     let mut left = want;
-    while left > 0 && !rest.is_empty() {
+    while left >= MIN_LINE && !rest.is_empty() {
         let end = memchr::memchr(b'\n', rest).unwrap_or(rest.len());
         let line = &rest[..end.min(left)];
         if line.len() >= MIN_LINE {

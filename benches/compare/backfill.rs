@@ -29,6 +29,8 @@ pub struct Row {
     pub complete: bool,
     pub peak_rss_mib: Option<f64>,
     pub cpu_secs: Option<f64>,
+    /// What the archive's records take, as a share of their bytes (the index apart).
+    pub stored_share: Option<f64>,
     pub note: String,
 }
 
@@ -43,6 +45,7 @@ impl Row {
             complete: records == corpus.records,
             peak_rss_mib: None,
             cpu_secs: None,
+            stored_share: None,
             note: String::new(),
         }
     }
@@ -181,29 +184,34 @@ fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus, name: &str) -> Vec<Row> {
     row.peak_rss_mib = Some(usage.ru_maxrss as f64 / 1024.0);
     row.cpu_secs = Some(cpu_secs(&usage));
     let archive = dir_size(state.path()) as f64 / 1e6;
+    let stored = stored(&db);
+    row.stored_share = stored.map(|(bytes, stored)| stored as f64 / bytes.max(1) as f64);
     row.note = format!(
         "to exit, the session index caught up; {archive:.0} MB on disk{}",
-        storage(&db).map_or_else(String::new, |s| format!(", {s}"))
+        stored.map_or_else(String::new, |s| format!(", {}", storage(s)))
     );
     rows.push(row);
     rows
 }
 
-/// What the records take in the archive at `db`, said briefly; `None` for an archive without
-/// the figures (a build before them).
-pub fn storage(db: &Path) -> Option<String> {
+/// The bytes of the records in the archive at `db`, and what storing them takes; `None` for
+/// an archive without the figures (a build before them).
+fn stored(db: &Path) -> Option<(i64, i64)> {
     let conn = rusqlite::Connection::open(db).ok()?;
-    let (bytes, stored): (i64, i64) = conn
-        .query_row("SELECT sum(bytes), sum(stored) FROM sources", [], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .ok()?;
-    Some(format!(
+    conn.query_row("SELECT sum(bytes), sum(stored) FROM sources", [], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })
+    .ok()
+}
+
+/// What the records take, said briefly.
+fn storage((bytes, stored): (i64, i64)) -> String {
+    format!(
         "records {:.0} MB stored in {:.0} MB ({:.1} %), the rest is the session index",
         bytes as f64 / 1e6,
         stored as f64 / 1e6,
         100.0 * stored as f64 / bytes.max(1) as f64
-    ))
+    )
 }
 
 fn wait4(pid: u32) -> (i32, libc::rusage) {

@@ -64,6 +64,17 @@ pub fn verdicts(r: &Results) -> Vec<Verdict> {
             met,
         ));
     }
+    let indexed = row("transcript-sync run --once, indexed");
+    if let Some(share) = indexed.and_then(|b| b.stored_share) {
+        out.push(verdict(
+            "archive size (records, the index apart)",
+            format!("{:.1} % of the corpus", 100.0 * share),
+            "–".into(),
+            "–".into(),
+            "≤ 25 % of the transcripts' bytes",
+            Some(share <= 0.25),
+        ));
+    }
     if let Some(reader) = row("transcript-sync reader only") {
         let cat = row("cat > /dev/null").map_or(f64::NAN, |c| c.mb_per_s);
         out.push(verdict(
