@@ -319,12 +319,18 @@ impl Archive {
     }
 
     /// Copies committed WAL frames into the database without waiting for readers or writers
-    /// (a passive checkpoint). Returns how many frames the WAL holds.
-    pub fn checkpoint(&self) -> Result<i64> {
-        let frames = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1));
-        self.db(frames)
+    /// (a passive checkpoint). Returns whether every frame the WAL holds is copied: a reader
+    /// still on an older snapshot, or a writer, may leave some for a later one.
+    pub fn checkpoint(&self) -> Result<bool> {
+        let frames = (self.conn).query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        });
+        let (busy, log, copied) = self.db(frames)?;
+        Ok(busy == 0 && copied >= log)
     }
 
     /// The database file.

@@ -5,11 +5,13 @@
 //! many of them and an idle daemon never wakes the thread. A backfill commits megabytes at a
 //! time: once [`CHECKPOINT_BYTES`] have been committed since the last checkpoint, the next one
 //! starts at once, on this thread, while the writer goes on committing. (Left to the writer's
-//! own automatic checkpoint, the copy would stop its commits for as long as it takes.)
+//! own automatic checkpoint, the copy would stop its commits for as long as it takes.) A
+//! checkpoint that a reader held back is tried again every [`CHECKPOINT_EVERY`] until it
+//! copies everything, so that the last commits of a burst do not wait in the WAL for the next.
 
 use crate::archive::Archive;
 use crate::error::{Result, SystemContext, error_chain};
-use crossbeam_channel::{Receiver, Sender, bounded, select};
+use crossbeam_channel::{Receiver, Sender, after, bounded, never, select};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -86,10 +88,15 @@ fn checkpoint_after_commits(
     bytes: &AtomicU64,
 ) {
     let mut last = Instant::now();
+    // A checkpoint a reader held back is tried again after `every`, commits or not: otherwise
+    // the frames it left would wait for the next commit, however long the daemon is idle.
+    let mut unfinished = false;
     loop {
+        let retry = if unfinished { after(every) } else { never() };
         select! {
             recv(commits) -> msg => if msg.is_err() { return },
             recv(stop) -> _ => return,
+            recv(retry) -> _ => {}
         }
         let due = last + every;
         while bytes.load(Ordering::Relaxed) < CHECKPOINT_BYTES {
@@ -100,9 +107,13 @@ fn checkpoint_after_commits(
             }
         }
         bytes.store(0, Ordering::Relaxed);
-        if let Err(e) = archive.checkpoint() {
-            log::debug!("checkpoint skipped: {}", error_chain(&e));
-        }
+        unfinished = match archive.checkpoint() {
+            Ok(done) => !done,
+            Err(e) => {
+                log::debug!("checkpoint skipped: {}", error_chain(&e));
+                true
+            }
+        };
         last = Instant::now();
     }
 }
@@ -129,6 +140,48 @@ mod tests {
         assert_eq!(woken.len(), 2, "reaching the threshold wakes it");
         signal.committed(2000);
         assert_eq!(woken.len(), 2, "past the threshold, nothing more to say");
+    }
+
+    /// Waits up to 20 s for the archive file at `db` to reach `len` bytes.
+    fn wait_for_len(db: &Path, len: u64, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::fs::metadata(db).unwrap().len() < len {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn event_of(bytes: usize) -> Commit {
+        let mut commit = Commit::default();
+        commit.push(Op::event(None, "test", Path::new("/t"), &"x".repeat(bytes)));
+        commit
+    }
+
+    #[test]
+    fn a_checkpoint_a_reader_held_back_is_finished_without_another_commit() {
+        // The last commit of a burst was checkpointed while a reader (the session index, a
+        // command) still read an older snapshot: the frames after it stayed in the WAL until
+        // the next commit, which an idle daemon may not make for hours.
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("archive.db");
+        let mut writer = Archive::open(&db).unwrap();
+        writer.bound_wal().unwrap();
+        let (checkpointer, signal) =
+            Checkpointer::start_every(Archive::open(&db).unwrap(), Duration::from_millis(50))
+                .unwrap();
+        let before = std::fs::metadata(&db).unwrap().len();
+        writer.apply(&event_of(1 << 20)).unwrap();
+        // A reader's snapshot: everything up to the first MiB.
+        let reader = rusqlite::Connection::open(&db).unwrap();
+        reader.execute_batch("BEGIN").unwrap();
+        let _: i64 = (reader.query_row("SELECT count(*) FROM events", [], |r| r.get(0))).unwrap();
+        writer.apply(&event_of(2 << 20)).unwrap();
+        signal.committed(3 << 20);
+        // The checkpoint copies what the reader's snapshot allows: the first MiB.
+        wait_for_len(&db, before + (1 << 20), "no checkpoint of the first MiB");
+        reader.execute_batch("COMMIT").unwrap();
+        wait_for_len(&db, before + (3 << 20), "the rest was left in the WAL");
+        checkpointer.stop();
     }
 
     #[test]
