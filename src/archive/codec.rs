@@ -297,8 +297,11 @@ impl Codec {
     /// thread of its own, and for one harness that has gathered enough samples from the
     /// records it stored, when no such dictionary is being trained or waits to be stored.
     pub fn start_training(&mut self) {
+        // A harness's dictionaries are trained one after the other, so the primed one, stored
+        // last, is the one its records are compressed with.
+        let busy = |name: &String| self.training.iter().any(|t| &t.harness == name);
         let primed: Vec<String> = (self.harnesses.iter())
-            .filter(|(_, h)| h.primed && h.samples.bytes >= MIN_SAMPLES)
+            .filter(|(name, h)| h.primed && h.samples.bytes >= MIN_SAMPLES && !busy(name))
             .map(|(name, _)| name.clone())
             .collect();
         for name in primed {
@@ -765,6 +768,31 @@ mod tests {
         }
         codec.start_training();
         assert_eq!(codec.pending(), 0);
+    }
+
+    #[test]
+    fn a_backlogs_dictionary_is_trained_after_one_in_flight_for_its_harness() {
+        let conn = archive_schema();
+        let mut codec = Codec::default();
+        // A dictionary from the first records seen is being trained ...
+        let mut i = 0;
+        while codec.training.is_empty() {
+            codec.encode(&conn, "codex", &record(i)).unwrap();
+            codec.start_training();
+            i += 1;
+        }
+        // ... when a backlog's samples come: theirs is trained next, and so stored last.
+        let lines: Vec<Vec<u8>> = (0..4000).map(|i| record(i * 97)).collect();
+        codec.prime(&conn, "codex", &lines).unwrap();
+        codec.start_training();
+        assert_eq!(codec.training.len(), 1);
+        assert!(!codec.awaits("codex"));
+        let first = codec.take_trained(Wait::Any).unwrap();
+        codec.install(&first);
+        codec.start_training();
+        assert!(codec.awaits("codex"));
+        let primed = codec.take_trained(Wait::For("codex")).unwrap();
+        assert_eq!(primed.samples, 4000);
     }
 
     #[test]
