@@ -20,7 +20,9 @@
 //! 6. `lifecycle` turns what happened to a source (a batch read, a new generation, a move, …)
 //!    into its new in-memory row and the [`Commit`] that records it, in one function.
 //! 7. [`Archive`] commits each batch together with the cursor past it in one SQLite
-//!    transaction, so a crash at any instant loses and duplicates nothing.
+//!    transaction, so a crash at any instant loses and duplicates nothing. Records are stored
+//!    compressed with a dictionary per harness; before a large backlog is read, `sample`
+//!    takes lines from all over it, from which that dictionary is trained first.
 //! 8. The archive is a log that consumers follow (`follow`): the [`ArchiveWriter`] publishes
 //!    each commit to a [`Hub`] once it is durable; a [`Follower`] catches up from the archive,
 //!    then takes what is published, with no gap and no duplicate at the switch. The [`Tap`]
