@@ -196,23 +196,13 @@ mod tests {
             Checkpointer::start_every(Archive::open(&db).unwrap(), Duration::from_secs(3600))
                 .unwrap();
         let before = std::fs::metadata(&db).unwrap().len();
-        let mut commit = Commit::default();
-        commit.push(Op::event(
-            None,
-            "test",
-            Path::new("/t"),
-            &"x".repeat(2 << 20),
-        ));
-        writer.apply(&commit).unwrap();
+        writer.apply(&event_of(2 << 20)).unwrap();
         signal.committed(2 << 20);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::fs::metadata(&db).unwrap().len() < before + (2 << 20) {
-            assert!(
-                Instant::now() < deadline,
-                "no checkpoint after 2 MiB committed"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_for_len(
+            &db,
+            before + (2 << 20),
+            "no checkpoint after 2 MiB committed",
+        );
         checkpointer.stop();
     }
 }

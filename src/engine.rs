@@ -415,7 +415,7 @@ impl Engine {
         }
         let mut commit = Commit::default();
         for (harness, spans) in backlogs {
-            let bytes: u64 = spans.iter().map(|s| s.to - s.from).sum();
+            let bytes: u64 = spans.iter().map(sample::Span::len).sum();
             if bytes < sample::MIN_BACKLOG || self.stop.load(Ordering::Relaxed) {
                 continue;
             }

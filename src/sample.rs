@@ -41,7 +41,8 @@ pub struct Span {
 }
 
 impl Span {
-    fn len(&self) -> u64 {
+    /// How many bytes of it are to be read.
+    pub fn len(&self) -> u64 {
         self.to.saturating_sub(self.from)
     }
 }

@@ -299,9 +299,10 @@ impl Codec {
     pub fn start_training(&mut self) {
         // A harness's dictionaries are trained one after the other, so the primed one, stored
         // last, is the one its records are compressed with.
-        let busy = |name: &String| self.training.iter().any(|t| &t.harness == name);
         let primed: Vec<String> = (self.harnesses.iter())
-            .filter(|(name, h)| h.primed && h.samples.bytes >= MIN_SAMPLES && !busy(name))
+            .filter(|(name, h)| {
+                h.primed && h.samples.bytes >= MIN_SAMPLES && !self.trains_now(name)
+            })
             .map(|(name, _)| name.clone())
             .collect();
         for name in primed {
@@ -314,11 +315,16 @@ impl Codec {
             h.trains()
                 && h.seen >= TRAIN_AT[h.next]
                 && h.samples.bytes >= MIN_SAMPLES
-                && !self.training.iter().any(|t| &t.harness == *name)
+                && !self.trains_now(name)
         });
         if let Some((name, _)) = ready {
             self.start_training_for(&name.clone());
         }
+    }
+
+    /// Whether a dictionary for `harness` is being trained.
+    fn trains_now(&self, harness: &str) -> bool {
+        self.training.iter().any(|t| t.harness == harness)
     }
 
     /// Starts training `name`'s next dictionary from its samples.
