@@ -1,13 +1,17 @@
 //! The checkpointer: a thread that copies the archive's WAL into the database file after
 //! commits, so that the archive writer's commits do not do it themselves.
 //!
-//! Small live commits are gathered for up to [`CHECKPOINT_EVERY`], so one checkpoint serves
-//! many of them and an idle daemon never wakes the thread. A backfill commits megabytes at a
-//! time: once [`CHECKPOINT_BYTES`] have been committed since the last checkpoint, the next one
-//! starts at once, on this thread, while the writer goes on committing. (Left to the writer's
-//! own automatic checkpoint, the copy would stop its commits for as long as it takes.) A
-//! checkpoint that a reader held back is tried again every [`CHECKPOINT_EVERY`] until it
-//! copies everything, so that the last commits of a burst do not wait in the WAL for the next.
+//! Live commits are gathered until they pause for [`POLICY`]'s `quiet`, or for at most its
+//! `oldest`, or until [`CHECKPOINT_COMMITS`] of them are in the WAL, so one checkpoint serves
+//! many of them and an idle daemon never wakes the thread. Gathering many matters beyond the
+//! copying: once a checkpoint has copied the whole WAL, the next commit starts the WAL again
+//! from its beginning, and SQLite then syncs the WAL's new header to disk inside that commit,
+//! before the record it holds can be printed. A backfill commits megabytes at a time: once
+//! [`CHECKPOINT_BYTES`] have been committed since the last checkpoint, the next one starts at
+//! once, on this thread, while the writer goes on committing. (Left to the writer's own
+//! automatic checkpoint, the copy would stop its commits for as long as it takes.) A
+//! checkpoint that a reader held back is tried again every `retry` until it copies
+//! everything, so that the last commits of a burst do not wait in the WAL for the next.
 
 use crate::archive::Archive;
 use crate::error::{Result, SystemContext, error_chain};
@@ -17,12 +21,33 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// The longest that committed frames wait for a checkpoint while commits are small.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+/// When the frames of small commits are copied.
+#[derive(Clone, Copy, Debug)]
+struct Policy {
+    /// Once no commit has come for this long…
+    quiet: Duration,
+    /// …or once the first of them has waited this long, however steady the commits.
+    oldest: Duration,
+    /// A checkpoint a reader held back is tried again after this long.
+    retry: Duration,
+}
+
+/// The daemon's policy. At 100 commits a second, the count ([`CHECKPOINT_COMMITS`]) comes
+/// first: one commit in 256 pays for the WAL's new header, where one in 25 did when small
+/// commits were copied every 250 ms.
+const POLICY: Policy = Policy {
+    quiet: Duration::from_secs(1),
+    oldest: Duration::from_secs(10),
+    retry: Duration::from_millis(250),
+};
 
 /// After this many bytes of records committed, a checkpoint starts without waiting: a
 /// backfill's batch (8 MiB by default) is copied as soon as it is committed.
 const CHECKPOINT_BYTES: u64 = 1 << 20;
+
+/// After this many commits, a checkpoint starts without waiting. A live commit of one record
+/// writes about four pages (32 KiB), so the WAL holds about 8 MiB of them by then.
+const CHECKPOINT_COMMITS: u64 = 256;
 
 /// The running checkpointer thread.
 pub struct Checkpointer {
@@ -30,23 +55,47 @@ pub struct Checkpointer {
     thread: JoinHandle<()>,
 }
 
+/// What has been committed since the last checkpoint.
+#[derive(Default)]
+struct Pending {
+    bytes: AtomicU64,
+    commits: AtomicU64,
+}
+
+impl Pending {
+    fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    fn is_due(&self) -> bool {
+        self.bytes.load(Ordering::Relaxed) >= CHECKPOINT_BYTES
+            || self.commits() >= CHECKPOINT_COMMITS
+    }
+
+    fn clear(&self) {
+        self.bytes.store(0, Ordering::Relaxed);
+        self.commits.store(0, Ordering::Relaxed);
+    }
+}
+
 /// What the archive writer tells the checkpointer after each commit.
 #[derive(Clone)]
 pub struct CommitSignal {
     wake: Sender<()>,
-    bytes: Arc<AtomicU64>,
+    pending: Arc<Pending>,
 }
 
 impl CommitSignal {
-    /// Counts `bytes` of records committed, and wakes the checkpointer (without blocking) only
-    /// when this is the first commit since its last checkpoint, which starts its wait, or the
-    /// one that reaches [`CHECKPOINT_BYTES`], which ends it. The small commits in between do not
-    /// wake the thread: each wake-up would take a core from the record on its way out.
+    /// Counts a commit of `bytes` of records, and wakes the checkpointer (without blocking)
+    /// only when this is the first commit since its last checkpoint, which starts its wait, or
+    /// the one that reaches [`CHECKPOINT_BYTES`] or [`CHECKPOINT_COMMITS`], which ends it. The
+    /// small commits in between do not wake the thread: each wake-up would take a core from
+    /// the record on its way out.
     pub fn committed(&self, bytes: u64) {
-        // A commit without records still wrote to the WAL.
-        let bytes = bytes.max(1);
-        let before = self.bytes.fetch_add(bytes, Ordering::Relaxed);
-        if before == 0 || (before < CHECKPOINT_BYTES && before + bytes >= CHECKPOINT_BYTES) {
+        let before = self.pending.bytes.fetch_add(bytes, Ordering::Relaxed);
+        let commits = self.pending.commits.fetch_add(1, Ordering::Relaxed) + 1;
+        let bytes_reached = before < CHECKPOINT_BYTES && before + bytes >= CHECKPOINT_BYTES;
+        if commits == 1 || commits == CHECKPOINT_COMMITS || bytes_reached {
             let _ = self.wake.try_send(());
         }
     }
@@ -55,20 +104,28 @@ impl CommitSignal {
 impl Checkpointer {
     /// Starts the thread on its own connection to the archive.
     pub fn start(archive: Archive) -> Result<(Checkpointer, CommitSignal)> {
-        Checkpointer::start_every(archive, CHECKPOINT_EVERY)
+        Checkpointer::start_with(archive, POLICY)
     }
 
-    fn start_every(archive: Archive, every: Duration) -> Result<(Checkpointer, CommitSignal)> {
+    fn start_with(archive: Archive, policy: Policy) -> Result<(Checkpointer, CommitSignal)> {
         let (stop, stopped) = bounded::<()>(1);
-        let (wake, commits) = bounded::<()>(1);
-        let bytes = Arc::new(AtomicU64::new(0));
+        let (wake, woken) = bounded::<()>(1);
+        let pending = Arc::new(Pending::default());
         let signal = CommitSignal {
             wake,
-            bytes: Arc::clone(&bytes),
+            pending: Arc::clone(&pending),
         };
         let thread = std::thread::Builder::new()
             .name("checkpointer".into())
-            .spawn(move || checkpoint_after_commits(&archive, every, &commits, &stopped, &bytes))
+            .spawn(move || {
+                let wait = Wait {
+                    policy,
+                    woken,
+                    stopped,
+                    pending,
+                };
+                wait.checkpoint_after_commits(&archive);
+            })
             .starting("checkpointer")?;
         Ok((Checkpointer { stop, thread }, signal))
     }
@@ -80,41 +137,67 @@ impl Checkpointer {
     }
 }
 
-fn checkpoint_after_commits(
-    archive: &Archive,
-    every: Duration,
-    commits: &Receiver<()>,
-    stop: &Receiver<()>,
-    bytes: &AtomicU64,
-) {
-    let mut last = Instant::now();
-    // A checkpoint a reader held back is tried again after `every`, commits or not: otherwise
-    // the frames it left would wait for the next commit, however long the daemon is idle.
-    let mut unfinished = false;
-    loop {
-        let retry = if unfinished { after(every) } else { never() };
-        select! {
-            recv(commits) -> msg => if msg.is_err() { return },
-            recv(stop) -> _ => return,
-            recv(retry) -> _ => {}
-        }
-        let due = last + every;
-        while bytes.load(Ordering::Relaxed) < CHECKPOINT_BYTES {
+/// The thread's side: what it waits on.
+struct Wait {
+    policy: Policy,
+    woken: Receiver<()>,
+    stopped: Receiver<()>,
+    pending: Arc<Pending>,
+}
+
+impl Wait {
+    fn checkpoint_after_commits(&self, archive: &Archive) {
+        // A checkpoint a reader held back is tried again, commits or not: otherwise the frames
+        // it left would wait for the next commit, however long the daemon is idle.
+        let mut unfinished = false;
+        loop {
+            let retry = if unfinished {
+                after(self.policy.retry)
+            } else {
+                never()
+            };
             select! {
-                recv(commits) -> msg => if msg.is_err() { return },
-                recv(stop) -> _ => return,
-                default(due.saturating_duration_since(Instant::now())) => break,
+                recv(self.woken) -> msg => if msg.is_err() { return },
+                recv(self.stopped) -> _ => return,
+                recv(retry) -> _ => {}
+            }
+            if self.pending.commits() > 0 && !self.until_due() {
+                return;
+            }
+            self.pending.clear();
+            unfinished = match archive.checkpoint() {
+                Ok(done) => !done,
+                Err(e) => {
+                    log::debug!("checkpoint skipped: {}", error_chain(&e));
+                    true
+                }
+            };
+        }
+    }
+
+    /// Waits until the commits since the last checkpoint are to be copied: enough of them,
+    /// a pause of `quiet` (seen from the count, looked at once per `quiet`), or `oldest` since
+    /// the wait began. False when the thread is to stop.
+    fn until_due(&self) -> bool {
+        let began = Instant::now();
+        let last_possible = began + self.policy.oldest;
+        let mut seen = self.pending.commits();
+        let mut next_look = began + self.policy.quiet;
+        while !self.pending.is_due() {
+            select! {
+                recv(self.woken) -> msg => if msg.is_err() { return false },
+                recv(self.stopped) -> _ => return false,
+                default(next_look.min(last_possible).saturating_duration_since(Instant::now())) => {
+                    let now = self.pending.commits();
+                    if now == seen || Instant::now() >= last_possible {
+                        return true;
+                    }
+                    seen = now;
+                    next_look = Instant::now() + self.policy.quiet;
+                }
             }
         }
-        bytes.store(0, Ordering::Relaxed);
-        unfinished = match archive.checkpoint() {
-            Ok(done) => !done,
-            Err(e) => {
-                log::debug!("checkpoint skipped: {}", error_chain(&e));
-                true
-            }
-        };
-        last = Instant::now();
+        true
     }
 }
 
@@ -125,22 +208,36 @@ mod tests {
     use std::path::Path;
 
     #[test]
-    fn small_commits_wake_the_checkpointer_once_and_a_megabyte_again() {
+    fn small_commits_wake_the_checkpointer_at_the_first_at_the_count_and_at_a_megabyte() {
         let (wake, woken) = bounded(10);
         let signal = CommitSignal {
             wake,
-            bytes: Arc::new(AtomicU64::new(0)),
+            pending: Arc::new(Pending::default()),
         };
-        for _ in 0..3 {
-            signal.committed(2000);
-        }
-        signal.committed(0);
-        assert_eq!(woken.len(), 1, "only the first small commit wakes it");
-        signal.committed(CHECKPOINT_BYTES);
-        assert_eq!(woken.len(), 2, "reaching the threshold wakes it");
         signal.committed(2000);
-        assert_eq!(woken.len(), 2, "past the threshold, nothing more to say");
+        assert_eq!(woken.len(), 1, "the first commit wakes it");
+        for _ in 1..CHECKPOINT_COMMITS - 1 {
+            signal.committed(0);
+        }
+        assert_eq!(woken.len(), 1, "the commits in between do not");
+        signal.committed(0);
+        assert_eq!(woken.len(), 2, "reaching the count wakes it");
+        signal.committed(CHECKPOINT_BYTES);
+        assert_eq!(woken.len(), 3, "reaching a megabyte wakes it");
+        signal.committed(2000);
+        assert_eq!(woken.len(), 3, "past both, nothing more to say");
     }
+
+    fn policy(quiet: Duration, oldest: Duration) -> Policy {
+        Policy {
+            quiet,
+            oldest,
+            retry: Duration::from_millis(50),
+        }
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+    const MS_50: Duration = Duration::from_millis(50);
 
     /// Waits up to 20 s for the archive file at `db` to reach `len` bytes.
     fn wait_for_len(db: &Path, len: u64, what: &str) {
@@ -167,8 +264,7 @@ mod tests {
         let mut writer = Archive::open(&db).unwrap();
         writer.bound_wal().unwrap();
         let (checkpointer, signal) =
-            Checkpointer::start_every(Archive::open(&db).unwrap(), Duration::from_millis(50))
-                .unwrap();
+            Checkpointer::start_with(Archive::open(&db).unwrap(), policy(MS_50, MS_50)).unwrap();
         let before = std::fs::metadata(&db).unwrap().len();
         writer.apply(&event_of(1 << 20)).unwrap();
         // A reader's snapshot: everything up to the first MiB.
@@ -193,8 +289,7 @@ mod tests {
         let mut writer = Archive::open(&db).unwrap();
         writer.bound_wal().unwrap();
         let (checkpointer, signal) =
-            Checkpointer::start_every(Archive::open(&db).unwrap(), Duration::from_secs(3600))
-                .unwrap();
+            Checkpointer::start_with(Archive::open(&db).unwrap(), policy(HOUR, HOUR)).unwrap();
         let before = std::fs::metadata(&db).unwrap().len();
         writer.apply(&event_of(2 << 20)).unwrap();
         signal.committed(2 << 20);
@@ -202,6 +297,85 @@ mod tests {
             &db,
             before + (2 << 20),
             "no checkpoint after 2 MiB committed",
+        );
+        checkpointer.stop();
+    }
+
+    /// A writer and a checkpointer with `policy` on a fresh archive, and its size.
+    fn archive_with(
+        policy: Policy,
+    ) -> (tempfile::TempDir, Archive, Checkpointer, CommitSignal, u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("archive.db");
+        let writer = Archive::open(&db).unwrap();
+        writer.bound_wal().unwrap();
+        let (checkpointer, signal) =
+            Checkpointer::start_with(Archive::open(&db).unwrap(), policy).unwrap();
+        let before = std::fs::metadata(&db).unwrap().len();
+        (dir, writer, checkpointer, signal, before)
+    }
+
+    /// Commits an event of 10 kB (its own pages), and says so.
+    fn commit_one(writer: &mut Archive, signal: &CommitSignal) {
+        writer.apply(&event_of(10_000)).unwrap();
+        signal.committed(0);
+    }
+
+    #[test]
+    fn steady_small_commits_are_copied_once_they_pause() {
+        // Each checkpoint that copies the whole WAL makes the next commit start the WAL again
+        // and sync its header before its record can be printed: small commits that keep
+        // coming are left in the WAL until they pause.
+        let (dir, mut writer, checkpointer, signal, before) =
+            archive_with(policy(Duration::from_secs(2), HOUR));
+        let db = dir.path().join("archive.db");
+        for _ in 0..50 {
+            commit_one(&mut writer, &signal);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let len = std::fs::metadata(&db).unwrap().len();
+        assert_eq!(
+            len, before,
+            "a checkpoint copied commits that had not paused"
+        );
+        wait_for_len(
+            &db,
+            before + 50 * 10_000,
+            "no checkpoint once the commits paused",
+        );
+        checkpointer.stop();
+    }
+
+    #[test]
+    fn small_commits_that_never_pause_are_copied_once_the_first_has_waited_long_enough() {
+        let (dir, mut writer, checkpointer, signal, before) =
+            archive_with(policy(Duration::from_secs(2), Duration::from_millis(300)));
+        let db = dir.path().join("archive.db");
+        // Fewer commits than the count that would start a checkpoint by itself.
+        let mut commits = 0;
+        while std::fs::metadata(&db).unwrap().len() == before {
+            assert!(
+                commits < CHECKPOINT_COMMITS - 1,
+                "{commits} commits that never paused were never copied"
+            );
+            commit_one(&mut writer, &signal);
+            commits += 1;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        checkpointer.stop();
+    }
+
+    #[test]
+    fn enough_small_commits_are_copied_without_a_pause() {
+        let (dir, mut writer, checkpointer, signal, before) = archive_with(policy(HOUR, HOUR));
+        let db = dir.path().join("archive.db");
+        for _ in 0..CHECKPOINT_COMMITS {
+            commit_one(&mut writer, &signal);
+        }
+        wait_for_len(
+            &db,
+            before + CHECKPOINT_COMMITS * 10_000,
+            "no checkpoint after enough commits",
         );
         checkpointer.stop();
     }
