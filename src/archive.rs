@@ -981,10 +981,10 @@ impl Tx<'_> {
         let mut stmt = self.db(self.tx.prepare_cached(
             "INSERT INTO records (source_id, generation, offset, record) VALUES (?1, ?2, ?3, ?4)",
         ))?;
-        let mut codec = self.codec.borrow_mut();
+        let bytes_of: Vec<&[u8]> = records.iter().map(|r| &r.bytes[..]).collect();
+        let encoded = (self.codec.borrow_mut()).encode_batch(&self.tx, &batch.harness, &bytes_of);
         let (mut bytes, mut stored_bytes) = (0, 0);
-        for r in records {
-            let stored = self.db(codec.encode(&self.tx, &batch.harness, &r.bytes))?;
+        for (r, stored) in records.iter().zip(self.db(encoded)?) {
             let row = params![id, batch.generation, r.offset as i64, bound(&stored)];
             self.db(stmt.execute(row))?;
             let seq = self.tx.last_insert_rowid();

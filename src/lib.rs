@@ -50,7 +50,8 @@
 //! from the templates in `systemd/` and `launchd/`; `doctor` checks what breaks a watcher in
 //! practice (inotify limits, roots, the archive, network filesystems, the service). System
 //! calls beyond std's go through `sys`, as safe calls on rustix; `unsafe` is left only in the
-//! SIMD code of `record`, and in `sys` for `getpeereid` on macOS.
+//! SIMD code of `record`, and in `sys` for `getpeereid` on macOS and `sched_setscheduler` on
+//! Linux.
 #![warn(missing_docs)]
 
 mod archive;

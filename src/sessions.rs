@@ -468,8 +468,9 @@ pub fn spawn(
         .spawn(move || {
             // Dropped when the thread ends, however it ends: tells who waits for the index.
             let _exit = exit;
-            // On two cores, reading and committing records must not wait for the index.
-            if let Err(e) = crate::sys::lower_thread_priority(10) {
+            // On two cores, reading and committing records must not wait for the index. (At
+            // nice 10 it still took a core from the writer for a large part of a backfill.)
+            if let Err(e) = crate::sys::lowest_thread_priority() {
                 log::debug!("session index: cannot lower its priority: {e}");
             }
             loop {

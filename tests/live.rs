@@ -556,16 +556,57 @@ fn a_file_being_appended_to_stays_open_between_reads_and_is_closed_when_idle_or_
 /// How many times the daemon's thread named `name` has given up its core (it waits, then is
 /// woken), from `/proc`.
 fn times_woken(pid: i32, name: &str) -> u64 {
-    let tasks = fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    let task = (tasks.map(|t| t.unwrap().path()))
-        .find(|t| fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim_end() == name))
-        .unwrap_or_else(|| panic!("no thread named {name:?}"));
+    let task = thread_named(pid, name);
     let status = fs::read_to_string(task.join("status")).unwrap();
     let line = status
         .lines()
         .find(|l| l.starts_with("voluntary_ctxt_switches:"));
     line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
         .expect("a count of voluntary switches")
+}
+
+/// The `/proc` directory of the thread of `pid` named `name`.
+fn thread_named(pid: i32, name: &str) -> std::path::PathBuf {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    (tasks.map(|t| t.unwrap().path()))
+        .find(|t| fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim_end() == name))
+        .unwrap_or_else(|| panic!("no thread named {name:?}"))
+}
+
+/// The scheduling policy of each thread of `pid`, by name: field 41 of its `stat`, counted
+/// after the name in parentheses (which may hold spaces).
+fn policies(pid: i32) -> Vec<(String, u32)> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    (tasks.map(|t| t.unwrap().path()))
+        .filter_map(|t| {
+            let comm = fs::read_to_string(t.join("comm")).ok()?;
+            let stat = fs::read_to_string(t.join("stat")).ok()?;
+            let after_name = &stat[stat.rfind(')')? + 2..];
+            let policy = after_name.split_whitespace().nth(41 - 3)?.parse().ok()?;
+            Some((comm.trim_end().to_owned(), policy))
+        })
+        .collect()
+}
+
+/// Pins that the session index runs only when no other thread of the daemon wants a core: in
+/// a backfill on two cores at nice 10, it still took a core from the archive's writer for
+/// much of the time (BENCHMARKS.md), and the records waited for their commit.
+#[test]
+fn the_session_index_runs_in_the_idle_scheduling_class_and_nothing_else_does() {
+    const SCHED_OTHER: u32 = 0;
+    const SCHED_IDLE: u32 = 5;
+    let env = Env::new();
+    let d = Daemon::start_without_tap(&env);
+    d.wait_log(CAUGHT_UP);
+    thread_named(d.pid(), "session index");
+    for (name, policy) in policies(d.pid()) {
+        let want = if name == "session index" {
+            SCHED_IDLE
+        } else {
+            SCHED_OTHER
+        };
+        assert_eq!(policy, want, "thread {name:?}");
+    }
 }
 
 /// Pins that the session index gathers live commits without being woken by each: waiting on

@@ -44,6 +44,9 @@ pub const MAX_COMPRESSED: usize = 1 << 20;
 /// sample spread over all of them to 21–28 % (BENCHMARKS.md).
 const TRAIN_AT: [u64; 3] = [1 << 20, 16 << 20, 128 << 20];
 
+/// A batch with this many bytes of records to compress is compressed on two threads.
+const PARALLEL_BYTES: usize = 1 << 20;
+
 /// The most bytes of samples kept for one harness.
 pub const MAX_SAMPLES: usize = 4 << 20;
 
@@ -90,6 +93,58 @@ impl Harness {
     fn trains(&self) -> bool {
         !self.failed && self.generations < GENERATIONS && self.next < TRAIN_AT.len()
     }
+
+    /// Counts `record` as seen, and offers it as a sample when `sample` is set and a
+    /// dictionary is still to be trained.
+    fn note(&mut self, record: &[u8], sample: bool) {
+        self.seen += record.len() as u64;
+        if sample && self.trains() {
+            self.samples.offer(record, MAX_SAMPLES);
+        }
+    }
+}
+
+/// `record` compressed with `encoder`'s dictionary (or none), when that makes it smaller:
+/// with a dictionary, any saving; without, at least an eighth (a frame without one is not
+/// worth its decompression for less).
+fn compress_one<'a>(
+    cctx: &mut CCtx<'static>,
+    encoder: Option<&Encoder>,
+    record: &'a [u8],
+) -> Cow<'a, [u8]> {
+    let mut out = Vec::with_capacity(zstd_safe::compress_bound(record.len()));
+    let written = match encoder {
+        Some(e) => cctx.compress_using_cdict(&mut out, record, &e.dict),
+        None => cctx.compress(&mut out, record, LEVEL),
+    };
+    let worth = match (encoder, written) {
+        (_, Err(_)) => false,
+        (Some(_), Ok(n)) => n < record.len(),
+        (None, Ok(n)) => n <= record.len() - record.len() / 8,
+    };
+    if worth {
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(record)
+    }
+}
+
+/// Whether a record of this length is compressed when compression is on.
+fn compressible(record: &[u8]) -> bool {
+    (MIN_COMPRESSED..=MAX_COMPRESSED).contains(&record.len())
+}
+
+/// How many of `records` come first so that they hold about half of the `total` bytes to be
+/// compressed.
+fn split_at_half<R: AsRef<[u8]>>(records: &[R], total: usize) -> usize {
+    let mut sum = 0;
+    for (i, r) in records.iter().enumerate() {
+        if sum >= total / 2 {
+            return i;
+        }
+        sum += r.as_ref().len();
+    }
+    records.len()
 }
 
 /// Every `step`th record (its first [`SAMPLE_PREFIX`] bytes); when they pass their bound,
@@ -161,6 +216,8 @@ pub struct Trained {
 pub struct Codec {
     compress: bool,
     cctx: Option<CCtx<'static>>,
+    /// The helper thread's context, kept from one large batch to the next.
+    helper_cctx: Option<CCtx<'static>>,
     harnesses: HashMap<String, Harness>,
     /// At most one trained from records seen, beside any number from backlogs' samples.
     training: Vec<Training>,
@@ -199,6 +256,7 @@ impl Default for Codec {
         Codec {
             compress: true,
             cctx: None,
+            helper_cctx: None,
             harnesses: HashMap::new(),
             training: Vec::new(),
             trained: Vec::new(),
@@ -215,6 +273,7 @@ impl Codec {
     }
 
     /// `record` as it is to be stored for `harness`.
+    #[cfg(test)]
     pub fn encode<'a>(
         &mut self,
         conn: &Connection,
@@ -270,27 +329,73 @@ impl Codec {
         record: &'a [u8],
         sample: bool,
     ) -> rusqlite::Result<Cow<'a, [u8]>> {
-        let raw = Cow::Borrowed(record);
-        if !self.compress || record.len() < MIN_COMPRESSED || record.len() > MAX_COMPRESSED {
-            return Ok(raw);
+        if !self.compresses(record) {
+            return Ok(Cow::Borrowed(record));
         }
         let h = harness_in(&mut self.harnesses, conn, harness)?;
-        h.seen += record.len() as u64;
-        if sample && h.trains() {
-            h.samples.offer(record, MAX_SAMPLES);
-        }
+        h.note(record, sample);
         let cctx = self.cctx.get_or_insert_with(CCtx::create);
-        let mut out = Vec::with_capacity(zstd_safe::compress_bound(record.len()));
-        let written = match &h.encoder {
-            Some(e) => cctx.compress_using_cdict(&mut out, record, &e.dict),
-            None => cctx.compress(&mut out, record, LEVEL),
+        Ok(compress_one(cctx, h.encoder.as_ref(), record))
+    }
+
+    /// Each of `records` as it is to be stored for `harness`, in order, each offered as a
+    /// sample as by [`Codec::encode`]. When [`PARALLEL_BYTES`] or more of them are to be
+    /// compressed, the first part of them is compressed on a helper thread that lives as long
+    /// as the call, beside the rest on this one: in a backfill, compression is most of what the
+    /// archive's writer does (BENCHMARKS.md), and the records' order in the archive is kept.
+    pub fn encode_batch<'a, R: AsRef<[u8]> + Sync>(
+        &mut self,
+        conn: &Connection,
+        harness: &str,
+        records: &'a [R],
+    ) -> rusqlite::Result<Vec<Cow<'a, [u8]>>> {
+        let mut to_compress = 0;
+        for r in records.iter().map(AsRef::as_ref) {
+            if self.compresses(r) {
+                let h = harness_in(&mut self.harnesses, conn, harness)?;
+                h.note(r, true);
+                to_compress += r.len();
+            }
+        }
+        let on = self.compress;
+        let compresses = move |r: &[u8]| on && compressible(r);
+        let Some(h) = self.harnesses.get(harness).filter(|_| to_compress > 0) else {
+            return Ok(records.iter().map(|r| Cow::Borrowed(r.as_ref())).collect());
         };
-        let worth = match (&h.encoder, written) {
-            (_, Err(_)) => false,
-            (Some(_), Ok(n)) => n < record.len(),
-            (None, Ok(n)) => n <= record.len() - record.len() / 8,
+        let encoder = h.encoder.as_ref();
+        let cctx = self.cctx.get_or_insert_with(CCtx::create);
+        let each = |cctx: &mut CCtx<'static>, part: &'a [R]| -> Vec<Cow<'a, [u8]>> {
+            (part.iter().map(AsRef::as_ref))
+                .map(|r| match compresses(r) {
+                    true => compress_one(cctx, encoder, r),
+                    false => Cow::Borrowed(r),
+                })
+                .collect()
         };
-        Ok(if worth { Cow::Owned(out) } else { raw })
+        if to_compress < PARALLEL_BYTES {
+            return Ok(each(cctx, records));
+        }
+        let half = split_at_half(records, to_compress);
+        let helper_cctx = self.helper_cctx.get_or_insert_with(CCtx::create);
+        let (first, rest) = records.split_at(half);
+        let stored = std::thread::scope(|scope| {
+            let helper = std::thread::Builder::new()
+                .name("compressor".into())
+                .spawn_scoped(scope, || each(helper_cctx, first));
+            let later = each(cctx, rest);
+            let earlier = match helper.map(|h| h.join()) {
+                Ok(Ok(earlier)) => earlier,
+                // No thread could be started (or it panicked): this one does its part too.
+                Ok(Err(_)) | Err(_) => each(cctx, first),
+            };
+            earlier.into_iter().chain(later).collect()
+        });
+        Ok(stored)
+    }
+
+    /// Whether `record` would be compressed (else it is stored as it is).
+    fn compresses(&self, record: &[u8]) -> bool {
+        self.compress && compressible(record)
     }
 
     /// Starts training a dictionary for each harness given a backlog's samples, each on a
@@ -648,6 +753,44 @@ mod tests {
         assert!(store(conn, &trained, 1).unwrap());
         codec.install(&trained);
         trained
+    }
+
+    #[test]
+    fn a_large_batch_compressed_on_two_threads_is_what_one_thread_makes_in_the_same_order() {
+        // Two codecs with the same dictionary: one compresses record by record, the other a
+        // whole batch, over the threshold, part of it on its helper thread. Short records and
+        // one too long to compress are stored as they are, wherever they fall.
+        let conn = archive_schema();
+        let mut one = Codec::default();
+        let trained = train(&mut one, &conn, "codex");
+        let mut both = Codec::default();
+        both.install(&trained);
+        let mut records: Vec<Vec<u8>> = (0..6000).map(record).collect();
+        records.insert(10, br#"{"a":1}"#.to_vec());
+        records.insert(
+            4000,
+            format!(r#"{{"long":"{}"}}"#, "x".repeat(MAX_COMPRESSED)).into(),
+        );
+        let bytes: usize = records.iter().map(Vec::len).sum();
+        assert!(
+            bytes > 2 * PARALLEL_BYTES,
+            "{bytes} bytes is not a large batch"
+        );
+        let seen = |c: &Codec| c.harnesses["codex"].seen;
+        let seen_before = (seen(&one), seen(&both));
+        let batch = both.encode_batch(&conn, "codex", &records).unwrap();
+        assert!(
+            both.helper_cctx.is_some(),
+            "the batch was not split between two threads"
+        );
+        assert_eq!(batch.len(), records.len());
+        for (i, (r, stored)) in records.iter().zip(&batch).enumerate() {
+            let alone = one.encode(&conn, "codex", r).unwrap();
+            assert_eq!(stored[..], alone[..], "record {i}");
+            assert_eq!(both.decode(&conn, stored).unwrap(), &r[..], "record {i}");
+        }
+        assert!(matches!(batch[10], Cow::Borrowed(_)) && matches!(batch[4000], Cow::Borrowed(_)));
+        assert_eq!(seen(&both) - seen_before.1, seen(&one) - seen_before.0);
     }
 
     #[test]
