@@ -161,7 +161,7 @@ fn main() {
         started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         machine: machine::Machine::describe(&target, versions),
         scale: ctx.scale.clone(),
-        page_cache: "warm (the corpus is read with cat before the timed runs)",
+        page_cache: "warm (the corpus is read with cat before each timed run)",
         corpus: None,
         verdicts: Vec::new(),
         backfill: Vec::new(),

@@ -78,7 +78,10 @@ pub fn verdicts(r: &Results) -> Vec<Verdict> {
     if let Some(reader) = row("transcript-sync reader only") {
         let cat = row("cat > /dev/null").map_or(f64::NAN, |c| c.mb_per_s);
         out.push(verdict(
-            "reader only (read + validate)",
+            &format!(
+                "reader only (read + validate), fastest of {} passes",
+                crate::backfill::READER_PASSES
+            ),
             format!("{:.2} GB/s", reader.mb_per_s / 1e3),
             format!("cat {:.2} GB/s", cat / 1e3),
             format!("{:.2}× cat", reader.mb_per_s / cat),
