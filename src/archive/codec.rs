@@ -135,14 +135,21 @@ fn compressible(record: &[u8]) -> bool {
 }
 
 /// How many of `records` come first so that they hold about half of the `total` bytes to be
-/// compressed.
-fn split_at_half<R: AsRef<[u8]>>(records: &[R], total: usize) -> usize {
+/// compressed (those for which `compresses` is true: a long record stored as it is costs
+/// nothing to either thread).
+fn split_at_half<R: AsRef<[u8]>>(
+    records: &[R],
+    total: usize,
+    compresses: impl Fn(&[u8]) -> bool,
+) -> usize {
     let mut sum = 0;
-    for (i, r) in records.iter().enumerate() {
+    for (i, r) in records.iter().map(AsRef::as_ref).enumerate() {
         if sum >= total / 2 {
             return i;
         }
-        sum += r.as_ref().len();
+        if compresses(r) {
+            sum += r.len();
+        }
     }
     records.len()
 }
@@ -349,16 +356,16 @@ impl Codec {
         harness: &str,
         records: &'a [R],
     ) -> rusqlite::Result<Vec<Cow<'a, [u8]>>> {
+        let on = self.compress;
+        let compresses = move |r: &[u8]| on && compressible(r);
         let mut to_compress = 0;
-        for r in records.iter().map(AsRef::as_ref) {
-            if self.compresses(r) {
-                let h = harness_in(&mut self.harnesses, conn, harness)?;
+        if records.iter().any(|r| compresses(r.as_ref())) {
+            let h = harness_in(&mut self.harnesses, conn, harness)?;
+            for r in (records.iter().map(AsRef::as_ref)).filter(|r| compresses(r)) {
                 h.note(r, true);
                 to_compress += r.len();
             }
         }
-        let on = self.compress;
-        let compresses = move |r: &[u8]| on && compressible(r);
         let Some(h) = self.harnesses.get(harness).filter(|_| to_compress > 0) else {
             return Ok(records.iter().map(|r| Cow::Borrowed(r.as_ref())).collect());
         };
@@ -375,7 +382,7 @@ impl Codec {
         if to_compress < PARALLEL_BYTES {
             return Ok(each(cctx, records));
         }
-        let half = split_at_half(records, to_compress);
+        let half = split_at_half(records, to_compress, compresses);
         let helper_cctx = self.helper_cctx.get_or_insert_with(CCtx::create);
         let (first, rest) = records.split_at(half);
         let stored = std::thread::scope(|scope| {
@@ -791,6 +798,17 @@ mod tests {
         }
         assert!(matches!(batch[10], Cow::Borrowed(_)) && matches!(batch[4000], Cow::Borrowed(_)));
         assert_eq!(seen(&both) - seen_before.1, seen(&one) - seen_before.0);
+    }
+
+    #[test]
+    fn a_batch_is_split_at_half_of_what_is_to_be_compressed() {
+        // A record stored as it is (here one over the compression limit) costs neither thread
+        // anything, so it does not count towards a half.
+        let mut records = vec![vec![b'x'; MAX_COMPRESSED + 1]];
+        records.extend((0..10).map(|_| vec![b'y'; 100_000]));
+        let compresses = |r: &[u8]| compressible(r);
+        assert_eq!(split_at_half(&records, 1_000_000, compresses), 6);
+        assert_eq!(split_at_half(&records[1..], 1_000_000, compresses), 5);
     }
 
     #[test]
