@@ -259,52 +259,52 @@ mod tests {
         // The last commit of a burst was checkpointed while a reader (the session index, a
         // command) still read an older snapshot: the frames after it stayed in the WAL until
         // the next commit, which an idle daemon may not make for hours.
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("archive.db");
-        let mut writer = Archive::open(&db).unwrap();
-        writer.bound_wal().unwrap();
-        let (checkpointer, signal) =
-            Checkpointer::start_with(Archive::open(&db).unwrap(), policy(MS_50, MS_50)).unwrap();
-        let before = std::fs::metadata(&db).unwrap().len();
-        writer.apply(&event_of(1 << 20)).unwrap();
+        let mut t = archive_with(policy(MS_50, MS_50));
+        t.writer.apply(&event_of(1 << 20)).unwrap();
         // A reader's snapshot: everything up to the first MiB.
-        let reader = rusqlite::Connection::open(&db).unwrap();
+        let reader = rusqlite::Connection::open(&t.db).unwrap();
         reader.execute_batch("BEGIN").unwrap();
         let _: i64 = (reader.query_row("SELECT count(*) FROM events", [], |r| r.get(0))).unwrap();
-        writer.apply(&event_of(2 << 20)).unwrap();
-        signal.committed(3 << 20);
+        t.writer.apply(&event_of(2 << 20)).unwrap();
+        t.signal.committed(3 << 20);
         // The checkpoint copies what the reader's snapshot allows: the first MiB.
-        wait_for_len(&db, before + (1 << 20), "no checkpoint of the first MiB");
+        wait_for_len(
+            &t.db,
+            t.before + (1 << 20),
+            "no checkpoint of the first MiB",
+        );
         reader.execute_batch("COMMIT").unwrap();
-        wait_for_len(&db, before + (3 << 20), "the rest was left in the WAL");
-        checkpointer.stop();
+        wait_for_len(&t.db, t.before + (3 << 20), "the rest was left in the WAL");
+        t.checkpointer.stop();
     }
 
     #[test]
     fn a_megabyte_committed_is_checkpointed_without_waiting_for_the_interval() {
         // A backfill commits faster than a timer would copy; waiting for it let the WAL reach
         // the writer's own limit, and the writer's commits stopped for the copy.
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("archive.db");
-        let mut writer = Archive::open(&db).unwrap();
-        writer.bound_wal().unwrap();
-        let (checkpointer, signal) =
-            Checkpointer::start_with(Archive::open(&db).unwrap(), policy(HOUR, HOUR)).unwrap();
-        let before = std::fs::metadata(&db).unwrap().len();
-        writer.apply(&event_of(2 << 20)).unwrap();
-        signal.committed(2 << 20);
+        let mut t = archive_with(policy(HOUR, HOUR));
+        t.writer.apply(&event_of(2 << 20)).unwrap();
+        t.signal.committed(2 << 20);
         wait_for_len(
-            &db,
-            before + (2 << 20),
+            &t.db,
+            t.before + (2 << 20),
             "no checkpoint after 2 MiB committed",
         );
-        checkpointer.stop();
+        t.checkpointer.stop();
     }
 
-    /// A writer and a checkpointer with `policy` on a fresh archive, and its size.
-    fn archive_with(
-        policy: Policy,
-    ) -> (tempfile::TempDir, Archive, Checkpointer, CommitSignal, u64) {
+    /// A fresh archive, its writer, and a checkpointer on it with its own policy.
+    struct Setup {
+        _dir: tempfile::TempDir,
+        db: std::path::PathBuf,
+        writer: Archive,
+        checkpointer: Checkpointer,
+        signal: CommitSignal,
+        /// The archive file's size before any commit.
+        before: u64,
+    }
+
+    fn archive_with(policy: Policy) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("archive.db");
         let writer = Archive::open(&db).unwrap();
@@ -312,7 +312,14 @@ mod tests {
         let (checkpointer, signal) =
             Checkpointer::start_with(Archive::open(&db).unwrap(), policy).unwrap();
         let before = std::fs::metadata(&db).unwrap().len();
-        (dir, writer, checkpointer, signal, before)
+        Setup {
+            _dir: dir,
+            db,
+            writer,
+            checkpointer,
+            signal,
+            before,
+        }
     }
 
     /// Commits an event of 10 kB (its own pages), and says so.
@@ -326,57 +333,52 @@ mod tests {
         // Each checkpoint that copies the whole WAL makes the next commit start the WAL again
         // and sync its header before its record can be printed: small commits that keep
         // coming are left in the WAL until they pause.
-        let (dir, mut writer, checkpointer, signal, before) =
-            archive_with(policy(Duration::from_secs(2), HOUR));
-        let db = dir.path().join("archive.db");
+        let mut t = archive_with(policy(Duration::from_secs(2), HOUR));
         for _ in 0..50 {
-            commit_one(&mut writer, &signal);
+            commit_one(&mut t.writer, &t.signal);
             std::thread::sleep(Duration::from_millis(20));
         }
-        let len = std::fs::metadata(&db).unwrap().len();
+        let len = std::fs::metadata(&t.db).unwrap().len();
         assert_eq!(
-            len, before,
+            len, t.before,
             "a checkpoint copied commits that had not paused"
         );
         wait_for_len(
-            &db,
-            before + 50 * 10_000,
+            &t.db,
+            t.before + 50 * 10_000,
             "no checkpoint once the commits paused",
         );
-        checkpointer.stop();
+        t.checkpointer.stop();
     }
 
     #[test]
     fn small_commits_that_never_pause_are_copied_once_the_first_has_waited_long_enough() {
-        let (dir, mut writer, checkpointer, signal, before) =
-            archive_with(policy(Duration::from_secs(2), Duration::from_millis(300)));
-        let db = dir.path().join("archive.db");
+        let mut t = archive_with(policy(Duration::from_secs(2), Duration::from_millis(300)));
         // Fewer commits than the count that would start a checkpoint by itself.
         let mut commits = 0;
-        while std::fs::metadata(&db).unwrap().len() == before {
+        while std::fs::metadata(&t.db).unwrap().len() == t.before {
             assert!(
                 commits < CHECKPOINT_COMMITS - 1,
                 "{commits} commits that never paused were never copied"
             );
-            commit_one(&mut writer, &signal);
+            commit_one(&mut t.writer, &t.signal);
             commits += 1;
             std::thread::sleep(Duration::from_millis(20));
         }
-        checkpointer.stop();
+        t.checkpointer.stop();
     }
 
     #[test]
     fn enough_small_commits_are_copied_without_a_pause() {
-        let (dir, mut writer, checkpointer, signal, before) = archive_with(policy(HOUR, HOUR));
-        let db = dir.path().join("archive.db");
+        let mut t = archive_with(policy(HOUR, HOUR));
         for _ in 0..CHECKPOINT_COMMITS {
-            commit_one(&mut writer, &signal);
+            commit_one(&mut t.writer, &t.signal);
         }
         wait_for_len(
-            &db,
-            before + CHECKPOINT_COMMITS * 10_000,
+            &t.db,
+            t.before + CHECKPOINT_COMMITS * 10_000,
             "no checkpoint after enough commits",
         );
-        checkpointer.stop();
+        t.checkpointer.stop();
     }
 }

@@ -336,7 +336,7 @@ impl Codec {
         record: &'a [u8],
         sample: bool,
     ) -> rusqlite::Result<Cow<'a, [u8]>> {
-        if !self.compresses(record) {
+        if !(self.compress && compressible(record)) {
             return Ok(Cow::Borrowed(record));
         }
         let h = harness_in(&mut self.harnesses, conn, harness)?;
@@ -398,11 +398,6 @@ impl Codec {
             earlier.into_iter().chain(later).collect()
         });
         Ok(stored)
-    }
-
-    /// Whether `record` would be compressed (else it is stored as it is).
-    fn compresses(&self, record: &[u8]) -> bool {
-        self.compress && compressible(record)
     }
 
     /// Starts training a dictionary for each harness given a backlog's samples, each on a
