@@ -242,6 +242,12 @@ pub enum Error {
         /// Why it did not start.
         source: io::Error,
     },
+    /// The daemon cannot wait for its wake-ups (an eventfd or pipe, and `poll`).
+    #[error("cannot wait for changes (the daemon's eventfd and poll)")]
+    Wait {
+        /// Why.
+        source: io::Error,
+    },
     /// The handlers for SIGINT, SIGTERM and SIGHUP could not be installed.
     #[error("cannot install the signal handlers")]
     Signals {

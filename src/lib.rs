@@ -61,6 +61,7 @@ mod config;
 mod discover;
 mod doctor;
 mod domain;
+mod doorbell;
 mod engine;
 mod envelope;
 mod error;

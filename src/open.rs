@@ -20,8 +20,7 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 }
 
 /// Transcripts kept open between reads, so that reading an append to a file read a moment ago
-/// neither opens it again (a syscall, and an `IN_OPEN` event that wakes the watcher's thread
-/// once more: notify asks inotify for it on every watched file) nor closes it.
+/// neither opens it again nor closes it (two system calls, and the path looked up again).
 ///
 /// A handle is used again only for the path it was opened by, while a `lstat` of that path,
 /// made when the handle is taken, shows the same file with the same mode and owner: a file

@@ -14,6 +14,7 @@
 use crate::archive::{Archive, Commit, Op};
 use crate::checkpointer::Checkpointer;
 use crate::config::Settings;
+use crate::doorbell::Doorbell;
 use crate::engine::{Engine, EngineOptions, PassReport, Totals};
 use crate::error::{Error, Result, SystemContext};
 use crate::follow::Hub;
@@ -28,7 +29,7 @@ use crate::tap::Tap;
 use crate::watch::{self, PolledRoot, Wakeups, WatcherThread};
 use crate::write_turn::WriteTurn;
 use crate::writer::{ArchiveWriter, StallReport};
-use crossbeam_channel::{Receiver, after, bounded, never, select, tick};
+use crossbeam_channel::{Receiver, TryRecvError, bounded};
 use indicatif::HumanBytes;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -37,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The key under which the daemon keeps its caught-up figures for `status`.
 pub const CAUGHT_UP: &str = "caught_up";
@@ -64,8 +65,9 @@ struct Pipeline {
 }
 
 /// What the daemon adds to the writer: retry a commit the archive refuses for a reason that
-/// passes (until the flag is set), saying so through the report.
-type Retry = (Arc<AtomicBool>, StallReport);
+/// passes (until the flag is set), saying so through the report; and ring the daemon's
+/// doorbell if the writer ends.
+type Retry = (Arc<AtomicBool>, StallReport, Arc<Doorbell>);
 
 impl Pipeline {
     /// Opens the archive at `db` three times (reads, writes, checkpoints), starts the writer
@@ -91,7 +93,7 @@ impl Pipeline {
             hub.subscribe(Box::new(tap));
         }
         let turns = Arc::new(WriteTurn::default());
-        let stop = retry.as_ref().map(|(stop, _)| Arc::clone(stop));
+        let stop = retry.as_ref().map(|(stop, _, _)| Arc::clone(stop));
         // Nothing is ever sent: the sender goes with the index's thread.
         let (index_exit, index_done) = bounded::<()>(0);
         let index = sessions::spawn(db.to_owned(), Arc::clone(&hub), stop.clone(), index_exit)
@@ -112,8 +114,8 @@ impl Pipeline {
         let mut writer = ArchiveWriter::new(write, Some(hub))
             .after_commit(committed)
             .taking_turns(turns);
-        if let Some((stop, stalled)) = retry {
-            writer = writer.retrying(stop, stalled);
+        if let Some((stop, stalled, bell)) = retry {
+            writer = writer.retrying(stop, stalled).ringing_at_end(bell);
         }
         let writer = writer.spawn().starting("archive writer")?;
         let pull = match settings.sinks.iter().find(|s| s.pull.is_some()) {
@@ -228,10 +230,11 @@ pub fn run_live(
             manager.status(why, false);
         })
     };
-    let retry = (Arc::clone(&stop), stalled);
+    let bell = Arc::new(Doorbell::new().map_err(|source| Error::Wait { source })?);
+    let retry = (Arc::clone(&stop), stalled, Arc::clone(&bell));
     // Before any thread starts: a SIGTERM while the archive opens or the index begins to
     // catch up is a clean stop, not the default action's kill.
-    let signals = SignalListener::start(Arc::clone(&stop))?;
+    let signals = SignalListener::start(Arc::clone(&stop), Arc::clone(&bell))?;
     let (engine, pipeline) = match Pipeline::start(db, tap, &settings, Some(retry)) {
         Ok(started) => started,
         Err(e) => {
@@ -241,23 +244,24 @@ pub fn run_live(
     };
     let engine = engine.with_stop(stop);
     let stop = engine.stop_flag();
-    let (wakeups, wake_rx) = Wakeups::new();
+    let wakeups = Wakeups::new(Arc::clone(&bell));
     let writer_gone = pipeline.writer_gone.clone();
     let mut daemon = Daemon {
         engine,
         pipeline,
-        rescan: tick(settings.rescan_interval),
+        rescan: Every::new(settings.rescan_interval),
         settings,
         wakeups,
         stop,
         manager,
         watchers: Vec::new(),
         polled: BTreeSet::new(),
-        poll: never(),
+        poll: None,
+        bell,
         reload,
         show,
     };
-    let result = daemon.run(&wake_rx, &signals, &writer_gone);
+    let result = daemon.run(&signals, &writer_gone);
     // However the loop ended (a signal, an error), the sinks and the index stop too: a sink
     // retrying a down destination would otherwise hold the exit forever.
     daemon.stop.store(true, Ordering::Relaxed);
@@ -287,39 +291,63 @@ struct Daemon {
     watchers: Vec<WatcherThread>,
     /// Roots the watchers cannot cover, polled every `poll_interval`.
     polled: BTreeSet<PathBuf>,
-    rescan: Receiver<Instant>,
-    poll: Receiver<Instant>,
+    rescan: Every,
+    /// Set once a root is polled.
+    poll: Option<Every>,
+    /// What wakes the loop: watcher threads, the signal thread, the writer's end.
+    bell: Arc<Doorbell>,
     reload: Reload,
     show: ProgressShow,
 }
 
 impl Daemon {
-    fn run(
-        &mut self,
-        wake: &Receiver<()>,
-        signals: &SignalListener,
-        writer_gone: &Receiver<()>,
-    ) -> Result<()> {
+    fn run(&mut self, signals: &SignalListener, writer_gone: &Receiver<()>) -> Result<()> {
         self.start_watchers();
         let roots = self.settings.roots.len();
         self.manager
             .ready(&format!("watching {roots} roots; backfill starting"));
         self.set_caught_up(String::new())?;
         self.backfill()?;
-        let watchdog = self.manager.ping_every().map_or_else(never, tick);
+        let mut watchdog = self.manager.ping_every().map(Every::new);
         while !self.stop.load(Ordering::Relaxed) {
-            let (rescan, poll) = (self.rescan.clone(), self.poll.clone());
-            let status_due = (self.manager.held_back_status_due()).map_or_else(never, after);
-            select! {
-                recv(wake) -> _ => self.on_wake()?,
-                recv(rescan) -> _ => self.on_rescan()?,
-                recv(poll) -> _ => self.on_poll()?,
-                recv(watchdog) -> _ => self.manager.watchdog(),
-                recv(status_due) -> _ => self.manager.send_held_back_status(),
-                recv(signals.reload) -> _ => self.on_reload()?,
-                recv(signals.stop) -> _ => break,
-                recv(writer_gone) -> _ => return Err(Error::WriterStopped),
+            let status_due = self.manager.held_back_status_due();
+            let timers = [Some(&self.rescan), self.poll.as_ref(), watchdog.as_ref()];
+            let next = timers.into_iter().flatten().map(Every::left);
+            self.wait(next.chain(status_due).min())?;
+            if signals.stop.try_recv().is_ok() {
+                break;
             }
+            if let Err(TryRecvError::Disconnected) = writer_gone.try_recv() {
+                return Err(Error::WriterStopped);
+            }
+            if signals.reload.try_recv().is_ok() {
+                self.on_reload()?;
+            }
+            self.on_wake()?;
+            if self.rescan.due() {
+                self.on_rescan()?;
+            }
+            if self.poll.as_mut().is_some_and(Every::due) {
+                self.on_poll()?;
+            }
+            if watchdog.as_mut().is_some_and(Every::due) {
+                self.manager.watchdog();
+            }
+            if status_due.is_some_and(|d| d.is_zero()) {
+                self.manager.send_held_back_status();
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for the doorbell, a watcher's events, or `timeout`; reads the events of each
+    /// watcher that has some (on this thread: an append wakes no other).
+    fn wait(&self, timeout: Option<Duration>) -> Result<()> {
+        let fds: Vec<_> = self.watchers.iter().filter_map(|w| w.events_fd()).collect();
+        let ready = (self.bell.wait(&fds, timeout)).map_err(|source| Error::Wait { source })?;
+        let readable = self.watchers.iter().filter(|w| w.events_fd().is_some());
+        for (watcher, _) in readable.zip(ready).filter(|(_, r)| *r) {
+            watcher.read_events();
         }
         Ok(())
     }
@@ -431,7 +459,7 @@ impl Daemon {
             humantime::format_duration(every),
             p.fix
         );
-        self.poll = tick(every);
+        self.poll = Some(Every::new(every));
     }
 
     /// Sends the live status line, unless no service manager listens: it sums over every
@@ -506,7 +534,7 @@ impl Daemon {
             );
         }
         if new.rescan_interval != self.settings.rescan_interval {
-            self.rescan = tick(new.rescan_interval);
+            self.rescan = Every::new(new.rescan_interval);
         }
         let (added, removed) = root_changes(&self.settings.roots, &new.roots);
         let roots_changed = !added.is_empty() || !removed.is_empty();
@@ -514,10 +542,10 @@ impl Daemon {
         if roots_changed {
             self.stop_watchers();
             self.polled.clear();
-            self.poll = never();
+            self.poll = None;
             self.start_watchers();
         } else if !self.polled.is_empty() {
-            self.poll = tick(self.settings.poll_interval);
+            self.poll = Some(Every::new(self.settings.poll_interval));
         }
         log::info!(
             "reloaded roots={} added={added:?} removed={removed:?}",
@@ -559,6 +587,37 @@ impl Daemon {
         for w in self.watchers.drain(..) {
             w.stop();
         }
+    }
+}
+
+/// A periodic job's next time.
+struct Every {
+    next: Instant,
+    every: Duration,
+}
+
+impl Every {
+    /// First due one period from now.
+    fn new(every: Duration) -> Every {
+        Every {
+            next: Instant::now() + every,
+            every,
+        }
+    }
+
+    /// How long until it is due (zero once it is).
+    fn left(&self) -> Duration {
+        self.next.saturating_duration_since(Instant::now())
+    }
+
+    /// True once it is due, and then not again until a period later.
+    fn due(&mut self) -> bool {
+        let now = Instant::now();
+        if now < self.next {
+            return false;
+        }
+        self.next = now + self.every;
+        true
     }
 }
 
@@ -611,7 +670,7 @@ struct SignalListener {
 impl SignalListener {
     /// SIGINT and SIGTERM set `stop` (which ends a pass after the batch in hand) and wake the
     /// loop; a second SIGINT exits at once. SIGHUP asks for a reload.
-    fn start(stop: Arc<AtomicBool>) -> Result<SignalListener> {
+    fn start(stop: Arc<AtomicBool>, bell: Arc<Doorbell>) -> Result<SignalListener> {
         let mut signals =
             Signals::new([SIGINT, SIGTERM, SIGHUP]).map_err(|source| Error::Signals { source })?;
         let handle = signals.handle();
@@ -624,6 +683,7 @@ impl SignalListener {
                 for sig in signals.forever() {
                     if sig == SIGHUP {
                         let _ = reload_tx.try_send(());
+                        bell.ring();
                         continue;
                     }
                     if stop.swap(true, Ordering::Relaxed) && sig == SIGINT {
@@ -631,6 +691,7 @@ impl SignalListener {
                     }
                     log::info!("stopping on signal {sig}: committing the batch in hand");
                     let _ = stop_tx.try_send(());
+                    bell.ring();
                 }
             })
             .starting("signal")?;

@@ -1,17 +1,27 @@
-//! Watching: the only module that touches `notify`. Events are wake-ups, never data: each one
-//! marks a path dirty and wakes the engine, which re-fingerprints the file and reads from its
-//! cursor.
+//! Watching: turns changes under the roots into dirty paths for the engine. Events are
+//! wake-ups, never data: each one marks a path dirty, and the engine re-fingerprints the file
+//! and reads from its cursor.
 //!
-//! Each watcher (agent harness) runs one `notify` instance on a thread of its own, never one per
-//! directory (inotify instances are limited to 128 per user). Directories are watched one by
-//! one rather than with notify's recursive mode, so that one directory that cannot be watched
-//! is reported and skipped instead of ending the walk, and so that a new directory can be
-//! scanned for files created in it before its watch existed.
+//! Each watcher (agent harness) has one watch instance and a thread of its own that keeps its
+//! directories watched, never one instance per directory (inotify instances are limited to
+//! 128 per user). Directories are watched one by one rather than recursively, so that one
+//! directory that cannot be watched is reported and skipped instead of ending the walk, and so
+//! that a new directory can be scanned for files created in it before its watch existed.
+//!
+//! On Linux the instance is inotify, and the engine reads its events itself (`inotify`): an
+//! append wakes the engine's thread only. Elsewhere it is the `notify` crate (`portable`),
+//! whose own thread marks the paths and rings the engine's [`Doorbell`].
 
+#[cfg(target_os = "linux")]
+mod inotify;
+#[cfg_attr(target_os = "linux", allow(dead_code))]
+mod portable;
+
+use crate::doorbell::Doorbell;
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, select};
-use notify::event::{CreateKind, ModifyKind, RemoveKind};
-use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
+use rustix::io::Errno;
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::mem;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,23 +57,21 @@ pub struct PolledRoot {
     pub fix: &'static str,
 }
 
-/// The shared dirty set and the engine's wake-up channel. Marking never blocks: the set is
-/// held only to insert or to swap it out, and the wake-up channel holds one token, so events
-/// that arrive while the engine works coalesce into one follow-up read.
+/// The shared dirty set and the engine's doorbell. Marking never blocks: the set is held only
+/// to insert or to swap it out, and rings coalesce, so events that arrive while the engine
+/// works turn into one follow-up read.
 pub struct Wakeups {
     dirty: Mutex<Dirty>,
-    wake: Sender<()>,
+    bell: Arc<Doorbell>,
 }
 
 impl Wakeups {
-    /// A new dirty set, and the receiver the engine waits on.
-    pub fn new() -> (Arc<Wakeups>, Receiver<()>) {
-        let (wake, rx) = bounded(1);
-        let w = Wakeups {
+    /// A new dirty set, whose marks from other threads ring `bell`.
+    pub fn new(bell: Arc<Doorbell>) -> Arc<Wakeups> {
+        Arc::new(Wakeups {
             dirty: Mutex::new(Dirty::default()),
-            wake,
-        };
-        (Arc::new(w), rx)
+            bell,
+        })
     }
 
     /// Takes everything marked so far.
@@ -76,9 +84,10 @@ impl Wakeups {
         self.dirty.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn mark_files(&self, paths: &[PathBuf]) {
-        self.lock().files.extend(paths.iter().cloned());
-        self.poke();
+    /// Marks `path` without ringing: the engine marks what it reads itself, and another
+    /// thread rings once after a batch.
+    fn mark_file(&self, path: PathBuf) {
+        self.lock().files.insert(path);
     }
 
     /// Asks the engine to poll `root` from now on, and to scan it now.
@@ -87,25 +96,104 @@ impl Wakeups {
         dirty.polled.push(polled);
         dirty.rescan = true;
         drop(dirty);
-        self.poke();
+        self.ring();
     }
 
     /// Asks the engine for a full scan.
     pub fn mark_rescan(&self) {
         self.lock().rescan = true;
-        self.poke();
+        self.ring();
     }
 
-    fn poke(&self) {
-        // Full means a wake-up is already pending; the engine will see this mark too.
-        let _ = self.wake.try_send(());
+    /// Wakes the engine to look at what is marked.
+    fn ring(&self) {
+        self.bell.ring();
     }
 }
 
-/// A running watcher thread.
+/// What a watch saw, in the terms the daemon acts on, whichever backend saw it.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    /// A file (or something not known to be a directory) was created, written, truncated,
+    /// deleted or changed in metadata.
+    Changed(PathBuf),
+    /// A directory was created or moved in.
+    DirAppeared(PathBuf),
+    /// A directory was deleted or moved away, or a watched one was.
+    Gone(PathBuf),
+    /// Something was renamed to or from this path; what is there now says which.
+    Renamed(PathBuf),
+    /// Events were lost.
+    Overflow,
+}
+
+/// Why a directory (or a watcher) cannot be watched, and the fix.
+#[derive(Debug)]
+struct WatchError {
+    reason: String,
+    fix: &'static str,
+}
+
+/// The fix for a directory that cannot be watched for another reason than a limit.
+const CHECK_PERMISSIONS: &str = "check the directory's permissions, and `transcript-sync doctor`";
+
+impl WatchError {
+    /// The error of a system call, with the limit to raise when it names one.
+    fn from_errno(e: Errno) -> WatchError {
+        let (reason, fix) = match e {
+            Errno::NOSPC => ("the inotify watch limit is reached".to_owned(), WATCH_LIMIT),
+            Errno::MFILE => (
+                "the inotify instance limit is reached".to_owned(),
+                "raise the inotify instance limit: `sudo sysctl fs.inotify.max_user_instances=1024`, \
+                 and `echo fs.inotify.max_user_instances=1024 | sudo tee \
+                 /etc/sysctl.d/60-inotify.conf` to keep it",
+            ),
+            _ => (std::io::Error::from(e).to_string(), CHECK_PERMISSIONS),
+        };
+        WatchError { reason, fix }
+    }
+
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
+    fn watch_limit(e: &dyn fmt::Display) -> WatchError {
+        WatchError {
+            reason: e.to_string(),
+            fix: WATCH_LIMIT,
+        }
+    }
+
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
+    fn other(e: &dyn fmt::Display) -> WatchError {
+        WatchError {
+            reason: e.to_string(),
+            fix: CHECK_PERMISSIONS,
+        }
+    }
+}
+
+/// The fix for the inotify watch limit.
+const WATCH_LIMIT: &str = "raise the inotify watch limit: `sudo sysctl \
+     fs.inotify.max_user_watches=524288`, and `echo fs.inotify.max_user_watches=524288 | sudo \
+     tee /etc/sysctl.d/60-inotify.conf` to keep it";
+
+impl fmt::Display for WatchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
+/// Adding and removing the (non-recursive) watch of one directory.
+trait Watches: Send {
+    fn watch(&mut self, dir: &Path) -> Result<(), WatchError>;
+    /// Removes the watch, if there is one; the kernel may have dropped it already.
+    fn unwatch(&mut self, dir: &Path);
+}
+
+/// A running watcher: its thread, and on Linux the inotify instance the engine reads.
 pub struct WatcherThread {
     stop: Sender<()>,
     thread: JoinHandle<()>,
+    #[cfg(target_os = "linux")]
+    events: Option<(Arc<inotify::Inotify>, Link)>,
 }
 
 impl WatcherThread {
@@ -114,24 +202,67 @@ impl WatcherThread {
         let _ = self.stop.send(());
         let _ = self.thread.join();
     }
+
+    /// The descriptor that is readable when this watcher has events for the engine to read
+    /// with [`WatcherThread::read_events`]; none when its own thread marks them.
+    pub fn events_fd(&self) -> Option<rustix::fd::BorrowedFd<'_>> {
+        #[cfg(target_os = "linux")]
+        return self.events.as_ref().map(|(inotify, _)| inotify.fd());
+        #[cfg(not(target_os = "linux"))]
+        None
+    }
+
+    /// Reads the watcher's queued events, on the caller's (the engine's) thread, and marks
+    /// what they say; directory events go to the watcher's thread.
+    pub fn read_events(&self) {
+        #[cfg(target_os = "linux")]
+        if let Some((inotify, link)) = &self.events {
+            inotify.read(|seen| link.seen(seen));
+        }
+    }
 }
 
-/// Starts one watcher thread for the roots of one harness, and returns once its watches are
-/// in place: a change made after this returns is seen.
+/// Starts one watcher for the roots of one harness, and returns once its watches are in
+/// place: a change made after this returns is seen. A watcher that cannot start hands its
+/// roots to the engine for polling.
 pub fn spawn(
     name: &str,
     roots: Vec<PathBuf>,
     wakeups: Arc<Wakeups>,
 ) -> std::io::Result<WatcherThread> {
+    let (ctl_tx, ctl_rx) = bounded::<Control>(CONTROL_BACKLOG);
+    let link = Link {
+        wakeups,
+        ctl: ctl_tx,
+        rearm: Arc::new(AtomicBool::new(false)),
+    };
     let (stop, stop_rx) = bounded(1);
     let (ready, ready_rx) = bounded(1);
     let label = name.to_owned();
+    #[cfg(target_os = "linux")]
+    let (events, backend) = match inotify::Inotify::new() {
+        Ok(i) => (Some((Arc::clone(&i), link.clone())), Ok(i)),
+        Err(e) => (None, Err(e)),
+    };
+    let thread_link = link.clone();
     let thread = std::thread::Builder::new()
         .name(format!("watch-{name}"))
-        .spawn(move || run(&label, roots, wakeups, stop_rx, ready))?;
+        .spawn(move || {
+            #[cfg(target_os = "linux")]
+            let watcher = backend.map(|i| Box::new(i) as Box<dyn Watches>);
+            #[cfg(not(target_os = "linux"))]
+            let watcher = portable::Portable::start(thread_link.clone())
+                .map(|p| Box::new(p) as Box<dyn Watches>);
+            run(&label, roots, watcher, thread_link, ctl_rx, stop_rx, ready)
+        })?;
     // An Err means the thread ended before it was ready; it has logged why.
     let _ = ready_rx.recv();
-    Ok(WatcherThread { stop, thread })
+    Ok(WatcherThread {
+        stop,
+        thread,
+        #[cfg(target_os = "linux")]
+        events,
+    })
 }
 
 /// A directory event the watcher thread acts on.
@@ -144,29 +275,26 @@ enum Control {
     Rearm,
 }
 
+/// The watcher thread: arms the roots, says it is ready, then keeps the watches in step with
+/// the directories that appear and go.
 fn run(
     name: &str,
     roots: Vec<PathBuf>,
-    wakeups: Arc<Wakeups>,
+    watcher: Result<Box<dyn Watches>, WatchError>,
+    link: Link,
+    ctl: Receiver<Control>,
     stop: Receiver<()>,
     ready: Sender<()>,
 ) {
-    let (ctl_tx, ctl_rx) = bounded::<Control>(CONTROL_BACKLOG);
-    let rearm = Arc::new(AtomicBool::new(false));
-    let link = Link {
-        wakeups: Arc::clone(&wakeups),
-        ctl: ctl_tx,
-        rearm: Arc::clone(&rearm),
-    };
-    let handler = move |res: notify::Result<Event>| on_event(res, &link);
-    let watcher = match notify::recommended_watcher(handler) {
+    let wakeups = Arc::clone(&link.wakeups);
+    let watcher = match watcher {
         Ok(w) => w,
         Err(e) => {
             for root in roots {
                 wakeups.mark_polled(PolledRoot {
                     root,
                     reason: format!("watcher {name} cannot start: {e}"),
-                    fix: limit_hint(&e),
+                    fix: e.fix,
                 });
             }
             return;
@@ -175,12 +303,13 @@ fn run(
     let mut state = Roots::new(name, roots, watcher, Arc::clone(&wakeups));
     state.arm_all();
     let _ = ready.send(());
+    drop(ready);
     loop {
         select! {
-            recv(ctl_rx) -> msg => match msg {
+            recv(ctl) -> msg => match msg {
                 Ok(c) => {
                     let mut rescan = state.handle(c);
-                    if rearm.swap(false, Ordering::Relaxed) {
+                    if link.rearm.swap(false, Ordering::Relaxed) {
                         state.rearm();
                         rescan = true;
                     }
@@ -195,7 +324,8 @@ fn run(
     }
 }
 
-/// What the notify callback reaches: the engine's wake-ups and its watcher thread.
+/// What reads events reaches: the engine's wake-ups and the watcher's thread.
+#[derive(Clone)]
 struct Link {
     wakeups: Arc<Wakeups>,
     ctl: Sender<Control>,
@@ -218,49 +348,49 @@ impl Link {
         let _ = self.ctl.try_send(Control::Rearm);
         self.wakeups.mark_rescan();
     }
-}
 
-/// The notify callback, on notify's own thread: never blocks.
-fn on_event(res: notify::Result<Event>, link: &Link) {
-    let wakeups = &link.wakeups;
-    let event = match res {
-        Ok(event) => event,
-        Err(e) => {
-            log::warn!("watch error: {e}; {}", limit_hint(&e));
-            wakeups.mark_rescan();
-            return;
-        }
-    };
-    if event.need_rescan() {
-        log::warn!("watch queue overflowed; rescanning every root");
-        link.request_rearm();
-        return;
-    }
-    match event.kind {
-        // Our own reads open and close files; access events carry no news.
-        EventKind::Access(_) => {}
-        EventKind::Create(CreateKind::Folder) => {
-            for p in &event.paths {
-                link.send(Control::Appeared(p.clone()));
+    /// Acts on what a watch saw: marks the path, and tells the watcher thread of directories.
+    /// Never blocks.
+    fn seen(&self, seen: Seen) {
+        let path = match seen {
+            Seen::Overflow => {
+                log::warn!("watch queue overflowed; rescanning every root");
+                return self.request_rearm();
             }
-        }
-        EventKind::Modify(ModifyKind::Name(_)) | EventKind::Create(CreateKind::Any) => {
-            for p in &event.paths {
-                if is_real_dir(p) {
-                    link.send(Control::Appeared(p.clone()));
+            Seen::Changed(p) => p,
+            Seen::DirAppeared(p) => {
+                self.send(Control::Appeared(p.clone()));
+                p
+            }
+            Seen::Gone(p) => {
+                self.send(Control::Vanished(p.clone()));
+                p
+            }
+            Seen::Renamed(p) => {
+                if is_real_dir(&p) {
+                    self.send(Control::Appeared(p.clone()));
                 } else if !p.exists() {
-                    link.send(Control::Vanished(p.clone()));
+                    self.send(Control::Vanished(p.clone()));
                 }
+                p
             }
-            wakeups.mark_files(&event.paths);
-        }
-        EventKind::Remove(RemoveKind::Folder | RemoveKind::Any) => {
-            for p in &event.paths {
-                link.send(Control::Vanished(p.clone()));
-            }
-            wakeups.mark_files(&event.paths);
-        }
-        _ => wakeups.mark_files(&event.paths),
+        };
+        self.wakeups.mark_file(path);
+    }
+
+    /// A link whose directory events are received by the test.
+    #[cfg(test)]
+    fn for_test(wakeups: Arc<Wakeups>) -> (Link, Receiver<Control>) {
+        let (ctl, rx) = bounded(CONTROL_BACKLOG);
+        let rearm = Arc::new(AtomicBool::new(false));
+        (
+            Link {
+                wakeups,
+                ctl,
+                rearm,
+            },
+            rx,
+        )
     }
 }
 
@@ -269,30 +399,11 @@ fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
-/// The fix for a failure to watch: which limit to raise, and how.
-fn limit_hint(e: &notify::Error) -> &'static str {
-    let instances = matches!(&e.kind, notify::ErrorKind::Io(io)
-        if io.raw_os_error() == Some(libc::EMFILE));
-    match e.kind {
-        notify::ErrorKind::MaxFilesWatch => {
-            "raise the inotify watch limit: `sudo sysctl fs.inotify.max_user_watches=524288`, and \
-             `echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/60-inotify.conf` \
-             to keep it"
-        }
-        _ if instances => {
-            "raise the inotify instance limit: `sudo sysctl fs.inotify.max_user_instances=1024`, \
-             and `echo fs.inotify.max_user_instances=1024 | sudo tee \
-             /etc/sysctl.d/60-inotify.conf` to keep it"
-        }
-        _ => "check the directory's permissions, and `transcript-sync doctor`",
-    }
-}
-
 /// Where each root stands: watched, or waiting for a missing level to appear.
 struct Roots {
     name: String,
     roots: Vec<PathBuf>,
-    watcher: RecommendedWatcher,
+    watcher: Box<dyn Watches>,
     wakeups: Arc<Wakeups>,
     /// Roots handed to the engine for polling (each once).
     polled: HashSet<PathBuf>,
@@ -306,7 +417,7 @@ impl Roots {
     fn new(
         name: &str,
         roots: Vec<PathBuf>,
-        watcher: RecommendedWatcher,
+        watcher: Box<dyn Watches>,
         wakeups: Arc<Wakeups>,
     ) -> Roots {
         Roots {
@@ -355,9 +466,9 @@ impl Roots {
             "root does not exist yet path={root:?}; waiting for it at {parent:?} (watcher {})",
             self.name
         );
-        if let Err(e) = self.watcher.watch(parent, RecursiveMode::NonRecursive) {
+        if let Err(e) = self.watcher.watch(parent) {
             let reason = format!("cannot watch {parent:?}, where it is waited for: {e}");
-            self.poll(root, reason, limit_hint(&e));
+            self.poll(root, reason, e.fix);
             return;
         }
         // A level created between the look and the watch sent no event to this watch.
@@ -368,7 +479,7 @@ impl Roots {
 
     fn unwatch_parent(&mut self, parent: &Path) {
         if !self.watched.contains(parent) && !self.waiting.values().any(|p| p == parent) {
-            let _ = self.watcher.unwatch(parent);
+            self.watcher.unwatch(parent);
         }
     }
 
@@ -388,7 +499,7 @@ impl Roots {
             if self.watched.contains(&path) {
                 continue;
             }
-            match self.watcher.watch(&path, RecursiveMode::NonRecursive) {
+            match self.watcher.watch(&path) {
                 Ok(()) => {
                     self.watched.insert(path);
                 }
@@ -396,7 +507,7 @@ impl Roots {
                     log::debug!("cannot watch path={path:?}: {e}");
                     if let Some(root) = self.roots.iter().find(|r| path.starts_with(r)) {
                         let reason = format!("cannot watch {path:?}: {e}");
-                        self.poll(&root.clone(), reason, limit_hint(&e));
+                        self.poll(&root.clone(), reason, e.fix);
                     }
                 }
             }
@@ -442,11 +553,20 @@ impl Roots {
         under_root || !waited.is_empty()
     }
 
-    /// Something was removed or moved away. The kernel dropped the watches under it, even if
-    /// the path exists again by now, so they are forgotten and, where the path is back,
-    /// added again.
+    /// Something was removed or moved away. The watches under it are removed (a deleted
+    /// directory's by the kernel already; a moved one's would report under its old path),
+    /// even if the path exists again by now, and, where the path is back, added again.
     fn vanished(&mut self, path: &Path) -> bool {
-        self.watched.retain(|w| !w.starts_with(path));
+        let under: Vec<PathBuf> = (self.watched.iter())
+            .filter(|w| w.starts_with(path))
+            .cloned()
+            .collect();
+        for dir in &under {
+            self.watched.remove(dir);
+            if !self.waiting.values().any(|p| p == dir) {
+                self.watcher.unwatch(dir);
+            }
+        }
         let hit: Vec<PathBuf> = self
             .roots
             .iter()

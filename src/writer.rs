@@ -3,6 +3,7 @@
 
 use crate::archive::{Archive, Commit};
 use crate::checkpointer::CommitSignal;
+use crate::doorbell::Doorbell;
 use crate::engine::Committer;
 use crate::error::{Error, Result, error_chain};
 use crate::follow::{Hub, Published};
@@ -35,6 +36,8 @@ pub struct ArchiveWriter {
     committed: Option<CommitSignal>,
     /// Taken for every commit, when other threads of the process write the archive too.
     turns: Option<Arc<WriteTurn>>,
+    /// Rung when the writer's thread ends, so that a daemon waiting for changes notices.
+    at_end: Option<Arc<Doorbell>>,
 }
 
 impl ArchiveWriter {
@@ -48,6 +51,7 @@ impl ArchiveWriter {
             stalled: None,
             committed: None,
             turns: None,
+            at_end: None,
         }
     }
 
@@ -76,6 +80,12 @@ impl ArchiveWriter {
     pub fn retrying(mut self, stop: Arc<AtomicBool>, stalled: StallReport) -> ArchiveWriter {
         self.stop = Some(stop);
         self.stalled = Some(stalled);
+        self
+    }
+
+    /// Rings `bell` when the writer's thread ends (see [`ArchiveWriter::spawn`]).
+    pub fn ringing_at_end(mut self, bell: Arc<Doorbell>) -> ArchiveWriter {
+        self.at_end = Some(bell);
         self
     }
 
@@ -150,16 +160,20 @@ impl ArchiveWriter {
     /// which saves a thread hand-off on the way from an append to the tap; large ones (a
     /// backfill's batches) go through the thread, so reading the next batch overlaps with
     /// committing the last.
-    pub fn spawn(self) -> std::io::Result<WriterThread> {
+    pub fn spawn(mut self) -> std::io::Result<WriterThread> {
         let (tx, rx) = bounded::<ToWriter>(WRITER_BACKLOG);
         let (alive, gone) = bounded::<()>(0);
+        let at_end = self.at_end.take();
         let writer = Arc::new(Mutex::new(self));
         let queued = Arc::new(AtomicUsize::new(0));
         let (shared, in_flight) = (Arc::clone(&writer), Arc::clone(&queued));
         let handle = std::thread::Builder::new()
             .name("archive-writer".into())
             .spawn(move || {
-                let _alive = alive;
+                let _end = End {
+                    alive: Some(alive),
+                    at_end,
+                };
                 apply_queued(&rx, &shared, &in_flight)
             })?;
         Ok(WriterThread {
@@ -167,6 +181,22 @@ impl ArchiveWriter {
             handle,
             gone,
         })
+    }
+}
+
+/// The end of the writer's thread, also by a panic: `gone` disconnects, and only then the
+/// doorbell rings, so that whoever it wakes sees the writer gone.
+struct End {
+    alive: Option<Sender<()>>,
+    at_end: Option<Arc<Doorbell>>,
+}
+
+impl Drop for End {
+    fn drop(&mut self) {
+        drop(self.alive.take());
+        if let Some(bell) = &self.at_end {
+            bell.ring();
+        }
     }
 }
 

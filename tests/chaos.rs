@@ -511,7 +511,7 @@ impl Flood {
     fn new(times: usize) -> Flood {
         Flood {
             known: 100,
-            rounds: 30 * times,
+            rounds: 150 * times,
             new_files: 3_000 * times,
             dirs: 100 * times,
             per_dir: 10,
@@ -529,8 +529,9 @@ impl Flood {
         }
     }
 
-    /// Writes the burst; returns how many inotify events it queues (an append opens, modifies
-    /// and closes a file; a new file is also created; a new directory is one event).
+    /// Writes the burst; returns how many inotify events it queues (the daemon's watches ask
+    /// for modifications, not opens and closes: an append is one event, a new file two, a new
+    /// directory one).
     fn write_burst(&self, env: &Env) -> usize {
         for round in 1..=self.rounds {
             for k in 0..self.known {
@@ -550,7 +551,7 @@ impl Flood {
                 env.write(&rel, &lines(&[Flood::record(&name, 0)]));
             }
         }
-        self.known * self.rounds * 3 + self.new_files * 4 + self.dirs
+        self.known * self.rounds + self.new_files * 2 + self.dirs
     }
 
     /// Every file's record numbers, in order.

@@ -565,6 +565,61 @@ fn times_woken(pid: i32, name: &str) -> u64 {
         .expect("a count of voluntary switches")
 }
 
+/// Pins that an append wakes only the thread that reads it. Through notify, every append woke
+/// notify's own thread first, which woke the engine's: a hand-off on the way from each append
+/// to the tap, about a quarter of its latency at 100 appends a second (BENCHMARKS.md).
+#[test]
+fn an_append_wakes_the_thread_that_reads_it_and_no_other() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"n\":0}\n");
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    d.take_tap(1);
+    let mut writer = fs::OpenOptions::new()
+        .append(true)
+        .open(env.path("s.jsonl"))
+        .unwrap();
+    let before = switches_by_thread(d.pid());
+    // One commit each: the next append waits for the last record's envelope.
+    let appends = 100;
+    for n in 1..=appends {
+        std::io::Write::write_all(&mut writer, format!("{{\"n\":{n}}}\n").as_bytes()).unwrap();
+        d.take_tap(1);
+    }
+    let after = switches_by_thread(d.pid());
+    let woken_by_each: Vec<&str> = (after.iter())
+        .filter(|(tid, (_, n))| n - before.get(*tid).map_or(0, |(_, b)| *b) >= appends / 2)
+        .map(|(_, (name, _))| name.as_str())
+        .collect();
+    assert_eq!(
+        woken_by_each,
+        vec!["transcript-sync"],
+        "threads woken by every append"
+    );
+    assert_eq!(
+        after.keys().next(),
+        Some(&d.pid()),
+        "the reading thread is the main one"
+    );
+}
+
+/// Each thread of `pid` by id: its name and how many times it has been woken.
+fn switches_by_thread(pid: i32) -> std::collections::BTreeMap<i32, (String, u64)> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    (tasks.map(|t| t.unwrap().path()))
+        .filter_map(|t| {
+            let tid = t.file_name()?.to_str()?.parse().ok()?;
+            let comm = fs::read_to_string(t.join("comm")).ok()?;
+            let status = fs::read_to_string(t.join("status")).ok()?;
+            let line = status
+                .lines()
+                .find(|l| l.starts_with("voluntary_ctxt_switches:"))?;
+            let n = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some((tid, (comm.trim_end().to_owned(), n)))
+        })
+        .collect()
+}
+
 /// The `/proc` directory of the thread of `pid` named `name`.
 fn thread_named(pid: i32, name: &str) -> std::path::PathBuf {
     let tasks = fs::read_dir(format!("/proc/{pid}/task")).unwrap();
