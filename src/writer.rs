@@ -325,3 +325,30 @@ impl Committer for ChannelCommitter {
         applied.recv().map_err(|_| Error::WriterStopped)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossbeam_channel::TryRecvError;
+
+    /// Pins that a daemon waiting for changes hears of its writer's end at once: it waits on
+    /// its doorbell, and would otherwise notice only at its next rescan.
+    #[test]
+    fn the_end_of_the_writers_thread_rings_the_doorbell_once_gone_has_disconnected() {
+        let tmp = tempfile::tempdir().unwrap();
+        let archive = Archive::open(&tmp.path().join("archive.db")).unwrap();
+        let bell = Arc::new(Doorbell::new().unwrap());
+        let writer = ArchiveWriter::new(archive, None).ringing_at_end(Arc::clone(&bell));
+        let WriterThread {
+            committer,
+            handle,
+            gone,
+        } = writer.spawn().unwrap();
+        drop(committer);
+        let (started, limit) = (Instant::now(), Duration::from_secs(30));
+        bell.wait(&[], Some(limit)).unwrap();
+        assert!(started.elapsed() < limit, "the doorbell never rang");
+        assert_eq!(gone.try_recv(), Err(TryRecvError::Disconnected));
+        handle.join().unwrap().unwrap();
+    }
+}
