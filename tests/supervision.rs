@@ -190,6 +190,30 @@ fn sighup_reloads_roots_without_reading_archived_records_again() {
     assert_eq!(env.records_of("b/t.jsonl").len(), 4);
 }
 
+/// Pins that a directory moved out of a root loses its watch: the kernel keeps the inotify
+/// watch of a moved directory, which would go on reporting changes there under the path it
+/// had in the root.
+#[test]
+fn a_directory_moved_out_of_the_root_is_no_longer_watched_and_one_moved_in_is() {
+    let env = Env::new();
+    let root = env.path("root");
+    fs::create_dir_all(root.join("d")).unwrap();
+    env.write("root/d/t.jsonl", &lines(&records("d", 1)));
+    watch_only(&env, &[&root]);
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--sink", "stdout"]);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    daemon.take_tap(1);
+    assert_eq!(inotify_watches(daemon.pid()), 2, "the root and d");
+    fs::rename(root.join("d"), env.path("away")).unwrap();
+    wait_until("d's watch removed", || inotify_watches(daemon.pid()) == 1);
+    fs::rename(env.path("away"), root.join("e")).unwrap();
+    wait_until("e watched", || inotify_watches(daemon.pid()) == 2);
+    env.append("root/e/t.jsonl", &lines(&records("e", 1)));
+    let next = daemon.take_tap(1);
+    assert!(tagged(&next[0], "e"), "{next:?}");
+}
+
 /// The inotify watches process `pid` holds, counted from `/proc/PID/fdinfo`.
 fn inotify_watches(pid: i32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fdinfo"))
