@@ -33,10 +33,11 @@
 //!    waits for it) are durable followers; `redact` replaces secrets in what leaves.
 //!
 //! `pipeline` wires these threads once for `run --once` (one pass) and for the daemon, which
-//! keeps passes going: `watch` runs one `notify` instance per watcher and turns events into
-//! dirty paths (events are wake-ups, never data), the engine reads those paths (or rescans),
-//! the writer thread commits, and the `checkpointer` thread copies the WAL into the database
-//! beside it.
+//! keeps passes going: `watch` keeps one watch instance per watcher (inotify on Linux, whose
+//! events the engine thread reads itself; `notify` elsewhere) and turns events into dirty
+//! paths (events are wake-ups, never data), the engine waits on them and on its `doorbell`,
+//! reads those paths (or rescans), the writer thread commits, and the `checkpointer` thread
+//! copies the WAL into the database beside it.
 //!
 //! Around the pipeline: `config` resolves `config.toml` under the command line's flags into the
 //! settings every command runs with (and again on SIGHUP), with `home` for HOME and the XDG

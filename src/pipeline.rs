@@ -1,12 +1,14 @@
 //! The live daemon: threads and channels.
 //!
 //! ```text
-//! notify (one per watcher) ──marks──▶ Wakeups ──wake──▶ engine ──Commit──▶ archive writer ──▶ hub ──▶ tap
-//!                                      (dirty set)       (reads)  bounded 4   (SQLite)            bounded, lossy
+//! inotify (one per watcher) ──poll──▶ engine ──Commit──▶ archive writer ──▶ hub ──▶ tap
+//! watcher threads, signals ──Doorbell──▶ (reads)  bounded 4   (SQLite)            bounded, lossy
 //! ```
 //!
-//! The engine thread (the caller's) reads: it waits for a wake-up, a periodic stat-only rescan
-//! or a signal, and turns dirty paths into verified reads and commits. The archive writer
+//! The engine thread (the caller's) reads: it waits in `poll` for its watchers' inotify
+//! events (which it reads itself), its doorbell (directory changes, a signal, the writer's
+//! end), or the next periodic job (the stat-only rescan, polling, the watchdog), and turns
+//! dirty paths into verified reads and commits. The archive writer
 //! commits in order and only then hands records to the tap. When the writer falls behind, the
 //! engine blocks on the commit channel (memory stays bounded); when the tap's reader falls
 //! behind, the tap is dropped (archiving never waits for stdout).
