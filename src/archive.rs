@@ -319,9 +319,10 @@ impl Archive {
     }
 
     /// Copies committed WAL frames into the database without waiting for readers or writers
-    /// (a passive checkpoint). Returns whether every frame the WAL holds is copied: a reader
-    /// still on an older snapshot, or a writer, may leave some for a later one.
-    pub fn checkpoint(&self) -> Result<bool> {
+    /// (a passive checkpoint). Returns whether every frame the WAL holds is copied (a reader
+    /// still on an older snapshot, or a writer, may leave some for a later one), and how many
+    /// frames it holds.
+    pub fn checkpoint(&self) -> Result<(bool, i64)> {
         let frames = (self.conn).query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
             Ok((
                 r.get::<_, i64>(0)?,
@@ -330,7 +331,7 @@ impl Archive {
             ))
         });
         let (busy, log, copied) = self.db(frames)?;
-        Ok(busy == 0 && copied >= log)
+        Ok((busy == 0 && copied >= log, log))
     }
 
     /// The database file.

@@ -12,9 +12,16 @@
 //! automatic checkpoint, the copy would stop its commits for as long as it takes.) A
 //! checkpoint that a reader held back is tried again every `retry` until it copies
 //! everything, so that the last commits of a burst do not wait in the WAL for the next.
+//!
+//! Small commits that keep coming faster than a copy takes would never let the WAL start
+//! again (a commit starts it only if every frame is copied when it begins), and the WAL would
+//! grow until the writer's bound made the writer checkpoint inside a commit. So once such a
+//! copy leaves a long WAL unfinished, the rest is copied in a write turn (see `write_turn`),
+//! between two commits.
 
 use crate::archive::Archive;
 use crate::error::{Result, SystemContext, error_chain};
+use crate::write_turn::WriteTurn;
 use crossbeam_channel::{Receiver, Sender, after, bounded, never, select};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +56,10 @@ const CHECKPOINT_BYTES: u64 = 1 << 20;
 /// writes about four pages (32 KiB), so the WAL holds about 8 MiB of them by then.
 const CHECKPOINT_COMMITS: u64 = 256;
 
+/// A copy of small commits that leaves a WAL of at least this many frames unfinished is
+/// finished in a write turn (about 8 MiB of 8 KiB pages: the count's worth of live commits).
+const FINISH_IN_TURN_FRAMES: i64 = 1024;
+
 /// The running checkpointer thread.
 pub struct Checkpointer {
     stop: Sender<()>,
@@ -67,9 +78,12 @@ impl Pending {
         self.commits.load(Ordering::Relaxed)
     }
 
+    fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
     fn is_due(&self) -> bool {
-        self.bytes.load(Ordering::Relaxed) >= CHECKPOINT_BYTES
-            || self.commits() >= CHECKPOINT_COMMITS
+        self.bytes() >= CHECKPOINT_BYTES || self.commits() >= CHECKPOINT_COMMITS
     }
 
     fn clear(&self) {
@@ -102,12 +116,17 @@ impl CommitSignal {
 }
 
 impl Checkpointer {
-    /// Starts the thread on its own connection to the archive.
-    pub fn start(archive: Archive) -> Result<(Checkpointer, CommitSignal)> {
-        Checkpointer::start_with(archive, POLICY)
+    /// Starts the thread on its own connection to the archive; it takes `turns` with the
+    /// process's other writers of the archive when it must copy between two commits.
+    pub fn start(archive: Archive, turns: Arc<WriteTurn>) -> Result<(Checkpointer, CommitSignal)> {
+        Checkpointer::start_with(archive, POLICY, turns)
     }
 
-    fn start_with(archive: Archive, policy: Policy) -> Result<(Checkpointer, CommitSignal)> {
+    fn start_with(
+        archive: Archive,
+        policy: Policy,
+        turns: Arc<WriteTurn>,
+    ) -> Result<(Checkpointer, CommitSignal)> {
         let (stop, stopped) = bounded::<()>(1);
         let (wake, woken) = bounded::<()>(1);
         let pending = Arc::new(Pending::default());
@@ -123,6 +142,7 @@ impl Checkpointer {
                     woken,
                     stopped,
                     pending,
+                    turns,
                 };
                 wait.checkpoint_after_commits(&archive);
             })
@@ -143,6 +163,7 @@ struct Wait {
     woken: Receiver<()>,
     stopped: Receiver<()>,
     pending: Arc<Pending>,
+    turns: Arc<WriteTurn>,
 }
 
 impl Wait {
@@ -164,8 +185,9 @@ impl Wait {
             if self.pending.commits() > 0 && !self.until_due() {
                 return;
             }
+            let live = self.pending.bytes() < CHECKPOINT_BYTES;
             self.pending.clear();
-            unfinished = match archive.checkpoint() {
+            unfinished = match self.copy(archive, live) {
                 Ok(done) => !done,
                 Err(e) => {
                     log::debug!("checkpoint skipped: {}", error_chain(&e));
@@ -173,6 +195,22 @@ impl Wait {
                 }
             };
         }
+    }
+
+    /// Copies the WAL into the database; true when all of it is copied. A copy of small
+    /// (`live`) commits that leaves a long WAL is followed by another in a write turn: the
+    /// first copies only the frames the WAL held when it began, and commits that came in
+    /// meanwhile would keep the next commit from starting the WAL again. The one in the turn
+    /// copies just those, with no commit between its end and the next. (A backfill's large
+    /// commits are not held up so: the writer's bound covers them, and the WAL starts again
+    /// when they pause.)
+    fn copy(&self, archive: &Archive, live: bool) -> Result<bool> {
+        let (whole, frames) = archive.checkpoint()?;
+        if !live || frames < FINISH_IN_TURN_FRAMES {
+            return Ok(whole);
+        }
+        let _turn = self.turns.for_consumer();
+        Ok(archive.checkpoint()?.0)
     }
 
     /// Waits until the commits since the last checkpoint are to be copied: enough of them,
@@ -204,7 +242,7 @@ impl Wait {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::{Commit, Op};
+    use crate::archive::{Commit, Op, WAL_LIMIT};
     use std::path::Path;
 
     #[test]
@@ -302,6 +340,8 @@ mod tests {
         signal: CommitSignal,
         /// The archive file's size before any commit.
         before: u64,
+        /// The turns the checkpointer takes with the writer.
+        turns: Arc<WriteTurn>,
     }
 
     fn archive_with(policy: Policy) -> Setup {
@@ -309,8 +349,10 @@ mod tests {
         let db = dir.path().join("archive.db");
         let writer = Archive::open(&db).unwrap();
         writer.bound_wal().unwrap();
+        let turns = Arc::new(WriteTurn::default());
         let (checkpointer, signal) =
-            Checkpointer::start_with(Archive::open(&db).unwrap(), policy).unwrap();
+            Checkpointer::start_with(Archive::open(&db).unwrap(), policy, Arc::clone(&turns))
+                .unwrap();
         let before = std::fs::metadata(&db).unwrap().len();
         Setup {
             _dir: dir,
@@ -319,6 +361,7 @@ mod tests {
             checkpointer,
             signal,
             before,
+            turns,
         }
     }
 
@@ -365,6 +408,31 @@ mod tests {
             commits += 1;
             std::thread::sleep(Duration::from_millis(20));
         }
+        t.checkpointer.stop();
+    }
+
+    #[test]
+    fn small_commits_that_keep_coming_let_the_wal_start_again_long_before_its_bound() {
+        // At 1,000 appends a second no copy finished between two commits, so no commit could
+        // start the WAL again: it grew to the writer's bound (64 MiB), and then the writer
+        // checkpointed inside a commit, on the engine's thread, every two seconds
+        // (BENCHMARKS.md). The commits here come as the writer's do, each in its turn.
+        let mut t = archive_with(policy(HOUR, HOUR));
+        let wal = t.db.with_file_name("archive.db-wal");
+        let mut longest = 0;
+        for _ in 0..8 * CHECKPOINT_COMMITS {
+            let turn = t.turns.for_records();
+            t.writer.apply(&event_of(10_000)).unwrap();
+            drop(turn);
+            t.signal.committed(0);
+            longest = longest.max(std::fs::metadata(&wal).unwrap().len());
+            // Commits arrive at a live rate, not back to back: there is room for a turn.
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert!(
+            longest < WAL_LIMIT as u64 / 3,
+            "the WAL grew to {longest} bytes (bound {WAL_LIMIT})"
+        );
         t.checkpointer.stop();
     }
 

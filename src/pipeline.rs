@@ -88,13 +88,14 @@ impl Pipeline {
         // Checkpoints run on their own connection and thread, not inside commits; only a
         // commit that takes the WAL past its limit (copying fell behind) checkpoints it.
         write.bound_wal()?;
-        let (checkpointer, committed) = Checkpointer::start(Archive::open(db)?)?;
+        let turns = Arc::new(WriteTurn::default());
+        let (checkpointer, committed) =
+            Checkpointer::start(Archive::open(db)?, Arc::clone(&turns))?;
         let hub = Hub::new(reads.last_seq()?);
         if let Some(tap) = tap {
             // The tap starts now: it prints what commits from here on.
             hub.subscribe(Box::new(tap));
         }
-        let turns = Arc::new(WriteTurn::default());
         let stop = retry.as_ref().map(|(stop, _, _)| Arc::clone(stop));
         // Nothing is ever sent: the sender goes with the index's thread.
         let (index_exit, index_done) = bounded::<()>(0);
