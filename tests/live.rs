@@ -556,13 +556,37 @@ fn a_file_being_appended_to_stays_open_between_reads_and_is_closed_when_idle_or_
 /// How many times the daemon's thread named `name` has given up its core (it waits, then is
 /// woken), from `/proc`.
 fn times_woken(pid: i32, name: &str) -> u64 {
-    let task = thread_named(pid, name);
-    let status = fs::read_to_string(task.join("status")).unwrap();
+    voluntary_switches(&thread_named(pid, name)).expect("a count of voluntary switches")
+}
+
+/// How many times the thread whose `/proc` directory is `task` has been woken.
+fn voluntary_switches(task: &std::path::Path) -> Option<u64> {
+    let status = fs::read_to_string(task.join("status")).ok()?;
     let line = status
         .lines()
-        .find(|l| l.starts_with("voluntary_ctxt_switches:"));
-    line.and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .expect("a count of voluntary switches")
+        .find(|l| l.starts_with("voluntary_ctxt_switches:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A daemon with a tap on one transcript, caught up, and the transcript open for appending.
+fn daemon_on_one_file(env: &Env) -> (Daemon, fs::File) {
+    env.write("s.jsonl", b"{\"n\":0}\n");
+    let d = Daemon::start(env, &[], &[], TapReader::Read);
+    d.wait_log(CAUGHT_UP);
+    d.take_tap(1);
+    let writer = fs::OpenOptions::new()
+        .append(true)
+        .open(env.path("s.jsonl"))
+        .unwrap();
+    (d, writer)
+}
+
+/// Appends records `1..=n`, one commit each: each append waits for the last one's envelope.
+fn append_one_commit_each(d: &Daemon, writer: &mut fs::File, n: u64) {
+    for i in 1..=n {
+        std::io::Write::write_all(writer, format!("{{\"n\":{i}}}\n").as_bytes()).unwrap();
+        d.take_tap(1);
+    }
 }
 
 /// Pins that an append wakes only the thread that reads it. Through notify, every append woke
@@ -571,21 +595,10 @@ fn times_woken(pid: i32, name: &str) -> u64 {
 #[test]
 fn an_append_wakes_the_thread_that_reads_it_and_no_other() {
     let env = Env::new();
-    env.write("s.jsonl", b"{\"n\":0}\n");
-    let d = Daemon::start(&env, &[], &[], TapReader::Read);
-    d.wait_log(CAUGHT_UP);
-    d.take_tap(1);
-    let mut writer = fs::OpenOptions::new()
-        .append(true)
-        .open(env.path("s.jsonl"))
-        .unwrap();
+    let (d, mut writer) = daemon_on_one_file(&env);
     let before = switches_by_thread(d.pid());
-    // One commit each: the next append waits for the last record's envelope.
     let appends = 100;
-    for n in 1..=appends {
-        std::io::Write::write_all(&mut writer, format!("{{\"n\":{n}}}\n").as_bytes()).unwrap();
-        d.take_tap(1);
-    }
+    append_one_commit_each(&d, &mut writer, appends);
     let after = switches_by_thread(d.pid());
     let woken_by_each: Vec<&str> = (after.iter())
         .filter(|(tid, (_, n))| n - before.get(*tid).map_or(0, |(_, b)| *b) >= appends / 2)
@@ -610,12 +623,7 @@ fn switches_by_thread(pid: i32) -> std::collections::BTreeMap<i32, (String, u64)
         .filter_map(|t| {
             let tid = t.file_name()?.to_str()?.parse().ok()?;
             let comm = fs::read_to_string(t.join("comm")).ok()?;
-            let status = fs::read_to_string(t.join("status")).ok()?;
-            let line = status
-                .lines()
-                .find(|l| l.starts_with("voluntary_ctxt_switches:"))?;
-            let n = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some((tid, (comm.trim_end().to_owned(), n)))
+            Some((tid, (comm.trim_end().to_owned(), voluntary_switches(&t)?)))
         })
         .collect()
 }
@@ -670,20 +678,9 @@ fn the_session_index_runs_in_the_idle_scheduling_class_and_nothing_else_does() {
 #[test]
 fn the_session_index_is_not_woken_by_every_commit() {
     let env = Env::new();
-    env.write("s.jsonl", b"{\"n\":0}\n");
-    let d = Daemon::start(&env, &[], &[], TapReader::Read);
-    d.wait_log(CAUGHT_UP);
-    d.take_tap(1);
-    let mut writer = fs::OpenOptions::new()
-        .append(true)
-        .open(env.path("s.jsonl"))
-        .unwrap();
+    let (d, mut writer) = daemon_on_one_file(&env);
     let before = times_woken(d.pid(), "session index");
-    // One commit each: the next append waits for the last record's envelope.
-    for n in 1..=200 {
-        std::io::Write::write_all(&mut writer, format!("{{\"n\":{n}}}\n").as_bytes()).unwrap();
-        d.take_tap(1);
-    }
+    append_one_commit_each(&d, &mut writer, 200);
     let woken = times_woken(d.pid(), "session index") - before;
     assert!(
         woken < 100,
