@@ -15,9 +15,9 @@
 //!
 //! Small commits that keep coming faster than a copy takes would never let the WAL start
 //! again (a commit starts it only if every frame is copied when it begins), and the WAL would
-//! grow until the writer's bound made the writer checkpoint inside a commit. So once such a
-//! copy leaves a long WAL unfinished, the rest is copied in a write turn (see `write_turn`),
-//! between two commits.
+//! grow until the writer's bound made the writer checkpoint inside a commit. So once a copy
+//! of small commits finds a long WAL, what came in during it is copied again in a write turn
+//! (see `write_turn`), between two commits.
 
 use crate::archive::Archive;
 use crate::error::{Result, SystemContext, error_chain};
@@ -56,8 +56,8 @@ const CHECKPOINT_BYTES: u64 = 1 << 20;
 /// writes about four pages (32 KiB), so the WAL holds about 8 MiB of them by then.
 const CHECKPOINT_COMMITS: u64 = 256;
 
-/// A copy of small commits that leaves a WAL of at least this many frames unfinished is
-/// finished in a write turn (about 8 MiB of 8 KiB pages: the count's worth of live commits).
+/// A copy of small commits over a WAL of at least this many frames is followed by one in a
+/// write turn (about 8 MiB of 8 KiB pages: the count's worth of live commits).
 const FINISH_IN_TURN_FRAMES: i64 = 1024;
 
 /// The running checkpointer thread.
