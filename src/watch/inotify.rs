@@ -28,7 +28,6 @@ fn mask() -> WatchFlags {
         | WatchFlags::DELETE_SELF
         | WatchFlags::MOVE_SELF
         | WatchFlags::ONLYDIR
-        | WatchFlags::DONT_FOLLOW
 }
 
 /// An inotify instance and the directories it watches.
