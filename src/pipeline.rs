@@ -346,10 +346,11 @@ impl Daemon {
     /// Waits for the doorbell, a watcher's events, or `timeout`; reads the events of each
     /// watcher that has some (on this thread: an append wakes no other).
     fn wait(&self, timeout: Option<Duration>) -> Result<()> {
-        let fds: Vec<_> = self.watchers.iter().filter_map(|w| w.events_fd()).collect();
+        let (read, fds): (Vec<_>, Vec<_>) = (self.watchers.iter())
+            .filter_map(|w| Some((w, w.events_fd()?)))
+            .unzip();
         let ready = (self.bell.wait(&fds, timeout)).map_err(|source| Error::Wait { source })?;
-        let readable = self.watchers.iter().filter(|w| w.events_fd().is_some());
-        for (watcher, _) in readable.zip(ready).filter(|(_, r)| *r) {
+        for (watcher, _) in read.into_iter().zip(ready).filter(|(_, r)| *r) {
             watcher.read_events();
         }
         Ok(())

@@ -244,16 +244,15 @@ pub fn spawn(
         Ok(i) => (Some((Arc::clone(&i), link.clone())), Ok(i)),
         Err(e) => (None, Err(e)),
     };
-    let thread_link = link.clone();
     let thread = std::thread::Builder::new()
         .name(format!("watch-{name}"))
         .spawn(move || {
             #[cfg(target_os = "linux")]
             let watcher = backend.map(|i| Box::new(i) as Box<dyn Watches>);
             #[cfg(not(target_os = "linux"))]
-            let watcher = portable::Portable::start(thread_link.clone())
-                .map(|p| Box::new(p) as Box<dyn Watches>);
-            run(&label, roots, watcher, thread_link, ctl_rx, stop_rx, ready)
+            let watcher =
+                portable::Portable::start(link.clone()).map(|p| Box::new(p) as Box<dyn Watches>);
+            run(&label, roots, watcher, link, ctl_rx, stop_rx, ready)
         })?;
     // An Err means the thread ended before it was ready; it has logged why.
     let _ = ready_rx.recv();
@@ -442,7 +441,7 @@ impl Roots {
     fn arm(&mut self, root: &Path) {
         if root.is_dir() {
             if let Some(parent) = self.waiting.remove(root) {
-                self.unwatch_parent(&parent);
+                self.unwatch_unless_needed(&parent);
             }
             if let Ok(Some(kind)) = crate::sys::network_filesystem(root) {
                 let reason = format!(
@@ -460,7 +459,7 @@ impl Roots {
             return;
         }
         if let Some(old) = self.waiting.insert(root.to_owned(), parent.to_owned()) {
-            self.unwatch_parent(&old);
+            self.unwatch_unless_needed(&old);
         }
         log::info!(
             "root does not exist yet path={root:?}; waiting for it at {parent:?} (watcher {})",
@@ -477,9 +476,11 @@ impl Roots {
         }
     }
 
-    fn unwatch_parent(&mut self, parent: &Path) {
-        if !self.watched.contains(parent) && !self.waiting.values().any(|p| p == parent) {
-            self.watcher.unwatch(parent);
+    /// Removes the watch of `dir` unless it is still needed: watched as part of a root, or
+    /// where a missing root is waited for.
+    fn unwatch_unless_needed(&mut self, dir: &Path) {
+        if !self.watched.contains(dir) && !self.waiting.values().any(|p| p == dir) {
+            self.watcher.unwatch(dir);
         }
     }
 
@@ -563,9 +564,7 @@ impl Roots {
             .collect();
         for dir in &under {
             self.watched.remove(dir);
-            if !self.waiting.values().any(|p| p == dir) {
-                self.watcher.unwatch(dir);
-            }
+            self.unwatch_unless_needed(dir);
         }
         let hit: Vec<PathBuf> = self
             .roots
