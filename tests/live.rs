@@ -618,35 +618,41 @@ fn an_append_wakes_the_thread_that_reads_it_and_no_other() {
 
 /// Each thread of `pid` by id: its name and how many times it has been woken.
 fn switches_by_thread(pid: i32) -> std::collections::BTreeMap<i32, (String, u64)> {
+    (threads(pid).into_iter())
+        .filter_map(|(t, name)| {
+            let tid = t.file_name()?.to_str()?.parse().ok()?;
+            Some((tid, (name, voluntary_switches(&t)?)))
+        })
+        .collect()
+}
+
+/// Each thread of `pid` still running: its `/proc` directory and its name.
+fn threads(pid: i32) -> Vec<(std::path::PathBuf, String)> {
     let tasks = fs::read_dir(format!("/proc/{pid}/task")).unwrap();
     (tasks.map(|t| t.unwrap().path()))
         .filter_map(|t| {
-            let tid = t.file_name()?.to_str()?.parse().ok()?;
             let comm = fs::read_to_string(t.join("comm")).ok()?;
-            Some((tid, (comm.trim_end().to_owned(), voluntary_switches(&t)?)))
+            Some((t, comm.trim_end().to_owned()))
         })
         .collect()
 }
 
 /// The `/proc` directory of the thread of `pid` named `name`.
 fn thread_named(pid: i32, name: &str) -> std::path::PathBuf {
-    let tasks = fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    (tasks.map(|t| t.unwrap().path()))
-        .find(|t| fs::read_to_string(t.join("comm")).is_ok_and(|c| c.trim_end() == name))
+    (threads(pid).into_iter())
+        .find_map(|(t, n)| (n == name).then_some(t))
         .unwrap_or_else(|| panic!("no thread named {name:?}"))
 }
 
 /// The scheduling policy of each thread of `pid`, by name: field 41 of its `stat`, counted
 /// after the name in parentheses (which may hold spaces).
 fn policies(pid: i32) -> Vec<(String, u32)> {
-    let tasks = fs::read_dir(format!("/proc/{pid}/task")).unwrap();
-    (tasks.map(|t| t.unwrap().path()))
-        .filter_map(|t| {
-            let comm = fs::read_to_string(t.join("comm")).ok()?;
+    (threads(pid).into_iter())
+        .filter_map(|(t, name)| {
             let stat = fs::read_to_string(t.join("stat")).ok()?;
             let after_name = &stat[stat.rfind(')')? + 2..];
             let policy = after_name.split_whitespace().nth(41 - 3)?.parse().ok()?;
-            Some((comm.trim_end().to_owned(), policy))
+            Some((name, policy))
         })
         .collect()
 }
