@@ -669,6 +669,14 @@ impl Engine {
         let size = meta.size();
         match seed_new_source(&self.reads, &file, size, identity, start_at, first_scan)? {
             Ok(seed) => {
+                // A marked file wins over the live source recorded at its path (the mark is
+                // where the user said it starts): that source's file is no longer there.
+                if seed.origin == SeedOrigin::Prefix
+                    && let Some(old) = self.sources.live_by_path(&work.path)
+                {
+                    let why = "replaced by a new file at its path, which carries a prefix mark";
+                    self.end_source(old, "replaced", why)?;
+                }
                 let id = self.create_source(&work.path, identity, harness, &seed)?;
                 self.read_source(work, id, &file, &meta)
             }

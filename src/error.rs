@@ -117,6 +117,20 @@ pub enum Error {
         /// The file in the way.
         path: PathBuf,
     },
+    /// `restore` kept being given inodes of deleted transcripts that a running daemon has not
+    /// yet recorded as gone.
+    #[error(
+        "{path} was not restored: the file system kept giving it the inode of a deleted transcript (source {source_id}) that the running `transcript-sync run`{} has not yet recorded as gone; run the restore again in a moment",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    RestoreInodeTracked {
+        /// The file that was to be restored.
+        path: PathBuf,
+        /// The last tracked source whose inode it was given.
+        source_id: i64,
+        /// The daemon's pid, as it wrote it into the lock file.
+        pid: Option<u32>,
+    },
     /// `restore` of another machine's session found no directory here for its project.
     #[error(
         "session {id} is {machine}'s, in {project}, which is not a directory here{remote}; give --project-dir PATH (this machine's checkout of the project), and --rewrite-cwd to change the records' cwd to it"

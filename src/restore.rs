@@ -435,6 +435,10 @@ fn touch(path: &Path) -> Result<()> {
         .at_path(path)
 }
 
+/// How many temporary files `write_marked` creates, at most, looking for an inode that no
+/// tracked source holds.
+const INODE_ATTEMPTS: usize = 16;
+
 /// Writes the file under a temporary name beside its target, marks its records as history
 /// when a watcher would see it, and renames it into place, never over a file that appeared
 /// meanwhile.
@@ -444,20 +448,11 @@ fn write_marked(archive: &mut Archive, p: &Planned, request: &Request) -> Result
     fs::create_dir_all(dir).at_path(dir)?;
     let name = p.target.file_name().unwrap_or_default().to_string_lossy();
     let temp = dir.join(format!(".{name}.restoring-{}", std::process::id()));
-    let written = (|| {
-        let mut file: File = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
-        file.write_all(&p.bytes)?;
-        file.sync_all()
-    })();
-    written.at_path(&temp)?;
+    write_temp(&temp, &p.bytes)?;
     // The temporary name matches no watcher's glob; the mark follows the file's identity
     // through the rename.
     if roots.iter().any(|r| r.matches(&p.target))
-        && let Err(e) = mark_as_history(archive, &temp, &p.target)
+        && let Err(e) = mark_on_an_untracked_inode(archive, &temp, p)
     {
         let _ = fs::remove_file(&temp);
         return Err(e);
@@ -484,18 +479,92 @@ fn write_marked(archive: &mut Archive, p: &Planned, request: &Request) -> Result
     File::open(dir).and_then(|d| d.sync_all()).at_path(dir)
 }
 
+/// Marks the records of `temp` as history (`mark_as_history`), writing them again on another
+/// inode for as long as the file system gives `temp` the inode of a deleted transcript that a
+/// running daemon still tracks. The files set aside keep their inodes from being handed out
+/// again until the mark is made (or fails); then they go.
+fn mark_on_an_untracked_inode(archive: &mut Archive, temp: &Path, p: &Planned) -> Result<()> {
+    let mut aside = Vec::new();
+    let marked = mark_setting_aside(archive, temp, p, &mut aside);
+    for path in aside {
+        let _ = fs::remove_file(path);
+    }
+    marked
+}
+
+fn mark_setting_aside(
+    archive: &mut Archive,
+    temp: &Path,
+    p: &Planned,
+    aside: &mut Vec<PathBuf>,
+) -> Result<()> {
+    loop {
+        let (source_id, pid) = match mark_as_history(archive, temp, &p.target)? {
+            Marked::Done => return Ok(()),
+            Marked::InodeTaken { source_id, pid } => (source_id, pid),
+        };
+        if aside.len() + 1 >= INODE_ATTEMPTS {
+            return Err(Error::RestoreInodeTracked {
+                path: p.target.clone(),
+                source_id,
+                pid,
+            });
+        }
+        let mut set_aside = temp.as_os_str().to_owned();
+        set_aside.push(format!(".{}", aside.len()));
+        let set_aside = PathBuf::from(set_aside);
+        log::info!(
+            "the file system gave {} the inode of source {source_id}, whose file was deleted \
+             and which the running daemon has not yet recorded as gone; writing it again on \
+             another inode",
+            p.target.display()
+        );
+        fs::rename(temp, &set_aside).at_path(temp)?;
+        aside.push(set_aside);
+        write_temp(temp, &p.bytes)?;
+    }
+}
+
+/// Creates `temp` (which must not exist) holding `bytes`, synced.
+fn write_temp(temp: &Path, bytes: &[u8]) -> Result<()> {
+    let written = (|| {
+        let mut file: File = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    written.at_path(temp)
+}
+
+/// What `mark_as_history` did.
+enum Marked {
+    /// The records are marked.
+    Done,
+    /// Nothing: the file's inode is that of a source the archive still tracks, whose file was
+    /// deleted, and a running daemon (which alone may record it as gone) has not yet done so.
+    InodeTaken { source_id: i64, pid: Option<u32> },
+}
+
 /// Marks the records of `temp` (about to become `target`) as history, so that a daemon does
-/// not archive them again. A new file may take the inode of one that was deleted while no
-/// daemon ran, whose source the archive still tracks: that source is recorded as gone first
-/// (its file is: its inode is this one's), which only a process holding the archive's lock
-/// may do; with a daemon running, the daemon sees the deletion itself.
-fn mark_as_history(archive: &mut Archive, temp: &Path, target: &Path) -> Result<()> {
+/// not archive them again. A new file may take the inode of one that was deleted, whose
+/// source the archive still tracks: with no daemon running, that source is recorded as gone
+/// first (its file is: its inode is this one's), which only a process holding the archive's
+/// lock may do; with a daemon running, the daemon records the deletion itself, perhaps not
+/// yet, and the caller is told to use another inode.
+fn mark_as_history(archive: &mut Archive, temp: &Path, target: &Path) -> Result<Marked> {
     let source_id = match seed::seed_prefix(archive, temp, None) {
-        Ok(_) => return Ok(()),
+        Ok(_) => return Ok(Marked::Done),
         Err(Error::AlreadyTracked { source_id, .. }) => source_id,
         Err(e) => return Err(e),
     };
-    let _lock = ArchiveLock::acquire(archive.path())?;
+    let _lock = match ArchiveLock::acquire(archive.path()) {
+        Ok(lock) => lock,
+        Err(Error::Locked { pid, .. }) => return Ok(Marked::InodeTaken { source_id, pid }),
+        Err(e) => return Err(e),
+    };
     let mut sources = Sources::new(archive.sources()?);
     let mut tx = Commit::default();
     let why = format!("its inode was taken by {}, restored", target.display());
@@ -503,7 +572,7 @@ fn mark_as_history(archive: &mut Archive, temp: &Path, target: &Path) -> Result<
     let kind = "replaced";
     lifecycle::apply(&mut sources, &mut tx, source_id, Change::Gone { kind, why });
     archive.apply(&tx)?;
-    seed::seed_prefix(archive, temp, None).map(drop)
+    seed::seed_prefix(archive, temp, None).map(|_| Marked::Done)
 }
 
 /// The command that resumes `session` in its agent.

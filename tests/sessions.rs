@@ -461,7 +461,8 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
     let original_sub = fs::read(&home.subagent).unwrap();
     fs::remove_file(&home.claude).unwrap();
     fs::remove_dir_all(home.claude.with_extension("")).unwrap();
-    daemon.wait_log("source_gone");
+    // Both deletions recorded: the session file's and its subagent's.
+    daemon.wait_log_times("source_gone", 2);
     let gone = json_lines(&env, &["sessions", "--json", "--harness", "claude-code"]);
     assert_eq!(session(&gone, CLAUDE_ID)["on_disk"], false);
 
@@ -557,6 +558,68 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
             "{path:?} is not what it was"
         );
     }
+}
+
+/// The daemon runs but has not yet seen the deletion (it is stopped): the archive still
+/// tracks the deleted file's source, and the file system hands its freed inode to the next
+/// file made in its directory, the restore's.
+#[test]
+fn a_session_restored_before_the_running_daemon_saw_its_deletion_is_not_archived_again() {
+    use std::os::unix::fs::MetadataExt;
+    let env = Env::new();
+    let home = Home::write(&env);
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--rescan-interval", "3600", "--db"])
+        .arg(&env.db);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    wait_until("the index has the session", || {
+        let out = cli(&env, &["sessions", "--json"]);
+        String::from_utf8_lossy(&out.stdout).contains("\"records\":11")
+    });
+    let original = fs::read(&home.claude).unwrap();
+    let inode = fs::metadata(&home.claude).unwrap().ino();
+    daemon.signal(libc::SIGSTOP);
+    fs::remove_file(&home.claude).unwrap();
+    let out = restore(&env, &[CLAUDE_ID]);
+    daemon.signal(libc::SIGCONT);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fs::read(&home.claude).unwrap(), original);
+    assert_ne!(
+        fs::metadata(&home.claude).unwrap().ino(),
+        inode,
+        "the restored file is on the inode of the source the daemon still tracks"
+    );
+    let left: Vec<_> = fs::read_dir(home.claude.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| n.to_string_lossy().contains(".restoring-"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+
+    // The deleted file's source ends: the restored file replaced it at its path.
+    let path = home.claude.to_str().unwrap();
+    daemon.wait_log(&format!("replaced path={path:?}"));
+    let live = env.sql(&format!(
+        "SELECT count(*) FROM sources WHERE NOT gone AND CAST(path AS TEXT) = '{path}'"
+    ));
+    assert_eq!(live, ["1"], "one live source at the restored path");
+    let records = || {
+        env.sql("SELECT count(*) FROM records")[0]
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = records();
+    append(
+        &home.claude,
+        br#"{"type":"user","uuid":"after-restore","sessionId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","message":{"role":"user","content":"and the credit notes?"}}"#,
+    );
+    wait_until("the appended record", || records() > before);
+    daemon.terminate();
+    assert_eq!(
+        records(),
+        before + 1,
+        "the restored records were archived again"
+    );
 }
 
 fn append(path: &Path, line: &[u8]) {
