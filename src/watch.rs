@@ -119,6 +119,9 @@ enum Seen {
     Changed(PathBuf),
     /// A directory was created or moved in.
     DirAppeared(PathBuf),
+    /// Something not a directory was created or moved in: a file, or a symlink, which may be
+    /// a root given as a symlink to a directory.
+    Named(PathBuf),
     /// A directory was deleted or moved away, or a watched one was.
     Gone(PathBuf),
     /// Something was renamed to or from this path; what is there now says which.
@@ -361,6 +364,13 @@ impl Link {
                 self.send(Control::Appeared(p.clone()));
                 p
             }
+            Seen::Named(p) => {
+                // Only a root is followed as a symlink; the watcher thread knows the roots.
+                if p.is_symlink() {
+                    self.send(Control::Appeared(p.clone()));
+                }
+                p
+            }
             Seen::Gone(p) => {
                 self.send(Control::Vanished(p.clone()));
                 p
@@ -393,7 +403,8 @@ impl Link {
     }
 }
 
-/// A directory, not a symlink to one: symlinks are never followed into or out of a root.
+/// A directory, not a symlink to one: symlinks under a root are never followed (a root given
+/// as a symlink is).
 fn is_real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
@@ -440,6 +451,12 @@ impl Roots {
     /// existing ancestor (non-recursively) until it does.
     fn arm(&mut self, root: &Path) {
         if root.is_dir() {
+            if root.is_symlink() {
+                let target = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+                log::info!(
+                    "root path={root:?} is a symlink to {target:?}; followed (symlinks under it are not)"
+                );
+            }
             if let Some(parent) = self.waiting.remove(root) {
                 self.unwatch_unless_needed(&parent);
             }
@@ -490,6 +507,9 @@ impl Roots {
         for entry in WalkDir::new(dir).follow_links(false) {
             let entry = match entry {
                 Ok(e) if e.file_type().is_dir() => e,
+                // A root given as a symlink to a directory is listed through the link (as a
+                // scan lists it), so its own directory is watched too.
+                Ok(e) if e.depth() == 0 && e.path().is_dir() => e,
                 Ok(_) => continue,
                 Err(e) => {
                     log::warn!("cannot list a directory to watch: {e}");

@@ -214,6 +214,39 @@ fn a_directory_moved_out_of_the_root_is_no_longer_watched_and_one_moved_in_is() 
     assert!(tagged(&next[0], "e"), "{next:?}");
 }
 
+/// A root given as a symlink to a directory is followed, at the start and when the link
+/// appears later: the directory it names is watched, not only those under it.
+#[test]
+fn a_root_given_as_a_symlink_to_a_directory_is_watched_through_the_link() {
+    use std::os::unix::fs::symlink;
+    let env = Env::new();
+    let real = env.path("real");
+    fs::create_dir_all(real.join("d")).unwrap();
+    env.write("real/t.jsonl", &lines(&records("old", 1)));
+    let (link, later) = (env.path("link"), env.path("later/link"));
+    symlink(&real, &link).unwrap();
+    fs::create_dir(env.path("later")).unwrap();
+    let mut cmd = daemon_cmd(&env);
+    cmd.arg("--watch").arg(&link).arg("--watch").arg(&later);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    daemon.take_tap(1);
+    daemon.wait_log(&format!("root path={link:?} is a symlink to"));
+    env.append("real/t.jsonl", &lines(&records("root", 1)));
+    assert!(tagged(&daemon.take_tap(1)[0], "root"));
+    env.write("real/new.jsonl", &lines(&records("new", 1)));
+    assert!(tagged(&daemon.take_tap(1)[0], "new"));
+    env.write("real/d/t.jsonl", &lines(&records("under", 1)));
+    assert!(tagged(&daemon.take_tap(1)[0], "under"));
+
+    let other = env.path("other");
+    fs::create_dir(&other).unwrap();
+    env.write("other/t.jsonl", &lines(&records("other", 1)));
+    symlink(&other, &later).unwrap();
+    assert!(tagged(&daemon.take_tap(1)[0], "other"));
+    env.append("other/t.jsonl", &lines(&records("later", 1)));
+    assert!(tagged(&daemon.take_tap(1)[0], "later"));
+}
+
 /// The inotify watches process `pid` holds, counted from `/proc/PID/fdinfo`.
 fn inotify_watches(pid: i32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fdinfo"))

@@ -102,7 +102,7 @@ impl Inotify {
     }
 }
 
-/// What one event says: a directory appeared or went, or a path has news.
+/// What one event says: a directory appeared or went, a name appeared, or a path has news.
 fn meaning(flags: ReadFlags, path: PathBuf) -> Seen {
     let dir = flags.contains(ReadFlags::ISDIR);
     if flags.intersects(ReadFlags::DELETE_SELF | ReadFlags::MOVE_SELF) {
@@ -111,6 +111,8 @@ fn meaning(flags: ReadFlags, path: PathBuf) -> Seen {
         Seen::DirAppeared(path)
     } else if dir && flags.intersects(ReadFlags::DELETE | ReadFlags::MOVED_FROM) {
         Seen::Gone(path)
+    } else if flags.intersects(ReadFlags::CREATE | ReadFlags::MOVED_TO) {
+        Seen::Named(path)
     } else {
         Seen::Changed(path)
     }
@@ -195,7 +197,7 @@ mod tests {
             Seen::Gone(dir),
             Seen::DirAppeared(moved.clone()),
             Seen::Gone(moved),
-            Seen::Changed(file.clone()),
+            Seen::Named(file.clone()),
             Seen::Changed(file),
         ];
         assert_eq!(events(&inotify), expected);

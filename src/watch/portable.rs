@@ -69,6 +69,7 @@ fn meaning(event: &Event) -> Vec<Seen> {
         // Opens and closes carry no news (a close after writing follows a modification).
         EventKind::Access(_) => Vec::new(),
         EventKind::Create(CreateKind::Folder) => paths.map(Seen::DirAppeared).collect(),
+        EventKind::Create(CreateKind::File | CreateKind::Other) => paths.map(Seen::Named).collect(),
         // A rename's event does not say whether it moved something in or out: the path says.
         EventKind::Modify(ModifyKind::Name(_)) | EventKind::Create(CreateKind::Any) => {
             paths.map(Seen::Renamed).collect()
