@@ -137,6 +137,11 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("checkpointer".into())
             .spawn(move || {
+                // Its copies wake on each fsync's end; in the normal class each such wake-up
+                // could take the core from the engine with a record on its way (BENCHMARKS.md).
+                if let Err(e) = crate::sys::batch_thread_policy() {
+                    log::debug!("checkpointer: cannot enter the batch scheduling class: {e}");
+                }
                 let wait = Wait {
                     policy,
                     woken,

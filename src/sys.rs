@@ -23,6 +23,23 @@ pub fn lowest_thread_priority() -> io::Result<()> {
     Ok(())
 }
 
+/// Puts the calling thread in the batch scheduling class: it keeps its share of the cores (a
+/// nice of 0), but its wake-ups never preempt the thread running on a core; it waits for that
+/// thread to sleep or for its slice to end. Linux only (`SCHED_BATCH`, which, unlike
+/// `SCHED_IDLE`, an unprivileged thread may leave again); elsewhere it does nothing.
+pub fn batch_thread_policy() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: `param` is a valid `sched_param` for the call's duration; pid 0 names the
+        // calling thread.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Renames `from` to `to` unless `to` exists: `Err` with `ErrorKind::AlreadyExists` then
 /// (`renameat2` with `RENAME_NOREPLACE` on Linux, `renameatx_np` with `RENAME_EXCL` on macOS).
 pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
