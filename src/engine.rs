@@ -372,7 +372,7 @@ impl Engine {
                         w.meta.size().saturating_sub(src.cursor.position.offset)
                     }
                 }
-                Plan::PathMatch(_) | Plan::New => w.meta.size(),
+                Plan::PathMatch(_) | Plan::New | Plan::Marked(_) => w.meta.size(),
             })
             .sum();
         self.progress = Progress {
@@ -446,7 +446,7 @@ impl Engine {
                 let src = self.source(id);
                 (src.harness.clone(), src.cursor.position.offset)
             }
-            Plan::New => {
+            Plan::New | Plan::Marked(_) => {
                 let identity = Identity::of(&work.meta);
                 let from = match self.reads.prefix_mark(identity)? {
                     Some(mark) => mark.position.offset,
@@ -537,9 +537,13 @@ impl Engine {
         match work.plan {
             Plan::Known(id) => self.step_known(work, id),
             Plan::PathMatch(id) => self.step_path_match(work, id),
-            Plan::New => {
+            Plan::New | Plan::Marked(_) => {
+                let replaces = match work.plan {
+                    Plan::Marked(old) => old,
+                    _ => None,
+                };
                 let (root, first) = (&roots[work.root], first_scan[work.root]);
-                self.step_new(work, first, &root.harness, root.start_at)
+                self.step_new(work, first, &root.harness, root.start_at, replaces)
             }
         }
     }
@@ -655,6 +659,7 @@ impl Engine {
         first_scan: bool,
         harness: &str,
         start_at: StartAt,
+        replaces: Option<SourceId>,
     ) -> Result<Step> {
         let (file, meta) = match self.open_owned(&mut work)? {
             Opened::File(file, meta) => (file, meta),
@@ -670,9 +675,9 @@ impl Engine {
         match seed_new_source(&self.reads, &file, size, identity, start_at, first_scan)? {
             Ok(seed) => {
                 // A marked file wins over the live source recorded at its path (the mark is
-                // where the user said it starts): that source's file is no longer there.
+                // where the user said it starts), which the scan found nowhere else.
                 if seed.origin == SeedOrigin::Prefix
-                    && let Some(old) = self.sources.live_by_path(&work.path)
+                    && let Some(old) = replaces.filter(|id| !self.source(*id).gone)
                 {
                     let why = "replaced by a new file at its path, which carries a prefix mark";
                     self.end_source(old, "replaced", why)?;

@@ -120,7 +120,7 @@ pub enum Error {
     /// `restore` kept being given inodes of deleted transcripts that a running daemon has not
     /// yet recorded as gone.
     #[error(
-        "{path} was not restored: the file system kept giving it the inode of a deleted transcript (source {source_id}) that the running `transcript-sync run`{} has not yet recorded as gone; run the restore again in a moment",
+        "{path} was not restored: the file system kept giving it the inode of a deleted transcript (source {source_id}) that the process holding the archive{} (a running `transcript-sync run`, normally) has not yet recorded as gone; run the restore again in a moment",
         pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
     )]
     RestoreInodeTracked {

@@ -20,6 +20,9 @@ pub enum Plan {
     PathMatch(SourceId),
     /// Neither: a new source.
     New,
+    /// Its identity carries a prefix mark: a new source starting there, which replaces the
+    /// live source that had its path, if the scan found that one nowhere else.
+    Marked(Option<SourceId>),
 }
 
 /// A file and its plan.
@@ -89,7 +92,8 @@ fn plan_unknown(
 ) -> Result<Plan> {
     let identity = Identity::of(&c.meta);
     if marked(identity)? {
-        return Ok(Plan::New);
+        let replaces = (sources.live_by_path(&c.path)).filter(|id| claimed.insert(*id));
+        return Ok(Plan::Marked(replaces));
     }
     if let Some(id) = (sources.live_by_path(&c.path)).filter(|id| claimed.insert(*id)) {
         return Ok(Plan::PathMatch(id));
@@ -212,7 +216,7 @@ mod tests {
     }
 
     #[test]
-    fn a_prefix_mark_makes_a_file_new_even_at_a_live_sources_path() {
+    fn a_prefix_mark_makes_a_file_new_at_a_live_sources_path_replacing_it_unless_found_elsewhere() {
         let dir = tempfile::tempdir().unwrap();
         let old = found(&dir, "old.jsonl");
         let sources = Sources::new(vec![source(1, &old, &dir.path().join("a.jsonl"), false, 8)]);
@@ -220,8 +224,14 @@ mod tests {
         let identity = Identity::of(&seeded.meta);
         let marked = move |id: Identity| Ok(id == identity);
         let (planned, claimed) = plan(&sources, vec![seeded], &marked).unwrap();
-        assert_eq!(planned[0].plan, Plan::New);
-        assert!(claimed.is_empty());
+        assert_eq!(planned[0].plan, Plan::Marked(Some(1)));
+        assert_eq!(claimed, HashSet::from([1]));
+        // Source 1's file is found under another name in the same scan: it moved, and is not
+        // replaced.
+        let seeded = found(&dir, "a.jsonl");
+        let (planned, _) = plan(&sources, vec![seeded, old], &marked).unwrap();
+        let plans: Vec<Plan> = planned.iter().map(|p| p.plan).collect();
+        assert_eq!(plans, [Plan::Known(1), Plan::Marked(None)]);
     }
 
     #[test]

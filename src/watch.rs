@@ -376,7 +376,7 @@ impl Link {
                 p
             }
             Seen::Renamed(p) => {
-                if is_real_dir(&p) {
+                if is_real_dir(&p) || p.is_symlink() {
                     self.send(Control::Appeared(p.clone()));
                 } else if !p.exists() {
                     self.send(Control::Vanished(p.clone()));
@@ -567,8 +567,9 @@ impl Roots {
         for root in &waited {
             self.arm(root);
         }
-        let under_root = self.roots.iter().any(|r| dir.starts_with(r));
-        if under_root && is_real_dir(dir) {
+        // A symlink under a root is not followed, and is no news for the engine.
+        let under_root = self.roots.iter().any(|r| dir.starts_with(r)) && is_real_dir(dir);
+        if under_root {
             self.watch_tree(dir);
         }
         under_root || !waited.is_empty()

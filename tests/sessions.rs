@@ -566,7 +566,8 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
 #[test]
 fn a_session_restored_before_the_running_daemon_saw_its_deletion_is_not_archived_again() {
     use std::os::unix::fs::MetadataExt;
-    let env = Env::new();
+    // On the project's disk, whose file system (ext4) hands a freed inode to the next file.
+    let env = Env::outside_tmp();
     let home = Home::write(&env);
     let mut cmd = env.cmd();
     cmd.args(["run", "--rescan-interval", "3600", "--db"])
@@ -576,13 +577,27 @@ fn a_session_restored_before_the_running_daemon_saw_its_deletion_is_not_archived
         let out = cli(&env, &["sessions", "--json"]);
         String::from_utf8_lossy(&out.stdout).contains("\"records\":11")
     });
+    let records = || {
+        env.sql("SELECT count(*) FROM records")[0]
+            .parse::<u64>()
+            .unwrap()
+    };
+    let before = records();
     let original = fs::read(&home.claude).unwrap();
     let inode = fs::metadata(&home.claude).unwrap().ino();
     daemon.signal(libc::SIGSTOP);
     fs::remove_file(&home.claude).unwrap();
-    let out = restore(&env, &[CLAUDE_ID]);
+    let out = (env.cmd().args(["restore", CLAUDE_ID, "--db"]).arg(&env.db))
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
     daemon.signal(libc::SIGCONT);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("writing it again on another inode"),
+        "the restore was not given the tracked inode, so this test shows nothing:\n{}",
+        stderr(&out)
+    );
     assert_eq!(fs::read(&home.claude).unwrap(), original);
     assert_ne!(
         fs::metadata(&home.claude).unwrap().ino(),
@@ -603,12 +618,6 @@ fn a_session_restored_before_the_running_daemon_saw_its_deletion_is_not_archived
         "SELECT count(*) FROM sources WHERE NOT gone AND CAST(path AS TEXT) = '{path}'"
     ));
     assert_eq!(live, ["1"], "one live source at the restored path");
-    let records = || {
-        env.sql("SELECT count(*) FROM records")[0]
-            .parse::<u64>()
-            .unwrap()
-    };
-    let before = records();
     append(
         &home.claude,
         br#"{"type":"user","uuid":"after-restore","sessionId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","message":{"role":"user","content":"and the credit notes?"}}"#,
