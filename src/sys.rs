@@ -12,14 +12,7 @@ use std::path::Path;
 /// nothing: there the nice value would lower the whole process.
 pub fn lowest_thread_priority() -> io::Result<()> {
     #[cfg(target_os = "linux")]
-    {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: `param` is a valid `sched_param` for the call's duration; pid 0 names the
-        // calling thread.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    thread_policy(libc::SCHED_IDLE)?;
     Ok(())
 }
 
@@ -29,13 +22,18 @@ pub fn lowest_thread_priority() -> io::Result<()> {
 /// `SCHED_IDLE`, an unprivileged thread may leave again); elsewhere it does nothing.
 pub fn batch_thread_policy() -> io::Result<()> {
     #[cfg(target_os = "linux")]
-    {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: `param` is a valid `sched_param` for the call's duration; pid 0 names the
-        // calling thread.
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    thread_policy(libc::SCHED_BATCH)?;
+    Ok(())
+}
+
+/// Sets the calling thread's scheduling policy (one without priorities).
+#[cfg(target_os = "linux")]
+fn thread_policy(policy: libc::c_int) -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid `sched_param` for the call's duration; pid 0 names the
+    // calling thread.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

@@ -434,6 +434,19 @@ fn show_on_a_terminal_is_styled_and_keeps_its_lines() {
     );
 }
 
+/// `run` with the built-in watchers under the env's HOME, with no rescan while a test runs.
+fn start_daemon(env: &Env) -> Daemon {
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--rescan-interval", "3600", "--db"])
+        .arg(&env.db);
+    Daemon::spawn(cmd, TapReader::Read)
+}
+
+/// The records in the archive.
+fn record_count(env: &Env) -> u64 {
+    env.sql("SELECT count(*) FROM records")[0].parse().unwrap()
+}
+
 fn restore(env: &Env, args: &[&str]) -> Output {
     let mut all = vec!["restore"];
     all.extend(args);
@@ -445,10 +458,7 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
     let env = Env::new();
     let home = Home::write(&env);
     append(&home.codex, b"");
-    let mut cmd = env.cmd();
-    cmd.args(["run", "--rescan-interval", "3600", "--db"])
-        .arg(&env.db);
-    let mut daemon = Daemon::spawn(cmd, TapReader::Read);
+    let mut daemon = start_daemon(&env);
     // `sessions` runs while the daemon creates and migrates the archive: neither may fail.
     wait_until("the index has the session", || {
         if let Some(status) = daemon.child.try_wait().unwrap() {
@@ -490,28 +500,9 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
     assert!(age.as_secs() < 60, "mtime is now, not the original's");
 
     // The daemon sees the restored file, and archives only what is appended to it.
-    let records = || {
-        env.sql("SELECT count(*) FROM records")[0]
-            .parse::<u64>()
-            .unwrap()
-    };
+    let records = || record_count(&env);
     let before = records();
-    let next = br#"{"type":"user","uuid":"after-restore","sessionId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","message":{"role":"user","content":"and the credit notes?"}}"#;
-    fs::OpenOptions::new()
-        .append(true)
-        .open(&home.claude)
-        .map(|mut f| {
-            use std::io::Write;
-            f.write_all(next).and_then(|()| f.write_all(b"\n")).unwrap()
-        })
-        .unwrap();
-    wait_until("the appended record", || records() > before);
-    daemon.terminate();
-    assert_eq!(
-        records(),
-        before + 1,
-        "the restored records were archived again"
-    );
+    append_after_restore(&env, &home, daemon, before);
     let said = conversation(&env, CLAUDE_ID);
     assert_eq!(
         said.last().unwrap().1,
@@ -527,10 +518,7 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
     assert!(out.status.success(), "{}", stderr(&out));
     let before = records();
     append(&home.codex, br#"{"timestamp":"2026-11-29T15:00:00.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"one more"}]}}"#);
-    let mut cmd = env.cmd();
-    cmd.args(["run", "--rescan-interval", "3600", "--db"])
-        .arg(&env.db);
-    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    let daemon = start_daemon(&env);
     wait_until("the record appended after the restore", || {
         records() > before
     });
@@ -569,19 +557,12 @@ fn a_session_restored_before_the_running_daemon_saw_its_deletion_is_not_archived
     // On the project's disk, whose file system (ext4) hands a freed inode to the next file.
     let env = Env::outside_tmp();
     let home = Home::write(&env);
-    let mut cmd = env.cmd();
-    cmd.args(["run", "--rescan-interval", "3600", "--db"])
-        .arg(&env.db);
-    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    let daemon = start_daemon(&env);
     wait_until("the index has the session", || {
         let out = cli(&env, &["sessions", "--json"]);
         String::from_utf8_lossy(&out.stdout).contains("\"records\":11")
     });
-    let records = || {
-        env.sql("SELECT count(*) FROM records")[0]
-            .parse::<u64>()
-            .unwrap()
-    };
+    let records = || record_count(&env);
     let before = records();
     let original = fs::read(&home.claude).unwrap();
     let inode = fs::metadata(&home.claude).unwrap().ino();
@@ -618,14 +599,20 @@ fn a_session_restored_before_the_running_daemon_saw_its_deletion_is_not_archived
         "SELECT count(*) FROM sources WHERE NOT gone AND CAST(path AS TEXT) = '{path}'"
     ));
     assert_eq!(live, ["1"], "one live source at the restored path");
+    append_after_restore(&env, &home, daemon, before);
+}
+
+/// Appends a record to the restored Claude Code session, stops `daemon` once it is archived,
+/// and requires it to be the only record archived since there were `before`.
+fn append_after_restore(env: &Env, home: &Home, daemon: Daemon, before: u64) {
     append(
         &home.claude,
         br#"{"type":"user","uuid":"after-restore","sessionId":"7c9e6679-7425-40de-944b-e07fc1f90ae7","message":{"role":"user","content":"and the credit notes?"}}"#,
     );
-    wait_until("the appended record", || records() > before);
+    wait_until("the appended record", || record_count(env) > before);
     daemon.terminate();
     assert_eq!(
-        records(),
+        record_count(env),
         before + 1,
         "the restored records were archived again"
     );
@@ -693,10 +680,7 @@ fn restore_leaves_an_identical_file_alone_and_a_different_one_unless_forced() {
 fn the_index_follows_live_commits() {
     let env = Env::new();
     let home = Home::write(&env);
-    let mut cmd = env.cmd();
-    cmd.args(["run", "--rescan-interval", "3600", "--db"])
-        .arg(&env.db);
-    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    let daemon = start_daemon(&env);
     let messages = || {
         let out = cli(&env, &["sessions", "--json", "--harness", "cursor"]);
         let list: Vec<Value> = String::from_utf8_lossy(&out.stdout)
