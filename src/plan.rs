@@ -91,11 +91,12 @@ fn plan_unknown(
     marked: &dyn Fn(Identity) -> Result<bool>,
 ) -> Result<Plan> {
     let identity = Identity::of(&c.meta);
-    if marked(identity)? {
-        let replaces = (sources.live_by_path(&c.path)).filter(|id| claimed.insert(*id));
-        return Ok(Plan::Marked(replaces));
+    let marked = marked(identity)?;
+    let at_path = (sources.live_by_path(&c.path)).filter(|id| claimed.insert(*id));
+    if marked {
+        return Ok(Plan::Marked(at_path));
     }
-    if let Some(id) = (sources.live_by_path(&c.path)).filter(|id| claimed.insert(*id)) {
+    if let Some(id) = at_path {
         return Ok(Plan::PathMatch(id));
     }
     let returning = (sources.gone_by_identity(identity)).filter(|id| {
