@@ -226,9 +226,7 @@ fn a_root_given_as_a_symlink_to_a_directory_is_watched_through_the_link() {
     let (link, later) = (env.path("link"), env.path("later/link"));
     symlink(&real, &link).unwrap();
     fs::create_dir(env.path("later")).unwrap();
-    let mut cmd = daemon_cmd(&env);
-    cmd.arg("--watch").arg(&link).arg("--watch").arg(&later);
-    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    let daemon = Daemon::start(&env, &[&link, &later], &[], TapReader::Read);
     daemon.take_tap(1);
     daemon.wait_log(&format!("root path={link:?} is a symlink to"));
     env.append("real/t.jsonl", &lines(&records("root", 1)));
