@@ -16,8 +16,9 @@
 //! Small commits that keep coming faster than a copy takes would never let the WAL start
 //! again (a commit starts it only if every frame is copied when it begins), and the WAL would
 //! grow until the writer's bound made the writer checkpoint inside a commit. So once a copy
-//! of small commits finds a long WAL, what came in during it is copied again in a write turn
-//! (see `write_turn`), between two commits.
+//! of small commits finds a long WAL, what came in during it is copied again, outside any
+//! turn while it is much (see [`CatchUp`]), and last in a write turn (see `write_turn`),
+//! between two commits: a record that arrives meanwhile waits for that last copy only.
 
 use crate::archive::Archive;
 use crate::error::{Result, SystemContext, error_chain};
@@ -59,6 +60,13 @@ const CHECKPOINT_COMMITS: u64 = 256;
 /// A copy of small commits over a WAL of at least this many frames is followed by one in a
 /// write turn (about 8 MiB of 8 KiB pages: the count's worth of live commits).
 const FINISH_IN_TURN_FRAMES: i64 = 1024;
+
+/// The copy in the turn waits until a copy outside it found at most this many frames come in
+/// since the one before (256 KiB of 8 KiB pages: a few live commits)…
+const FEW_FRAMES: i64 = 32;
+
+/// …or until this many copies outside the turn have been made, however many came.
+const CATCH_UP_COPIES: u32 = 4;
 
 /// The running checkpointer thread.
 pub struct Checkpointer {
@@ -214,8 +222,22 @@ impl Wait {
         if !live || frames < FINISH_IN_TURN_FRAMES {
             return Ok(whole);
         }
+        let mut catch_up = CatchUp::after(frames);
+        while catch_up.again() {
+            let (whole, frames) = archive.checkpoint()?;
+            if !catch_up.copied(frames) {
+                // A commit started the WAL again: nothing is left for a turn to finish.
+                return Ok(whole);
+            }
+        }
         let _turn = self.turns.for_consumer();
-        Ok(archive.checkpoint()?.0)
+        let (whole, frames) = archive.checkpoint()?;
+        log::trace!(
+            "checkpoint: {} frames copied in a write turn after {} copies",
+            frames - catch_up.frames,
+            catch_up.copies
+        );
+        Ok(whole)
     }
 
     /// Waits until the commits since the last checkpoint are to be copied: enough of them,
@@ -240,6 +262,51 @@ impl Wait {
                 }
             }
         }
+        true
+    }
+}
+
+/// Whether the frames committed during a copy are copied again outside the write turn. A
+/// copy of a long WAL takes long enough (its `fsync` of megabytes) for tens of live commits
+/// to come in; copied in the turn, they kept the engine waiting for two syncs of as many
+/// frames. Each copy outside the turn takes less time than the one before, since it copies
+/// only what came during that one, so the frames left for the turn shrink with each.
+#[derive(Debug)]
+struct CatchUp {
+    /// The WAL's frames when the last copy began (all of them copied, unless a reader held
+    /// some back).
+    frames: i64,
+    /// The frames that came in during the copy before the last, which the last one copied.
+    came: i64,
+    /// Copies made outside the turn after the first.
+    copies: u32,
+}
+
+impl CatchUp {
+    /// After a first copy of a WAL of `frames` frames.
+    fn after(frames: i64) -> CatchUp {
+        CatchUp {
+            frames,
+            came: frames,
+            copies: 0,
+        }
+    }
+
+    /// Whether to copy again outside the turn: the last copy had many frames to copy, so many
+    /// more may have come in meanwhile.
+    fn again(&self) -> bool {
+        self.came > FEW_FRAMES && self.copies < CATCH_UP_COPIES
+    }
+
+    /// Counts a copy that found the WAL at `frames` frames; false if the WAL was started again
+    /// since the last copy (a commit found it all copied), which ends the catching up.
+    fn copied(&mut self, frames: i64) -> bool {
+        self.copies += 1;
+        if frames < self.frames {
+            return false;
+        }
+        self.came = frames - self.frames;
+        self.frames = frames;
         true
     }
 }
@@ -439,6 +506,49 @@ mod tests {
             "the WAL grew to {longest} bytes (bound {WAL_LIMIT})"
         );
         t.checkpointer.stop();
+    }
+
+    /// Pins that the turn waits until little is left to copy in it: at 1,000 appends a second,
+    /// the copy in the turn had copied the tens of commits that came during an 8 MiB copy, and
+    /// the records behind it waited for two syncs of them (p99 1.2–1.5 ms, BENCHMARKS.md).
+    #[test]
+    fn what_came_during_a_long_copy_is_copied_outside_the_turn_until_little_is_left() {
+        let mut catch_up = CatchUp::after(FINISH_IN_TURN_FRAMES);
+        assert!(
+            catch_up.again(),
+            "a long WAL was copied: more came meanwhile"
+        );
+        assert!(catch_up.copied(FINISH_IN_TURN_FRAMES + 150));
+        assert!(catch_up.again(), "150 frames came during the first copy");
+        assert!(catch_up.copied(FINISH_IN_TURN_FRAMES + 150 + FEW_FRAMES));
+        assert!(
+            !catch_up.again(),
+            "few came during the second: the turn copies the rest"
+        );
+        assert_eq!(catch_up.copies, 2);
+    }
+
+    #[test]
+    fn catching_up_ends_after_a_bounded_number_of_copies_or_when_the_wal_starts_again() {
+        let mut catch_up = CatchUp::after(FINISH_IN_TURN_FRAMES);
+        let mut frames = FINISH_IN_TURN_FRAMES;
+        while catch_up.again() {
+            frames += 1000;
+            assert!(catch_up.copied(frames));
+        }
+        assert_eq!(
+            catch_up.copies, CATCH_UP_COPIES,
+            "commits outpacing every copy"
+        );
+        let mut restarted = CatchUp::after(FINISH_IN_TURN_FRAMES);
+        assert!(!restarted.copied(5), "a commit started the WAL again");
+    }
+
+    #[test]
+    fn a_copy_that_found_nothing_new_leaves_nothing_for_another_outside_the_turn() {
+        let mut catch_up = CatchUp::after(FINISH_IN_TURN_FRAMES);
+        assert!(catch_up.copied(FINISH_IN_TURN_FRAMES));
+        assert!(!catch_up.again());
     }
 
     #[test]
