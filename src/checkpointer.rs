@@ -57,15 +57,16 @@ const CHECKPOINT_BYTES: u64 = 1 << 20;
 /// writes about four pages (32 KiB), so the WAL holds about 8 MiB of them by then.
 const CHECKPOINT_COMMITS: u64 = 256;
 
-/// A copy of small commits over a WAL of at least this many frames is followed by one in a
-/// write turn (about 8 MiB of 8 KiB pages: the count's worth of live commits).
+/// A copy of small commits over a WAL of at least this many frames is followed by more, the
+/// last in a write turn (about 8 MiB of 8 KiB pages: the count's worth of live commits).
 const FINISH_IN_TURN_FRAMES: i64 = 1024;
 
-/// The copy in the turn waits until a copy outside it found at most this many frames come in
-/// since the one before (256 KiB of 8 KiB pages: a few live commits)…
+/// The copy in the turn waits until a copy outside it had at most this many frames to copy
+/// (256 KiB of 8 KiB pages: a few live commits)…
 const FEW_FRAMES: i64 = 32;
 
-/// …or until this many copies outside the turn have been made, however many came.
+/// …or until this many copies outside the turn have been made, or one had no fewer frames to
+/// copy than the one before (commits outpacing the copies).
 const CATCH_UP_COPIES: u32 = 4;
 
 /// The running checkpointer thread.
@@ -211,12 +212,12 @@ impl Wait {
     }
 
     /// Copies the WAL into the database; true when all of it is copied. A copy of small
-    /// (`live`) commits that leaves a long WAL is followed by another in a write turn: the
-    /// first copies only the frames the WAL held when it began, and commits that came in
-    /// meanwhile would keep the next commit from starting the WAL again. The one in the turn
-    /// copies just those, with no commit between its end and the next. (A backfill's large
-    /// commits are not held up so: the writer's bound covers them, and the WAL starts again
-    /// when they pause.)
+    /// (`live`) commits that leaves a long WAL is followed by others: a copy takes only the
+    /// frames the WAL held when it began, and commits that came in meanwhile would keep the
+    /// next commit from starting the WAL again. Those are copied outside any turn while they
+    /// are many (see [`CatchUp`]), and what came during the last such copy in a write turn,
+    /// with no commit between its end and the next. (A backfill's large commits are not held
+    /// up so: the writer's bound covers them, and the WAL starts again when they pause.)
     fn copy(&self, archive: &Archive, live: bool) -> Result<bool> {
         let (whole, frames) = archive.checkpoint()?;
         if !live || frames < FINISH_IN_TURN_FRAMES {
@@ -226,15 +227,16 @@ impl Wait {
         while catch_up.again() {
             let (whole, frames) = archive.checkpoint()?;
             if !catch_up.copied(frames) {
-                // A commit started the WAL again: nothing is left for a turn to finish.
+                // A commit started the WAL again (nothing is left for a turn to finish), or
+                // another connection was checkpointing (this copy is tried again later).
                 return Ok(whole);
             }
         }
         let _turn = self.turns.for_consumer();
         let (whole, frames) = archive.checkpoint()?;
         log::trace!(
-            "checkpoint: {} frames copied in a write turn after {} copies",
-            frames - catch_up.frames,
+            "checkpoint: the WAL at {frames} frames in a write turn, at {} after {} more copies",
+            catch_up.frames,
             catch_up.copies
         );
         Ok(whole)
@@ -268,16 +270,21 @@ impl Wait {
 
 /// Whether the frames committed during a copy are copied again outside the write turn. A
 /// copy of a long WAL takes long enough (its `fsync` of megabytes) for tens of live commits
-/// to come in; copied in the turn, they kept the engine waiting for two syncs of as many
-/// frames. Each copy outside the turn takes less time than the one before, since it copies
-/// only what came during that one, so the frames left for the turn shrink with each.
+/// to come in; copied in the turn, they kept the engine waiting while the WAL was synced
+/// with all of them. A copy outside the turn copies only what came during the one before,
+/// so it is usually shorter, and fewer come in during it: the frames left for the turn
+/// shrink with each. When they do not (commits coming faster than copies), copying more
+/// outside the turn would not help, and the turn is taken.
 #[derive(Debug)]
 struct CatchUp {
     /// The WAL's frames when the last copy began (all of them copied, unless a reader held
     /// some back).
     frames: i64,
-    /// The frames that came in during the copy before the last, which the last one copied.
+    /// The frames the last copy had to copy: the whole WAL for the first, then those that
+    /// came in during the copy before.
     came: i64,
+    /// What `came` was for the copy before the last (`i64::MAX` after the first).
+    came_before: i64,
     /// Copies made outside the turn after the first.
     copies: u32,
 }
@@ -288,23 +295,28 @@ impl CatchUp {
         CatchUp {
             frames,
             came: frames,
+            came_before: i64::MAX,
             copies: 0,
         }
     }
 
     /// Whether to copy again outside the turn: the last copy had many frames to copy, so many
-    /// more may have come in meanwhile.
+    /// more may have come in meanwhile, and fewer than the one before.
     fn again(&self) -> bool {
-        self.came > FEW_FRAMES && self.copies < CATCH_UP_COPIES
+        self.came > FEW_FRAMES && self.came < self.came_before && self.copies < CATCH_UP_COPIES
     }
 
-    /// Counts a copy that found the WAL at `frames` frames; false if the WAL was started again
-    /// since the last copy (a commit found it all copied), which ends the catching up.
+    /// Counts a copy that found the WAL at `frames` frames. False when it found fewer than
+    /// the last: the WAL was started again since (a commit found it all copied), or the copy
+    /// did not run (SQLite reports -1 while another connection checkpoints); either ends the
+    /// catching up. A restart followed by more frames than the WAL held is not told apart:
+    /// the turn then comes one copy early or late, which costs nothing but that copy.
     fn copied(&mut self, frames: i64) -> bool {
         self.copies += 1;
         if frames < self.frames {
             return false;
         }
+        self.came_before = self.came;
         self.came = frames - self.frames;
         self.frames = frames;
         true
@@ -532,16 +544,39 @@ mod tests {
     fn catching_up_ends_after_a_bounded_number_of_copies_or_when_the_wal_starts_again() {
         let mut catch_up = CatchUp::after(FINISH_IN_TURN_FRAMES);
         let mut frames = FINISH_IN_TURN_FRAMES;
+        let mut came = 1000;
         while catch_up.again() {
-            frames += 1000;
+            frames += came;
+            came -= 1;
             assert!(catch_up.copied(frames));
         }
         assert_eq!(
             catch_up.copies, CATCH_UP_COPIES,
-            "commits outpacing every copy"
+            "a bound on copies whose work shrinks slowly"
         );
         let mut restarted = CatchUp::after(FINISH_IN_TURN_FRAMES);
         assert!(!restarted.copied(5), "a commit started the WAL again");
+    }
+
+    #[test]
+    fn commits_outpacing_the_copies_send_the_last_copy_to_the_turn_at_once() {
+        let mut catch_up = CatchUp::after(FINISH_IN_TURN_FRAMES);
+        assert!(catch_up.copied(FINISH_IN_TURN_FRAMES + 200));
+        assert!(catch_up.again());
+        assert!(catch_up.copied(FINISH_IN_TURN_FRAMES + 200 + 200));
+        assert!(
+            !catch_up.again(),
+            "as many came during the second copy as during the first"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_that_did_not_run_ends_the_catching_up() {
+        let mut catch_up = CatchUp::after(FINISH_IN_TURN_FRAMES);
+        assert!(
+            !catch_up.copied(-1),
+            "SQLite's count while another checkpoints"
+        );
     }
 
     #[test]
