@@ -3,7 +3,9 @@
 //! same repository. Two machines are two archives under two homes, each with its daemon and
 //! its machine name.
 
-use crate::util::{BIN, Daemon, Env, PgCluster, TapReader, on_a_terminal, stderr, wait_until};
+use crate::util::{
+    BIN, Daemon, Env, PgCluster, TapReader, on_a_terminal, stderr, wait_until, wait_until_else,
+};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -440,9 +442,26 @@ fn a_store_outage_while_pulling_loses_and_doubles_nothing() {
     let desktop_daemon = desktop.daemon();
     let laptop_daemon = laptop.daemon();
     let first = fs::read(&original).unwrap();
-    wait_until("the laptop's file on the desktop", || {
-        desktop.cli(&["show", SESSION, "--format", "raw"]).stdout == first
-    });
+    // What a time-out shows: both daemons' logs, and what `show` said last.
+    let said = std::cell::RefCell::new(String::new());
+    let shown_raw = |whole: &[u8]| {
+        let out = desktop.cli(&["show", SESSION, "--format", "raw"]);
+        *said.borrow_mut() = stderr(&out);
+        out.stdout == whole
+    };
+    let context = || {
+        format!(
+            "show said: {}\ndesktop's log:\n{}\nlaptop's log:\n{}",
+            said.borrow(),
+            desktop_daemon.log(),
+            laptop_daemon.log()
+        )
+    };
+    wait_until_else(
+        "the laptop's file on the desktop",
+        || shown_raw(&first),
+        context,
+    );
     pg.stop();
     desktop_daemon.wait_log("pull team: ");
     // Appended while the store is down: shipped and pulled once it is back.
@@ -461,9 +480,11 @@ fn a_store_outage_while_pulling_loses_and_doubles_nothing() {
     laptop_daemon.wait_log("PostgreSQL");
     pg.start_again();
     let whole = fs::read(&original).unwrap();
-    wait_until("the appended records on the desktop", || {
-        desktop.cli(&["show", SESSION, "--format", "raw"]).stdout == whole
-    });
+    wait_until_else(
+        "the appended records on the desktop",
+        || shown_raw(&whole),
+        context,
+    );
     let log = desktop_daemon.log();
     assert!(log.contains("the store answers again"), "{log}");
     let pulled = desktop

@@ -483,13 +483,18 @@ impl Drop for Daemon {
 }
 
 /// Waits until `cond` holds, checking every few milliseconds.
-pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    wait_until_else(what, cond, String::new);
+}
+
+/// [`wait_until`], with what `context` says (logs, a command's errors) in the message of a
+/// time-out.
+pub fn wait_until_else(what: &str, mut cond: impl FnMut() -> bool, context: impl Fn() -> String) {
     let deadline = std::time::Instant::now() + PATIENCE;
     while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        if std::time::Instant::now() >= deadline {
+            panic!("timed out waiting for {what}\n{}", context());
+        }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
