@@ -40,7 +40,7 @@ use crate::error::Result;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What the writer publishes after one commit: its record batches in `seq` order, with the
 /// `seq` of each record.
@@ -139,6 +139,11 @@ pub enum Offer {
     LetGo,
 }
 
+/// A commit of at least this many bytes of records is a backfill's (or a large pull's): a live
+/// append commits what an agent wrote at once, far less, and the writer compresses a batch this
+/// large on two threads.
+pub const BULK_BYTES: u64 = 1 << 20;
+
 /// Where commits are published, and consumers subscribe.
 pub struct Hub {
     state: Mutex<HubState>,
@@ -150,6 +155,8 @@ struct HubState {
     subscribers: Vec<Box<dyn Subscriber>>,
     /// Set when the writer ends: nothing more will be published.
     closed: bool,
+    /// When the last commit of [`BULK_BYTES`] or more was published.
+    bulk_at: Option<Instant>,
 }
 
 impl Hub {
@@ -160,6 +167,7 @@ impl Hub {
                 published: last_seq,
                 subscribers: Vec::new(),
                 closed: false,
+                bulk_at: None,
             }),
         })
     }
@@ -174,6 +182,9 @@ impl Hub {
         let let_go: Vec<Box<dyn Subscriber>> = {
             let mut state = self.lock();
             state.published = last;
+            if published.bytes() >= BULK_BYTES {
+                state.bulk_at = Some(Instant::now());
+            }
             (state.subscribers)
                 .extract_if(.., |s| s.offer(&published) == Offer::LetGo)
                 .collect()
@@ -204,6 +215,12 @@ impl Hub {
     /// The last `seq` published.
     pub fn published(&self) -> i64 {
         self.lock().published
+    }
+
+    /// How long ago the last commit of [`BULK_BYTES`] or more was published; `None` if none
+    /// was.
+    pub fn since_bulk(&self) -> Option<Duration> {
+        self.lock().bulk_at.map(|at| at.elapsed())
     }
 
     /// The writer has ended: lets every subscriber go (a tap writes out what it holds) and
@@ -493,22 +510,26 @@ mod tests {
         /// Commits `n` records, one commit each.
         fn commit(&mut self, n: usize) {
             for _ in 0..n {
-                let mut tx = Commit::default();
                 let bytes = format!("{{\"at\":{}}}", self.offset).into_bytes();
-                tx.push(Op::Records(RecordBatch {
-                    source: 1,
-                    harness: "generic".into(),
-                    path: "/t/a.jsonl".into(),
-                    generation: 0,
-                    read_ms: 0,
-                    records: vec![Record {
-                        offset: self.offset,
-                        bytes,
-                    }],
-                }));
-                self.offset += 10;
-                self.writer.write(tx).unwrap();
+                self.commit_record(bytes);
             }
+        }
+
+        /// Commits one record of `bytes`.
+        fn commit_record(&mut self, bytes: Vec<u8>) {
+            let at = self.offset;
+            // A line apart, and 10 apart at least (the small records' offsets).
+            self.offset += (bytes.len() as u64 + 1).max(10);
+            let mut tx = Commit::default();
+            tx.push(Op::Records(RecordBatch {
+                source: 1,
+                harness: "generic".into(),
+                path: "/t/a.jsonl".into(),
+                generation: 0,
+                read_ms: 0,
+                records: vec![Record { offset: at, bytes }],
+            }));
+            self.writer.write(tx).unwrap();
         }
 
         fn follow(&self, start: Start, backlog: (usize, u64)) -> Follower {
@@ -569,6 +590,22 @@ mod tests {
         assert_eq!(s.hub.lock().subscribers.len(), 1, "subscribed again");
         s.commit(1);
         assert_eq!(drain(&mut f), [10], "it follows live again");
+    }
+
+    #[test]
+    fn a_commit_of_bulk_bytes_is_known_as_a_backfill_and_smaller_ones_are_not() {
+        let mut s = Setup::new();
+        s.commit(200);
+        let padded = |len: usize| format!("{{\"p\":\"{}\"}}", "x".repeat(len - 8)).into_bytes();
+        s.commit_record(padded(BULK_BYTES as usize - 1));
+        assert_eq!(s.hub.since_bulk(), None);
+        s.commit_record(padded(BULK_BYTES as usize));
+        let since = s.hub.since_bulk().expect("a bulk commit");
+        s.commit(1);
+        assert!(
+            s.hub.since_bulk().unwrap() >= since,
+            "a small commit leaves it"
+        );
     }
 
     #[test]

@@ -61,6 +61,14 @@ const BODY_LIMIT: usize = 1 << 20;
 /// How often a catch-up says how far it is.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
+/// On a machine of fewer cores than this, the index starts no transaction while the archive
+/// writer commits a backfill (commits of [`crate::follow::BULK_BYTES`] or more), until they have
+/// paused for [`BACKFILL_PAUSE`]: its reader, its writer and the writer's second compression
+/// thread keep three cores busy, and an index beside them on two took a core from the writer
+/// (BENCHMARKS.md). On more cores the index runs beside a backfill.
+const CORES_BESIDE_A_BACKFILL: usize = 4;
+const BACKFILL_PAUSE: Duration = Duration::from_millis(500);
+
 /// Writes the session index of an archive.
 pub struct Indexer {
     /// The index's file as `main`, the archive attached read-only (`store`).
@@ -468,16 +476,22 @@ pub fn spawn(
         .spawn(move || {
             // Dropped when the thread ends, however it ends: tells who waits for the index.
             let _exit = exit;
-            // On two cores, reading and committing records must not wait for the index. (At
-            // nice 10 it still took a core from the writer for a large part of a backfill.)
-            if let Err(e) = crate::sys::lowest_thread_priority() {
-                log::debug!("session index: cannot lower its priority: {e}");
+            // Its wake-ups do not preempt a thread with a record on its way; it keeps a fair
+            // share of the cores, so that on a machine kept busy by other programs the index
+            // still keeps up with what is archived (in the idle class it got almost none, and
+            // `search` lagged for as long as the machine was busy). A backfill of this
+            // daemon's own goes first by `wait_out_backfill`, not by the thread's class.
+            if let Err(e) = crate::sys::batch_thread_policy() {
+                log::debug!("session index: cannot enter the batch scheduling class: {e}");
             }
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let yields = cores < CORES_BESIDE_A_BACKFILL;
             loop {
                 let closed_before = hub.is_closed();
                 let follower = IndexFollower {
                     hub: &hub,
                     stop: stop.as_deref(),
+                    yields,
                 };
                 let Err(e) = follower.follow(&db) else {
                     return;
@@ -504,6 +518,9 @@ struct IndexFollower<'a> {
     /// up at the next start, rather than hold the daemon's exit (a service manager's stop
     /// timeout) until it has caught up. Unset for `run --once`, which exits indexed.
     stop: Option<&'a AtomicBool>,
+    /// Whether the index waits out a backfill's commits (a machine of fewer than
+    /// [`CORES_BESIDE_A_BACKFILL`] cores).
+    yields: bool,
 }
 
 impl IndexFollower<'_> {
@@ -527,6 +544,9 @@ impl IndexFollower<'_> {
                 }
                 continue;
             };
+            if self.yields && !self.wait_out_backfill() {
+                break;
+            }
             indexer.index(&batch)?;
             progress.update(follower.done(), self.hub.published());
         }
@@ -541,6 +561,32 @@ impl IndexFollower<'_> {
 
     fn stopping(&self) -> bool {
         self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// Waits while the archive writer commits a backfill: until no commit of
+    /// [`crate::follow::BULK_BYTES`] or more was published for [`BACKFILL_PAUSE`], or the
+    /// writer has ended. False if the daemon stops meanwhile.
+    fn wait_out_backfill(&self) -> bool {
+        let mut waited = None;
+        loop {
+            if self.stopping() {
+                return false;
+            }
+            let left = (self.hub.since_bulk())
+                .map_or(Duration::ZERO, |since| BACKFILL_PAUSE.saturating_sub(since));
+            if left.is_zero() || self.hub.is_closed() {
+                break;
+            }
+            waited.get_or_insert_with(Instant::now);
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        }
+        if let Some(since) = waited {
+            log::debug!(
+                "session index: waited {} ms for a backfill's commits",
+                since.elapsed().as_millis()
+            );
+        }
+        true
     }
 }
 
@@ -612,6 +658,42 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Publishes one commit of `bytes` bytes of records, as `seq`.
+    fn publish(hub: &Hub, seq: i64, bytes: usize) {
+        let batch = crate::archive::RecordBatch {
+            source: 1,
+            harness: "generic".into(),
+            path: "/t/a.jsonl".into(),
+            generation: 0,
+            read_ms: 0,
+            records: vec![crate::domain::Record {
+                offset: 0,
+                bytes: vec![b' '; bytes],
+            }],
+        };
+        hub.publish(crate::follow::Published::new(vec![batch], vec![seq]));
+    }
+
+    #[test]
+    fn the_index_waits_out_a_backfills_commits_until_they_pause_or_the_daemon_stops() {
+        let hub = Hub::new(0);
+        let stop = AtomicBool::new(false);
+        let follower = IndexFollower {
+            hub: &hub,
+            stop: Some(&stop),
+            yields: true,
+        };
+        publish(&hub, 1, 100);
+        assert!(follower.wait_out_backfill(), "no backfill: no wait");
+        publish(&hub, 2, crate::follow::BULK_BYTES as usize);
+        assert!(follower.wait_out_backfill());
+        let since = hub.since_bulk().unwrap();
+        assert!(since >= BACKFILL_PAUSE, "returned {since:?} after it");
+        publish(&hub, 3, crate::follow::BULK_BYTES as usize);
+        stop.store(true, Ordering::Relaxed);
+        assert!(!follower.wait_out_backfill(), "the daemon stops");
+    }
 
     fn identified(harness: &str, path: &str, first: &[u8]) -> Identified {
         Identified::of(harness, Path::new(path), &parse(harness, first))

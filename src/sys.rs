@@ -5,21 +5,11 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 
-/// Gives the calling thread the lowest scheduling class there is, so that the process's other
-/// threads go first when the cores are busy. Linux only: `SCHED_IDLE`, under which any other
-/// thread that wakes takes the core at once, and which still runs on a busy machine with a
-/// small share (a weight of 3, against 15 at nice 19 and 1,024 at nice 0). Elsewhere it does
-/// nothing: there the nice value would lower the whole process.
-pub fn lowest_thread_priority() -> io::Result<()> {
-    #[cfg(target_os = "linux")]
-    thread_policy(libc::SCHED_IDLE)?;
-    Ok(())
-}
-
 /// Puts the calling thread in the batch scheduling class: it keeps its share of the cores (a
 /// nice of 0), but its wake-ups never preempt the thread running on a core; it waits for that
-/// thread to sleep or for its slice to end. Linux only (`SCHED_BATCH`, which, unlike
-/// `SCHED_IDLE`, an unprivileged thread may leave again); elsewhere it does nothing.
+/// thread to sleep or for its slice to end. Linux only (`SCHED_BATCH`: unlike `SCHED_IDLE`, an
+/// unprivileged thread may leave it again, and other programs' threads do not starve it);
+/// elsewhere it does nothing.
 pub fn batch_thread_policy() -> io::Result<()> {
     #[cfg(target_os = "linux")]
     thread_policy(libc::SCHED_BATCH)?;

@@ -657,32 +657,95 @@ fn policies(pid: i32) -> Vec<(String, u32)> {
         .collect()
 }
 
-/// Pins that the session index runs only when no other thread of the daemon wants a core: in
-/// a backfill on two cores at nice 10, it still took a core from the archive's writer for
-/// much of the time (BENCHMARKS.md), and the records waited for their commit. And that the
-/// checkpointer's wake-ups (at the end of each of its fsyncs) do not preempt the engine with
-/// a record on its way: it is in the batch class, and every other thread in the normal one.
+/// Pins that the wake-ups of the session index and of the checkpointer (at the end of each of
+/// its fsyncs) do not preempt the engine with a record on its way: both are in the batch class,
+/// and every other thread in the normal one. The index is not in the idle class, which other
+/// programs' threads starve (see the test below).
 #[test]
-fn the_session_index_is_in_the_idle_scheduling_class_the_checkpointer_in_batch_and_nothing_else() {
+fn the_session_index_and_the_checkpointer_are_in_the_batch_class_and_nothing_else() {
     const SCHED_OTHER: u32 = 0;
     const SCHED_BATCH: u32 = 3;
-    const SCHED_IDLE: u32 = 5;
     let env = Env::new();
     let d = Daemon::start_without_tap(&env);
     d.wait_log(CAUGHT_UP);
-    thread_named(d.pid(), "session index");
-    // Set by the thread itself, when it starts.
-    wait_until("the checkpointer's class set", || {
-        (policies(d.pid()).iter()).any(|(n, p)| n == "checkpointer" && *p == SCHED_BATCH)
+    // Set by each thread itself, when it starts.
+    wait_until("the index's and the checkpointer's class set", || {
+        let batch: Vec<String> = (policies(d.pid()).into_iter())
+            .filter_map(|(n, p)| (p == SCHED_BATCH).then_some(n))
+            .collect();
+        ["session index", "checkpointer"].map(|n| batch.iter().any(|b| b == n)) == [true, true]
     });
     for (name, policy) in policies(d.pid()) {
         let want = match name.as_str() {
-            "session index" => SCHED_IDLE,
-            "checkpointer" => SCHED_BATCH,
+            "session index" | "checkpointer" => SCHED_BATCH,
             _ => SCHED_OTHER,
         };
         assert_eq!(policy, want, "thread {name:?}");
     }
+}
+
+/// Other programs keeping core 0 busy: `n` shell loops pinned to it, killed when dropped.
+struct BusyCore(Vec<std::process::Child>);
+
+impl BusyCore {
+    fn start(n: usize) -> BusyCore {
+        BusyCore(
+            (0..n)
+                .map(|_| {
+                    std::process::Command::new("taskset")
+                        .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("taskset (util-linux)")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyCore {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The session index keeps up with the archive on a machine kept busy by other programs. In
+/// the idle scheduling class it got almost no share of a busy core (a weight of 3 against
+/// 1,024 for each busy loop), and `search` missed what was archived for as long as the
+/// machine stayed busy: a store-outage test timed out that way under a full test run. Here
+/// the daemon shares core 0 with three busy loops.
+#[test]
+fn the_session_index_keeps_up_on_a_core_kept_busy_by_other_programs() {
+    let env = Env::new();
+    env.write("s.jsonl", b"");
+    let d = Daemon::start_without_tap(&env);
+    d.wait_log(CAUGHT_UP);
+    let pinned = std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", "0", &d.pid().to_string()])
+        .output()
+        .expect("taskset (util-linux)");
+    assert!(pinned.status.success(), "{}", stderr(&pinned));
+    let _busy = BusyCore::start(3);
+    let n = 2000;
+    let lines: String = (1..=n)
+        .map(|i| format!("{{\"type\":\"user\",\"text\":\"note {i} marker{i}\"}}\n"))
+        .collect();
+    env.append("s.jsonl", lines.as_bytes());
+    wait_until("the records archived", || archived(&env) == n);
+    let said = std::cell::RefCell::new(String::new());
+    let found = || {
+        let out = (env.cmd())
+            .args(["search", &format!("marker{n}"), "--json", "--db"])
+            .arg(&env.db)
+            .output()
+            .unwrap();
+        *said.borrow_mut() = stderr(&out);
+        String::from_utf8(out.stdout).unwrap().lines().count() == 1
+    };
+    let context = || format!("search said: {}\nlog:\n{}", said.borrow(), d.log());
+    wait_until_else("the last record found by search", found, context);
 }
 
 /// Pins that the session index gathers live commits without being woken by each: waiting on
