@@ -232,13 +232,17 @@ impl Postgres {
         }
         let ms = self.timeout.as_millis();
         // statement_timeout bounds the server's side; a connection that silently died is
-        // found by TCP's own timeout and keepalives instead of hours of retransmits.
+        // found by TCP's own timeout and keepalives instead of hours of retransmits. The
+        // server's notices (a schema that exists already, at each connection's migration
+        // check) are not logged: only its warnings and errors are sent.
         config
             .connect_timeout(self.timeout)
             .tcp_user_timeout(self.timeout)
             .keepalives_idle(self.timeout)
             .application_name("transcript-sync")
-            .options(&format!("-c statement_timeout={ms} -c lock_timeout={ms}"));
+            .options(&format!(
+                "-c statement_timeout={ms} -c lock_timeout={ms} -c client_min_messages=warning"
+            ));
         let connected = match self.sslmode {
             SslMode::Disable => config.ssl_mode(PgSslMode::Disable).connect(NoTls),
             SslMode::Require | SslMode::VerifyFull => {
