@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 pub mod git;
 pub mod parse;
 pub mod query;
+mod share;
 pub mod store;
 
 use parse::{INDEXED_STRING, Parsed, Part, parse, with_long_strings_cut};
@@ -105,11 +106,17 @@ impl Indexer {
     pub fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
         let mut rest = rows;
         while !rest.is_empty() {
-            let n = self.index_some(rest)?;
-            rest = &rest[n..];
-            self.merge()?;
+            rest = &rest[self.index_part(rest)?..];
         }
         Ok(())
+    }
+
+    /// Indexes a first part of `rows` in one transaction (see [`Indexer::index_some`]), then
+    /// merges; returns how many rows.
+    pub(super) fn index_part(&mut self, rows: &[ExportRow]) -> Result<usize> {
+        let n = self.index_some(rows)?;
+        self.merge()?;
+        Ok(n)
     }
 
     /// Merges full-text index segments in small steps, each its own transaction, until there
@@ -476,11 +483,10 @@ pub fn spawn(
         .spawn(move || {
             // Dropped when the thread ends, however it ends: tells who waits for the index.
             let _exit = exit;
-            // Its wake-ups do not preempt a thread with a record on its way; it keeps a fair
-            // share of the cores, so that on a machine kept busy by other programs the index
-            // still keeps up with what is archived (in the idle class it got almost none, and
-            // `search` lagged for as long as the machine was busy). A backfill of this
-            // daemon's own goes first by `wait_out_backfill`, not by the thread's class.
+            // Its wake-ups do not preempt a thread with a record on its way, and it keeps a
+            // fair share of the cores: the index works here while other threads keep the
+            // cores busy, and on an idle-class helper otherwise (`share`). A backfill of this
+            // daemon's own goes first by `wait_out_backfill`.
             if let Err(e) = crate::sys::batch_thread_policy() {
                 log::debug!("session index: cannot enter the batch scheduling class: {e}");
             }
@@ -527,15 +533,17 @@ impl IndexFollower<'_> {
     /// Follows the archive until the hub closes and every record is indexed, or the daemon
     /// stops.
     fn follow(&self, db: &Path) -> Result<()> {
-        let mut indexer = Indexer::open(db)?;
+        let indexer = Indexer::open(db)?;
         let after = indexer.done()?;
         let hub = Arc::clone(self.hub);
         let follower = Follower::start(hub, Archive::open(db)?, Start::After(after))?;
         let Some(mut follower) = follower.map(|f| f.shrinking(indexed)) else {
             // Closed already (the writer ended first): read what is left directly.
+            let mut indexer = indexer;
             indexer.catch_up(|_, _| {})?;
             return Ok(());
         };
+        let mut share = share::Share::new(indexer);
         let mut progress = Progress::new(after, self.hub.published());
         while !self.stopping() {
             let Some(batch) = next_batch(&mut follower)? else {
@@ -547,7 +555,7 @@ impl IndexFollower<'_> {
             if self.yields && !self.wait_out_backfill() {
                 break;
             }
-            indexer.index(&batch)?;
+            share.index(batch)?;
             progress.update(follower.done(), self.hub.published());
         }
         let (done, published) = (follower.done(), self.hub.published());

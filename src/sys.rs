@@ -5,6 +5,25 @@ use std::io;
 use std::os::fd::AsFd;
 use std::path::Path;
 
+/// Gives the calling thread the lowest scheduling class there is, so that every other thread
+/// goes first when the cores are busy: on Linux, `SCHED_IDLE`, under which any other thread
+/// that wakes takes the core at once, and which gets almost nothing of a core that other
+/// threads keep busy (a weight of 3, against 1,024 at nice 0). An unprivileged thread cannot
+/// leave it again, and the threads it starts are in it too. Elsewhere it does nothing.
+pub fn idle_thread_policy() -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    thread_policy(libc::SCHED_IDLE)?;
+    Ok(())
+}
+
+/// How long the calling thread has waited for a core, in all, while it could run: the second
+/// field of Linux's `/proc/thread-self/schedstat`. `None` where there is none.
+pub fn thread_core_wait() -> Option<std::time::Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(std::time::Duration::from_nanos(ns))
+}
+
 /// Puts the calling thread in the batch scheduling class: it keeps its share of the cores (a
 /// nice of 0), but its wake-ups never preempt the thread running on a core; it waits for that
 /// thread to sleep or for its slice to end. Linux only (`SCHED_BATCH`: unlike `SCHED_IDLE`, an

@@ -1,0 +1,278 @@
+//! Which thread the session index does its work on: a helper in the idle scheduling class
+//! while the cores have room for it, or its own thread, at a fair share, while other programs
+//! keep them busy.
+//!
+//! - In the idle class, any thread that wakes takes the core from the index at once, so a
+//!   record on its way never waits for it (live latency, BENCHMARKS.md).
+//! - But on a machine that other programs keep busy, the idle class gets almost nothing (a
+//!   weight of 3, against 1,024 for each busy thread), and the index fell behind for as long
+//!   as the machine stayed busy: `search` missed what had been archived.
+//! - So each transaction on the helper is timed. One that waited for a core most of the time
+//!   ([`starved`]) sends the next ones to the index's own thread, in the batch class: a fair
+//!   share of the cores, and wake-ups that preempt nobody. The helper is tried again after
+//!   [`FIRST_HOLD`], and after twice as long each time it is found starved again, up to
+//!   [`LONGEST_HOLD`]. (How long the own thread waits for a core does not tell whether the
+//!   idle class would get one: a thread that slept is given a core soon even on a busy
+//!   machine.)
+//! - Where that wait cannot be read (no `/proc/thread-self/schedstat`: not Linux, or a kernel
+//!   without scheduler statistics), there is no helper: nothing would tell that it starves.
+
+use super::Indexer;
+use crate::archive::ExportRow;
+use crate::error::{Result, SystemContext};
+use crossbeam_channel::{Receiver, Sender, bounded};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// A transaction on the helper waited at least this long for a core, and for half its time
+/// or more: the idle class is starved.
+const STARVED: Duration = Duration::from_millis(100);
+
+/// How long the index works on its own thread after the helper was first found starved.
+const FIRST_HOLD: Duration = Duration::from_secs(10);
+const LONGEST_HOLD: Duration = Duration::from_secs(320);
+
+/// How long one transaction took, and how much of that its thread waited for a core.
+#[derive(Clone, Copy, Debug)]
+struct Timed {
+    took: Duration,
+    waited: Duration,
+}
+
+impl Timed {
+    /// Runs `f` on the calling thread and times it; no time where the wait cannot be read.
+    fn of<T>(f: impl FnOnce() -> T) -> (T, Option<Timed>) {
+        let (started, before) = (Instant::now(), crate::sys::thread_core_wait());
+        let out = f();
+        let timed = before
+            .zip(crate::sys::thread_core_wait())
+            .map(|(before, after)| Timed {
+                took: started.elapsed(),
+                waited: after.saturating_sub(before),
+            });
+        (out, timed)
+    }
+}
+
+/// Whether a transaction on the idle helper shows the idle class starved.
+fn starved(t: Timed) -> bool {
+    t.waited >= STARVED && t.waited * 2 >= t.took
+}
+
+/// Where the next transaction goes.
+#[derive(Debug)]
+struct Place {
+    /// `None`: on the helper. Else on the own thread until then.
+    own_until: Option<Instant>,
+    /// How long the next hold on the own thread is.
+    hold: Duration,
+}
+
+impl Place {
+    fn new() -> Place {
+        Place {
+            own_until: None,
+            hold: FIRST_HOLD,
+        }
+    }
+
+    /// Whether the transaction to start at `now` goes to the helper.
+    fn on_helper(&mut self, now: Instant) -> bool {
+        if self.own_until.is_some_and(|until| now >= until) {
+            self.own_until = None;
+        }
+        self.own_until.is_none()
+    }
+
+    /// After a transaction on the helper that ended at `now`: starved, it holds the next ones
+    /// on the own thread, for twice as long as the hold before if it was starved then too.
+    /// Returns the hold begun.
+    fn after_helper(&mut self, starved: bool, now: Instant) -> Option<Duration> {
+        if !starved {
+            self.hold = FIRST_HOLD;
+            return None;
+        }
+        let hold = self.hold;
+        self.own_until = Some(now + hold);
+        self.hold = (hold * 2).min(LONGEST_HOLD);
+        Some(hold)
+    }
+}
+
+/// The indexer, and where its transactions go.
+pub(super) struct Share {
+    /// `None` only while the helper has it.
+    indexer: Option<Indexer>,
+    helper: Option<Helper>,
+    place: Place,
+}
+
+impl Share {
+    /// Work for `indexer`, on the idle helper first where there can be one.
+    pub(super) fn new(indexer: Indexer) -> Share {
+        let helper = match crate::sys::thread_core_wait() {
+            Some(_) => Helper::spawn()
+                .inspect_err(|e| log::warn!("session index: {e}; it works on its own thread"))
+                .ok(),
+            None => None,
+        };
+        Share {
+            indexer: Some(indexer),
+            helper,
+            place: Place::new(),
+        }
+    }
+
+    /// Indexes `rows` (as [`Indexer::index`] does), each transaction where [`Place`] says.
+    pub(super) fn index(&mut self, mut rows: Vec<ExportRow>) -> Result<()> {
+        let mut from = 0;
+        while from < rows.len() {
+            let n;
+            (rows, n) = self.index_part(rows, from)?;
+            from += n;
+        }
+        Ok(())
+    }
+
+    /// Indexes a first part of `rows[from..]` in one transaction; gives `rows` back, and how
+    /// many it indexed.
+    fn index_part(&mut self, rows: Vec<ExportRow>, from: usize) -> Result<(Vec<ExportRow>, usize)> {
+        let helper = match self.helper.as_mut() {
+            Some(h) if self.place.on_helper(Instant::now()) => h,
+            _ => {
+                let indexer = (self.indexer.as_mut()).expect("the indexer is back from the helper");
+                return indexer.index_part(&rows[from..]).map(|n| (rows, n));
+            }
+        };
+        let indexer = (self.indexer.take()).expect("the indexer is here between transactions");
+        let (indexer, rows, result, timed) = helper.index(indexer, rows, from);
+        self.indexer = Some(indexer);
+        let starving = timed.filter(|t| starved(*t));
+        if let Some(hold) = self.place.after_helper(starving.is_some(), Instant::now())
+            && let Some(t) = starving
+        {
+            log::debug!(
+                "session index: waited {} of {} ms for a core in the idle class; at a fair share for {} s",
+                t.waited.as_millis(),
+                t.took.as_millis(),
+                hold.as_secs()
+            );
+        }
+        result.map(|n| (rows, n))
+    }
+}
+
+/// Work for the helper (the rows from an index on), and what it gives back.
+type Work = (Indexer, Vec<ExportRow>, usize);
+type Done = (Indexer, Vec<ExportRow>, Result<usize>, Option<Timed>);
+
+/// The thread in the idle class that indexes the batches it is given. Dropped, it ends on
+/// its own: a stop does not wait for a thread that a busy machine may give no core for a
+/// while, and it holds nothing between batches.
+struct Helper {
+    work: Option<Sender<Work>>,
+    done: Receiver<Done>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Helper {
+    fn spawn() -> Result<Helper> {
+        let (work, work_rx) = bounded::<Work>(1);
+        let (done_tx, done) = bounded::<Done>(1);
+        let handle = std::thread::Builder::new()
+            .name("index (idle)".into())
+            .spawn(move || {
+                if let Err(e) = crate::sys::idle_thread_policy() {
+                    log::debug!("session index: cannot enter the idle scheduling class: {e}");
+                }
+                for (mut indexer, rows, from) in work_rx {
+                    let (result, timed) = Timed::of(|| indexer.index_part(&rows[from..]));
+                    if done_tx.send((indexer, rows, result, timed)).is_err() {
+                        return;
+                    }
+                }
+            })
+            .starting("index (idle)")?;
+        Ok(Helper {
+            work: Some(work),
+            done,
+            handle: Some(handle),
+        })
+    }
+
+    /// Has the helper index a first part of `rows[from..]` with `indexer`, in one
+    /// transaction, and waits for it. A panic there is raised here, as if the work had been
+    /// done on this thread.
+    fn index(&mut self, indexer: Indexer, rows: Vec<ExportRow>, from: usize) -> Done {
+        let sent = (self.work.as_ref()).is_some_and(|w| w.send((indexer, rows, from)).is_ok());
+        match sent.then(|| self.done.recv().ok()).flatten() {
+            Some(done) => done,
+            None => {
+                drop(self.work.take());
+                let handle = self.handle.take().expect("a helper ends once");
+                match handle.join() {
+                    Err(panic) => std::panic::resume_unwind(panic),
+                    Ok(()) => unreachable!("the helper ends only when its work channel closes"),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(took: u64, waited: u64) -> Timed {
+        Timed {
+            took: Duration::from_millis(took),
+            waited: Duration::from_millis(waited),
+        }
+    }
+
+    #[test]
+    fn the_idle_class_is_starved_once_a_transaction_waited_for_most_of_its_time_and_long() {
+        assert!(starved(ms(2_000, 1_900)));
+        assert!(starved(ms(200, 100)));
+        // Half its time, but briefly: a core taken by a record on its way.
+        assert!(!starved(ms(150, 90)));
+        // Long, but under half of a long transaction: the idle class still gets on.
+        assert!(!starved(ms(2_000, 900)));
+    }
+
+    #[test]
+    fn a_starved_helper_is_held_off_for_a_time_that_doubles_while_it_starves() {
+        let t0 = Instant::now();
+        let at = |secs: u64| t0 + Duration::from_secs(secs);
+        let mut place = Place::new();
+        assert!(place.on_helper(t0));
+        assert_eq!(place.after_helper(false, t0), None);
+        assert_eq!(place.after_helper(true, at(1)), Some(FIRST_HOLD));
+        assert!(!place.on_helper(at(10)));
+        assert!(place.on_helper(at(11)), "tried again after the hold");
+        assert_eq!(place.after_helper(true, at(12)), Some(FIRST_HOLD * 2));
+        assert!(!place.on_helper(at(31)));
+        assert!(place.on_helper(at(32)));
+        // Not starved: the next hold is the first again.
+        assert_eq!(place.after_helper(false, at(33)), None);
+        assert!(place.on_helper(at(34)));
+        assert_eq!(place.after_helper(true, at(35)), Some(FIRST_HOLD));
+        let mut hold = FIRST_HOLD;
+        for _ in 0..10 {
+            hold = place.after_helper(true, at(35)).unwrap();
+        }
+        assert_eq!(hold, LONGEST_HOLD);
+    }
+
+    #[test]
+    fn a_batch_is_timed_with_the_time_its_thread_waited_for_a_core() {
+        let (out, timed) = Timed::of(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            7
+        });
+        assert_eq!(out, 7);
+        let t = timed.expect("Linux reads its threads' waits");
+        assert!(t.took >= Duration::from_millis(20), "{t:?}");
+        assert!(t.waited <= t.took, "{t:?}");
+    }
+}
