@@ -70,6 +70,9 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 /// cores the index runs beside a backfill.
 const CORES_BESIDE_A_BACKFILL: usize = 4;
 const BACKFILL_PAUSE: Duration = Duration::from_millis(500);
+/// The index waits this long at most before it indexes a batch: a backfill or a pull that
+/// commits large batches for minutes still has its records indexed, a batch each time.
+const LONGEST_BACKFILL_WAIT: Duration = Duration::from_secs(30);
 
 /// Writes the session index of an archive.
 pub struct Indexer {
@@ -107,17 +110,11 @@ impl Indexer {
     pub fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
         let mut rest = rows;
         while !rest.is_empty() {
-            rest = &rest[self.index_part(rest)?..];
+            let n = self.index_some(rest)?;
+            rest = &rest[n..];
+            self.merge()?;
         }
         Ok(())
-    }
-
-    /// Indexes a first part of `rows` in one transaction (see [`Indexer::index_some`]), then
-    /// merges; returns how many rows.
-    pub(super) fn index_part(&mut self, rows: &[ExportRow]) -> Result<usize> {
-        let n = self.index_some(rows)?;
-        self.merge()?;
-        Ok(n)
     }
 
     /// Merges full-text index segments in small steps, each its own transaction, until there
@@ -486,8 +483,8 @@ pub fn spawn(
             let _exit = exit;
             // Its wake-ups do not preempt a thread with a record on its way, and it keeps a
             // fair share of the cores: the index works here while other threads keep the
-            // cores busy, and on an idle-class helper otherwise (`share`). A backfill of this
-            // daemon's own goes first by `wait_out_backfill`.
+            // cores busy, and on an idle-class helper otherwise (`share`). On fewer than
+            // four cores, a backfill of this daemon's own goes first (`wait_out_backfill`).
             if let Err(e) = crate::sys::batch_thread_policy() {
                 log::debug!("session index: cannot enter the batch scheduling class: {e}");
             }
@@ -521,7 +518,7 @@ pub fn spawn(
 /// What the index's thread follows the archive with.
 struct IndexFollower<'a> {
     hub: &'a Arc<Hub>,
-    /// Set when the daemon stops: the index stops after its transaction in hand, and catches
+    /// Set when the daemon stops: the index stops after its batch in hand, and catches
     /// up at the next start, rather than hold the daemon's exit (a service manager's stop
     /// timeout) until it has caught up. Unset for `run --once`, which exits indexed.
     stop: Option<&'a AtomicBool>,
@@ -546,14 +543,17 @@ impl IndexFollower<'_> {
         };
         let mut share = share::Share::new(indexer);
         let mut progress = Progress::new(after, self.hub.published());
-        while !self.stopping() {
+        // Before reading a batch, and again before indexing it (a backfill may have begun
+        // while it was gathered).
+        let wait = |f: &Self| !f.yields || f.wait_out_backfill(LONGEST_BACKFILL_WAIT);
+        while !self.stopping() && wait(self) {
             let Some(batch) = next_batch(&mut follower)? else {
                 if follower.ended() {
                     return Ok(());
                 }
                 continue;
             };
-            if self.yields && !self.wait_out_backfill() {
+            if !wait(self) {
                 break;
             }
             share.index(batch)?;
@@ -573,20 +573,22 @@ impl IndexFollower<'_> {
     }
 
     /// Waits while the archive writer commits a backfill: until no commit of
-    /// [`crate::follow::BULK_BYTES`] or more was published for [`BACKFILL_PAUSE`], or the
-    /// writer has ended. False if the daemon stops meanwhile.
-    fn wait_out_backfill(&self) -> bool {
+    /// [`crate::follow::BULK_BYTES`] or more was published for [`BACKFILL_PAUSE`], the writer
+    /// has ended, or it has waited `longest`. False if the daemon stops meanwhile.
+    fn wait_out_backfill(&self, longest: Duration) -> bool {
+        let started = Instant::now();
         let mut waited = None;
         loop {
             if self.stopping() {
                 return false;
             }
             let left = (self.hub.since_bulk())
-                .map_or(Duration::ZERO, |since| BACKFILL_PAUSE.saturating_sub(since));
+                .map_or(Duration::ZERO, |since| BACKFILL_PAUSE.saturating_sub(since))
+                .min(longest.saturating_sub(started.elapsed()));
             if left.is_zero() || self.hub.is_closed() {
                 break;
             }
-            waited.get_or_insert_with(Instant::now);
+            waited.get_or_insert(started);
             std::thread::sleep(left.min(Duration::from_millis(100)));
         }
         if let Some(since) = waited {
@@ -693,15 +695,26 @@ mod tests {
             stop: Some(&stop),
             yields: true,
         };
+        let longest = LONGEST_BACKFILL_WAIT;
         publish(&hub, 1, 100);
-        assert!(follower.wait_out_backfill(), "no backfill: no wait");
+        assert!(follower.wait_out_backfill(longest), "no backfill: no wait");
         publish(&hub, 2, crate::follow::BULK_BYTES as usize);
-        assert!(follower.wait_out_backfill());
+        assert!(follower.wait_out_backfill(longest));
         let since = hub.since_bulk().unwrap();
         assert!(since >= BACKFILL_PAUSE, "returned {since:?} after it");
+        // A backfill that goes on: no longer than `longest`.
         publish(&hub, 3, crate::follow::BULK_BYTES as usize);
+        let started = Instant::now();
+        assert!(follower.wait_out_backfill(BACKFILL_PAUSE / 10));
+        assert!(started.elapsed() >= BACKFILL_PAUSE / 10);
+        let since = hub.since_bulk().unwrap();
+        assert!(
+            since < BACKFILL_PAUSE,
+            "waited {since:?}, not only the longest"
+        );
+        publish(&hub, 4, crate::follow::BULK_BYTES as usize);
         stop.store(true, Ordering::Relaxed);
-        assert!(!follower.wait_out_backfill(), "the daemon stops");
+        assert!(!follower.wait_out_backfill(longest), "the daemon stops");
     }
 
     fn identified(harness: &str, path: &str, first: &[u8]) -> Identified {

@@ -19,8 +19,13 @@ pub fn idle_thread_policy() -> io::Result<()> {
 /// How long the calling thread has waited for a core, in all, while it could run: the second
 /// field of Linux's `/proc/thread-self/schedstat`. `None` where there is none.
 pub fn thread_core_wait() -> Option<std::time::Duration> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    let ns = text.split_whitespace().nth(1)?.parse().ok()?;
+    core_wait_of(&std::fs::read_to_string("/proc/thread-self/schedstat").ok()?)
+}
+
+/// The time waited for a core in a `schedstat` line: time on a core, time waiting for one
+/// (both in ns), time slices.
+fn core_wait_of(schedstat: &str) -> Option<std::time::Duration> {
+    let ns = schedstat.split_whitespace().nth(1)?.parse().ok()?;
     Some(std::time::Duration::from_nanos(ns))
 }
 
@@ -238,6 +243,13 @@ pub fn host_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_wait_for_a_core_is_the_second_field_of_schedstat() {
+        let wait = core_wait_of("5113412 2000417 31\n");
+        assert_eq!(wait, Some(std::time::Duration::from_nanos(2_000_417)));
+        assert_eq!(core_wait_of("5113412\n"), None);
+    }
 
     #[test]
     fn a_temp_directory_has_space_and_is_not_on_a_network() {

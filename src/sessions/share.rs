@@ -7,15 +7,18 @@
 //! - But on a machine that other programs keep busy, the idle class gets almost nothing (a
 //!   weight of 3, against 1,024 for each busy thread), and the index fell behind for as long
 //!   as the machine stayed busy: `search` missed what had been archived.
-//! - So each transaction on the helper is timed. One that waited for a core most of the time
-//!   ([`starved`]) sends the next ones to the index's own thread, in the batch class: a fair
-//!   share of the cores, and wake-ups that preempt nobody. The helper is tried again after
+//! - So each job on the helper (one transaction of records, or the merge steps after it) is
+//!   timed. One that waited for a core for at least 100 ms and half its time ([`starved`])
+//!   sends the next ones to the index's own thread, in the batch class: a fair share of the
+//!   cores, and wake-ups that preempt nobody. The helper is tried again after
 //!   [`FIRST_HOLD`], and after twice as long each time it is found starved again, up to
 //!   [`LONGEST_HOLD`]. (How long the own thread waits for a core does not tell whether the
 //!   idle class would get one: a thread that slept is given a core soon even on a busy
 //!   machine.)
 //! - Where that wait cannot be read (no `/proc/thread-self/schedstat`: not Linux, or a kernel
 //!   without scheduler statistics), there is no helper: nothing would tell that it starves.
+//! - Reading the records to index (from the archive, when the index catches up) is done on
+//!   the index's own thread.
 
 use super::Indexer;
 use crate::archive::ExportRow;
@@ -24,15 +27,15 @@ use crossbeam_channel::{Receiver, Sender, bounded};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// A transaction on the helper waited at least this long for a core, and for half its time
-/// or more: the idle class is starved.
+/// A job on the helper waited at least this long for a core, and for half its time or more:
+/// the idle class is starved.
 const STARVED: Duration = Duration::from_millis(100);
 
 /// How long the index works on its own thread after the helper was first found starved.
 const FIRST_HOLD: Duration = Duration::from_secs(10);
 const LONGEST_HOLD: Duration = Duration::from_secs(320);
 
-/// How long one transaction took, and how much of that its thread waited for a core.
+/// How long one job took, and how much of that its thread waited for a core.
 #[derive(Clone, Copy, Debug)]
 struct Timed {
     took: Duration,
@@ -54,12 +57,12 @@ impl Timed {
     }
 }
 
-/// Whether a transaction on the idle helper shows the idle class starved.
+/// Whether a job on the idle helper shows the idle class starved.
 fn starved(t: Timed) -> bool {
     t.waited >= STARVED && t.waited * 2 >= t.took
 }
 
-/// Where the next transaction goes.
+/// Where the next job goes.
 #[derive(Debug)]
 struct Place {
     /// `None`: on the helper. Else on the own thread until then.
@@ -76,7 +79,7 @@ impl Place {
         }
     }
 
-    /// Whether the transaction to start at `now` goes to the helper.
+    /// Whether the job to start at `now` goes to the helper.
     fn on_helper(&mut self, now: Instant) -> bool {
         if self.own_until.is_some_and(|until| now >= until) {
             self.own_until = None;
@@ -84,9 +87,9 @@ impl Place {
         self.own_until.is_none()
     }
 
-    /// After a transaction on the helper that ended at `now`: starved, it holds the next ones
-    /// on the own thread, for twice as long as the hold before if it was starved then too.
-    /// Returns the hold begun.
+    /// After a job on the helper that ended at `now`: starved, it holds the next ones on the
+    /// own thread, for twice as long as the hold before if it was starved then too. Returns
+    /// the hold begun.
     fn after_helper(&mut self, starved: bool, now: Instant) -> Option<Duration> {
         if !starved {
             self.hold = FIRST_HOLD;
@@ -99,7 +102,7 @@ impl Place {
     }
 }
 
-/// The indexer, and where its transactions go.
+/// The indexer, and where its jobs go.
 pub(super) struct Share {
     /// `None` only while the helper has it.
     indexer: Option<Indexer>,
@@ -123,29 +126,28 @@ impl Share {
         }
     }
 
-    /// Indexes `rows` (as [`Indexer::index`] does), each transaction where [`Place`] says.
+    /// Indexes `rows` (as [`Indexer::index`] does): each transaction, and the merge steps
+    /// after it, where [`Place`] says.
     pub(super) fn index(&mut self, mut rows: Vec<ExportRow>) -> Result<()> {
         let mut from = 0;
         while from < rows.len() {
             let n;
-            (rows, n) = self.index_part(rows, from)?;
-            from += n;
+            (rows, n) = self.run(Job::Index(rows, from));
+            from += n?;
+            self.run(Job::Merge).1?;
         }
         Ok(())
     }
 
-    /// Indexes a first part of `rows[from..]` in one transaction; gives `rows` back, and how
-    /// many it indexed.
-    fn index_part(&mut self, rows: Vec<ExportRow>, from: usize) -> Result<(Vec<ExportRow>, usize)> {
+    /// Runs `job` where [`Place`] says, and decides where the next goes; gives the job's rows
+    /// back.
+    fn run(&mut self, job: Job) -> (Vec<ExportRow>, Result<usize>) {
         let helper = match self.helper.as_mut() {
             Some(h) if self.place.on_helper(Instant::now()) => h,
-            _ => {
-                let indexer = (self.indexer.as_mut()).expect("the indexer is back from the helper");
-                return indexer.index_part(&rows[from..]).map(|n| (rows, n));
-            }
+            _ => return job.run(self.indexer.as_mut().expect("the indexer is back")),
         };
-        let indexer = (self.indexer.take()).expect("the indexer is here between transactions");
-        let (indexer, rows, result, timed) = helper.index(indexer, rows, from);
+        let indexer = (self.indexer.take()).expect("the indexer is here between jobs");
+        let (indexer, rows, result, timed) = helper.run(indexer, job);
         self.indexer = Some(indexer);
         let starving = timed.filter(|t| starved(*t));
         if let Some(hold) = self.place.after_helper(starving.is_some(), Instant::now())
@@ -158,26 +160,46 @@ impl Share {
                 hold.as_secs()
             );
         }
-        result.map(|n| (rows, n))
+        (rows, result)
     }
 }
 
-/// Work for the helper (the rows from an index on), and what it gives back.
-type Work = (Indexer, Vec<ExportRow>, usize);
+/// One piece of the index's work, each a transaction or a few short ones: a starved helper
+/// holds up one at a time.
+enum Job {
+    /// Indexes a first part of the rows from this one on, in one transaction; how many.
+    Index(Vec<ExportRow>, usize),
+    /// Merges full-text segments in small steps.
+    Merge,
+}
+
+impl Job {
+    fn run(self, indexer: &mut Indexer) -> (Vec<ExportRow>, Result<usize>) {
+        match self {
+            Job::Index(rows, from) => {
+                let n = indexer.index_some(&rows[from..]);
+                (rows, n)
+            }
+            Job::Merge => (Vec::new(), indexer.merge().map(|()| 0)),
+        }
+    }
+}
+
+/// What the helper gives back: the indexer, the job's rows, its result and its time.
 type Done = (Indexer, Vec<ExportRow>, Result<usize>, Option<Timed>);
 
-/// The thread in the idle class that indexes the batches it is given. Dropped, it ends on
-/// its own: a stop does not wait for a thread that a busy machine may give no core for a
-/// while, and it holds nothing between batches.
+/// The thread in the idle class that runs the jobs it is given. Dropped, it ends on its own: a
+/// stop does not wait for a thread that a busy machine may give no core for a while, and it
+/// holds nothing between jobs.
 struct Helper {
-    work: Option<Sender<Work>>,
+    work: Option<Sender<(Indexer, Job)>>,
     done: Receiver<Done>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Helper {
     fn spawn() -> Result<Helper> {
-        let (work, work_rx) = bounded::<Work>(1);
+        let (work, work_rx) = bounded::<(Indexer, Job)>(1);
         let (done_tx, done) = bounded::<Done>(1);
         let handle = std::thread::Builder::new()
             .name("index (idle)".into())
@@ -185,8 +207,8 @@ impl Helper {
                 if let Err(e) = crate::sys::idle_thread_policy() {
                     log::debug!("session index: cannot enter the idle scheduling class: {e}");
                 }
-                for (mut indexer, rows, from) in work_rx {
-                    let (result, timed) = Timed::of(|| indexer.index_part(&rows[from..]));
+                for (mut indexer, job) in work_rx {
+                    let ((rows, result), timed) = Timed::of(|| job.run(&mut indexer));
                     if done_tx.send((indexer, rows, result, timed)).is_err() {
                         return;
                     }
@@ -200,11 +222,10 @@ impl Helper {
         })
     }
 
-    /// Has the helper index a first part of `rows[from..]` with `indexer`, in one
-    /// transaction, and waits for it. A panic there is raised here, as if the work had been
-    /// done on this thread.
-    fn index(&mut self, indexer: Indexer, rows: Vec<ExportRow>, from: usize) -> Done {
-        let sent = (self.work.as_ref()).is_some_and(|w| w.send((indexer, rows, from)).is_ok());
+    /// Has the helper run `job` with `indexer`, and waits for it. A panic there is raised
+    /// here, as if the job had been run on this thread.
+    fn run(&mut self, indexer: Indexer, job: Job) -> Done {
+        let sent = (self.work.as_ref()).is_some_and(|w| w.send((indexer, job)).is_ok());
         match sent.then(|| self.done.recv().ok()).flatten() {
             Some(done) => done,
             None => {
