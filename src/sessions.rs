@@ -531,13 +531,12 @@ impl IndexFollower<'_> {
     /// Follows the archive until the hub closes and every record is indexed, or the daemon
     /// stops.
     fn follow(&self, db: &Path) -> Result<()> {
-        let indexer = Indexer::open(db)?;
+        let mut indexer = Indexer::open(db)?;
         let after = indexer.done()?;
         let hub = Arc::clone(self.hub);
         let follower = Follower::start(hub, Archive::open(db)?, Start::After(after))?;
         let Some(mut follower) = follower.map(|f| f.shrinking(indexed)) else {
             // Closed already (the writer ended first): read what is left directly.
-            let mut indexer = indexer;
             indexer.catch_up(|_, _| {})?;
             return Ok(());
         };
@@ -577,7 +576,7 @@ impl IndexFollower<'_> {
     /// has ended, or it has waited `longest`. False if the daemon stops meanwhile.
     fn wait_out_backfill(&self, longest: Duration) -> bool {
         let started = Instant::now();
-        let mut waited = None;
+        let mut waited = false;
         loop {
             if self.stopping() {
                 return false;
@@ -588,13 +587,13 @@ impl IndexFollower<'_> {
             if left.is_zero() || self.hub.is_closed() {
                 break;
             }
-            waited.get_or_insert(started);
+            waited = true;
             std::thread::sleep(left.min(Duration::from_millis(100)));
         }
-        if let Some(since) = waited {
+        if waited {
             log::debug!(
                 "session index: waited {} ms for a backfill's commits",
-                since.elapsed().as_millis()
+                started.elapsed().as_millis()
             );
         }
         true

@@ -192,7 +192,7 @@ type Done = (Indexer, Vec<ExportRow>, Result<usize>, Option<Timed>);
 /// stop does not wait for a thread that a busy machine may give no core for a while, and it
 /// holds nothing between jobs.
 struct Helper {
-    work: Option<Sender<(Indexer, Job)>>,
+    work: Sender<(Indexer, Job)>,
     done: Receiver<Done>,
     handle: Option<JoinHandle<()>>,
 }
@@ -216,7 +216,7 @@ impl Helper {
             })
             .starting("index (idle)")?;
         Ok(Helper {
-            work: Some(work),
+            work,
             done,
             handle: Some(handle),
         })
@@ -225,11 +225,11 @@ impl Helper {
     /// Has the helper run `job` with `indexer`, and waits for it. A panic there is raised
     /// here, as if the job had been run on this thread.
     fn run(&mut self, indexer: Indexer, job: Job) -> Done {
-        let sent = (self.work.as_ref()).is_some_and(|w| w.send((indexer, job)).is_ok());
+        let sent = self.work.send((indexer, job)).is_ok();
         match sent.then(|| self.done.recv().ok()).flatten() {
             Some(done) => done,
+            // The helper has ended: its end of either channel is gone.
             None => {
-                drop(self.work.take());
                 let handle = self.handle.take().expect("a helper ends once");
                 match handle.join() {
                     Err(panic) => std::panic::resume_unwind(panic),
