@@ -274,6 +274,9 @@ impl Engine {
         for r in &found.missing_roots {
             log::debug!("root does not exist yet path={r:?}");
         }
+        for p in &found.vanished {
+            log::debug!("gone during the scan path={p:?}; taken as absent");
+        }
         self.report.files = found.candidates.len() as u64;
         let (queue, claimed) = self.plan(found.candidates)?;
         let unlisted: Vec<&Path> = found.unlisted.iter().map(PathBuf::as_path).collect();
