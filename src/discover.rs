@@ -169,12 +169,13 @@ mod tests {
         });
         let mut found = Discovery::default();
         scan(0, &root, walk, &mut found);
-        let paths = |v: &[PathBuf]| v.to_vec();
-        assert_eq!(paths(&found.unlisted), Vec::<PathBuf>::new());
+        assert!(found.unlisted.is_empty(), "{:?}", found.unlisted);
         assert!(found.passed.is_empty(), "{:?}", found.passed);
-        let mut vanished = paths(&found.vanished);
-        vanished.sort();
-        assert_eq!(vanished, [top.join("deleted"), top.join("deleted.jsonl")]);
+        found.vanished.sort();
+        assert_eq!(
+            found.vanished,
+            [top.join("deleted"), top.join("deleted.jsonl")]
+        );
         let candidates: Vec<&PathBuf> = found.candidates.iter().map(|c| &c.path).collect();
         assert_eq!(candidates, [&top.join("kept").join("s.jsonl")]);
     }
