@@ -606,19 +606,8 @@ fn an_append_wakes_the_thread_that_reads_it_and_no_other() {
     const READ: &str = "DEBUG sync complete";
     let env = Env::new();
     env.write("s.jsonl", b"");
-    let mut cmd = env.cmd();
-    cmd.env("RUST_LOG", "debug")
-        .args([
-            "run",
-            "--sink",
-            "stdout",
-            "--rescan-interval",
-            "3600",
-            "--db",
-        ])
-        .arg(&env.db)
-        .arg("--watch")
-        .arg(&env.root);
+    let mut cmd = Daemon::command(&env, &[], &[]);
+    cmd.env("RUST_LOG", "debug");
     let d = Daemon::spawn(cmd, TapReader::Read);
     d.wait_log(CAUGHT_UP);
     let engine = std::path::PathBuf::from(format!("/proc/{0}/task/{0}", d.pid()));

@@ -328,6 +328,11 @@ pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 impl Daemon {
     /// Starts the daemon watching `watch` (the env's root when empty).
     pub fn start(env: &Env, watch: &[&Path], extra: &[&str], tap: TapReader) -> Daemon {
+        Daemon::spawn(Daemon::command(env, watch, extra), tap)
+    }
+
+    /// The command line [`Daemon::start`] runs, for a test to add to.
+    pub fn command(env: &Env, watch: &[&Path], extra: &[&str]) -> Command {
         let mut cmd = env.cmd();
         cmd.args(["run", "--sink", "stdout", "--db"]).arg(&env.db);
         let roots: Vec<&Path> = if watch.is_empty() {
@@ -343,7 +348,7 @@ impl Daemon {
             cmd.args(["--rescan-interval", "3600"]);
         }
         cmd.args(extra);
-        Daemon::spawn(cmd, tap)
+        cmd
     }
 
     /// Starts the daemon on the env's root without a tap (no `--sink`), rescanning hourly.
