@@ -552,11 +552,12 @@ fn a_deleted_session_comes_back_byte_for_byte_and_is_not_archived_again() {
 /// tracks the deleted file's source, and the file system hands its freed inode to the next
 /// file made in its directory, the restore's. On a busy disk another test's file may take
 /// that inode first, and the restore then shows nothing: the scenario is played again, on a
-/// fresh archive, up to three times.
+/// fresh archive, up to eight times (on a loaded machine, three were once not enough).
 #[test]
 fn a_session_restored_before_the_running_daemon_saw_its_deletion_is_not_archived_again() {
-    for last in [false, false, true] {
-        if restored_on_the_tracked_inode(last) {
+    const TRIES: usize = 8;
+    for n in 1..=TRIES {
+        if restored_on_the_tracked_inode(n == TRIES) {
             return;
         }
     }
@@ -592,7 +593,7 @@ fn restored_on_the_tracked_inode(last: bool) -> bool {
     }
     assert!(
         given,
-        "the restore was not given the tracked inode three times, so this test shows nothing:\n{}",
+        "the restore was not given the tracked inode in any try, so this test shows nothing:\n{}",
         stderr(&out)
     );
     assert_eq!(fs::read(&home.claude).unwrap(), original);

@@ -236,7 +236,13 @@ fn a_session_on_one_machine_is_found_live_on_the_other_and_restored_into_its_che
     );
     drop(follower);
 
-    // The desktop lists it as the laptop's, with the repository's remote from the laptop.
+    // The desktop lists it as the laptop's, with the repository's remote from the laptop: it
+    // comes with the laptop's session rows, shipped once the laptop's own index has read the
+    // session, and pulled after that.
+    wait_until("the laptop's git remote on the desktop", || {
+        let list = desktop.json_lines(&["sessions", "--json", "--machine", "laptop"]);
+        list.first().is_some_and(|s| s["git_remote"].is_string())
+    });
     let listed = desktop.json_lines(&["sessions", "--json", "--machine", "laptop"]);
     assert_eq!(listed.len(), 1, "{listed:#?}");
     assert_eq!(listed[0]["id"], SESSION);
@@ -250,11 +256,6 @@ fn a_session_on_one_machine_is_found_live_on_the_other_and_restored_into_its_che
         [own]
     );
     assert_eq!(mine[0]["machine"], "desktop");
-    let wait_for_remote = || {
-        let list = desktop.json_lines(&["sessions", "--json", "--machine", "laptop"]);
-        list[0]["git_remote"].is_string()
-    };
-    wait_until("the laptop's git remote on the desktop", wait_for_remote);
     let unknown = desktop.cli(&["sessions", "--machine", "tablet"]);
     assert!(!unknown.status.success());
     assert!(
