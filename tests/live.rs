@@ -597,7 +597,7 @@ fn append_one_commit_each(d: &Daemon, writer: &mut fs::File, n: u64) {
 /// The ordering is made the same on a quiet machine and a busy one: each append waits until
 /// the engine sleeps in `poll(2)` again, so that it has to wake it (an append that comes while
 /// the engine is still busy with the one before is found by its next `poll` without a
-/// wake-up, as most were on a loaded machine). And the appends are the pieces of one line,
+/// wake-up, as many were on a loaded machine). And the appends are the pieces of one line,
 /// each read and held back, so that no record is committed until the last: the archive's
 /// consumers, woken by new records (the session index, up to a few times a second), stay out
 /// of the count.
