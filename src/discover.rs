@@ -51,18 +51,10 @@ pub fn discover(roots: &[Root]) -> Discovery {
             found.missing_roots.push(root.path.clone());
             continue;
         }
-        scan_root(index, root, &mut found);
+        let walk = WalkDir::new(&root.path).follow_links(false);
+        scan(index, root, walk, &mut found);
     }
     found
-}
-
-fn scan_root(index: usize, root: &Root, found: &mut Discovery) {
-    scan(
-        index,
-        root,
-        WalkDir::new(&root.path).follow_links(false),
-        found,
-    );
 }
 
 /// Scans `walk`, a walk of `root` (given whole, so that a test can change the tree during it).

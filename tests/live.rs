@@ -653,11 +653,15 @@ fn asleep_in_poll(task: &std::path::Path) -> bool {
     #[cfg(target_arch = "aarch64")]
     const POLL_CALLS: &[&str] = &["73"];
     let call = fs::read_to_string(task.join("syscall")).unwrap_or_default();
-    let stat = fs::read_to_string(task.join("stat")).unwrap_or_default();
-    let state = stat
-        .rfind(')')
-        .and_then(|at| stat[at + 1..].split_whitespace().next());
-    state == Some("S") && POLL_CALLS.contains(&call.split_whitespace().next().unwrap_or(""))
+    let sleeping = stat_after_name(task).is_some_and(|s| s.starts_with("S "));
+    sleeping && POLL_CALLS.contains(&call.split_whitespace().next().unwrap_or(""))
+}
+
+/// The fields of the thread's `stat` (in its `/proc` directory `task`) from the third on:
+/// what follows the name in parentheses, which may hold spaces.
+fn stat_after_name(task: &std::path::Path) -> Option<String> {
+    let stat = fs::read_to_string(task.join("stat")).ok()?;
+    Some(stat[stat.rfind(')')? + 2..].to_owned())
 }
 
 /// Each thread of `pid` by id: its name and how many times it has been woken.
@@ -688,14 +692,15 @@ fn thread_named(pid: i32, name: &str) -> std::path::PathBuf {
         .unwrap_or_else(|| panic!("no thread named {name:?}"))
 }
 
-/// The scheduling policy of each thread of `pid`, by name: field 41 of its `stat`, counted
-/// after the name in parentheses (which may hold spaces).
+/// The scheduling policy of each thread of `pid`, by name: field 41 of its `stat`.
 fn policies(pid: i32) -> Vec<(String, u32)> {
     (threads(pid).into_iter())
         .filter_map(|(t, name)| {
-            let stat = fs::read_to_string(t.join("stat")).ok()?;
-            let after_name = &stat[stat.rfind(')')? + 2..];
-            let policy = after_name.split_whitespace().nth(41 - 3)?.parse().ok()?;
+            let policy = stat_after_name(&t)?
+                .split_whitespace()
+                .nth(41 - 3)?
+                .parse()
+                .ok()?;
             Some((name, policy))
         })
         .collect()
