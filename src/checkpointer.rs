@@ -504,14 +504,18 @@ mod tests {
         let mut t = archive_with(policy(HOUR, HOUR));
         let wal = t.db.with_file_name("archive.db-wal");
         let mut longest = 0;
-        for _ in 0..8 * CHECKPOINT_COMMITS {
+        let started = Instant::now();
+        for n in 1..=8 * CHECKPOINT_COMMITS as u32 {
             let turn = t.turns.for_records();
             t.writer.apply(&event_of(10_000)).unwrap();
             drop(turn);
             t.signal.committed(0);
             longest = longest.max(std::fs::metadata(&wal).unwrap().len());
-            // Commits arrive at a live rate, not back to back: there is room for a turn.
-            std::thread::sleep(Duration::from_micros(200));
+            // Commits arrive at that live rate, not back to back: there is room for a turn.
+            // (Paced only by a short sleep after each, they came twice as fast, and on a
+            // loaded machine the WAL's growth then measured the machine more than this.)
+            let next = started + Duration::from_millis(1) * n;
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
         }
         assert!(
             longest < WAL_LIMIT as u64 / 3,
