@@ -13,7 +13,7 @@ mod corpus_lines;
 use corpus_lines::{Corpus, best_of};
 use transcript_sync::Redactor;
 
-const RULES: &str = include_str!("../src/redact/rules.toml");
+const RULES: &str = include_str!("../src/consumers/redact/rules.toml");
 
 /// One pass over a line: what it counts there.
 type Pass<'a> = &'a dyn Fn(&[u8]) -> usize;

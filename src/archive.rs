@@ -4,14 +4,21 @@
 //! Every change the engine makes goes through one [`Tx`]: the records of a batch and the cursor
 //! past them commit together, so a crash at any instant loses nothing and duplicates nothing.
 
+pub(crate) mod envelope;
+pub(crate) mod follow;
+pub(crate) mod lock;
+pub(crate) mod wal_checkpoint;
+pub(crate) mod write_turn;
+pub(crate) mod writer;
+
 mod codec;
 mod compact;
 
+use crate::domain::fingerprint::{Fingerprint, Identity, MARKER_WINDOW, Markers, Window};
 use crate::domain::{
     Cursor, HELD_BACK_PREFIX, Position, PrefixMark, Record, Reject, SourceId, SourceRow,
 };
 use crate::error::{ArchiveContext, Error, IoContext, Result};
-use crate::fingerprint::{Fingerprint, Identity, MARKER_WINDOW, Markers, Window};
 use codec::{Codec, Wait};
 pub use codec::{MAX_SAMPLES as SAMPLE_BYTES, MIN_COMPRESSED};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};

@@ -1,29 +1,33 @@
 //! The command line: argument definitions and what each command does.
 
+pub(crate) mod doctor;
+pub(crate) mod rejects;
+pub(crate) mod restore;
+pub(crate) mod show;
+pub(crate) mod status;
+pub(crate) mod tail;
+
 use crate::archive::Archive;
+use crate::archive::envelope::write_envelope;
+use crate::archive::lock::ArchiveLock;
+use crate::capture::harness::absolute;
+use crate::cli::rejects::{TextWriter, write_json};
+use crate::cli::show::Format;
 use crate::config::{self, Overrides, Settings};
-use crate::doctor;
-use crate::domain::StartAt;
-use crate::envelope::write_envelope;
-use crate::error::{Error, IoContext, Result, SystemContext};
-use crate::harness::absolute;
-use crate::lock::ArchiveLock;
-use crate::logging;
-use crate::pipeline::{run_live, run_once};
-use crate::progress::ProgressShow;
-use crate::redact::{self, Redactor};
-use crate::rejects::{TextWriter, write_json};
-use crate::seed;
-use crate::service::{self, Manager, Target};
-use crate::sessions::{
+use crate::consumers::redact::{self, Redactor};
+use crate::consumers::sessions::{
     self,
     query::{self, Filter, Found},
 };
-use crate::show::{self, Format};
-use crate::socket;
-use crate::status;
-use crate::tail;
-use crate::tap::Tap;
+use crate::consumers::socket;
+use crate::consumers::tap::Tap;
+use crate::daemon::service::{self, Manager, Target};
+use crate::daemon::{run_live, run_once};
+use crate::domain::StartAt;
+use crate::engine::progress::ProgressShow;
+use crate::engine::seed;
+use crate::error::{Error, IoContext, Result, SystemContext};
+use crate::platform::logging;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -1040,8 +1044,8 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
             Ok(())
         })()
     } else {
-        let home = crate::home::home(&env).ok();
-        let width = crate::sys::terminal_width();
+        let home = crate::platform::home::home(&env).ok();
+        let width = crate::platform::sys::terminal_width();
         show::write_sessions(
             &mut out,
             &list,
@@ -1132,7 +1136,7 @@ fn search(args: SearchArgs, db: &Path) -> Result<()> {
     let written = if args.json {
         hits.iter().try_for_each(|h| write_json_line(&mut out, h))
     } else {
-        let home = crate::home::home(&env).ok();
+        let home = crate::platform::home::home(&env).ok();
         show::write_hits(&mut out, &hits, home.as_deref(), style)
     };
     stdout_result(written.and_then(|()| out.flush()))
@@ -1143,7 +1147,7 @@ fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
     let session = find_session(&mut archive, &args.session, &args.machine)?;
     let to = args.to.as_deref().map(absolute);
     let project_dir = args.project_dir.as_deref().map(absolute);
-    let request = crate::restore::Request {
+    let request = crate::cli::restore::Request {
         roots: &settings.roots,
         to: to.as_deref(),
         force: args.force,
@@ -1152,7 +1156,7 @@ fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
         rewrite_cwd: args.rewrite_cwd,
     };
     let mut out = io::stdout().lock();
-    crate::restore::restore(&mut archive, &session, &request, &mut out)
+    crate::cli::restore::restore(&mut archive, &session, &request, &mut out)
 }
 
 /// The configuration's redactor when `redact` (`--redact` was given), else none.
@@ -1202,7 +1206,7 @@ fn compact(args: &CompactArgs, db: &Path) -> Result<()> {
             .and_then(|()| writeln!(out));
         return stdout_result(written);
     }
-    use crate::status::{megabytes as mb, share_of};
+    use crate::cli::status::{megabytes as mb, share_of};
     let share = |stored| share_of(stored, done.record_bytes);
     println!(
         "compacted {}: {} records ({}) stored in {}{} instead of {}{}; {} stored again; \
@@ -1237,7 +1241,7 @@ fn sink_retry(name: &str, settings: &Settings) -> Result<()> {
             ),
         });
     };
-    let report = crate::ship::retry_dead_letters(spec, &settings.archive)?;
+    let report = crate::consumers::ship::retry_dead_letters(spec, &settings.archive)?;
     println!(
         "sink {name}: {} dead letters shipped, {} refused again",
         report.shipped, report.refused
@@ -1256,7 +1260,7 @@ fn parse_since(text: &str) -> std::result::Result<i64, String> {
     } else {
         text.to_owned()
     };
-    crate::sessions::parse::time_ms(&time).ok_or_else(|| {
+    crate::consumers::sessions::parse::time_ms(&time).ok_or_else(|| {
         format!("{text:?} is neither a duration (90m, 12h, 2d, 1w) nor a date (2026-11-01) or time (2026-11-01T09:00:00Z)")
     })
 }
@@ -1319,7 +1323,7 @@ fn service_target(manager: Manager, settings: &Settings, pass_archive: bool) -> 
     target.definition.config = source.explicit.then(|| source.path.clone());
     target.definition.mirrors = (settings.sinks.iter())
         .filter_map(|s| match &s.target {
-            crate::ship::Target::Mirror { dir, .. } => Some(dir.clone()),
+            crate::consumers::ship::Target::Mirror { dir, .. } => Some(dir.clone()),
             _ => None,
         })
         .collect();

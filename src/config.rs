@@ -1,13 +1,13 @@
 //! Configuration: `config.toml`, the platform's default paths, and how command-line flags
 //! override the file. The resolved [`Settings`] are what every command runs with.
 
+use crate::capture::harness::{self, Root, absolute};
+use crate::consumers::redact::{RedactSettings, Redactor};
+use crate::consumers::ship::{self, SinkSpec, SinkTable};
+use crate::consumers::socket;
 use crate::domain::{ReadLimits, StartAt};
 use crate::error::{Error, IoContext, Result};
-use crate::harness::{self, Root, absolute};
-use crate::home;
-use crate::redact::{RedactSettings, Redactor};
-use crate::ship::{self, SinkSpec, SinkTable};
-use crate::socket;
+use crate::platform::home;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -21,7 +21,7 @@ const CONFIG_FILE: &str = "config.toml";
 /// The directory name under the platform's data and configuration directories.
 const APP_DIR: &str = "transcript-sync";
 
-pub use crate::home::Env;
+pub use crate::platform::home::Env;
 
 /// The default archive path: `$XDG_DATA_HOME/transcript-sync/archive.db`
 /// (`~/.local/share/...` when unset), or `~/Library/Application Support/transcript-sync/`

@@ -2,7 +2,9 @@
 //! cursors, the records and rejects a read yields, where a new source starts, and the limits
 //! of a read. `read`, `archive`, `seed`, `harness` and `config` all import these from here.
 
-use crate::fingerprint::{Fingerprint, Identity, Markers};
+pub(crate) mod fingerprint;
+
+use crate::domain::fingerprint::{Fingerprint, Identity, Markers};
 use std::path::PathBuf;
 
 /// How many of the held-back bytes a cursor keeps at hand, to tell at the next read whether

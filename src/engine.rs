@@ -5,20 +5,26 @@
 //! in turns: each turn reads at most one batch from one file and commits it, and a file with
 //! more to read goes to the back of the queue.
 
+pub(crate) mod lifecycle;
+pub(crate) mod plan;
+pub(crate) mod progress;
+pub(crate) mod sample;
+pub(crate) mod seed;
+pub(crate) mod sources;
+
 use crate::archive::{Archive, Commit, Op};
-use crate::discover::{Candidate, discover, file_kind};
+use crate::capture::discover::{Candidate, discover, file_kind};
+use crate::capture::harness::Root;
+use crate::domain::fingerprint::{Fingerprint, Identity};
 use crate::domain::{Cursor, Position, ReadLimits, SourceId, SourceRow, StartAt};
+use crate::engine::lifecycle::{Change, MarkUse};
+use crate::engine::plan::Plan;
+use crate::engine::progress::Progress;
+use crate::engine::seed::{Seed, SeedOrigin, seed_new_source};
+use crate::engine::sources::Sources;
 use crate::error::Result;
-use crate::fingerprint::{Fingerprint, Identity};
-use crate::harness::Root;
-use crate::lifecycle::{self, Change, MarkUse};
-use crate::open::{Kept, open_regular};
-use crate::plan::{self, Plan};
-use crate::progress::Progress;
+use crate::read::open::{Kept, open_regular};
 use crate::read::{Batch, Mismatch, read_complete_records};
-use crate::sample;
-use crate::seed::{Seed, SeedOrigin, seed_new_source};
-use crate::sources::Sources;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fmt;
 use std::fs::{File, Metadata};
@@ -1019,8 +1025,8 @@ fn show(id: Identity) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::watch_roots;
-    use crate::writer::ArchiveWriter;
+    use crate::archive::writer::ArchiveWriter;
+    use crate::capture::harness::watch_roots;
     use std::fs;
 
     /// An engine over a temp directory, committing straight into a temp archive.

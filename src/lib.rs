@@ -55,61 +55,40 @@
 //! Linux.
 #![warn(missing_docs)]
 
-mod archive;
-mod checkpointer;
-pub mod cli;
-mod config;
-mod discover;
-mod doctor;
-mod domain;
-mod doorbell;
-mod engine;
-mod envelope;
-mod error;
-mod fingerprint;
-mod follow;
-mod harness;
-mod home;
-mod lifecycle;
-mod lock;
-mod logging;
-mod open;
-mod pipeline;
-mod plan;
-mod progress;
-mod read;
-mod readiness;
-mod record;
-mod redact;
-mod rejects;
-mod restore;
-mod sample;
-mod seed;
-mod service;
-mod sessions;
-mod ship;
-mod show;
-mod socket;
-mod sources;
-mod status;
-mod sys;
-mod tail;
-mod tap;
-mod watch;
-mod write_turn;
-mod writer;
+// The modules in the order of the layers, each using only those above it in this list.
+mod platform;
 
+mod error;
+
+mod domain;
+
+mod capture;
+
+mod read;
+
+mod engine;
+
+mod archive;
+
+mod consumers;
+
+mod config;
+
+mod daemon;
+
+pub mod cli;
+
+pub use archive::follow::{Follower, Hub, Offer, Published, Start, Subscriber};
+pub use archive::writer::{ArchiveWriter, ChannelCommitter};
 pub use archive::{Archive, Commit, Op, PAGE_SIZE};
+pub use capture::harness::{Root, builtin_roots, watch_roots};
+pub use consumers::redact::{Finding, RedactSettings, Redactor, RuleDef};
+pub use consumers::tap::Tap;
+pub use daemon::RECORDS_COMMITTED;
+pub use domain::fingerprint::{Fingerprint, Identity, Markers};
 pub use domain::{ReadLimits, StartAt};
 pub use engine::{Committer, Engine, EngineOptions, PassReport, Totals};
 pub use error::{Error, Result};
-pub use fingerprint::{Fingerprint, Identity, Markers};
-pub use follow::{Follower, Hub, Offer, Published, Start, Subscriber};
-pub use harness::{Root, builtin_roots, watch_roots};
-pub use pipeline::RECORDS_COMMITTED;
-pub use redact::{Finding, RedactSettings, Redactor, RuleDef};
-pub use tap::Tap;
-pub use writer::{ArchiveWriter, ChannelCommitter};
 
 /// The record reader, for the fuzz targets in `fuzz/`; not a supported interface.
 ///
@@ -119,6 +98,6 @@ pub use writer::{ArchiveWriter, ChannelCommitter};
 #[doc(hidden)]
 pub mod fuzzing {
     pub use crate::domain::{Position, Record, Reject};
+    pub use crate::read::record::{certainly_valid, reference_accepts, validate, validate_slowly};
     pub use crate::read::{Batch, Mismatch, read_complete_records};
-    pub use crate::record::{certainly_valid, reference_accepts, validate, validate_slowly};
 }

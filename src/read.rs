@@ -5,9 +5,11 @@
 //! new markers from those same bytes, so a cursor never describes bytes other than the ones
 //! that were archived.
 
+pub(crate) mod open;
+pub(crate) mod record;
+
+use crate::domain::fingerprint::{MARKER_WINDOW, Markers, Window};
 use crate::domain::{Position, ReadLimits, Record, Reject};
-use crate::fingerprint::{MARKER_WINDOW, Markers, Window};
-use crate::record;
 use memchr::memchr;
 use std::borrow::Cow;
 use std::fs::File;

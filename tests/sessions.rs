@@ -742,7 +742,7 @@ fn remove_index(env: &Env) {
 /// to take the archive back to its schema.
 fn index_back_into_the_archive(env: &Env, text: &str) -> rusqlite::Connection {
     let conn = rusqlite::Connection::open(&env.db).unwrap();
-    conn.execute_batch(include_str!("../src/sessions/schema.sql"))
+    conn.execute_batch(include_str!("../src/consumers/sessions/schema.sql"))
         .unwrap();
     let index = index_file(env);
     conn.execute("ATTACH ?1 AS i", [index.to_str().unwrap()])

@@ -1,0 +1,243 @@
+//! Watcher definitions: one `watchers/NAME.toml` per agent harness, embedded at build time,
+//! resolved into the roots a pass scans.
+
+use crate::domain::StartAt;
+use crate::error::{Error, Result};
+use globset::{Glob, GlobMatcher};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The embedded definitions, sorted by name.
+const DEFINITIONS: &[(&str, &str)] = &[
+    (
+        "claude-code",
+        include_str!("../../watchers/claude-code.toml"),
+    ),
+    ("codex", include_str!("../../watchers/codex.toml")),
+    ("cursor", include_str!("../../watchers/cursor.toml")),
+    ("gemini-cli", include_str!("../../watchers/gemini-cli.toml")),
+    ("generic", include_str!("../../watchers/generic.toml")),
+];
+
+/// The harness name of directories given with `--watch`.
+pub const GENERIC: &str = "generic";
+
+/// The glob of `--watch` and `[[watch]]` directories unless one is given.
+pub const DEFAULT_GLOB: &str = "**/*.jsonl";
+
+/// One watcher definition.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Watcher {
+    /// Unique name, equal to the file stem; recorded as each source's harness.
+    pub name: String,
+    /// What it watches, for people.
+    pub description: String,
+    /// Environment variable naming the harness's home directory, if it has one.
+    #[serde(default)]
+    pub home_env: Option<String>,
+    /// The home directory when `home_env` is unset; `~` is the user's home.
+    #[serde(default)]
+    pub home_default: Option<String>,
+    /// Directories under the home that hold transcripts.
+    pub roots: Vec<String>,
+    /// Which files under a root are transcripts, relative to the root.
+    pub glob: String,
+    /// Whether `run` without `--watch` uses it.
+    #[serde(default = "yes")]
+    pub builtin: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One directory to scan, with the watcher it belongs to.
+#[derive(Clone, Debug)]
+pub struct Root {
+    /// Absolute path of the directory.
+    pub path: PathBuf,
+    /// The watcher's name.
+    pub harness: String,
+    /// What the watcher watches, for people.
+    pub description: String,
+    /// Matches transcript paths relative to `path`.
+    pub glob: GlobMatcher,
+    /// Where files present at this root's first scan start.
+    pub start_at: StartAt,
+}
+
+impl Root {
+    /// True when `path` lies under this root and matches its glob.
+    pub fn matches(&self, path: &Path) -> bool {
+        path.strip_prefix(&self.path)
+            .is_ok_and(|relative| self.glob.is_match(relative))
+    }
+}
+
+/// Every embedded watcher definition.
+pub fn watchers() -> Result<Vec<Watcher>> {
+    DEFINITIONS
+        .iter()
+        .map(|(name, text)| {
+            toml::from_str(text).map_err(|source| Error::Watcher {
+                name: name.to_string(),
+                source,
+            })
+        })
+        .collect()
+}
+
+/// The roots of the built-in watchers, resolved against the environment.
+pub fn builtin_roots(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Root>> {
+    builtin_roots_where(env, &|_, builtin| builtin)
+}
+
+/// The roots of the watchers for which `enabled(name, builtin)` is true.
+pub fn builtin_roots_where(
+    env: &dyn Fn(&str) -> Option<String>,
+    enabled: &dyn Fn(&str, bool) -> bool,
+) -> Result<Vec<Root>> {
+    let mut roots = Vec::new();
+    let chosen = watchers()?.into_iter().filter(|w| w.name != GENERIC);
+    for w in chosen.filter(|w| enabled(&w.name, w.builtin)) {
+        let home = watcher_home(&w, env)?;
+        for dir in &w.roots {
+            roots.push(root(home.join(dir), &w, &w.glob)?);
+        }
+    }
+    Ok(roots)
+}
+
+/// Roots for directories given with `--watch`, all of the generic harness.
+pub fn watch_roots(dirs: &[PathBuf], glob: &str) -> Result<Vec<Root>> {
+    let generic = watchers()?
+        .into_iter()
+        .find(|w| w.name == GENERIC)
+        .expect("watchers/generic.toml is embedded");
+    dirs.iter()
+        .map(|d| root(absolute(d), &generic, glob))
+        .collect()
+}
+
+fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf> {
+    if let Some(dir) = w
+        .home_env
+        .as_deref()
+        .and_then(env)
+        .filter(|d| !d.is_empty())
+    {
+        return Ok(absolute(Path::new(&dir)));
+    }
+    let default = w.home_default.as_deref().unwrap_or("~");
+    crate::platform::home::expand_tilde(Path::new(default), env)
+}
+
+fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
+    let compiled = Glob::new(glob).map_err(|source| Error::Glob {
+        glob: glob.to_owned(),
+        source,
+    })?;
+    Ok(Root {
+        path,
+        harness: watcher.name.clone(),
+        description: watcher.description.clone(),
+        glob: compiled.compile_matcher(),
+        start_at: StartAt::default(),
+    })
+}
+
+/// `path` made absolute against the working directory, without resolving symlinks.
+pub fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn every_watcher_parses_with_a_unique_name_equal_to_its_file() {
+        let all = watchers().unwrap();
+        let mut names = HashSet::new();
+        for (w, (stem, _)) in all.iter().zip(DEFINITIONS) {
+            assert_eq!(&w.name, stem);
+            assert!(names.insert(w.name.clone()), "duplicate watcher {}", w.name);
+            Glob::new(&w.glob).unwrap();
+        }
+        let stems: Vec<_> = DEFINITIONS.iter().map(|(s, _)| *s).collect();
+        let mut sorted = stems.clone();
+        sorted.sort();
+        assert_eq!(stems, sorted, "keep DEFINITIONS sorted");
+    }
+
+    #[test]
+    fn the_definitions_table_lists_every_file_in_watchers() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("watchers");
+        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+            .collect();
+        on_disk.sort();
+        let listed: Vec<_> = DEFINITIONS.iter().map(|(s, _)| s.to_string()).collect();
+        assert_eq!(on_disk, listed);
+    }
+
+    #[test]
+    fn builtin_roots_honour_the_harness_home_variables() {
+        let env = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "CODEX_HOME" => Some("/data/codex".to_owned()),
+            "GEMINI_CLI_HOME" => Some("/g".to_owned()),
+            _ => None,
+        };
+        let roots: Vec<_> = builtin_roots(&env)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.harness, r.path))
+            .collect();
+        assert_eq!(
+            roots,
+            vec![
+                (
+                    "claude-code".into(),
+                    PathBuf::from("/home/u/.claude/projects")
+                ),
+                ("codex".into(), PathBuf::from("/data/codex/sessions")),
+                (
+                    "codex".into(),
+                    PathBuf::from("/data/codex/archived_sessions")
+                ),
+                ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
+                ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
+            ]
+        );
+    }
+
+    #[test]
+    fn the_gemini_and_cursor_globs_take_chats_and_transcripts_flat_or_nested() {
+        let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
+        let glob = |harness: &str| &roots.iter().find(|r| r.harness == harness).unwrap().glob;
+        let gemini = glob("gemini-cli");
+        assert!(gemini.is_match("3f2a/chats/session-2026-11-30T10-00-ab12cd34.jsonl"));
+        assert!(gemini.is_match("3f2a/chats/ab12cd34-parent/sub-1.jsonl"));
+        assert!(!gemini.is_match("3f2a/chats/session-2026-11-30T10-00-ab12cd34.json"));
+        assert!(!gemini.is_match("3f2a/logs.jsonl"));
+        let cursor = glob("cursor");
+        assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c.jsonl"));
+        assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c/5e1c.jsonl"));
+        assert!(!cursor.is_match("home-u-app/worker.jsonl"));
+    }
+
+    #[test]
+    fn the_claude_glob_includes_subagent_transcripts() {
+        let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
+        let claude = &roots[0].glob;
+        assert!(claude.is_match("-home-u-proj/abc.jsonl"));
+        assert!(claude.is_match("-home-u-proj/abc/subagents/agent-1.jsonl"));
+        assert!(!claude.is_match("-home-u-proj/abc.json"));
+    }
+}

@@ -1,0 +1,766 @@
+//! `restore`: a session's transcripts written back where the agent keeps them, byte for byte
+//! as archived, so that the agent can resume them.
+//!
+//! Each file is written beside its target under a temporary name, seeded (its records are
+//! marked as history, so that a running daemon does not archive them again), then renamed into
+//! place: the daemon sees the file only once it is whole and marked.
+
+use crate::archive::lock::ArchiveLock;
+use crate::archive::{Archive, Commit};
+use crate::capture::harness::Root;
+use crate::consumers::sessions::git;
+use crate::consumers::sessions::query::{self, Session};
+use crate::engine::lifecycle::{self, Change};
+use crate::engine::seed;
+use crate::engine::sources::Sources;
+use crate::error::{Error, IoContext, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+/// What `restore` is asked to do.
+pub struct Request<'a> {
+    /// Where the agent's directories are: a file goes where it was found, or under `to`.
+    pub roots: &'a [Root],
+    /// Write under this directory instead, in the same layout below each watcher's root.
+    pub to: Option<&'a Path>,
+    /// Overwrite a file that differs.
+    pub force: bool,
+    /// Say what would be written; write nothing.
+    pub dry_run: bool,
+    /// For another machine's session: its project's directory on this machine.
+    pub project_dir: Option<&'a Path>,
+    /// For another machine's session: change its records' `cwd` to the project's directory
+    /// here.
+    pub rewrite_cwd: bool,
+}
+
+/// Where another machine's session goes on this one: its project's directory there and here.
+struct Move {
+    /// The project's directory on the session's machine.
+    from: Option<String>,
+    /// The project's directory here.
+    to: PathBuf,
+    /// How `to` was found, for the report.
+    how: &'static str,
+}
+
+/// One transcript to write.
+struct Planned {
+    target: PathBuf,
+    bytes: Vec<u8>,
+    /// What is at the target now.
+    state: Target,
+}
+
+#[derive(PartialEq)]
+enum Target {
+    Missing,
+    Identical,
+    Different,
+}
+
+/// Restores `session` and its subagents, printing each path and the command that resumes it.
+/// Nothing is written when a target differs and `force` is not given.
+pub fn restore(
+    archive: &mut Archive,
+    session: &Session,
+    request: &Request,
+    out: &mut impl Write,
+) -> Result<()> {
+    let moved = match session.machine_id {
+        0 if request.project_dir.is_some() || request.rewrite_cwd => {
+            return Err(Error::RestoreRefused(format!(
+                "--project-dir and --rewrite-cwd are for another machine's session; session {} is this machine's, and goes back where it was (or under --to)",
+                session.id
+            )));
+        }
+        0 => None,
+        _ => Some(place(archive, session, request)?),
+    };
+    let mut sessions = vec![session.clone()];
+    sessions.extend(query::subagents(archive, session)?);
+    let mut plan = Vec::new();
+    for s in &sessions {
+        for file in query::session_files(archive, s)? {
+            let target = match &moved {
+                Some(m) => pulled_target(&file.path, request, &s.harness, m)?,
+                None => target_of(&file.path, request, &s.harness),
+            };
+            let mut bytes = Vec::new();
+            query::write_records(archive, &file, None, &mut bytes)?.at_path(&target)?;
+            if let Some(Move {
+                from: Some(from),
+                to,
+                ..
+            }) = &moved
+                && request.rewrite_cwd
+                && s.harness == "claude-code"
+            {
+                bytes = rewrite_cwd(&bytes, from, &to.to_string_lossy());
+            }
+            let state = compare(&target, &bytes)?;
+            plan.push(Planned {
+                target,
+                bytes,
+                state,
+            });
+        }
+    }
+    if plan.is_empty() {
+        return Err(Error::NothingToRestore {
+            id: session.id.clone(),
+        });
+    }
+    if !request.force
+        && let Some(p) = plan.iter().find(|p| p.state == Target::Different)
+    {
+        return Err(Error::RestoreConflict {
+            path: p.target.clone(),
+        });
+    }
+    for p in &plan {
+        match (request.dry_run, &p.state) {
+            (true, _) => {}
+            // Its age, too, must not make the agent delete it again.
+            (false, Target::Identical) => touch(&p.target)?,
+            (false, _) => write_marked(archive, p, request)?,
+        }
+        report(out, p, request.dry_run).at_path(&p.target)?;
+    }
+    let verb = if request.dry_run {
+        "would restore"
+    } else {
+        "restored"
+    };
+    if let Some(m) = &moved {
+        let from = m.from.as_deref().unwrap_or("an unknown directory");
+        let cwd = match (request.rewrite_cwd, session.harness.as_str()) {
+            (true, "claude-code") => "; its records' cwd changed to it",
+            (false, "claude-code") if m.from.as_deref() != Some(&*m.to.to_string_lossy()) => {
+                "; its records still name the old cwd (--rewrite-cwd changes them)"
+            }
+            _ => "",
+        };
+        writeln!(
+            out,
+            "session {} of {}: project {from} there is {} here ({}){cwd}",
+            session.id,
+            session.machine,
+            m.to.display(),
+            m.how
+        )
+        .at_path(&plan[0].target)?;
+    }
+    let mut here = session.clone();
+    if let Some(m) = &moved {
+        here.project = Some(m.to.to_string_lossy().into_owned());
+    }
+    let resume = resume_command(&here);
+    writeln!(
+        out,
+        "{verb} session {}; resume it with:\n  {resume}",
+        session.id
+    )
+    .at_path(&plan[0].target)
+}
+
+/// The project directory here of another machine's session: `--project-dir`; else the
+/// directory of a session of this machine with the same git remote; else the original path,
+/// if it is a directory here. Refuses otherwise, naming the flag.
+fn place(archive: &mut Archive, session: &Session, request: &Request) -> Result<Move> {
+    let from = session.project.clone();
+    if let Some(dir) = request.project_dir {
+        // As the agent's `getcwd` gives it: no trailing `/`, no symbolic link (Claude Code
+        // names the project's directory after that path).
+        let to = match fs::canonicalize(dir) {
+            Ok(to) if to.is_dir() => to,
+            Ok(_) => {
+                return Err(Error::RestoreRefused(format!(
+                    "--project-dir {} is not a directory",
+                    dir.display()
+                )));
+            }
+            Err(e) => {
+                return Err(Error::RestoreRefused(format!(
+                    "--project-dir {}: {e}",
+                    dir.display()
+                )));
+            }
+        };
+        let how = "--project-dir";
+        return Ok(Move { from, to, how });
+    }
+    if let Some(remote) = &session.git_remote {
+        let key = git::repository_key(remote);
+        let filter = query::Filter {
+            machine: Some(0),
+            ..query::Filter::default()
+        };
+        let local = query::sessions(archive, &filter)?;
+        let checkout = (local.iter())
+            .filter(|s| s.git_remote.as_deref().map(git::repository_key) == Some(key.clone()))
+            .filter_map(|s| s.project.as_deref().map(PathBuf::from))
+            .find(|p| p.is_dir());
+        if let Some(to) = checkout {
+            let how = "a session here has its git remote";
+            return Ok(Move { from, to, how });
+        }
+    }
+    if let Some(p) = from
+        .as_deref()
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+    {
+        return Ok(Move {
+            from,
+            to: p,
+            how: "the same path exists here",
+        });
+    }
+    Err(Error::ProjectDirNeeded {
+        id: session.id.clone(),
+        machine: session.machine.clone(),
+        project: from.unwrap_or_else(|| "an unknown directory".into()),
+        remote: match &session.git_remote {
+            Some(r) => format!(", and no session of this machine has its git remote {r}"),
+            None => String::new(),
+        },
+    })
+}
+
+/// Where a file of another machine's session goes here: in the agent's layout under this
+/// machine's root for its watcher (or under `--to`). Claude Code's files go under the
+/// directory the agent names after the project's directory here (see
+/// [`claude_project_dir`]); others keep their path below the root's directory name
+/// (`sessions/YYYY/MM/DD/` for Codex).
+fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Result<PathBuf> {
+    // Codex resumes from `sessions/`, not `archived_sessions/`.
+    let roots = || request.roots.iter().filter(|r| r.harness == harness);
+    let root = (roots().find(|r| r.path.file_name() == Some(std::ffi::OsStr::new("sessions"))))
+        .or_else(|| roots().next());
+    let base = match (request.to, root) {
+        (Some(to), Some(root)) => to.join(root.path.file_name().unwrap_or_default()),
+        (Some(to), None) => to.to_owned(),
+        (None, Some(root)) => root.path.clone(),
+        (None, None) => {
+            return Err(Error::RestoreRefused(format!(
+                "no {harness} root is configured on this machine, so there is nowhere the agent would look for {}; give --to DIR",
+                path.display()
+            )));
+        }
+    };
+    let names: Vec<&std::ffi::OsStr> = path.iter().collect();
+    let root_name = match harness {
+        "claude-code" => Some(std::ffi::OsStr::new("projects")),
+        _ => root.and_then(|r| r.path.file_name()),
+    };
+    let below = root_name.and_then(|n| names.iter().rposition(|c| *c == n));
+    let at = match below.filter(|at| at + 1 < names.len()) {
+        Some(at) => at,
+        // An archived Codex session: its day's directory, from its rollout name.
+        None if harness == "codex"
+            && let Some(day) = rollout_day(path) =>
+        {
+            return Ok(base.join(day).join(path.file_name().unwrap_or_default()));
+        }
+        // No layout to keep: under --to, by its name.
+        None if request.to.is_some() && path.file_name().is_some() => {
+            return Ok(base.join(path.file_name().unwrap_or_default()));
+        }
+        None => {
+            return Err(Error::RestoreRefused(format!(
+                "{} is not in a {harness} layout this machine knows; give --to DIR to write it elsewhere",
+                path.display()
+            )));
+        }
+    };
+    let rest: PathBuf = match harness {
+        // projects/<encoded project>/<rest>
+        "claude-code" if at + 2 < names.len() => names[at + 2..].iter().collect(),
+        "claude-code" => names[at + 1..].iter().collect(),
+        _ => names[at + 1..].iter().collect(),
+    };
+    // The path is another machine's word: it places a file under the root, never elsewhere.
+    let plain = (rest.components()).all(|c| matches!(c, std::path::Component::Normal(_)));
+    if !plain {
+        return Err(Error::RestoreRefused(format!(
+            "{} names a place outside the agent's directory; not restored",
+            path.display()
+        )));
+    }
+    Ok(match harness {
+        "claude-code" => base
+            .join(claude_project_dir(&m.to.to_string_lossy()))
+            .join(rest),
+        _ => base.join(rest),
+    })
+}
+
+/// `YYYY/MM/DD` of a Codex rollout named `rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl`.
+fn rollout_day(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let date = name.strip_prefix("rollout-")?.get(..10)?;
+    let parts: Vec<&str> = date.split('-').collect();
+    let digits = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
+    match parts.as_slice() {
+        [y, m, d] if digits(y, 4) && digits(m, 2) && digits(d, 2) => {
+            Some([*y, *m, *d].iter().collect())
+        }
+        _ => None,
+    }
+}
+
+/// The directory name Claude Code gives a project under `~/.claude/projects`: every UTF-16
+/// code unit of its path that is not an ASCII letter or digit becomes `-`; a name longer than
+/// 200 is cut to 200 and given `-` and a hash of the path in base 36. (As the agent's
+/// `cli.js` does, 2.1.x; tools that find its sessions report the same rule.)
+pub fn claude_project_dir(project: &str) -> String {
+    let units: Vec<u16> = project.encode_utf16().collect();
+    let name: String = (units.iter())
+        .map(|&u| match u {
+            0x30..=0x39 | 0x41..=0x5a | 0x61..=0x7a => u as u8 as char,
+            _ => '-',
+        })
+        .collect();
+    if name.len() <= 200 {
+        return name;
+    }
+    let hash = (units.iter()).fold(0i32, |h, &u| h.wrapping_mul(31).wrapping_add(u as i32));
+    format!("{}-{}", &name[..200], base36((hash as i64).unsigned_abs()))
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// `records` (lines of JSON) with each `cwd` member whose value is `from`, or a directory
+/// below it, changed to the same place under `to`. Nothing else changes: every other byte,
+/// escapes and spacing included, stays; a line that is not a JSON object stays whole.
+pub fn rewrite_cwd(records: &[u8], from: &str, to: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(records.len());
+    for line in records.split_inclusive(|b| *b == b'\n') {
+        let Some(strings) = crate::consumers::redact::json::strings(line) else {
+            out.extend_from_slice(line);
+            continue;
+        };
+        let mut at = 0;
+        for s in strings {
+            let is_cwd = (s.member.as_ref()).is_some_and(|m| &line[m.clone()] == b"cwd");
+            if s.is_name || !is_cwd {
+                continue;
+            }
+            let quoted = &line[s.raw.start - 1..s.raw.end + 1];
+            let Ok(value) = serde_json::from_slice::<String>(quoted) else {
+                continue;
+            };
+            let moved = match value.strip_prefix(from) {
+                Some("") => to.to_owned(),
+                Some(rest) if rest.starts_with('/') => format!("{to}{rest}"),
+                _ => continue,
+            };
+            let Ok(encoded) = serde_json::to_string(&moved) else {
+                continue;
+            };
+            out.extend_from_slice(&line[at..s.raw.start - 1]);
+            out.extend_from_slice(encoded.as_bytes());
+            at = s.raw.end + 1;
+        }
+        out.extend_from_slice(&line[at..]);
+    }
+    out
+}
+
+/// Where an archived file goes: its own path, or under `to` in the same layout below the
+/// watcher's root (`to/projects/<project>/<id>.jsonl` for Claude Code's `projects` root).
+fn target_of(path: &Path, request: &Request, harness: &str) -> PathBuf {
+    let Some(to) = request.to else {
+        return path.to_owned();
+    };
+    let root = (request.roots.iter()).find(|r| r.harness == harness && path.starts_with(&r.path));
+    match root {
+        Some(root) => {
+            let relative = path.strip_prefix(&root.path).unwrap_or(path);
+            let name = root.path.file_name().map(PathBuf::from).unwrap_or_default();
+            to.join(name).join(relative)
+        }
+        None => to.join(path.file_name().unwrap_or(path.as_os_str())),
+    }
+}
+
+fn compare(target: &Path, bytes: &[u8]) -> Result<Target> {
+    match fs::read(target) {
+        Ok(now) if now == bytes => Ok(Target::Identical),
+        Ok(_) => Ok(Target::Different),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Target::Missing),
+        Err(source) => Err(Error::Io {
+            path: target.to_owned(),
+            source,
+        }),
+    }
+}
+
+fn report(out: &mut impl Write, p: &Planned, dry_run: bool) -> io::Result<()> {
+    let records = p.bytes.iter().filter(|b| **b == b'\n').count();
+    let what = match (&p.state, dry_run) {
+        (Target::Identical, _) => "unchanged (identical)",
+        (Target::Missing, false) => "wrote",
+        (Target::Different, false) => "overwrote",
+        (Target::Missing, true) => "would write",
+        (Target::Different, true) => "would overwrite",
+    };
+    writeln!(
+        out,
+        "{what} {} ({records} records, {} bytes)",
+        p.target.display(),
+        p.bytes.len(),
+    )
+}
+
+/// Sets the modification time of `path` to now.
+fn touch(path: &Path) -> Result<()> {
+    let file = OpenOptions::new().write(true).open(path).at_path(path)?;
+    file.set_modified(std::time::SystemTime::now())
+        .at_path(path)
+}
+
+/// How many temporary files `write_marked` creates, at most, looking for an inode that no
+/// tracked source holds.
+const INODE_ATTEMPTS: usize = 16;
+
+/// Writes the file under a temporary name beside its target, marks its records as history
+/// when a watcher would see it, and renames it into place, never over a file that appeared
+/// meanwhile.
+fn write_marked(archive: &mut Archive, p: &Planned, request: &Request) -> Result<()> {
+    let roots = request.roots;
+    let dir = p.target.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir).at_path(dir)?;
+    let name = p.target.file_name().unwrap_or_default().to_string_lossy();
+    let temp = dir.join(format!(".{name}.restoring-{}", std::process::id()));
+    write_temp(&temp, &p.bytes)?;
+    // The temporary name matches no watcher's glob; the mark follows the file's identity
+    // through the rename.
+    if roots.iter().any(|r| r.matches(&p.target))
+        && let Err(e) = mark_on_an_untracked_inode(archive, &temp, p)
+    {
+        let _ = fs::remove_file(&temp);
+        return Err(e);
+    }
+    // A target that was missing is not replaced if it appeared meanwhile; one that differed
+    // is here only with --force.
+    let placed = match p.state {
+        Target::Missing => crate::platform::sys::rename_no_replace(&temp, &p.target),
+        _ => fs::rename(&temp, &p.target),
+    };
+    if let Err(e) = placed {
+        let _ = fs::remove_file(&temp);
+        return match e.kind() {
+            io::ErrorKind::AlreadyExists => Err(Error::RestoreConflict {
+                path: p.target.clone(),
+            }),
+            _ => Err(Error::Io {
+                path: p.target.clone(),
+                source: e,
+            }),
+        };
+    }
+    // The rename is durable once the directory is.
+    File::open(dir).and_then(|d| d.sync_all()).at_path(dir)
+}
+
+/// Marks the records of `temp` as history (`mark_as_history`), writing them again on another
+/// inode for as long as the file system gives `temp` the inode of a deleted transcript that a
+/// running daemon still tracks. The files set aside keep their inodes from being handed out
+/// again until the mark is made (or fails); then they go.
+fn mark_on_an_untracked_inode(archive: &mut Archive, temp: &Path, p: &Planned) -> Result<()> {
+    let mut aside = Vec::new();
+    let marked = mark_setting_aside(archive, temp, p, &mut aside);
+    for path in aside {
+        let _ = fs::remove_file(path);
+    }
+    marked
+}
+
+fn mark_setting_aside(
+    archive: &mut Archive,
+    temp: &Path,
+    p: &Planned,
+    aside: &mut Vec<PathBuf>,
+) -> Result<()> {
+    loop {
+        let (source_id, pid) = match mark_as_history(archive, temp, &p.target)? {
+            Marked::Done => return Ok(()),
+            Marked::InodeTaken { source_id, pid } => (source_id, pid),
+        };
+        if aside.len() + 1 >= INODE_ATTEMPTS {
+            return Err(Error::RestoreInodeTracked {
+                path: p.target.clone(),
+                source_id,
+                pid,
+            });
+        }
+        let mut set_aside = temp.as_os_str().to_owned();
+        set_aside.push(format!(".{}", aside.len()));
+        let set_aside = PathBuf::from(set_aside);
+        log::info!(
+            "the file system gave {} the inode of source {source_id}, whose file was deleted \
+             and which the running daemon has not yet recorded as gone; writing it again on \
+             another inode",
+            p.target.display()
+        );
+        fs::rename(temp, &set_aside).at_path(temp)?;
+        aside.push(set_aside);
+        write_temp(temp, &p.bytes)?;
+    }
+}
+
+/// Creates `temp` (which must not exist) holding `bytes`, synced.
+fn write_temp(temp: &Path, bytes: &[u8]) -> Result<()> {
+    let written = (|| {
+        let mut file: File = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    written.at_path(temp)
+}
+
+/// What `mark_as_history` did.
+enum Marked {
+    /// The records are marked.
+    Done,
+    /// Nothing: the file's inode is that of a source the archive still tracks, whose file was
+    /// deleted, and a running daemon (which alone may record it as gone) has not yet done so.
+    InodeTaken { source_id: i64, pid: Option<u32> },
+}
+
+/// Marks the records of `temp` (about to become `target`) as history, so that a daemon does
+/// not archive them again. A new file may take the inode of one that was deleted, whose
+/// source the archive still tracks: with no daemon running, that source is recorded as gone
+/// first (its file is: its inode is this one's), which only a process holding the archive's
+/// lock may do; with a daemon running, the daemon records the deletion itself, perhaps not
+/// yet, and the caller is told to use another inode.
+fn mark_as_history(archive: &mut Archive, temp: &Path, target: &Path) -> Result<Marked> {
+    let source_id = match seed::seed_prefix(archive, temp, None) {
+        Ok(_) => return Ok(Marked::Done),
+        Err(Error::AlreadyTracked { source_id, .. }) => source_id,
+        Err(e) => return Err(e),
+    };
+    let _lock = match ArchiveLock::acquire(archive.path()) {
+        Ok(lock) => lock,
+        Err(Error::Locked { pid, .. }) => return Ok(Marked::InodeTaken { source_id, pid }),
+        Err(e) => return Err(e),
+    };
+    let mut sources = Sources::new(archive.sources()?);
+    let mut tx = Commit::default();
+    let why = format!("its inode was taken by {}, restored", target.display());
+    log::info!("source {source_id} recorded as gone: {why}");
+    let kind = "replaced";
+    lifecycle::apply(&mut sources, &mut tx, source_id, Change::Gone { kind, why });
+    archive.apply(&tx)?;
+    seed::seed_prefix(archive, temp, None).map(|_| Marked::Done)
+}
+
+/// The command that resumes `session` in its agent.
+fn resume_command(session: &Session) -> String {
+    let dir = session.project.as_deref().filter(|p| p.starts_with('/'));
+    let cd = dir
+        .map(|d| format!("cd {} && ", shell_quote(d)))
+        .unwrap_or_default();
+    match session.harness.as_str() {
+        "claude-code" => format!("{cd}claude --resume {}", session.id),
+        "codex" => format!("codex resume {}", session.id),
+        "gemini-cli" => format!(
+            "gemini --resume {}   (from the project's directory)",
+            session.id
+        ),
+        "cursor" => format!(
+            "cursor-agent --resume {}   (from the project's directory)",
+            session.id
+        ),
+        other => format!("(no resume command known for {other})"),
+    }
+}
+
+fn shell_quote(text: &str) -> String {
+    let plain = text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c));
+    if plain {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_names_project_directories_as_the_agent_does() {
+        assert_eq!(
+            claude_project_dir("/home/user/my_project.v2"),
+            "-home-user-my-project-v2"
+        );
+        // One dash per UTF-16 unit: é is one, 😀 two.
+        assert_eq!(claude_project_dir("/tmp/é😀 x"), "-tmp-----x");
+        let long = format!("/home/user/{}", "a".repeat(300));
+        let name = claude_project_dir(&long);
+        let (cut, hash) = name.split_at(200);
+        assert_eq!(cut, format!("-home-user-{}", "a".repeat(189)));
+        let units: Vec<u16> = long.encode_utf16().collect();
+        let mut h: i32 = 0;
+        for u in units {
+            h = (h << 5).wrapping_sub(h).wrapping_add(u as i32);
+        }
+        assert_eq!(hash, format!("-{}", base36(u64::from(h.unsigned_abs()))));
+        assert_eq!(base36(0), "0");
+        assert_eq!(base36(35), "z");
+        assert_eq!(base36(36), "10");
+    }
+
+    #[test]
+    fn only_cwd_members_under_the_old_path_change() {
+        let records = concat!(
+            "{\"cwd\":\"/home/a/app\",\"text\":\"cd /home/a/app\",\"x\":1.50}\n",
+            "{\"message\":{\"cwd\":\"/home/a/app/sub\"}, \"cwd\" : \"/home/a/apple\"}\n",
+            "{\"cwd\":\"\\/home\\/a\\/app\",\"note\":\"\\u00e9\"}\n",
+            "not json /home/a/app\n",
+        );
+        let out = rewrite_cwd(records.as_bytes(), "/home/a/app", "/srv/b/app");
+        let want = concat!(
+            "{\"cwd\":\"/srv/b/app\",\"text\":\"cd /home/a/app\",\"x\":1.50}\n",
+            "{\"message\":{\"cwd\":\"/srv/b/app/sub\"}, \"cwd\" : \"/home/a/apple\"}\n",
+            "{\"cwd\":\"/srv/b/app\",\"note\":\"\\u00e9\"}\n",
+            "not json /home/a/app\n",
+        );
+        assert_eq!(String::from_utf8(out).unwrap(), want);
+    }
+
+    /// The built-in roots of machine B, whose home is `/home/b`.
+    fn roots_of_b() -> Vec<Root> {
+        let home = |k: &str| (k == "HOME").then(|| "/home/b".to_owned());
+        crate::capture::harness::builtin_roots(&home).unwrap()
+    }
+
+    /// Where `pulled_target` puts `path`, a `harness` file of machine A (home `/home/a`,
+    /// project `/home/a/app`), on machine B (home `/home/b`, project `/home/b/app`) with the
+    /// built-in roots.
+    fn on_machine_b(harness: &str, path: &str) -> Result<PathBuf> {
+        let roots = roots_of_b();
+        let request = Request {
+            roots: &roots,
+            to: None,
+            force: false,
+            dry_run: true,
+            project_dir: None,
+            rewrite_cwd: false,
+        };
+        let m = Move {
+            from: Some("/home/a/app".into()),
+            to: PathBuf::from("/home/b/app"),
+            how: "test",
+        };
+        pulled_target(Path::new(path), &request, harness, &m)
+    }
+
+    #[test]
+    fn another_machines_path_never_leads_out_of_the_root() {
+        let roots = roots_of_b();
+        let claude = roots.iter().find(|r| r.harness == "claude-code").unwrap();
+        assert_eq!(claude.path, Path::new("/home/b/.claude/projects"));
+        let target = |p: &str| on_machine_b("claude-code", p);
+        assert_eq!(
+            target("/home/a/.claude/projects/-home-a-app/s.jsonl").unwrap(),
+            Path::new("/home/b/.claude/projects/-home-b-app/s.jsonl")
+        );
+        assert_eq!(
+            target("/home/a/.claude/projects/-home-a-app/s/subagents/agent-1.jsonl").unwrap(),
+            Path::new("/home/b/.claude/projects/-home-b-app/s/subagents/agent-1.jsonl")
+        );
+        for evil in [
+            "/home/a/.claude/projects/x/../../../.bashrc",
+            "/home/a/.claude/projects/x/a/../../b.jsonl",
+        ] {
+            assert!(target(evil).is_err(), "{evil}");
+        }
+        assert!(target("/elsewhere/s.jsonl").is_err());
+    }
+
+    #[test]
+    fn another_machines_codex_session_goes_under_its_day_in_sessions() {
+        let roots = roots_of_b();
+        let codex = roots.iter().filter(|r| r.harness == "codex").count();
+        assert!(codex >= 2, "sessions and archived_sessions");
+        let name = "rollout-2026-11-29T14-02-11-0199d3a2-5b7c-7e10-9a4f-3c2b1a0f9e8d.jsonl";
+        let want = Path::new("/home/b/.codex/sessions/2026/11/29").join(name);
+        for from in [
+            format!("/home/a/.codex/sessions/2026/11/29/{name}"),
+            format!("/home/a/.codex/archived_sessions/{name}"),
+        ] {
+            let got = on_machine_b("codex", &from).unwrap();
+            assert_eq!(got, want, "{from}");
+        }
+        let odd = "/home/a/.codex/archived_sessions/notes.jsonl";
+        assert!(on_machine_b("codex", odd).is_err());
+    }
+
+    use crate::archive::Op;
+    use crate::domain::Cursor;
+    use crate::domain::fingerprint::Identity;
+    use std::os::unix::fs::MetadataExt;
+
+    /// A file restored while no daemon runs may get the inode of the one deleted before it,
+    /// whose source the archive still tracks as live: its records must still be marked as
+    /// history (else a daemon reads them again as a rewrite of that source).
+    #[test]
+    fn a_restored_file_that_reuses_a_tracked_inode_is_marked_as_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut archive = Archive::open(&dir.path().join("a.db")).unwrap();
+        let temp = dir.path().join(".s.jsonl.restoring");
+        fs::write(&temp, b"{\"a\":1}\n{\"b\":2}\n").unwrap();
+        let meta = fs::metadata(&temp).unwrap();
+        let mut tx = Commit::default();
+        tx.push(Op::InsertSource {
+            id: 7,
+            identity: Identity::of(&meta),
+            path: dir.path().join("old.jsonl"),
+            harness: "generic".into(),
+            cursor: Cursor::default(),
+        });
+        archive.apply(&tx).unwrap();
+
+        mark_as_history(&mut archive, &temp, &dir.path().join("s.jsonl")).unwrap();
+        let old = archive
+            .sources()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.id == 7)
+            .unwrap();
+        assert!(old.gone, "the source whose inode was taken is gone");
+        let identity = Identity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        };
+        let mark = archive
+            .prefix_mark(identity)
+            .unwrap()
+            .expect("a prefix mark");
+        assert_eq!(mark.position.offset, 16);
+    }
+}

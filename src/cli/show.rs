@@ -1,0 +1,430 @@
+//! What people read: `sessions` as a table, a session's conversation (`show`) as text,
+//! Markdown or JSON, and `search` hits.
+
+use crate::consumers::sessions::parse::{Part, parse};
+use crate::consumers::sessions::query::{Hit, MessageRecord, Session, format_time};
+use indicatif::HumanBytes;
+use serde_json::{Value, json};
+use std::io::{self, Write};
+use std::path::Path;
+
+/// How a conversation is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// As a person reads it in a terminal.
+    Text,
+    /// As Markdown.
+    Markdown,
+    /// One JSON object per message.
+    Json,
+    /// The archived lines of the main transcript, byte for byte.
+    Raw,
+}
+
+/// How much of a tool call's input or a tool result a line shows.
+const SHORT: usize = 100;
+
+/// Terminal styling: bold and dim, or nothing.
+#[derive(Clone, Copy)]
+pub struct Style {
+    on: bool,
+}
+
+impl Style {
+    /// Styled when `terminal` and `NO_COLOR` is unset.
+    pub fn new(terminal: bool) -> Style {
+        Style {
+            on: terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+
+    /// The marks around a search match.
+    pub fn marks(self) -> (&'static str, &'static str) {
+        if self.on {
+            ("\x1b[1m", "\x1b[22m")
+        } else {
+            ("**", "**")
+        }
+    }
+
+    fn bold(self, text: &str) -> String {
+        self.wrap(text, "\x1b[1m", "\x1b[22m")
+    }
+
+    fn dim(self, text: &str) -> String {
+        self.wrap(text, "\x1b[2m", "\x1b[22m")
+    }
+
+    fn wrap(self, text: &str, open: &str, close: &str) -> String {
+        if self.on {
+            format!("{open}{text}{close}")
+        } else {
+            text.to_owned()
+        }
+    }
+}
+
+/// `text` cut to `max` characters, with `…` when cut, on one line.
+pub fn shorten(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// How long ago `ms` was, for people: `3 min ago`, `5 h ago`, `2 d ago`, else the date.
+pub fn ago(ms: Option<i64>, now_ms: i64) -> String {
+    let Some(ms) = ms else {
+        return "-".into();
+    };
+    let secs = (now_ms - ms).max(0) / 1000;
+    match secs {
+        0..60 => "just now".into(),
+        60..3600 => format!("{} min ago", secs / 60),
+        3600..86_400 => format!("{} h ago", secs / 3600),
+        86_400..2_592_000 => format!("{} d ago", secs / 86_400),
+        _ => format_time(ms)[..10].to_owned(),
+    }
+}
+
+/// A path with the home directory written `~`.
+pub fn tilde(path: &str, home: Option<&Path>) -> String {
+    match home.and_then(|h| Path::new(path).strip_prefix(h).ok()) {
+        Some(rest) if rest.as_os_str().is_empty() => "~".into(),
+        Some(rest) => format!("~/{}", rest.display()),
+        None => path.to_owned(),
+    }
+}
+
+/// `text` cut from the left to `max` characters (`…` first), for paths.
+fn shorten_left(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_owned();
+    }
+    let tail: String = text.chars().skip(n - max + 1).collect();
+    format!("…{tail}")
+}
+
+/// The sessions table: one line each, its title cut to fit `width` columns (none: whole).
+pub fn write_sessions(
+    out: &mut impl Write,
+    sessions: &[Session],
+    width: Option<usize>,
+    home: Option<&Path>,
+    now_ms: i64,
+) -> io::Result<()> {
+    // A machine column once another machine's sessions are among them.
+    let machines = sessions.iter().any(|s| s.machine_id != 0);
+    let machine = |name: &str| match machines {
+        true => format!("{:<12} ", shorten(name, 12)),
+        false => String::new(),
+    };
+    writeln!(
+        out,
+        "{:<12} {}{:<11} {:>5}  {:<24} {:<8}  TITLE",
+        "LAST ACTIVE",
+        machine("MACHINE"),
+        "HARNESS",
+        "MSGS",
+        "PROJECT",
+        "ID"
+    )?;
+    for s in sessions {
+        // Another machine's home is not this one's `~`.
+        let home = home.filter(|_| s.machine_id == 0);
+        let project = tilde(s.project.as_deref().unwrap_or("-"), home);
+        let mut title = s.title.clone().unwrap_or_else(|| "(untitled)".into());
+        if s.subagents > 0 {
+            let noun = subagents_noun(s.subagents);
+            title = format!("{title} [+{} {noun}]", s.subagents);
+        }
+        if !s.on_disk {
+            title = format!("{title} [deleted]");
+        }
+        let line = format!(
+            "{:<12} {}{:<11} {:>5}  {:<24} {:<8}  ",
+            ago(s.last_activity, now_ms),
+            machine(&s.machine),
+            shorten(&s.harness, 11),
+            s.messages,
+            shorten_left(&project, 24),
+            s.id.chars().take(8).collect::<String>(),
+        );
+        let room = width.map_or(usize::MAX, |w| {
+            w.saturating_sub(line.chars().count()).max(10)
+        });
+        writeln!(out, "{line}{}", shorten(&title, room))?;
+    }
+    Ok(())
+}
+
+fn subagents_noun(n: i64) -> &'static str {
+    if n == 1 { "subagent" } else { "subagents" }
+}
+
+/// A session's heading, in text.
+fn write_heading(out: &mut impl Write, s: &Session, style: Style) -> io::Result<()> {
+    let title = s.title.as_deref().unwrap_or("(untitled)");
+    writeln!(out, "{}", style.bold(title))?;
+    let project = s.project.as_deref().unwrap_or("-");
+    let branch = s
+        .branch
+        .as_deref()
+        .map(|b| format!(" ({b})"))
+        .unwrap_or_default();
+    let on = match s.machine_id {
+        0 => String::new(),
+        _ => format!(" · on {}", s.machine),
+    };
+    writeln!(out, "{} · {} · {project}{branch}{on}", s.id, s.harness)?;
+    let when = match (s.started, s.last_activity) {
+        (Some(a), Some(b)) => format!("{} → {}", format_time(a), format_time(b)),
+        _ => "no times recorded".into(),
+    };
+    let mut facts = format!("{when} · {} messages", s.messages);
+    if !s.models.is_empty() {
+        facts.push_str(&format!(" · {}", s.models.join(", ")));
+    }
+    if s.subagents > 0 {
+        let noun = subagents_noun(s.subagents);
+        facts.push_str(&format!(" · {} {noun}", s.subagents));
+    }
+    writeln!(out, "{}", style.dim(&facts))
+}
+
+/// A session's conversation as text or Markdown.
+pub fn write_conversation(
+    out: &mut impl Write,
+    session: &Session,
+    messages: &[MessageRecord],
+    format: Format,
+    style: Style,
+) -> io::Result<()> {
+    if format == Format::Markdown {
+        return write_markdown(out, session, messages);
+    }
+    write_heading(out, session, style)?;
+    for m in messages {
+        let parsed = parse(&m.harness, &m.record);
+        let parts = parsed.message.map(|m| m.parts).unwrap_or_default();
+        writeln!(out)?;
+        if m.role == "compact" {
+            writeln!(out, "{}", style.dim("── conversation compacted ──"))?;
+            continue;
+        }
+        let when = m
+            .at_ms
+            .map(|t| format!(" · {}", format_time(t)))
+            .unwrap_or_default();
+        writeln!(out, "{}", style.bold(&format!("{}{when}", m.role)))?;
+        for part in &parts {
+            write_text_part(out, part, style)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_text_part(out: &mut impl Write, part: &Part, style: Style) -> io::Result<()> {
+    match part {
+        Part::Text(t) | Part::Raw(t) => writeln!(out, "{}", t.trim_end()),
+        Part::Thinking(t) => writeln!(
+            out,
+            "{}",
+            style.dim(&format!("(thinking) {}", shorten(t, SHORT)))
+        ),
+        Part::ToolCall { name, input } => {
+            writeln!(
+                out,
+                "→ {} {}",
+                style.bold(name),
+                shorten(&short_input(input), SHORT)
+            )
+        }
+        Part::ToolResult(t) => {
+            let size = HumanBytes(t.len() as u64);
+            writeln!(
+                out,
+                "{}",
+                style.dim(&format!("← result ({size}) {}", shorten(t, SHORT)))
+            )
+        }
+    }
+}
+
+/// The telling field of a tool's input (a command, a path, a pattern), else the input.
+fn short_input(input: &str) -> String {
+    let Ok(Value::Object(obj)) = serde_json::from_str::<Value>(input) else {
+        return input.to_owned();
+    };
+    let keys = [
+        "command",
+        "cmd",
+        "pattern",
+        "query",
+        "file_path",
+        "path",
+        "url",
+        "description",
+    ];
+    let telling = keys.iter().find_map(|k| match obj.get(*k) {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(a)) => Some(
+            a.iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    });
+    telling.unwrap_or_else(|| input.to_owned())
+}
+
+fn write_markdown(out: &mut impl Write, s: &Session, messages: &[MessageRecord]) -> io::Result<()> {
+    writeln!(out, "# {}\n", s.title.as_deref().unwrap_or("(untitled)"))?;
+    writeln!(out, "- **Session**: `{}` ({})", s.id, s.harness)?;
+    if let Some(p) = &s.project {
+        writeln!(out, "- **Project**: `{p}`")?;
+    }
+    if let (Some(a), Some(b)) = (s.started, s.last_activity) {
+        writeln!(out, "- **Time**: {} → {}", format_time(a), format_time(b))?;
+    }
+    for m in messages {
+        writeln!(out)?;
+        if m.role == "compact" {
+            writeln!(out, "---\n\n*Conversation compacted*")?;
+            continue;
+        }
+        let when = m
+            .at_ms
+            .map(|t| format!(" · {}", format_time(t)))
+            .unwrap_or_default();
+        writeln!(out, "## {}{when}\n", capitalised(&m.role))?;
+        let parts = parse(&m.harness, &m.record)
+            .message
+            .map(|m| m.parts)
+            .unwrap_or_default();
+        for part in &parts {
+            match part {
+                Part::Text(t) => writeln!(out, "{}\n", t.trim_end())?,
+                Part::Raw(t) => writeln!(out, "```json\n{t}\n```\n")?,
+                Part::Thinking(t) => writeln!(out, "> *Thinking:* {}\n", shorten(t, SHORT))?,
+                Part::ToolCall { name, input } => {
+                    let input = shorten(&short_input(input), SHORT).replace('`', "'");
+                    writeln!(out, "- Tool call **{name}**: `{input}`\n")?
+                }
+                Part::ToolResult(t) => {
+                    let text = shorten(t, SHORT).replace('`', "'");
+                    writeln!(out, "- Result ({}): `{text}`\n", HumanBytes(t.len() as u64))?
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn capitalised(role: &str) -> String {
+    let mut c = role.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+/// One JSON object per message, whole: seq, session, role, timestamp, parts.
+pub fn write_messages_json(
+    out: &mut impl Write,
+    session: &Session,
+    messages: &[MessageRecord],
+) -> io::Result<()> {
+    for m in messages {
+        let parts = parse(&m.harness, &m.record)
+            .message
+            .map(|m| m.parts)
+            .unwrap_or_default();
+        let parts: Vec<Value> = parts.iter().map(part_json).collect();
+        let line = json!({
+            "seq": m.seq,
+            "session": session.id,
+            "machine": session.machine,
+            "role": m.role,
+            "timestamp": m.at_ms.map(format_time),
+            "parts": parts,
+        });
+        serde_json::to_writer(&mut *out, &line)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn part_json(part: &Part) -> Value {
+    match part {
+        Part::Text(t) => json!({"type": "text", "text": t}),
+        Part::Thinking(t) => json!({"type": "thinking", "text": t}),
+        Part::ToolCall { name, input } => {
+            json!({"type": "tool_call", "name": name, "input": input})
+        }
+        Part::ToolResult(t) => json!({"type": "tool_result", "text": t}),
+        Part::Raw(t) => json!({"type": "raw", "text": t}),
+    }
+}
+
+/// Search hits, for people: where, when, who, then the snippet.
+pub fn write_hits(
+    out: &mut impl Write,
+    hits: &[Hit],
+    home: Option<&Path>,
+    style: Style,
+) -> io::Result<()> {
+    for h in hits {
+        let home = home.filter(|_| h.machine_id == 0);
+        let project = tilde(h.project.as_deref().unwrap_or("-"), home);
+        let when = h.timestamp.map(format_time).unwrap_or_else(|| "-".into());
+        let id: String = h.session.chars().take(8).collect();
+        let harness = match h.machine_id == 0 {
+            true => h.harness.clone(),
+            false => format!("{}@{}", h.harness, h.machine),
+        };
+        let head = format!("{id}  {harness}  {project}  {when}  {}", h.role);
+        writeln!(out, "{}", style.dim(&head))?;
+        writeln!(out, "    {}", h.snippet)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_as_how_long_ago() {
+        let now = 1_796_032_800_000;
+        assert_eq!(ago(Some(now - 30_000), now), "just now");
+        assert_eq!(ago(Some(now - 5 * 60_000), now), "5 min ago");
+        assert_eq!(ago(Some(now - 3 * 3_600_000), now), "3 h ago");
+        assert_eq!(ago(Some(now - 40 * 86_400_000), now), "2026-10-21");
+    }
+
+    #[test]
+    fn long_text_is_cut_with_an_ellipsis_on_one_line() {
+        assert_eq!(shorten("a\nb  c", 10), "a b c");
+        assert_eq!(shorten("abcdef", 4), "abc…");
+        assert_eq!(shorten_left("/home/u/src/app", 8), "…src/app");
+        assert_eq!(tilde("/home/u/app", Some(Path::new("/home/u"))), "~/app");
+    }
+
+    #[test]
+    fn a_tool_call_shows_its_telling_field() {
+        assert_eq!(
+            short_input(r#"{"command":"cargo test","timeout":5}"#),
+            "cargo test"
+        );
+        assert_eq!(
+            short_input(r#"{"command":["bash","-lc","ls"]}"#),
+            "bash -lc ls"
+        );
+        assert_eq!(short_input("plain"), "plain");
+    }
+}

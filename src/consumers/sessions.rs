@@ -1,0 +1,772 @@
+//! The session index: a durable consumer of the archive that turns records into sessions and
+//! their messages (`parse`, per harness), with full-text search over what was said.
+//!
+//! It follows the archive like any consumer: from the last `seq` it recorded as done (0 in an
+//! index that is new, which is how an upgraded archive gets its index), catching up from the
+//! archive, then taking each commit once it is durable. Records are indexed in transactions of
+//! their own, each together with the last `seq` it holds, so a crash loses and repeats
+//! nothing. The index lives in a file of its own beside the archive (`store`), so the archive
+//! writer never waits for it. Everything here is derived from the records: `reindex` removes
+//! the file and builds it again.
+
+use crate::archive::follow::{Follower, Hub, Start};
+use crate::archive::{Archive, ExportRow};
+use crate::domain::SourceId;
+use crate::error::Result;
+use rusqlite::TransactionBehavior::Immediate;
+use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub mod git;
+pub mod parse;
+pub mod query;
+mod share;
+pub mod store;
+
+use parse::{INDEXED_STRING, Parsed, Part, parse, with_long_strings_cut};
+
+/// At most this many records, or bytes of records, are taken from the archive at a time.
+const BATCH: usize = 2000;
+const BATCH_BYTES: usize = 8 << 20;
+/// How long records are gathered after the first, so that a steady stream of small commits
+/// (a thousand a second over many files) is indexed in a few transactions a second rather
+/// than one each: each index transaction writes many pages (sessions, messages, the full-text
+/// index). The index lags by this much at most.
+const GATHER: Duration = Duration::from_millis(200);
+
+/// An index transaction ends after this long, or once it has indexed records of
+/// [`TRANSACTION_BYTES`]: each transaction flushes a new segment of the full-text index, which
+/// later merges write again, so fewer and larger ones index a backlog faster (a gigabyte of
+/// records in 41 s rather than 58 s, BENCHMARKS.md). A stopping daemon waits for the
+/// transaction in hand, so at most this long.
+const TRANSACTION_TIME: Duration = Duration::from_secs(2);
+const TRANSACTION_BYTES: usize = BATCH_BYTES;
+
+/// How many pages of full-text index segments one merge step writes at most. FTS5's automatic
+/// merging is off (the index's schema): it would merge as much as a level needs inside
+/// whichever transaction tips it over. Instead, after each index transaction, small merge
+/// steps run in transactions of their own until there is nothing to merge or [`MERGE_TIME`]
+/// has passed, so that a stop waits for one step at most.
+const MERGE_PAGES: i64 = 32;
+const MERGE_TIME: Duration = Duration::from_millis(100);
+
+/// The searchable text of one message is cut at this many bytes.
+const BODY_LIMIT: usize = 1 << 20;
+
+/// How often a catch-up says how far it is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+/// On a machine of fewer cores than this, the index starts no transaction while the archive
+/// writer commits a backfill (commits of [`crate::archive::follow::BULK_BYTES`] or more), until they have
+/// paused for [`BACKFILL_PAUSE`]: its reader, its writer and the writer's second compression
+/// thread keep three cores busy, and beside them on two cores an index even in the idle class
+/// made a 1 GiB backfill's commits take 6.3–6.6 s rather than 4.8–5.0 (BENCHMARKS.md). On more
+/// cores the index runs beside a backfill.
+const CORES_BESIDE_A_BACKFILL: usize = 4;
+const BACKFILL_PAUSE: Duration = Duration::from_millis(500);
+/// The index waits this long at most before it indexes a batch: a backfill or a pull that
+/// commits large batches for minutes still has its records indexed, a batch each time.
+const LONGEST_BACKFILL_WAIT: Duration = Duration::from_secs(30);
+
+/// Writes the session index of an archive.
+pub struct Indexer {
+    /// The index's file as `main`, the archive attached read-only (`store`).
+    conn: Connection,
+    /// The archive, read-only: where a catch-up reads records.
+    archive: Archive,
+    /// The session each source's records belong to, as decided.
+    sessions: HashMap<SourceId, i64>,
+}
+
+impl Indexer {
+    /// An indexer of the archive at `db` (connections of its own), its index file made ready
+    /// (`store::open_to_write`).
+    pub fn open(db: &Path) -> Result<Indexer> {
+        Ok(Indexer {
+            conn: store::open_to_write(db)?,
+            archive: Archive::open_existing(db)?,
+            sessions: HashMap::new(),
+        })
+    }
+
+    /// Maps a SQLite error to [`crate::error::Error::Index`] naming the index file.
+    fn db<T>(&self, result: rusqlite::Result<T>) -> Result<T> {
+        result.map_err(store::index_error(self.archive.path()))
+    }
+
+    /// The last `seq` the index is done with.
+    pub fn done(&self) -> Result<i64> {
+        self.db(store::progress(&self.conn))
+    }
+
+    /// Indexes `rows` (in `seq` order, past [`Indexer::done`]), recording how far it is with
+    /// each transaction: `Err` leaves the index as its last transaction left it.
+    pub fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
+        let mut rest = rows;
+        while !rest.is_empty() {
+            let n = self.index_some(rest)?;
+            rest = &rest[n..];
+            self.merge()?;
+        }
+        Ok(())
+    }
+
+    /// Merges full-text index segments in small steps, each its own transaction, until there
+    /// is nothing to merge or [`MERGE_TIME`] has passed.
+    fn merge(&mut self) -> Result<()> {
+        let started = Instant::now();
+        while started.elapsed() < MERGE_TIME {
+            let conn = &mut self.conn;
+            let before = conn.total_changes();
+            let step = (|| {
+                let tx = conn.transaction_with_behavior(Immediate)?;
+                tx.execute(
+                    "INSERT INTO message_text (message_text, rank) VALUES ('merge', ?1)",
+                    [MERGE_PAGES],
+                )?;
+                tx.commit()
+            })();
+            // FTS5's documented test: fewer than two changes, and there was nothing to merge.
+            let merged = conn.total_changes() - before >= 2;
+            self.db(step)?;
+            if !merged {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Indexes a first part of `rows` in one transaction (at least one row; no longer than
+    /// [`TRANSACTION_TIME`] or [`TRANSACTION_BYTES`]), and records the last one done. Returns
+    /// how many.
+    fn index_some(&mut self, rows: &[ExportRow]) -> Result<usize> {
+        let started = Instant::now();
+        let mut decided = Vec::new();
+        let known = &self.sessions;
+        let conn = &mut self.conn;
+        let result = (|| {
+            // Takes the index file's write lock only: the archive is attached read-only.
+            let tx = conn.transaction_with_behavior(Immediate)?;
+            let (mut n, mut bytes) = (0, 0);
+            for row in rows {
+                // Given cut (see `indexed`) by the follower or `catch_up`.
+                let parsed = parse(&row.harness, &row.record);
+                let session = match known.get(&row.source) {
+                    Some(s) => *s,
+                    None => {
+                        let s = session_of(&tx, row, &parsed)?;
+                        decided.push((row.source, s));
+                        s
+                    }
+                };
+                apply(&tx, session, row, &parsed)?;
+                n += 1;
+                bytes += row.record.len();
+                if bytes >= TRANSACTION_BYTES || started.elapsed() >= TRANSACTION_TIME {
+                    break;
+                }
+            }
+            store::set_progress(&tx, rows[n - 1].seq)?;
+            tx.commit().map(|()| n)
+        })();
+        let n = self.db(result)?;
+        self.sessions.extend(decided);
+        Ok(n)
+    }
+
+    /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
+    /// pages; `progress(done, last)` is called after each page. Returns how many were indexed.
+    pub fn catch_up(&mut self, mut progress: impl FnMut(i64, i64)) -> Result<u64> {
+        let last = self.archive.last_seq()?;
+        let mut done = self.done()?;
+        let mut count = 0;
+        while done < last {
+            let mut page = self
+                .archive
+                .records_page(done, last, BATCH, BATCH_BYTES as u64)?;
+            for row in &mut page {
+                if let std::borrow::Cow::Owned(cut) = indexed(&row.record) {
+                    row.record = cut;
+                }
+            }
+            let Some(end) = page.last().map(|r| r.seq) else {
+                break;
+            };
+            self.index(&page)?;
+            count += page.len() as u64;
+            done = end;
+            progress(done, last);
+        }
+        Ok(count)
+    }
+}
+
+/// The session of `row`'s source: the one its source was given, else the one of an earlier
+/// source at the same path (a file restored or replaced stays in its session), else a session
+/// identified from the path and the first record, created if new.
+fn session_of(tx: &Connection, row: &ExportRow, parsed: &Parsed) -> rusqlite::Result<i64> {
+    let known: Option<i64> = tx
+        .query_row(
+            "SELECT session FROM session_sources WHERE source_id = ?1",
+            [row.source],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if let Some(session) = known {
+        return Ok(session);
+    }
+    // A pulled source (a negative id) is another machine's, and so are its sessions.
+    let machine: i64 = match crate::archive::is_pulled(row.source) {
+        true => tx.query_row(
+            "SELECT machine FROM sources WHERE id = ?1",
+            [row.source],
+            |r| r.get(0),
+        )?,
+        false => 0,
+    };
+    let path = row.path.as_os_str().as_bytes();
+    let same_path: Option<i64> = tx
+        .query_row(
+            "SELECT ss.session FROM session_sources ss JOIN sources s ON s.id = ss.source_id
+             WHERE s.path = ?1 AND s.machine = ?2 ORDER BY ss.source_id DESC LIMIT 1",
+            params![path, machine],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let session = match same_path {
+        Some(session) => session,
+        None => {
+            let id = Identified::of(&row.harness, &row.path, parsed);
+            tx.execute(
+                "INSERT INTO sessions (machine, harness, session, parent, project)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (machine, harness, session) DO NOTHING",
+                params![machine, row.harness, id.session, id.parent, id.project],
+            )?;
+            tx.query_row(
+                "SELECT id FROM sessions WHERE machine = ?1 AND harness = ?2 AND session = ?3",
+                params![machine, row.harness, id.session],
+                |r| r.get(0),
+            )?
+        }
+    };
+    tx.execute(
+        "INSERT INTO session_sources (source_id, session) VALUES (?1, ?2)",
+        params![row.source, session],
+    )?;
+    Ok(session)
+}
+
+/// Which session a new source starts: its id, its parent's and (where the path says it) its
+/// project.
+#[derive(Debug, PartialEq)]
+struct Identified {
+    session: String,
+    parent: Option<String>,
+    project: Option<String>,
+}
+
+impl Identified {
+    fn of(harness: &str, path: &Path, first: &Parsed) -> Identified {
+        let name = |p: Option<&Path>| {
+            p.and_then(Path::file_name)
+                .map(|n| n.to_string_lossy().into_owned())
+        };
+        let stem = (path.file_stem())
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir = name(path.parent());
+        let mut id = Identified {
+            session: stem.clone(),
+            parent: None,
+            project: None,
+        };
+        match harness {
+            // <project>/<session>/subagents/agent-*.jsonl, or agent-*.jsonl beside sessions
+            // (their records carry the parent's sessionId).
+            "claude-code" if dir.as_deref() == Some("subagents") => {
+                id.parent = name(path.parent().and_then(Path::parent));
+            }
+            "claude-code" if stem.starts_with("agent-") => {
+                id.parent = first.session_id.clone().filter(|s| *s != stem);
+            }
+            // rollout-<time>-<uuid>.jsonl, the uuid being the session_meta's id.
+            "codex" => {
+                id.session = (first.session_id.clone())
+                    .or_else(|| uuid_suffix(&stem))
+                    .unwrap_or(stem);
+            }
+            // tmp/<project>/chats/<file>.jsonl, a subagent's under chats/<parent>/.
+            "gemini-cli" => {
+                id.session = first.session_id.clone().unwrap_or(stem);
+                if dir.as_deref() != Some("chats") {
+                    id.parent = dir;
+                }
+                id.project = dir_before(path, "chats");
+            }
+            // projects/<project>/agent-transcripts/[<id>/]<id>.jsonl
+            "cursor" => id.project = dir_before(path, "agent-transcripts"),
+            _ => {}
+        }
+        id
+    }
+}
+
+/// The name of the directory that holds `marker`, on the way up from `path`.
+fn dir_before(path: &Path, marker: &str) -> Option<String> {
+    let dirs: Vec<_> = path.ancestors().filter_map(Path::file_name).collect();
+    let at = dirs.iter().position(|d| *d == marker)?;
+    dirs.get(at + 1).map(|d| d.to_string_lossy().into_owned())
+}
+
+/// The UUID that ends a file stem, if one does.
+fn uuid_suffix(stem: &str) -> Option<String> {
+    let tail = stem.get(stem.len().checked_sub(36)?..)?;
+    let dashes = [8, 13, 18, 23];
+    let ok = tail.char_indices().all(|(i, c)| {
+        if dashes.contains(&i) {
+            c == '-'
+        } else {
+            c.is_ascii_hexdigit()
+        }
+    });
+    ok.then(|| tail.to_owned())
+}
+
+/// Applies what one record says to its session and messages.
+fn apply(tx: &Connection, session: i64, row: &ExportRow, parsed: &Parsed) -> rusqlite::Result<()> {
+    let (title, rank) = match &parsed.title {
+        Some((t, r)) => (Some(t.as_str()), *r),
+        None => (None, 0),
+    };
+    tx.prepare_cached(
+        "UPDATE sessions SET
+            project = coalesce(project, ?2),
+            branch = coalesce(?3, branch),
+            agent_title = CASE WHEN ?4 IS NOT NULL AND ?5 >= title_rank THEN ?4 ELSE agent_title END,
+            title_rank = CASE WHEN ?4 IS NOT NULL AND ?5 >= title_rank THEN ?5 ELSE title_rank END,
+            first_prompt = coalesce(first_prompt, ?6),
+            started_ms = min(coalesce(started_ms, ?7), coalesce(?7, started_ms)),
+            last_ms = max(coalesce(last_ms, ?7), coalesce(?7, last_ms))
+         WHERE id = ?1",
+    )?
+    .execute(params![
+        session,
+        parsed.project,
+        parsed.branch,
+        title,
+        rank,
+        parsed.prompt,
+        parsed.at_ms
+    ])?;
+    if parsed.project.is_some() {
+        read_git_remote(tx, session)?;
+    }
+    if let Some(model) = &parsed.model {
+        tx.prepare_cached("INSERT OR IGNORE INTO session_models (session, model) VALUES (?1, ?2)")?
+            .execute(params![session, model])?;
+    }
+    if let Some(message) = &parsed.message {
+        add_message(tx, session, row, parsed.at_ms, message)?;
+    }
+    if let Some(id) = &parsed.rewind_to {
+        tx.prepare_cached(
+            "DELETE FROM messages WHERE session = ?1
+             AND ord >= (SELECT ord FROM messages WHERE session = ?1 AND key = ?2)",
+        )?
+        .execute(params![session, id])?;
+    }
+    Ok(())
+}
+
+/// The first time one of this machine's sessions has a project, reads the git remote of the
+/// project's repository (the directory is this machine's: a pulled session's remote comes
+/// from its own machine's index).
+fn read_git_remote(tx: &Connection, session: i64) -> rusqlite::Result<()> {
+    let project: Option<String> = tx
+        .prepare_cached(
+            "UPDATE sessions SET remote_read = 1
+             WHERE id = ?1 AND remote_read = 0 AND machine = 0 AND project IS NOT NULL
+             RETURNING project",
+        )?
+        .query_row([session], |r| r.get(0))
+        .optional()?;
+    // A project named otherwise than by its absolute path (Gemini CLI's, Cursor's) has no
+    // directory to read.
+    let dir = project.map(PathBuf::from).filter(|p| p.is_absolute());
+    let Some(remote) = dir.and_then(|d| git::remote_of(&d)) else {
+        return Ok(());
+    };
+    tx.prepare_cached("UPDATE sessions SET git_remote = ?2 WHERE id = ?1")?
+        .execute(params![session, remote])
+        .map(drop)
+}
+
+/// Adds a message, or (for an upsert whose key is there) replaces it; a copy of a message
+/// already there is left out.
+fn add_message(
+    tx: &Connection,
+    session: i64,
+    row: &ExportRow,
+    at_ms: Option<i64>,
+    message: &parse::Message,
+) -> rusqlite::Result<()> {
+    let key = match &message.key {
+        Some(k) => k.clone(),
+        None => format!("@{}:{}:{}", row.source, row.generation, row.offset),
+    };
+    let role = message.role.as_str();
+    let sql = if message.upsert {
+        "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+         ON CONFLICT (session, key) DO UPDATE SET
+            seq = excluded.seq, role = excluded.role, at_ms = coalesce(excluded.at_ms, at_ms)
+         RETURNING id"
+    } else {
+        "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+         ON CONFLICT (session, key) DO NOTHING RETURNING id"
+    };
+    let id: Option<i64> = tx
+        .prepare_cached(sql)?
+        .query_row(params![session, key, row.seq, role, at_ms], |r| r.get(0))
+        .optional()?;
+    let Some(id) = id else {
+        return Ok(());
+    };
+    if message.upsert {
+        tx.prepare_cached("DELETE FROM message_text WHERE rowid = ?1")?
+            .execute([id])?;
+    }
+    tx.prepare_cached("INSERT INTO message_text (rowid, body) VALUES (?1, ?2)")?
+        .execute(params![id, body(&message.parts)])?;
+    Ok(())
+}
+
+/// A record as the index reads it: its long strings cut (see [`INDEXED_STRING`]).
+pub(crate) fn indexed(record: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    with_long_strings_cut(record, INDEXED_STRING)
+}
+
+/// The searchable text of a message's parts, cut at [`BODY_LIMIT`].
+pub(crate) fn body(parts: &[Part]) -> String {
+    let mut text = parts.iter().map(Part::text).collect::<Vec<_>>().join("\n");
+    if text.len() > BODY_LIMIT {
+        let mut cut = BODY_LIMIT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+    }
+    text
+}
+
+/// Starts the index's thread: it follows the archive at `db` through `hub` from where the
+/// index left off, until the writer ends and every record is indexed. An error is logged and
+/// the thread follows again from the index's last commit after a pause (at once when the
+/// writer has ended, and only once more then); the archive never waits for it. `exit`
+/// disconnects when the thread ends.
+pub fn spawn(
+    db: PathBuf,
+    hub: Arc<Hub>,
+    stop: Option<Arc<AtomicBool>>,
+    exit: crossbeam_channel::Sender<()>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("session index".into())
+        .spawn(move || {
+            // Dropped when the thread ends, however it ends: tells who waits for the index.
+            let _exit = exit;
+            // Its wake-ups do not preempt a thread with a record on its way, and it keeps a
+            // fair share of the cores: the index works here while other threads keep the
+            // cores busy, and on an idle-class helper otherwise (`share`). On fewer than
+            // four cores, a backfill of this daemon's own goes first (`wait_out_backfill`).
+            if let Err(e) = crate::platform::sys::batch_thread_policy() {
+                log::debug!("session index: cannot enter the batch scheduling class: {e}");
+            }
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let yields = cores < CORES_BESIDE_A_BACKFILL;
+            loop {
+                let closed_before = hub.is_closed();
+                let follower = IndexFollower {
+                    hub: &hub,
+                    stop: stop.as_deref(),
+                    yields,
+                };
+                let Err(e) = follower.follow(&db) else {
+                    return;
+                };
+                let e = anyhow::Error::from(e);
+                if closed_before {
+                    log::error!("session index: {e:#}; it catches up at the next start");
+                    return;
+                }
+                log::warn!("session index: {e:#}; following again in 5s");
+                let mut paused = Duration::ZERO;
+                while paused < Duration::from_secs(5) && !hub.is_closed() {
+                    std::thread::sleep(Duration::from_millis(100));
+                    paused += Duration::from_millis(100);
+                }
+            }
+        })
+}
+
+/// What the index's thread follows the archive with.
+struct IndexFollower<'a> {
+    hub: &'a Arc<Hub>,
+    /// Set when the daemon stops: the index stops after its batch in hand, and catches
+    /// up at the next start, rather than hold the daemon's exit (a service manager's stop
+    /// timeout) until it has caught up. Unset for `run --once`, which exits indexed.
+    stop: Option<&'a AtomicBool>,
+    /// Whether the index waits out a backfill's commits (a machine of fewer than
+    /// [`CORES_BESIDE_A_BACKFILL`] cores).
+    yields: bool,
+}
+
+impl IndexFollower<'_> {
+    /// Follows the archive until the hub closes and every record is indexed, or the daemon
+    /// stops.
+    fn follow(&self, db: &Path) -> Result<()> {
+        let mut indexer = Indexer::open(db)?;
+        let after = indexer.done()?;
+        let hub = Arc::clone(self.hub);
+        let follower = Follower::start(hub, Archive::open(db)?, Start::After(after))?;
+        let Some(mut follower) = follower.map(|f| f.shrinking(indexed)) else {
+            // Closed already (the writer ended first): read what is left directly.
+            indexer.catch_up(|_, _| {})?;
+            return Ok(());
+        };
+        let mut share = share::Share::new(indexer);
+        let mut progress = Progress::new(after, self.hub.published());
+        // Before reading a batch, and again before indexing it (a backfill may have begun
+        // while it was gathered).
+        let wait = |f: &Self| !f.yields || f.wait_out_backfill(LONGEST_BACKFILL_WAIT);
+        while !self.stopping() && wait(self) {
+            let Some(batch) = next_batch(&mut follower)? else {
+                if follower.ended() {
+                    return Ok(());
+                }
+                continue;
+            };
+            if !wait(self) {
+                break;
+            }
+            share.index(batch)?;
+            progress.update(follower.done(), self.hub.published());
+        }
+        let (done, published) = (follower.done(), self.hub.published());
+        if done < published {
+            log::info!(
+                "session index: stopping at seq {done} of {published}; it catches up at the next start"
+            );
+        }
+        Ok(())
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// Waits while the archive writer commits a backfill: until no commit of
+    /// [`crate::archive::follow::BULK_BYTES`] or more was published for [`BACKFILL_PAUSE`], the writer
+    /// has ended, or it has waited `longest`. False if the daemon stops meanwhile.
+    fn wait_out_backfill(&self, longest: Duration) -> bool {
+        let started = Instant::now();
+        let mut waited = false;
+        loop {
+            if self.stopping() {
+                return false;
+            }
+            let left = (self.hub.since_bulk())
+                .map_or(Duration::ZERO, |since| BACKFILL_PAUSE.saturating_sub(since))
+                .min(longest.saturating_sub(started.elapsed()));
+            if left.is_zero() || self.hub.is_closed() {
+                break;
+            }
+            waited = true;
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        }
+        if waited {
+            log::debug!(
+                "session index: waited {} ms for a backfill's commits",
+                started.elapsed().as_millis()
+            );
+        }
+        true
+    }
+}
+
+/// The next records to index: waits up to a second for one, then takes what is there, sleeps
+/// out the rest of [`GATHER`] and takes what came meanwhile, up to [`BATCH`] records or
+/// [`BATCH_BYTES`]. `None` when none came.
+///
+/// The thread sleeps rather than wait on the live queue: a thread waiting there is woken by
+/// every commit, which costs the writer a system call and the other core a wake-up per commit,
+/// on the way from an append to the tap (at 200 appends a second, the index thread woke about
+/// 200 times a second before, 10 now). What commits meanwhile waits in the queue; past its
+/// bound (1,024 commits or 8 MiB), the follower reads it back from the archive instead.
+fn next_batch(follower: &mut Follower) -> Result<Option<Vec<ExportRow>>> {
+    let Some(first) = follower.next(Duration::from_secs(1))? else {
+        return Ok(None);
+    };
+    let deadline = Instant::now() + GATHER;
+    let (mut batch, mut bytes) = (Vec::new(), first.record.len());
+    batch.push(first);
+    let mut slept = false;
+    while batch.len() < BATCH && bytes < BATCH_BYTES {
+        match follower.next(Duration::ZERO)? {
+            Some(row) => {
+                bytes += row.record.len();
+                batch.push(row);
+            }
+            None if slept || follower.ended() => break,
+            None => {
+                std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                slept = true;
+            }
+        }
+    }
+    Ok(Some(batch))
+}
+
+/// Log lines while the index is behind by more than a batch: how far it is.
+struct Progress {
+    behind_at_start: bool,
+    last: Instant,
+}
+
+impl Progress {
+    fn new(done: i64, published: i64) -> Progress {
+        let behind_at_start = published - done > BATCH as i64;
+        if behind_at_start {
+            log::info!("session index: catching up from seq {done} to {published}");
+        }
+        Progress {
+            behind_at_start,
+            last: Instant::now(),
+        }
+    }
+
+    fn update(&mut self, done: i64, published: i64) {
+        if !self.behind_at_start {
+            return;
+        }
+        if done >= published {
+            log::info!("session index: caught up at seq {done}");
+            self.behind_at_start = false;
+        } else if self.last.elapsed() >= PROGRESS_EVERY {
+            log::info!("session index: at seq {done} of {published}");
+            self.last = Instant::now();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Publishes one commit of `bytes` bytes of records, as `seq`.
+    fn publish(hub: &Hub, seq: i64, bytes: usize) {
+        let batch = crate::archive::RecordBatch {
+            source: 1,
+            harness: "generic".into(),
+            path: "/t/a.jsonl".into(),
+            generation: 0,
+            read_ms: 0,
+            records: vec![crate::domain::Record {
+                offset: 0,
+                bytes: vec![b' '; bytes],
+            }],
+        };
+        hub.publish(crate::archive::follow::Published::new(
+            vec![batch],
+            vec![seq],
+        ));
+    }
+
+    #[test]
+    fn the_index_waits_out_a_backfills_commits_until_they_pause_or_the_daemon_stops() {
+        let hub = Hub::new(0);
+        let stop = AtomicBool::new(false);
+        let follower = IndexFollower {
+            hub: &hub,
+            stop: Some(&stop),
+            yields: true,
+        };
+        let longest = LONGEST_BACKFILL_WAIT;
+        publish(&hub, 1, 100);
+        assert!(follower.wait_out_backfill(longest), "no backfill: no wait");
+        publish(&hub, 2, crate::archive::follow::BULK_BYTES as usize);
+        assert!(follower.wait_out_backfill(longest));
+        let since = hub.since_bulk().unwrap();
+        assert!(since >= BACKFILL_PAUSE, "returned {since:?} after it");
+        // A backfill that goes on: no longer than `longest`.
+        publish(&hub, 3, crate::archive::follow::BULK_BYTES as usize);
+        let started = Instant::now();
+        assert!(follower.wait_out_backfill(BACKFILL_PAUSE / 10));
+        assert!(started.elapsed() >= BACKFILL_PAUSE / 10);
+        let since = hub.since_bulk().unwrap();
+        assert!(
+            since < BACKFILL_PAUSE,
+            "waited {since:?}, not only the longest"
+        );
+        publish(&hub, 4, crate::archive::follow::BULK_BYTES as usize);
+        stop.store(true, Ordering::Relaxed);
+        assert!(!follower.wait_out_backfill(longest), "the daemon stops");
+    }
+
+    fn identified(harness: &str, path: &str, first: &[u8]) -> Identified {
+        Identified::of(harness, Path::new(path), &parse(harness, first))
+    }
+
+    #[test]
+    fn sessions_are_identified_by_path_and_first_record() {
+        let sub = identified(
+            "claude-code",
+            "/h/.claude/projects/-h-app/5f1e/subagents/agent-a1.jsonl",
+            b"{}",
+        );
+        assert_eq!(
+            (sub.session.as_str(), sub.parent.as_deref()),
+            ("agent-a1", Some("5f1e"))
+        );
+        let old = identified(
+            "claude-code",
+            "/h/.claude/projects/-h-app/agent-b2.jsonl",
+            br#"{"type":"user","sessionId":"5f1e","message":{"content":"x"}}"#,
+        );
+        assert_eq!(old.parent.as_deref(), Some("5f1e"));
+        let codex = identified(
+            "codex",
+            "/h/.codex/sessions/2026/11/30/rollout-2026-11-30T10-00-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl",
+            br#"{"type":"event_msg","payload":{}}"#,
+        );
+        assert_eq!(codex.session, "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b");
+        let gemini = identified(
+            "gemini-cli",
+            "/h/.gemini/tmp/app/chats/g1/sub.jsonl",
+            br#"{"sessionId":"g2","projectHash":"x"}"#,
+        );
+        assert_eq!(
+            gemini,
+            Identified {
+                session: "g2".into(),
+                parent: Some("g1".into()),
+                project: Some("app".into())
+            }
+        );
+        let cursor = identified(
+            "cursor",
+            "/h/.cursor/projects/h-app/agent-transcripts/9a/9a.jsonl",
+            b"{}",
+        );
+        assert_eq!(
+            (cursor.session.as_str(), cursor.project.as_deref()),
+            ("9a", Some("h-app"))
+        );
+    }
+}

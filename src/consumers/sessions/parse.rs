@@ -1,0 +1,804 @@
+//! What one record says, per harness: about its session (project, branch, title, model, time)
+//! and which message it is (role, parts), for the index and for `show`.
+//!
+//! The formats, as their agents write them (checked against their public sources and
+//! documentation):
+//! - Claude Code: one object per line with `type` (`user`, `assistant`, `system`, `summary`,
+//!   `custom-title`, `ai-title`, …), `uuid`, `timestamp`, `cwd`, `gitBranch` and
+//!   `message: {role, content, model}`; `content` is a string or blocks (`text`, `tool_use`,
+//!   `tool_result`, `thinking`). `isMeta` marks injected lines; `system` with
+//!   `subtype: compact_boundary` marks a compaction.
+//! - Codex CLI: `{timestamp, type, payload}` with `type` `session_meta` (`payload.id`, `cwd`,
+//!   `git.branch`), `turn_context` (`model`), `response_item` (`message` with `input_text` /
+//!   `output_text` blocks, `function_call`, `function_call_output`, `reasoning`, …),
+//!   `compacted` and `event_msg`. Rollouts written before that envelope hold the bare items.
+//! - Gemini CLI: a metadata line (`sessionId`, `projectHash`, `startTime`, `summary`), then
+//!   messages `{id, timestamp, type: user|gemini|info|error|warning, content, toolCalls,
+//!   thoughts, model}`; `{"$set": {…}}` merges metadata and `{"$rewindTo": id}` drops the
+//!   messages from `id` on. A message whose `id` comes again replaces the earlier one.
+//! - Cursor: `{role, message: {content}}` with `text` and `tool_use` blocks; no ids, no times.
+
+use crate::read::record::parse_value;
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+
+/// How much of a title or prompt is kept.
+const TITLE_CHARS: usize = 200;
+
+/// What a record says about its session, and the message it is, if any.
+#[derive(Debug, Default, PartialEq)]
+pub struct Parsed {
+    /// The session's id, when the record names it (Claude's `sessionId`, which a subagent's
+    /// records share with their parent; Codex `session_meta`; Gemini metadata).
+    pub session_id: Option<String>,
+    /// The project directory.
+    pub project: Option<String>,
+    /// The git branch.
+    pub branch: Option<String>,
+    /// A title the agent recorded, with its rank (1 summary, 2 generated, 3 given by the user).
+    pub title: Option<(String, i64)>,
+    /// A prompt the user typed (the title, when it is the first and the agent records none).
+    pub prompt: Option<String>,
+    /// The model that answered.
+    pub model: Option<String>,
+    /// When the record was written (Unix ms).
+    pub at_ms: Option<i64>,
+    /// The message the record is.
+    pub message: Option<Message>,
+    /// Drop the session's messages from this id on (Gemini's `$rewindTo`).
+    pub rewind_to: Option<String>,
+}
+
+/// One message of a session.
+#[derive(Debug, PartialEq)]
+pub struct Message {
+    /// The agent's id for it; `None` when the format has none (its place in the file is used).
+    pub key: Option<String>,
+    /// Who speaks.
+    pub role: Role,
+    /// What it holds.
+    pub parts: Vec<Part>,
+    /// A later message with the same key replaces this one (else the first copy stays).
+    pub upsert: bool,
+}
+
+/// Who speaks in a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The person.
+    User,
+    /// The model.
+    Assistant,
+    /// A tool's result.
+    Tool,
+    /// The agent itself (injected context, notices, errors).
+    System,
+    /// A compaction boundary: what came before was summarised.
+    Compact,
+    /// A record whose fields are missing or of an unexpected type: shown as its raw JSON.
+    Unparsed,
+}
+
+impl Role {
+    /// The role's name, as stored and printed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+            Role::System => "system",
+            Role::Compact => "compact",
+            Role::Unparsed => "unparsed",
+        }
+    }
+}
+
+/// One piece of a message.
+#[derive(Debug, PartialEq)]
+pub enum Part {
+    /// Text a person or the model wrote.
+    Text(String),
+    /// The model's reasoning, where the agent keeps it.
+    Thinking(String),
+    /// A tool call: its name and its input, as compact JSON or text.
+    ToolCall {
+        /// The tool.
+        name: String,
+        /// Its input.
+        input: String,
+    },
+    /// A tool's output.
+    ToolResult(String),
+    /// The record itself, when it could not be read as a message.
+    Raw(String),
+}
+
+impl Part {
+    /// The text of the part, as searched.
+    pub fn text(&self) -> String {
+        match self {
+            Part::Text(t) | Part::Thinking(t) | Part::ToolResult(t) | Part::Raw(t) => t.clone(),
+            Part::ToolCall { name, input } => format!("{name} {input}"),
+        }
+    }
+}
+
+/// The longest string, as written, that the session index reads of a record: the searchable
+/// text of a message is cut at 1 MiB anyway, and a record of tens of MiB would otherwise be
+/// held a second time, whole, as the parsed value.
+pub const INDEXED_STRING: usize = 1 << 20;
+
+/// `record` with every JSON string value (not member names) longer than `limit` bytes (as
+/// written) cut to its first `limit` bytes or a little fewer (never inside an escape or a
+/// UTF-8 sequence); the record itself when it has no such string, or is not a JSON object or
+/// array.
+pub fn with_long_strings_cut(record: &[u8], limit: usize) -> Cow<'_, [u8]> {
+    if record.len() <= limit {
+        return Cow::Borrowed(record);
+    }
+    let Some(strings) = crate::consumers::redact::json::strings(record) else {
+        return Cow::Borrowed(record);
+    };
+    let mut long = (strings.iter())
+        .filter(|s| !s.is_name && s.raw.len() > limit)
+        .peekable();
+    if long.peek().is_none() {
+        return Cow::Borrowed(record);
+    }
+    let mut out = Vec::new();
+    let mut at = 0;
+    for s in long {
+        out.extend_from_slice(&record[at..s.raw.start + cut_at(&record[s.raw.clone()], limit)]);
+        at = s.raw.end;
+    }
+    out.extend_from_slice(&record[at..]);
+    Cow::Owned(out)
+}
+
+/// The last place at or before `limit` where `raw`, a JSON string's contents longer than
+/// `limit`, can be cut: between two characters, outside any escape, and not between the two
+/// escapes of a surrogate pair (a lone half would make the whole record's surrogates read as
+/// U+FFFD).
+fn cut_at(raw: &[u8], limit: usize) -> usize {
+    let mut at = 0;
+    loop {
+        let step = match raw[at] {
+            b'\\' if is_high_surrogate(&raw[at..]) && raw[at + 6..].starts_with(b"\\u") => 12,
+            b'\\' if raw.get(at + 1) == Some(&b'u') => 6,
+            b'\\' => 2,
+            b if b < 0x80 => 1,
+            b if b >= 0xf0 => 4,
+            b if b >= 0xe0 => 3,
+            _ => 2,
+        };
+        if at + step > limit {
+            return at;
+        }
+        at += step;
+    }
+}
+
+/// Whether `escape` begins with the `\\u` escape of a UTF-16 high surrogate (D800 to DBFF).
+fn is_high_surrogate(escape: &[u8]) -> bool {
+    escape.len() >= 6
+        && escape[1] == b'u'
+        && escape[2].eq_ignore_ascii_case(&b'd')
+        && matches!(escape[3].to_ascii_lowercase(), b'8' | b'9' | b'a' | b'b')
+}
+
+/// What `record`, a record of a `harness` transcript, says. Never fails: a record that is not
+/// what its format promises becomes an [`Role::Unparsed`] message holding its raw JSON.
+pub fn parse(harness: &str, record: &[u8]) -> Parsed {
+    let Some(value) = parse_value(record) else {
+        return unparsed(record);
+    };
+    let parsed = match (harness, value.as_object()) {
+        ("claude-code", Some(obj)) => claude(obj),
+        ("codex", Some(obj)) => codex(obj),
+        ("gemini-cli", Some(obj)) => gemini(obj),
+        ("cursor", Some(obj)) => cursor(obj),
+        (_, Some(obj)) => generic(obj),
+        (_, None) => None,
+    };
+    parsed.unwrap_or_else(|| unparsed(record))
+}
+
+/// A record shown as its raw JSON.
+fn unparsed(record: &[u8]) -> Parsed {
+    Parsed {
+        message: Some(Message {
+            key: None,
+            role: Role::Unparsed,
+            parts: vec![Part::Raw(String::from_utf8_lossy(record).into_owned())],
+            upsert: false,
+        }),
+        ..Parsed::default()
+    }
+}
+
+fn string(obj: &Map<String, Value>, key: &str) -> Option<String> {
+    obj.get(key).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// `text` cut to a title's length, on one line.
+fn title_of(text: &str) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    line.chars().take(TITLE_CHARS).collect()
+}
+
+/// Milliseconds since the epoch of an RFC 3339 time.
+pub fn time_ms(text: &str) -> Option<i64> {
+    let t = humantime::parse_rfc3339_weak(text.trim_end_matches('Z')).ok()?;
+    let ms = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
+    Some(ms as i64)
+}
+
+/// A tool input as compact JSON (a string as itself).
+fn input_text(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+        None => String::new(),
+    }
+}
+
+/// The text of a tool result's content: a string, or text blocks.
+fn result_text(value: Option<&Value>) -> String {
+    match value {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(items)) => {
+            let texts = items.iter().map(|i| match i {
+                Value::String(s) => s.clone(),
+                Value::Object(o) => (string(o, "text").or_else(|| string(o, "output")))
+                    .unwrap_or_else(|| match o.get("type").and_then(Value::as_str) {
+                        // An image (base64) or a document is not text to search or show.
+                        Some(kind) => format!("[{kind}]"),
+                        None => i.to_string(),
+                    }),
+                other => other.to_string(),
+            });
+            texts.collect::<Vec<_>>().join("\n")
+        }
+        Some(Value::Object(o)) => string(o, "output")
+            .or_else(|| string(o, "content"))
+            .or_else(|| string(o, "text"))
+            .unwrap_or_else(|| Value::Object(o.clone()).to_string()),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+/// Content blocks (`text`, `tool_use`, `tool_result`, `thinking`) or a plain string as parts.
+fn content_parts(content: &Value) -> Option<Vec<Part>> {
+    if let Some(text) = content.as_str() {
+        return Some(vec![Part::Text(text.to_owned())]);
+    }
+    let blocks = content.as_array()?;
+    let parts = blocks.iter().filter_map(|b| {
+        let b = b.as_object()?;
+        Some(match b.get("type").and_then(Value::as_str)? {
+            "text" | "input_text" | "output_text" => Part::Text(string(b, "text")?),
+            "thinking" => Part::Thinking(string(b, "thinking")?),
+            "tool_use" => Part::ToolCall {
+                name: string(b, "name").unwrap_or_default(),
+                input: input_text(b.get("input")),
+            },
+            "tool_result" => Part::ToolResult(result_text(b.get("content"))),
+            _ => return None,
+        })
+    });
+    Some(parts.collect())
+}
+
+/// The role of a message whose parts are all tool results.
+fn role_of(role: Role, parts: &[Part]) -> Role {
+    let results = !parts.is_empty() && parts.iter().all(|p| matches!(p, Part::ToolResult(_)));
+    if results { Role::Tool } else { role }
+}
+
+/// A prompt a person typed: text that is not the agent's own markup (commands, caveats,
+/// reminders, interruptions), which starts with `<` or `[`.
+fn typed_prompt(parts: &[Part]) -> Option<String> {
+    let text = parts.iter().find_map(|p| match p {
+        Part::Text(t) => Some(t.trim()),
+        _ => None,
+    })?;
+    let text = text
+        .strip_prefix("<user_query>")
+        .map_or(text, |t| t.trim_end_matches("</user_query>").trim());
+    let markup = text.starts_with('<') || text.starts_with('[') || text.starts_with("# AGENTS.md");
+    (!text.is_empty() && !markup).then(|| title_of(text))
+}
+
+fn claude(obj: &Map<String, Value>) -> Option<Parsed> {
+    let kind = obj.get("type").and_then(Value::as_str)?;
+    let mut parsed = Parsed {
+        project: string(obj, "cwd"),
+        branch: string(obj, "gitBranch").filter(|b| !b.is_empty()),
+        at_ms: obj
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(time_ms),
+        session_id: string(obj, "sessionId"),
+        ..Parsed::default()
+    };
+    let key = string(obj, "uuid");
+    match kind {
+        "summary" => parsed.title = Some((title_of(&string(obj, "summary")?), 1)),
+        "ai-title" => parsed.title = Some((title_of(&string(obj, "aiTitle")?), 2)),
+        "custom-title" => parsed.title = Some((title_of(&string(obj, "customTitle")?), 3)),
+        "user" | "assistant" => {
+            let message = obj.get("message")?.as_object()?;
+            let parts = content_parts(message.get("content")?)?;
+            let meta = obj.get("isMeta").and_then(Value::as_bool) == Some(true)
+                || obj.get("isCompactSummary").and_then(Value::as_bool) == Some(true);
+            let role = match (kind, meta) {
+                ("assistant", _) => Role::Assistant,
+                (_, true) => Role::System,
+                _ => role_of(Role::User, &parts),
+            };
+            if role == Role::User {
+                parsed.prompt = typed_prompt(&parts);
+            }
+            if role == Role::Assistant {
+                parsed.model = string(message, "model").filter(|m| !m.starts_with('<'));
+            }
+            parsed.message = Some(Message {
+                key,
+                role,
+                parts,
+                upsert: false,
+            });
+        }
+        "system" => {
+            let compact = obj.get("subtype").and_then(Value::as_str) == Some("compact_boundary");
+            let text = string(obj, "content").unwrap_or_else(|| "conversation compacted".into());
+            parsed.message = Some(Message {
+                key,
+                role: if compact { Role::Compact } else { Role::System },
+                parts: vec![Part::Text(text)],
+                upsert: false,
+            });
+        }
+        _ => {}
+    }
+    Some(parsed)
+}
+
+fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
+    let at_ms = obj
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .and_then(time_ms);
+    let (kind, payload) = match obj.get("payload") {
+        Some(payload) => (
+            obj.get("type").and_then(Value::as_str)?,
+            payload.as_object()?,
+        ),
+        // A rollout from before the envelope: its first line is the session, then bare items.
+        None if obj.contains_key("id") && !obj.contains_key("type") => ("session_meta", obj),
+        None => ("response_item", obj),
+    };
+    let mut parsed = Parsed {
+        at_ms,
+        ..Parsed::default()
+    };
+    match kind {
+        "session_meta" => {
+            let meta = payload
+                .get("meta")
+                .and_then(Value::as_object)
+                .unwrap_or(payload);
+            parsed.session_id = string(meta, "id");
+            parsed.project = string(meta, "cwd");
+            let git = meta.get("git").and_then(Value::as_object);
+            parsed.branch = git.and_then(|g| string(g, "branch"));
+            parsed.at_ms = at_ms.or_else(|| string(meta, "timestamp").as_deref().and_then(time_ms));
+        }
+        "turn_context" => {
+            parsed.model = string(payload, "model");
+            parsed.project = string(payload, "cwd");
+        }
+        "response_item" => parsed.message = codex_item(payload, &mut parsed.prompt)?,
+        "compacted" => {
+            parsed.message = Some(Message {
+                key: None,
+                role: Role::Compact,
+                parts: vec![Part::Text(string(payload, "message").unwrap_or_default())],
+                upsert: false,
+            })
+        }
+        _ => {}
+    }
+    Some(parsed)
+}
+
+/// A Codex response item as a message (`Ok(None)` for items that are not one); `prompt` gets
+/// the text of a user message a person typed.
+fn codex_item(item: &Map<String, Value>, prompt: &mut Option<String>) -> Option<Option<Message>> {
+    let message = |role, parts| {
+        Some(Some(Message {
+            key: None,
+            role,
+            parts,
+            upsert: false,
+        }))
+    };
+    match item.get("type").and_then(Value::as_str)? {
+        "message" => {
+            let parts = content_parts(item.get("content")?)?;
+            let role = match item.get("role").and_then(Value::as_str)? {
+                "user" => match typed_prompt(&parts) {
+                    Some(text) => {
+                        *prompt = Some(text);
+                        Role::User
+                    }
+                    None => Role::System,
+                },
+                "assistant" => Role::Assistant,
+                _ => Role::System,
+            };
+            message(role, parts)
+        }
+        "function_call" | "custom_tool_call" | "local_shell_call" => {
+            let name = string(item, "name").unwrap_or_else(|| "shell".into());
+            let input = ["arguments", "input", "action"]
+                .iter()
+                .find_map(|k| item.get(*k));
+            let input = input_text(input);
+            message(Role::Assistant, vec![Part::ToolCall { name, input }])
+        }
+        "function_call_output" | "custom_tool_call_output" => {
+            let output = result_text(item.get("output"));
+            message(Role::Tool, vec![Part::ToolResult(output)])
+        }
+        "reasoning" => {
+            let summary = result_text(item.get("summary"));
+            message(Role::Assistant, vec![Part::Thinking(summary)])
+        }
+        _ => Some(None),
+    }
+}
+
+fn gemini(obj: &Map<String, Value>) -> Option<Parsed> {
+    let mut parsed = Parsed::default();
+    if let Some(id) = obj.get("$rewindTo") {
+        parsed.rewind_to = Some(id.as_str()?.to_owned());
+        return Some(parsed);
+    }
+    let meta = match obj.get("$set") {
+        Some(set) => Some(set.as_object()?),
+        None if obj.contains_key("sessionId") && !obj.contains_key("type") => Some(obj),
+        None => None,
+    };
+    if let Some(meta) = meta {
+        parsed.session_id = string(meta, "sessionId");
+        parsed.title = string(meta, "summary").map(|s| (title_of(&s), 1));
+        let time = string(meta, "lastUpdated").or_else(|| string(meta, "startTime"));
+        parsed.at_ms = time.as_deref().and_then(time_ms);
+        return Some(parsed);
+    }
+    parsed.at_ms = obj
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .and_then(time_ms);
+    let mut parts = gemini_content(obj.get("content")?)?;
+    for thought in obj
+        .get("thoughts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let text = thought.as_object().and_then(|t| string(t, "description"));
+        parts.extend(text.map(Part::Thinking));
+    }
+    for call in obj
+        .get("toolCalls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let call = call.as_object()?;
+        parts.push(Part::ToolCall {
+            name: string(call, "name").unwrap_or_default(),
+            input: input_text(call.get("args")),
+        });
+        if let Some(result) = call.get("result") {
+            parts.push(Part::ToolResult(gemini_result(result)));
+        }
+    }
+    let role = match obj.get("type").and_then(Value::as_str)? {
+        "user" => Role::User,
+        "gemini" => Role::Assistant,
+        _ => Role::System,
+    };
+    if role == Role::User {
+        parsed.prompt = typed_prompt(&parts);
+    }
+    parsed.model = string(obj, "model");
+    parsed.message = Some(Message {
+        key: Some(string(obj, "id")?),
+        role,
+        parts,
+        upsert: true,
+    });
+    Some(parsed)
+}
+
+/// Gemini's content: a string, a part (`{text}`), or a list of them.
+fn gemini_content(content: &Value) -> Option<Vec<Part>> {
+    let text_of = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => string(o, "text"),
+        _ => None,
+    };
+    Some(match content {
+        Value::Array(items) => items.iter().filter_map(text_of).map(Part::Text).collect(),
+        other => vec![Part::Text(text_of(other)?)],
+    })
+}
+
+/// A Gemini tool result: function responses' `output` (or their whole response).
+fn gemini_result(result: &Value) -> String {
+    let items = result
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or(std::slice::from_ref(result));
+    let texts = items.iter().map(|item| {
+        let response = item.pointer("/functionResponse/response").unwrap_or(item);
+        match response.get("output") {
+            Some(Value::String(s)) => s.clone(),
+            _ => result_text(Some(response)),
+        }
+    });
+    texts.collect::<Vec<_>>().join("\n")
+}
+
+fn cursor(obj: &Map<String, Value>) -> Option<Parsed> {
+    let role = match obj.get("role").and_then(Value::as_str)? {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" => Role::Tool,
+        _ => Role::System,
+    };
+    let message = obj.get("message")?;
+    let content = message.get("content").unwrap_or(message);
+    let parts = content_parts(content)?;
+    let role = role_of(role, &parts);
+    let prompt = (role == Role::User).then(|| typed_prompt(&parts)).flatten();
+    Some(Parsed {
+        prompt,
+        message: Some(Message {
+            key: None,
+            role,
+            parts,
+            upsert: false,
+        }),
+        ..Parsed::default()
+    })
+}
+
+/// Any other watcher's records: a role from `role` or `type` where there is one, and every
+/// string in the record as its text.
+fn generic(obj: &Map<String, Value>) -> Option<Parsed> {
+    let role = match obj
+        .get("role")
+        .or_else(|| obj.get("type"))
+        .and_then(Value::as_str)
+    {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        _ => Role::System,
+    };
+    let mut texts = Vec::new();
+    collect_strings(&Value::Object(obj.clone()), &mut texts);
+    Some(Parsed {
+        at_ms: obj
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(time_ms),
+        message: Some(Message {
+            key: None,
+            role,
+            parts: vec![Part::Text(texts.join(" "))],
+            upsert: false,
+        }),
+        ..Parsed::default()
+    })
+}
+
+/// A string this long without a space is data (base64, a hash, a signature), not text.
+const DATA_RUN: usize = 1024;
+
+fn collect_strings(value: &Value, into: &mut Vec<String>) {
+    match value {
+        Value::String(s) if s.len() > DATA_RUN && !s.contains(char::is_whitespace) => {}
+        Value::String(s) => into.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, into)),
+        Value::Object(map) => map.values().for_each(|v| collect_strings(v, into)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_strings_are_cut_between_characters_and_the_record_stays_json() {
+        // Every cut place of a string of escapes and two-, three- and four-byte characters.
+        let text = "aé€😀\\\"\u{1}\n".repeat(3);
+        let record =
+            serde_json::json!({"type": "user", "uuid": "u1", "message": {"content": text}, "n": 1});
+        let mut record = serde_json::to_vec(&record).unwrap();
+        // An emoji as JavaScript writes it: a surrogate pair of escapes, never cut apart.
+        let emoji = (record.windows(4))
+            .position(|w| w == "😀".as_bytes())
+            .unwrap();
+        record.splice(emoji..emoji + 4, br"\ud83d\ude00".iter().copied());
+        for limit in 8..60 {
+            let cut = with_long_strings_cut(&record, limit);
+            let value = parse_value(&cut).unwrap_or_else(|| panic!("{limit}: not JSON: {cut:?}"));
+            let kept = value["message"]["content"].as_str().unwrap();
+            assert!(text.starts_with(kept), "{limit}: {kept:?}");
+            assert!(!kept.contains('\u{fffd}'), "{limit}: {kept:?}");
+            assert!(
+                serde_json::to_string(kept).unwrap().len() - 2 <= limit,
+                "{limit}"
+            );
+            // What is short is left as it was.
+            assert_eq!(
+                (value["type"].as_str(), value["uuid"].as_str()),
+                (Some("user"), Some("u1"))
+            );
+            assert_eq!(value["n"], 1);
+        }
+        assert!(matches!(
+            with_long_strings_cut(&record, 1 << 20),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            with_long_strings_cut(b"not json at all, but long", 4),
+            Cow::Borrowed(_)
+        ));
+        // The index reads a huge record's facts, and the first MiB of its text.
+        let huge = serde_json::json!({"type": "user", "uuid": "u2", "sessionId": "s9",
+            "message": {"role": "user", "content": "x".repeat(3 << 20)}});
+        let huge = serde_json::to_vec(&huge).unwrap();
+        let cut = with_long_strings_cut(&huge, INDEXED_STRING);
+        assert!(cut.len() < INDEXED_STRING + 200, "{}", cut.len());
+        let p = parse("claude-code", &cut);
+        assert_eq!(p.message.unwrap().key.as_deref(), Some("u2"));
+    }
+
+    #[test]
+    fn claude_user_and_assistant_records_are_messages_with_their_session_facts() {
+        let user = br#"{"type":"user","uuid":"u1","sessionId":"s1","cwd":"/home/u/app","gitBranch":"main","timestamp":"2026-11-30T10:00:00.000Z","message":{"role":"user","content":"fix the flaky test"}}"#;
+        let p = parse("claude-code", user);
+        assert_eq!(p.project.as_deref(), Some("/home/u/app"));
+        assert_eq!(p.branch.as_deref(), Some("main"));
+        assert_eq!(p.prompt.as_deref(), Some("fix the flaky test"));
+        assert_eq!(p.at_ms, Some(1_796_032_800_000));
+        let m = p.message.unwrap();
+        assert_eq!((m.key.as_deref(), m.role), (Some("u1"), Role::User));
+        let assistant = br#"{"type":"assistant","uuid":"a1","message":{"model":"claude-opus-4-5","content":[{"type":"thinking","thinking":"hm"},{"type":"tool_use","name":"Bash","input":{"command":"cargo test"}}]}}"#;
+        let p = parse("claude-code", assistant);
+        assert_eq!(p.model.as_deref(), Some("claude-opus-4-5"));
+        let parts = p.message.unwrap().parts;
+        assert_eq!(parts[1].text(), r#"Bash {"command":"cargo test"}"#);
+    }
+
+    #[test]
+    fn claude_command_meta_and_tool_result_lines_are_not_prompts() {
+        let lines: [&[u8]; 3] = [
+            br#"{"type":"user","message":{"content":"<command-name>/clear</command-name>"}}"#,
+            br#"{"type":"user","isMeta":true,"message":{"content":"Caveat: the messages below"}}"#,
+            br#"{"type":"user","message":{"content":[{"type":"tool_result","content":"ok"}]}}"#,
+        ];
+        let roles: Vec<_> = lines
+            .iter()
+            .map(|l| {
+                let p = parse("claude-code", l);
+                assert_eq!(p.prompt, None);
+                p.message.unwrap().role
+            })
+            .collect();
+        assert_eq!(roles, [Role::User, Role::System, Role::Tool]);
+    }
+
+    #[test]
+    fn claude_titles_rank_the_users_over_the_generated_over_summaries() {
+        let rank = |l: &[u8]| parse("claude-code", l).title.unwrap().1;
+        assert_eq!(rank(br#"{"type":"summary","summary":"A"}"#), 1);
+        assert_eq!(rank(br#"{"type":"ai-title","aiTitle":"B"}"#), 2);
+        assert_eq!(rank(br#"{"type":"custom-title","customTitle":"C"}"#), 3);
+        let boundary = br#"{"type":"system","subtype":"compact_boundary","content":"Conversation compacted","uuid":"c1"}"#;
+        assert_eq!(
+            parse("claude-code", boundary).message.unwrap().role,
+            Role::Compact
+        );
+    }
+
+    #[test]
+    fn a_record_with_fields_of_the_wrong_type_is_unparsed_and_kept_raw() {
+        let odd = br#"{"type":"user","message":{"content":42}}"#;
+        let m = parse("claude-code", odd).message.unwrap();
+        assert_eq!(m.role, Role::Unparsed);
+        assert_eq!(
+            m.parts,
+            [Part::Raw(String::from_utf8_lossy(odd).into_owned())]
+        );
+        assert_eq!(
+            parse("codex", b"[1,2]").message.unwrap().role,
+            Role::Unparsed
+        );
+    }
+
+    #[test]
+    fn codex_session_meta_names_the_session_and_environment_lines_are_not_prompts() {
+        let meta = br#"{"timestamp":"2026-11-30T10:00:00.000Z","type":"session_meta","payload":{"id":"0199-ab","cwd":"/w","git":{"branch":"dev"}}}"#;
+        let p = parse("codex", meta);
+        assert_eq!(p.session_id.as_deref(), Some("0199-ab"));
+        assert_eq!(
+            (p.project.as_deref(), p.branch.as_deref()),
+            (Some("/w"), Some("dev"))
+        );
+        let env = br#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>x</environment_context>"}]}}"#;
+        assert_eq!(parse("codex", env).message.unwrap().role, Role::System);
+        let typed = br#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"add a flag"}]}}"#;
+        assert_eq!(parse("codex", typed).prompt.as_deref(), Some("add a flag"));
+        let out = br#"{"type":"response_item","payload":{"type":"function_call_output","call_id":"c","output":"exit 0"}}"#;
+        let image = br#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"shot"},{"type":"image","source":{"type":"base64","data":"iVBORw0KGgo"}}]}]}}"#;
+        let parts = parse("claude-code", image).message.unwrap().parts;
+        assert_eq!(
+            parts,
+            [Part::ToolResult("shot\n[image]".into())],
+            "no base64 in the text"
+        );
+        assert_eq!(
+            parse("codex", out).message.unwrap().parts,
+            [Part::ToolResult("exit 0".into())]
+        );
+    }
+
+    #[test]
+    fn gemini_metadata_set_rewind_and_messages() {
+        let meta =
+            br#"{"sessionId":"g1","projectHash":"ab","startTime":"2026-11-30T10:00:00.000Z"}"#;
+        assert_eq!(parse("gemini-cli", meta).session_id.as_deref(), Some("g1"));
+        let set = br#"{"$set":{"summary":"Listing files"}}"#;
+        assert_eq!(
+            parse("gemini-cli", set).title,
+            Some(("Listing files".into(), 1))
+        );
+        assert_eq!(
+            parse("gemini-cli", br#"{"$rewindTo":"m2"}"#)
+                .rewind_to
+                .as_deref(),
+            Some("m2")
+        );
+        let msg = br#"{"id":"m2","type":"gemini","content":"done","model":"gemini-2.5-pro","toolCalls":[{"name":"ls","args":{"path":"."},"result":[{"functionResponse":{"response":{"output":"a.txt"}}}]}]}"#;
+        let m = parse("gemini-cli", msg).message.unwrap();
+        assert!(m.upsert);
+        assert_eq!(m.parts.last(), Some(&Part::ToolResult("a.txt".into())));
+    }
+
+    #[test]
+    fn other_watchers_records_are_their_strings_without_data() {
+        let blob = "QUJD".repeat(300);
+        let line = format!(r#"{{"role":"user","text":"hello there","image":"{blob}","n":3}}"#);
+        let m = parse("generic", line.as_bytes()).message.unwrap();
+        assert_eq!(
+            (m.role, m.parts),
+            (Role::User, vec![Part::Text("user hello there".into())])
+        );
+    }
+
+    #[test]
+    fn cursor_lines_have_roles_and_blocks_but_no_keys() {
+        let user = br#"{"role":"user","message":{"content":[{"type":"text","text":"<user_query>\nfix the build\n</user_query>"}]}}"#;
+        let p = parse("cursor", user);
+        assert_eq!(p.prompt.as_deref(), Some("fix the build"));
+        assert_eq!(p.message.unwrap().key, None);
+    }
+}

@@ -1,0 +1,969 @@
+//! Reading the session index: sessions newest first, one session by id or prefix, its
+//! messages with their records, and full-text search.
+
+pub use crate::archive::format_time;
+use crate::archive::{Archive, Records, path_from_blob};
+use crate::consumers::redact::Redactor;
+use crate::consumers::sessions::body;
+use crate::consumers::sessions::indexed;
+use crate::consumers::sessions::parse::parse;
+use crate::error::{Error, Result};
+use rusqlite::{Connection, OptionalExtension, params};
+use std::path::PathBuf;
+
+/// Which sessions (or search hits) to list.
+#[derive(Debug, Default)]
+pub struct Filter {
+    /// Only this watcher's.
+    pub harness: Option<String>,
+    /// Only those whose project contains this text (case-insensitive).
+    pub project: Option<String>,
+    /// Only those active since this time (Unix ms).
+    pub since_ms: Option<i64>,
+    /// Only this machine's: 0 for this one, else a pulled machine's id ([`machine_named`]).
+    pub machine: Option<i64>,
+    /// At most this many (0: all).
+    pub limit: usize,
+}
+
+impl Filter {
+    /// The limit as SQL's `LIMIT` takes it: -1 for all.
+    fn sql_limit(&self) -> i64 {
+        match self.limit {
+            0 => -1,
+            n => n as i64,
+        }
+    }
+}
+
+/// One session as listed.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Session {
+    /// The index's own key for it.
+    #[serde(skip)]
+    pub key: i64,
+    /// The agent's id.
+    pub id: String,
+    /// The host name of the machine that wrote it (this one's, or a pulled machine's label).
+    pub machine: String,
+    /// Its machine in this archive: 0 for this one.
+    #[serde(skip)]
+    pub machine_id: i64,
+    /// The project's git remote, where it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git_remote: Option<String>,
+    /// Its watcher.
+    pub harness: String,
+    /// The project directory (or the agent's name for it).
+    pub project: Option<String>,
+    /// The title the agent recorded, else the first prompt typed.
+    pub title: Option<String>,
+    /// The git branch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    /// The first activity (Unix ms): the records' own times, or when they were archived.
+    #[serde(serialize_with = "rfc3339")]
+    pub started: Option<i64>,
+    /// The last activity.
+    #[serde(serialize_with = "rfc3339")]
+    pub last_activity: Option<i64>,
+    /// User and assistant messages, each copy once.
+    pub messages: i64,
+    /// Of which the user's.
+    pub user_messages: i64,
+    /// Of which the assistant's.
+    pub assistant_messages: i64,
+    /// Compactions.
+    pub compactions: i64,
+    /// Records that could not be read as messages.
+    pub unparsed: i64,
+    /// Archived records of its files.
+    pub records: i64,
+    /// The models that answered.
+    pub models: Vec<String>,
+    /// The parent session's id, for a subagent.
+    pub parent: Option<String>,
+    /// How many subagents it has.
+    pub subagents: i64,
+    /// Its files' current paths.
+    pub files: Vec<PathBuf>,
+    /// Whether any of them still exists where it was.
+    pub on_disk: bool,
+}
+
+impl Session {
+    /// Replaces any secret in its text (a title is often the first prompt).
+    pub fn redact(&mut self, redactor: &Redactor) {
+        redact_each(
+            redactor,
+            [&mut self.title, &mut self.project, &mut self.branch],
+        );
+    }
+}
+
+/// Replaces any secret in each of `texts`.
+fn redact_each(redactor: &Redactor, texts: [&mut Option<String>; 3]) {
+    for text in texts.into_iter().flatten() {
+        redactor.redact_text_in_place(text);
+    }
+}
+
+fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    match ms {
+        Some(ms) => s.serialize_str(&format_time(*ms)),
+        None => s.serialize_none(),
+    }
+}
+
+/// The columns of a [`Session`], from `sessions se` with what its sources say aggregated once
+/// for all sessions (`last` is the last activity), to be followed by its `WHERE`.
+const SESSION: &str = "
+    WITH files AS (
+        SELECT session, min(created_ms) AS created, max(last_archived_ms) AS archived,
+            sum(records) AS records, group_concat(path, char(0)) AS paths
+        FROM (SELECT ss.session, s.created_ms, s.last_archived_ms, s.records, s.path
+              FROM session_sources ss JOIN sources s ON s.id = ss.source_id ORDER BY s.id)
+        GROUP BY session),
+    models AS (
+        SELECT session, group_concat(model, char(10)) AS models FROM session_models
+        GROUP BY session),
+    children AS (
+        SELECT machine, harness, parent, count(*) AS n FROM sessions WHERE parent IS NOT NULL
+        GROUP BY machine, harness, parent)
+    SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
+        se.branch, coalesce(se.started_ms, f.created) AS started,
+        coalesce(se.last_ms, f.archived) AS last,
+        se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
+        coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths,
+        se.machine, mc.host, coalesce(se.git_remote, ps.git_remote)
+    FROM sessions se
+    LEFT JOIN files f ON f.session = se.id
+    LEFT JOIN models m ON m.session = se.id
+    LEFT JOIN children c
+        ON c.machine = se.machine AND c.harness = se.harness AND c.parent = se.session
+    LEFT JOIN machines mc ON mc.id = se.machine
+    LEFT JOIN pulled_sessions ps
+        ON ps.machine = se.machine AND ps.harness = se.harness AND ps.session = se.session";
+
+fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
+    let (user, assistant): (i64, i64) = (r.get(8)?, r.get(9)?);
+    let models: Option<String> = r.get(13)?;
+    let machine_id: i64 = r.get(17)?;
+    Ok(Session {
+        key: r.get(0)?,
+        id: r.get(1)?,
+        machine: machine_name(r.get(18)?),
+        machine_id,
+        git_remote: r.get(19)?,
+        harness: r.get(2)?,
+        project: r.get(3)?,
+        title: r.get(4)?,
+        branch: r.get(5)?,
+        started: r.get(6)?,
+        last_activity: r.get(7)?,
+        messages: user + assistant,
+        user_messages: user,
+        assistant_messages: assistant,
+        compactions: r.get(10)?,
+        unparsed: r.get(11)?,
+        records: r.get(12)?,
+        models: models.map_or_else(Vec::new, |m| m.lines().map(str::to_owned).collect()),
+        parent: r.get(14)?,
+        subagents: r.get(15)?,
+        files: paths(r.get_ref(16)?.as_bytes_or_null()?),
+        on_disk: false,
+    })
+}
+
+/// A machine's name: `host`, a pulled machine's (from `machines`), else this one's.
+fn machine_name(host: Option<String>) -> String {
+    host.unwrap_or_else(crate::platform::sys::host_name)
+}
+
+/// The paths of `group_concat(path, char(0))`, each once, in their order.
+fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for p in joined.unwrap_or_default().split(|b| *b == 0) {
+        let path = path_from_blob(p.to_vec());
+        if !p.is_empty() && !paths.contains(&path) {
+            paths.push(path);
+        }
+    }
+    paths
+}
+
+/// Top-level sessions (and subagents whose parent is not in the archive), newest activity
+/// first.
+pub fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> {
+    let sql = format!(
+        "SELECT * FROM ({SESSION}
+            WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
+                    WHERE p.machine = se.machine AND p.harness = se.harness
+                      AND p.session = se.parent))
+              AND (?1 IS NULL OR se.harness = ?1)
+              AND (?2 IS NULL OR instr(lower(se.project), lower(?2)) > 0)
+              AND (?5 IS NULL OR se.machine = ?5))
+         WHERE (?3 IS NULL OR last >= ?3)
+         ORDER BY last IS NULL, last DESC, 1 DESC
+         LIMIT ?4"
+    );
+    let limit = filter.sql_limit();
+    let args = params![
+        filter.harness,
+        filter.project,
+        filter.since_ms,
+        limit,
+        filter.machine
+    ];
+    collect(archive, &sql, args)
+}
+
+/// The subagents of `parent`, oldest first.
+pub fn subagents(archive: &mut Archive, parent: &Session) -> Result<Vec<Session>> {
+    let sql = format!(
+        "{SESSION} WHERE se.machine = ?3 AND se.harness = ?1 AND se.parent = ?2
+         ORDER BY started, 1"
+    );
+    let args = params![parent.harness, parent.id, parent.machine_id];
+    collect(archive, &sql, args)
+}
+
+fn collect(
+    archive: &mut Archive,
+    sql: &str,
+    args: &[&dyn rusqlite::ToSql],
+) -> Result<Vec<Session>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare_cached(sql)?;
+        let mut list = stmt
+            .query_map(args, session_row)?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        for s in &mut list {
+            s.on_disk = s.files.iter().any(|f| f.exists());
+        }
+        Ok(list)
+    })();
+    archive.db(result)
+}
+
+/// What an id or prefix names.
+pub enum Found {
+    /// One session.
+    One(Box<Session>),
+    /// Several: the candidates.
+    Many(Vec<Session>),
+    /// None.
+    None,
+}
+
+/// The session whose id is `text`, or starts with it (subagents included), of `machine`'s
+/// sessions (0 for this machine's, `None` for every machine's). An id that two machines share
+/// (a session restored on one and carried on there) names both.
+pub fn find(archive: &mut Archive, text: &str, machine: Option<i64>) -> Result<Found> {
+    let sql = format!(
+        "{SESSION} WHERE (se.session = ?1
+            OR (length(?1) >= 4 AND substr(se.session, 1, length(?1)) = ?1))
+            AND (?2 IS NULL OR se.machine = ?2)
+         ORDER BY se.session = ?1 DESC, 1"
+    );
+    let mut found = collect(archive, &sql, params![text, machine])?;
+    let exact = found.iter().filter(|s| s.id == text).count();
+    Ok(match found.len() {
+        0 => Found::None,
+        _ if exact == 1 => Found::One(Box::new(found.swap_remove(0))),
+        1 => Found::One(Box::new(found.swap_remove(0))),
+        _ if exact > 1 => Found::Many(found.into_iter().filter(|s| s.id == text).collect()),
+        _ => Found::Many(found),
+    })
+}
+
+/// The machine `name` names, for [`Filter::machine`]: `None` for `all`, 0 for `this` (or
+/// this machine's host name), else the pulled machine whose host name is `name` or whose UUID
+/// starts with it.
+pub fn machine_named(archive: &Archive, name: &str) -> Result<Option<i64>> {
+    if name == "all" {
+        return Ok(None);
+    }
+    if name == "this" || name == crate::platform::sys::host_name() {
+        return Ok(Some(0));
+    }
+    let records = archive.records_reader();
+    let conn = records.connection();
+    let found = (|| {
+        let mut stmt = conn.prepare(
+            "SELECT id, host, uuid FROM machines
+             WHERE host = ?1 OR (length(?1) >= 4 AND substr(uuid, 1, length(?1)) = ?1)",
+        )?;
+        let rows = stmt.query_map([name], |r| r.get::<_, i64>(0))?;
+        rows.collect::<rusqlite::Result<Vec<i64>>>()
+    })();
+    let found = archive.db(found)?;
+    let known = || -> Result<Vec<String>> {
+        let hosts = (|| {
+            let mut stmt = conn.prepare("SELECT host || ' (' || uuid || ')' FROM machines")?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect::<rusqlite::Result<Vec<String>>>()
+        })();
+        archive.db(hosts)
+    };
+    match found.as_slice() {
+        [id] => Ok(Some(*id)),
+        [] => Err(Error::NoSuchMachine {
+            name: name.to_owned(),
+            known: known()?,
+        }),
+        _ => Err(Error::NoSuchMachine {
+            name: format!("{name} (it names several; give more of a UUID)"),
+            known: known()?,
+        }),
+    }
+}
+
+/// A message of a session with its record.
+pub struct MessageRecord {
+    /// The record's seq.
+    pub seq: i64,
+    /// Who speaks.
+    pub role: String,
+    /// When (Unix ms), if the record says.
+    pub at_ms: Option<i64>,
+    /// The record's watcher.
+    pub harness: String,
+    /// The record.
+    pub record: Vec<u8>,
+}
+
+impl MessageRecord {
+    /// Replaces any secret in its record.
+    pub fn redact(&mut self, redactor: &Redactor) {
+        redactor.redact_record_in_place(&mut self.record);
+    }
+}
+
+/// A session's messages in order, after de-duplication and upserts.
+pub fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<MessageRecord>> {
+    let records = archive.records_reader();
+    let result = (|| {
+        let mut stmt = records.connection().prepare(
+            "SELECT m.seq, m.role, m.at_ms, s.harness, r.record FROM messages m
+             JOIN records r ON r.seq = m.seq JOIN sources s ON s.id = r.source_id
+             WHERE m.session = ?1 ORDER BY m.ord",
+        )?;
+        let rows = stmt.query_map([session.key], |r| {
+            let seq = r.get(0)?;
+            Ok(MessageRecord {
+                seq,
+                role: r.get(1)?,
+                at_ms: r.get(2)?,
+                harness: r.get(3)?,
+                record: records.record(r, 4, seq)?,
+            })
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })();
+    archive.db(result)
+}
+
+/// A session's file as archived: where it is, and the sources whose latest generations make
+/// it up, in file order.
+pub struct SessionFile {
+    /// Its current path.
+    pub path: PathBuf,
+    /// (source, generation) pieces: the first holds the file from its start; each later one
+    /// continues it (a file restored, marked as history, then appended to, is a new source
+    /// whose records start past the restored ones).
+    pub pieces: Vec<(i64, i64)>,
+}
+
+/// The files of a session, each with the sources that make it up.
+pub fn session_files(archive: &mut Archive, session: &Session) -> Result<Vec<SessionFile>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare(
+            "SELECT s.id, s.path, s.generation,
+                (SELECT min(r.offset) FROM records r
+                 WHERE r.source_id = s.id AND r.generation = s.generation)
+             FROM session_sources ss JOIN sources s ON s.id = ss.source_id
+             WHERE ss.session = ?1 ORDER BY s.id",
+        )?;
+        let rows = stmt.query_map([session.key], |r| {
+            let path = path_from_blob(r.get(1)?);
+            Ok((path, (r.get(0)?, r.get(2)?), r.get::<_, Option<i64>>(3)?))
+        })?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })();
+    Ok(assemble(archive.db(result)?))
+}
+
+/// Files from their sources in id order: a source whose records start at offset 0 is the
+/// file from its start (a later one replaces what came before at its path); one that starts
+/// past 0 continues it; one without records adds nothing.
+fn assemble(sources: Vec<(PathBuf, (i64, i64), Option<i64>)>) -> Vec<SessionFile> {
+    let mut files: Vec<SessionFile> = Vec::new();
+    for (path, piece, first) in sources {
+        let Some(first) = first else { continue };
+        match files.iter_mut().find(|f| f.path == path) {
+            Some(file) if first > 0 => file.pieces.push(piece),
+            Some(file) => file.pieces = vec![piece],
+            None => files.push(SessionFile {
+                path,
+                pieces: vec![piece],
+            }),
+        }
+    }
+    files
+}
+
+/// Writes the records of `file` to `out`, piece by piece, each piece's latest generation in
+/// file order, each record with its `\n`: the transcript as archived. Returns the bytes
+/// written; the inner `Err` is `out`'s.
+pub fn write_records(
+    archive: &mut Archive,
+    file: &SessionFile,
+    redactor: Option<&Redactor>,
+    out: &mut impl std::io::Write,
+) -> Result<std::io::Result<u64>> {
+    let records = archive.records_reader();
+    let result = (|| {
+        let mut stmt = records.connection().prepare_cached(
+            "SELECT seq, record FROM records WHERE source_id = ?1 AND generation = ?2
+             ORDER BY offset",
+        )?;
+        let mut written = 0;
+        for (source, generation) in &file.pieces {
+            let mut rows = stmt.query(params![source, generation])?;
+            while let Some(r) = rows.next()? {
+                let record = records.record(r, 1, r.get(0)?)?;
+                let record = match redactor {
+                    Some(redactor) => redactor.redact_record(&record),
+                    None => std::borrow::Cow::Borrowed(&record[..]),
+                };
+                if let Err(e) = out.write_all(&record).and_then(|()| out.write_all(b"\n")) {
+                    return Ok(Err(e));
+                }
+                written += record.len() as u64 + 1;
+            }
+        }
+        Ok(Ok(written))
+    })();
+    archive.db(result)
+}
+
+/// One search hit.
+#[derive(Debug, serde::Serialize)]
+pub struct Hit {
+    /// The session's id.
+    pub session: String,
+    /// The host name of the machine that wrote it.
+    pub machine: String,
+    /// Its machine in this archive: 0 for this one.
+    #[serde(skip)]
+    pub machine_id: i64,
+    /// Its watcher.
+    pub harness: String,
+    /// Its project.
+    pub project: Option<String>,
+    /// When the message was written (or its session last active, for agents without times).
+    #[serde(serialize_with = "rfc3339")]
+    pub timestamp: Option<i64>,
+    /// Who speaks.
+    pub role: String,
+    /// The record's seq.
+    pub seq: i64,
+    /// The text around the match, the matched terms between `mark`s.
+    pub snippet: String,
+}
+
+/// How many of the newest matching messages a search ranks: ranking scores every message it
+/// is given, and a word in most messages would make it score them all.
+const RANKED: i64 = 2_000;
+
+/// The `FROM` and `WHERE` of a search: matches of `?1`, filtered by harness (`?2`), project
+/// (`?3`) and time (`?4`), from message `?5` on.
+const MATCHES: &str = "
+    FROM message_text
+    JOIN messages m ON m.id = message_text.rowid
+    JOIN sessions se ON se.id = m.session
+    LEFT JOIN machines mc ON mc.id = se.machine
+    WHERE message_text MATCH ?1
+      AND (?2 IS NULL OR se.harness = ?2)
+      AND (?3 IS NULL OR instr(lower(se.project), lower(?3)) > 0)
+      AND (?4 IS NULL OR coalesce(m.at_ms, se.last_ms) >= ?4)
+      AND message_text.rowid >= ?5
+      AND (?7 IS NULL OR se.machine = ?7)";
+
+/// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
+/// parentheses; other punctuation is taken literally), best first, newest first among equals;
+/// when more than [`RANKED`] match, the newest of them. Matches are marked with `open` and
+/// `close` in the snippet.
+pub fn search(
+    archive: &mut Archive,
+    query: &str,
+    filter: &Filter,
+    marks: (&str, &str),
+) -> Result<Vec<Hit>> {
+    let path = archive.path().to_owned();
+    let records = archive.records_reader();
+    let conn = records.connection();
+    let mut expand = |stem: &str| match prefix_terms(conn, stem) {
+        Ok(terms) => terms,
+        Err(e) => {
+            log::warn!("cannot list the terms {stem}* stands for ({e}); searching it as a prefix");
+            None
+        }
+    };
+    let fts = fts_query(query, &mut expand);
+    let result = ranked_hits(&records, &fts, filter, marks, RANKED);
+    result.map_err(|e| match e {
+        rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("fts5") => {
+            Error::SearchQuery {
+                query: query.to_owned(),
+                reason: msg,
+            }
+        }
+        source => Error::Archive { path, source },
+    })
+}
+
+fn ranked_hits(
+    records: &Records,
+    fts: &str,
+    filter: &Filter,
+    (open, close): (&str, &str),
+    newest: i64,
+) -> rusqlite::Result<Vec<Hit>> {
+    let conn = records.connection();
+    let filters = (&filter.harness, &filter.project, filter.since_ms);
+    // The oldest of the `newest` matches: FTS5 walks its rowids backwards and stops.
+    let floor: i64 = conn
+        .prepare_cached(&format!(
+            "SELECT message_text.rowid {MATCHES} ORDER BY message_text.rowid DESC
+             LIMIT 1 OFFSET ?6"
+        ))?
+        .query_row(
+            params![
+                fts,
+                filters.0,
+                filters.1,
+                filters.2,
+                0,
+                newest - 1,
+                filter.machine
+            ],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0);
+    let limit = filter.sql_limit();
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT message_text.rowid, se.session, se.harness, se.project,
+                coalesce(m.at_ms, se.last_ms), m.role, m.seq, mc.host, se.machine
+         {MATCHES}
+         ORDER BY bm25(message_text), coalesce(m.at_ms, se.last_ms) DESC
+         LIMIT ?6"
+    ))?;
+    let args = params![
+        fts,
+        filters.0,
+        filters.1,
+        filters.2,
+        floor,
+        limit,
+        filter.machine
+    ];
+    let ranked = stmt.query_map(args, |r| {
+        let hit = Hit {
+            session: r.get(1)?,
+            harness: r.get(2)?,
+            project: r.get(3)?,
+            timestamp: r.get(4)?,
+            role: r.get(5)?,
+            seq: r.get(6)?,
+            machine: machine_name(r.get(7)?),
+            machine_id: r.get(8)?,
+            snippet: String::new(),
+        };
+        Ok((r.get::<_, i64>(0)?, hit))
+    })?;
+    let ranked = ranked.collect::<rusqlite::Result<Vec<_>>>()?;
+    // Snippets only for the hits kept: the index keeps no text, so each is made from its
+    // record, the text indexed again on its own in a table of this connection's.
+    conn.execute_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_text
+             USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');",
+    )?;
+    let mut record = conn.prepare_cached(
+        "SELECT s.harness, r.record FROM records r JOIN sources s ON s.id = r.source_id
+         WHERE r.seq = ?1",
+    )?;
+    let mut snippet = conn.prepare_cached(
+        "SELECT snippet(snippet_text, 0, ?2, ?3, '…', 24) FROM temp.snippet_text
+         WHERE snippet_text MATCH ?1",
+    )?;
+    let mut hits = Vec::with_capacity(ranked.len());
+    for (_, mut hit) in ranked {
+        let found = record.query_row([hit.seq], |r| {
+            let record = records.record(r, 1, hit.seq)?;
+            Ok(parse(&r.get::<_, String>(0)?, &indexed(&record)).message)
+        });
+        let body = found.optional()?.flatten().map(|m| body(&m.parts));
+        conn.execute("DELETE FROM temp.snippet_text", [])?;
+        conn.execute(
+            "INSERT INTO temp.snippet_text (body) VALUES (?1)",
+            [body.unwrap_or_default()],
+        )?;
+        let text: Option<String> =
+            (snippet.query_row(params![fts, open, close], |r| r.get(0))).optional()?;
+        hit.snippet = text.unwrap_or_default().replace(['\n', '\r', '\t'], " ");
+        hits.push(hit);
+    }
+    Ok(hits)
+}
+
+/// How many terms a prefix (`pre*`) stands for at most: its commonest.
+const PREFIX_TERMS: usize = 256;
+
+/// `query` in FTS5's syntax: operators, parentheses and "phrases" pass as they are; a word
+/// holding punctuation (`exit-code`, `foo.rs`), which FTS5 would refuse, becomes a phrase of
+/// its own; a prefix `pre*` becomes what `expand` makes of it (the terms it stands for), or
+/// stays a prefix.
+fn fts_query(query: &str, expand: &mut dyn FnMut(&str) -> Option<String>) -> String {
+    let mut out = Vec::new();
+    let mut chars = query.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '(' || c == ')' {
+            out.push(c.to_string());
+            chars.next();
+        } else if c == '"' {
+            chars.next();
+            let phrase: String = chars.by_ref().take_while(|c| *c != '"').collect();
+            let star = chars.next_if_eq(&'*').map_or("", |_| "*");
+            out.push(format!("\"{}\"{star}", phrase.replace('"', "")));
+        } else {
+            let mut word = String::new();
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace() && !"()\"".contains(*c)) {
+                word.push(c);
+            }
+            out.push(fts_word(&word, expand));
+        }
+    }
+    out.join(" ")
+}
+
+fn fts_word(word: &str, expand: &mut dyn FnMut(&str) -> Option<String>) -> String {
+    if matches!(word, "AND" | "OR" | "NOT") {
+        return word.to_owned();
+    }
+    let (stem, star) = match word.strip_suffix('*') {
+        Some(stem) if !stem.is_empty() => (stem, "*"),
+        _ => (word, ""),
+    };
+    let bare = (stem.chars()).all(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii());
+    match (bare, star) {
+        (true, "*") => expand(stem).unwrap_or_else(|| format!("{stem}*")),
+        (true, _) => stem.to_owned(),
+        (false, _) => format!("\"{}\"{star}", stem.replace('"', "")),
+    }
+}
+
+/// The indexed terms that start with `stem` (folded as the index folds text), as an OR of
+/// them, the [`PREFIX_TERMS`] commonest when there are more. FTS5 answers a prefix by merging
+/// the postings of all its terms before it returns a row; an OR of the same terms is merged
+/// as it is read, so that a search that keeps the newest matches stops early. `None` when
+/// `stem` is not one term, or no term starts with it.
+fn prefix_terms(conn: &Connection, stem: &str) -> rusqlite::Result<Option<String>> {
+    let Some(folded) = fold(conn, stem)? else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT term FROM message_vocab WHERE term >= ?1 AND term < ?2 ORDER BY doc DESC, term LIMIT ?3",
+    )?;
+    let end = format!("{folded}\u{10FFFF}");
+    let rows = stmt.query_map(params![folded, end, PREFIX_TERMS as i64 + 1], |r| r.get(0))?;
+    let mut terms: Vec<String> = rows.collect::<rusqlite::Result<_>>()?;
+    if terms.len() > PREFIX_TERMS {
+        log::warn!(
+            "{stem}* stands for more than {PREFIX_TERMS} terms; searching the {PREFIX_TERMS} commonest"
+        );
+        terms.truncate(PREFIX_TERMS);
+    }
+    if terms.is_empty() {
+        return Ok(None);
+    }
+    let quoted: Vec<String> = terms
+        .iter()
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect();
+    Ok(Some(format!("({})", quoted.join(" OR "))))
+}
+
+/// `text` as the index's tokenizer makes it a term (lower case, diacritics removed), by having
+/// SQLite's own tokenizer read it; `None` unless it is exactly one term.
+fn fold(conn: &Connection, text: &str) -> rusqlite::Result<Option<String>> {
+    conn.execute_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fold
+             USING fts5 (t, tokenize = 'unicode61 remove_diacritics 2');
+         CREATE VIRTUAL TABLE IF NOT EXISTS temp.fold_terms USING fts5vocab (temp, fold, row);
+         DELETE FROM temp.fold;",
+    )?;
+    conn.execute("INSERT INTO temp.fold (t) VALUES (?1)", [text])?;
+    let mut stmt = conn.prepare_cached("SELECT term FROM temp.fold_terms")?;
+    let mut terms: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(if terms.len() == 1 { terms.pop() } else { None })
+}
+
+/// A session as shipped elsewhere: the index's row, its models and its sources.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionExport {
+    /// The watcher.
+    pub harness: String,
+    /// The agent's id for it.
+    pub session: String,
+    /// The parent session's id, for a subagent.
+    pub parent: Option<String>,
+    /// Its working directory.
+    pub project: Option<String>,
+    /// Its git branch.
+    pub branch: Option<String>,
+    /// The agent's title, else the first prompt.
+    pub title: Option<String>,
+    /// Its first and last record's times (Unix ms).
+    pub started_ms: Option<i64>,
+    /// See `started_ms`.
+    pub last_ms: Option<i64>,
+    /// Messages, each copy once.
+    pub user_messages: i64,
+    /// See `user_messages`.
+    pub assistant_messages: i64,
+    /// Compactions recorded.
+    pub compactions: i64,
+    /// Models that answered.
+    pub models: Vec<String>,
+    /// The archive's sources holding its records.
+    pub sources: Vec<i64>,
+    /// The project's git remote.
+    pub git_remote: Option<String>,
+}
+
+impl SessionExport {
+    /// Removes NUL characters from its text (which some stores refuse).
+    pub fn strip_nul(&mut self) {
+        let strip = |t: &mut String| t.retain(|c| c != '\0');
+        for text in [
+            &mut self.parent,
+            &mut self.project,
+            &mut self.branch,
+            &mut self.title,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            strip(text);
+        }
+        strip(&mut self.session);
+        self.models.iter_mut().for_each(strip);
+    }
+
+    /// Replaces any secret in its title (often the first prompt), project and branch; ids
+    /// and model names are keys, left as they are.
+    pub fn redact(&mut self, redactor: &Redactor) {
+        redact_each(
+            redactor,
+            [&mut self.title, &mut self.project, &mut self.branch],
+        );
+    }
+}
+
+/// The sessions holding a record with `after < seq <= through`, as the index has them now.
+pub fn touched_sessions(
+    archive: &mut Archive,
+    after: i64,
+    through: i64,
+) -> Result<Vec<SessionExport>> {
+    let conn = archive.connection();
+    let rows = touched(conn, after, through);
+    archive.db(rows)
+}
+
+fn touched(conn: &Connection, after: i64, through: i64) -> rusqlite::Result<Vec<SessionExport>> {
+    let mut stmt = conn.prepare(
+        "WITH touched AS (
+             SELECT DISTINCT ss.session FROM records r
+             JOIN session_sources ss ON ss.source_id = r.source_id
+             WHERE r.seq > ?1 AND r.seq <= ?2
+         )
+         SELECT se.harness, se.session, se.parent, se.project, se.branch,
+                coalesce(se.agent_title, se.first_prompt), se.started_ms, se.last_ms,
+                se.user_messages, se.assistant_messages, se.compactions,
+                (SELECT group_concat(model, char(31)) FROM session_models m WHERE m.session = se.id),
+                (SELECT group_concat(source_id) FROM session_sources s2 WHERE s2.session = se.id),
+                se.git_remote
+         FROM sessions se JOIN touched t ON t.session = se.id
+         WHERE se.machine = 0
+         ORDER BY se.id",
+    )?;
+    let list = |text: Option<String>, sep: char| -> Vec<String> {
+        text.map(|t| t.split(sep).map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
+    let rows = stmt.query_map(params![after, through], |r| {
+        Ok(SessionExport {
+            harness: r.get(0)?,
+            session: r.get(1)?,
+            parent: r.get(2)?,
+            project: r.get(3)?,
+            branch: r.get(4)?,
+            title: r.get(5)?,
+            started_ms: r.get(6)?,
+            last_ms: r.get(7)?,
+            user_messages: r.get(8)?,
+            assistant_messages: r.get(9)?,
+            compactions: r.get(10)?,
+            models: list(r.get(11)?, '\u{1f}'),
+            sources: (list(r.get(12)?, ',').iter())
+                .filter_map(|s| s.parse().ok())
+                .collect(),
+            git_remote: r.get(13)?,
+        })
+    })?;
+    rows.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_newest_matches_are_ranked_and_filters_apply_before_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        let mut archive = Archive::open(&db).unwrap();
+        let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
+        index
+            .execute_batch("INSERT INTO sessions (id, harness, session) VALUES (1, 'codex', 'a'), (2, 'cursor', 'b');")
+            .unwrap();
+        let conn = archive.connection();
+        conn.execute_batch(
+            "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
+                 VALUES (1, 1, 1, x'2f61', 'codex', 0, 0, 0);",
+        )
+        .unwrap();
+        // Message 1 says the word most often (the best match by relevance), and is the oldest.
+        let bodies = ["lock lock lock lock", "lock", "lock", "lock", "lock"];
+        for (i, body) in bodies.iter().enumerate() {
+            let (id, session) = (i as i64 + 1, if i == 0 { 2 } else { 1 });
+            index
+                .execute(
+                    "INSERT INTO messages (id, session, key, ord, seq, role) VALUES (?1, ?2, ?1, ?1, ?1, 'user')",
+                    params![id, session],
+                )
+                .unwrap();
+            index
+                .execute(
+                    "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
+                    params![id, body],
+                )
+                .unwrap();
+            // The record the message's snippet is made from.
+            let record = serde_json::json!({"type": "response_item", "payload": {
+                "type": "message", "role": "user", "content": [{"type": "input_text", "text": body}]}});
+            conn.execute(
+                "INSERT INTO records (seq, source_id, generation, offset, record) VALUES (?1, 1, 0, ?1, ?2)",
+                params![id, record.to_string().into_bytes()],
+            )
+            .unwrap();
+        }
+        crate::consumers::sessions::store::attach(&archive).unwrap();
+        let records = archive.records_reader();
+        let seqs = |filter: &Filter, newest| -> Vec<i64> {
+            let hits = ranked_hits(&records, "lock", filter, ("[", "]"), newest).unwrap();
+            hits.iter().map(|h| h.seq).collect()
+        };
+        let all = Filter::default();
+        assert_eq!(seqs(&all, 10)[0], 1, "ranked by relevance");
+        assert!(!seqs(&all, 3).contains(&1), "past the 3 newest matches");
+        assert_eq!(seqs(&all, 3).len(), 3);
+        let cursor = Filter {
+            harness: Some("cursor".into()),
+            ..Filter::default()
+        };
+        assert_eq!(
+            seqs(&cursor, 3),
+            [1],
+            "the cut counts only what the filter keeps"
+        );
+        let hits = ranked_hits(&records, "lock", &cursor, ("[", "]"), 3).unwrap();
+        assert_eq!(hits[0].snippet, "[lock] [lock] [lock] [lock]");
+    }
+
+    fn fts(query: &str) -> String {
+        fts_query(query, &mut |_| None)
+    }
+
+    #[test]
+    fn a_prefix_stands_for_the_terms_it_starts_folded_as_the_index_folds() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        drop(Archive::open(&db).unwrap());
+        let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
+        let conn = &index;
+        for (id, body) in [(1, "Résumé resume"), (2, "result"), (3, "other")] {
+            conn.execute(
+                "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
+                params![id, body],
+            )
+            .unwrap();
+        }
+        let expanded = prefix_terms(conn, "RÉS").unwrap().unwrap();
+        assert_eq!(expanded, r#"("result" OR "resume")"#);
+        assert_eq!(prefix_terms(conn, "zz").unwrap(), None);
+        assert_eq!(
+            prefix_terms(conn, "a-b").unwrap(),
+            None,
+            "two terms are no prefix"
+        );
+        let query = fts_query("rés* AND other", &mut |s| {
+            prefix_terms(conn, s).ok().flatten()
+        });
+        assert_eq!(query, r#"("result" OR "resume") AND other"#);
+    }
+
+    #[test]
+    fn a_file_is_its_first_source_and_the_sources_that_continue_it() {
+        let p = |s: &str| PathBuf::from(s);
+        let files = assemble(vec![
+            (p("/a"), (1, 0), Some(0)),
+            (p("/b"), (2, 3), Some(0)),
+            (p("/a"), (3, 0), Some(4944)),
+            (p("/a"), (4, 0), None),
+            (p("/b"), (5, 0), Some(0)),
+        ]);
+        let pieces: Vec<_> = files
+            .iter()
+            .map(|f| (f.path.clone(), f.pieces.clone()))
+            .collect();
+        assert_eq!(
+            pieces,
+            [(p("/a"), vec![(1, 0), (3, 0)]), (p("/b"), vec![(5, 0)])]
+        );
+    }
+
+    #[test]
+    fn queries_keep_operators_phrases_and_prefixes_and_quote_punctuation() {
+        assert_eq!(
+            fts(r#"flaky AND "exit code" migr*"#),
+            r#"flaky AND "exit code" migr*"#
+        );
+        assert_eq!(
+            fts("exit-code OR src/main.rs"),
+            r#""exit-code" OR "src/main.rs""#
+        );
+        assert_eq!(fts("(a OR b) NOT c"), "( a OR b ) NOT c");
+        assert_eq!(fts("naïve café*"), "naïve café*");
+    }
+}

@@ -1,0 +1,272 @@
+//! Planning a pass: which source each file found by the scan is, decided for all of them
+//! before anything is read, so that a file moved within the roots keeps its source even when a
+//! new file takes its old name in the same pass.
+
+use crate::capture::discover::Candidate;
+use crate::domain::fingerprint::Identity;
+use crate::domain::{SourceId, SourceRow};
+use crate::engine::sources::Sources;
+use crate::error::Result;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+/// How a file found by the scan relates to the archive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Plan {
+    /// Its identity belongs to this source (found where it was, moved, or come back).
+    Known(SourceId),
+    /// Its identity is new, but this live source had its path: a replacement, or the same
+    /// bytes saved anew (told apart when it is read).
+    PathMatch(SourceId),
+    /// Neither: a new source.
+    New,
+    /// Its identity carries a prefix mark: a new source starting there, which replaces the
+    /// live source that had its path, if the scan found that one nowhere else.
+    Marked(Option<SourceId>),
+}
+
+/// A file and its plan.
+pub struct Planned {
+    /// The file as the scan found it.
+    pub candidate: Candidate,
+    /// What it is.
+    pub plan: Plan,
+}
+
+/// Plans `candidates`: first against live sources by identity (moves, aliases), then the rest
+/// by path (replacements), and only then against gone sources by identity (a file that came
+/// back; a reused inode is told apart by its marker windows when it is read). `marked` says
+/// whether an identity has a prefix mark, which wins over everything but a live source.
+///
+/// Returns the files in path order, those of known identities first, with the live sources
+/// they claim; a file found under a second path is planned once. `Err` is `marked`'s.
+pub fn plan(
+    sources: &Sources,
+    mut candidates: Vec<Candidate>,
+    marked: &dyn Fn(Identity) -> Result<bool>,
+) -> Result<(Vec<Planned>, HashSet<SourceId>)> {
+    candidates.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut seen = HashMap::<Identity, PathBuf>::new();
+    let mut claimed = HashSet::new();
+    let (mut planned, mut unknown) = (Vec::new(), Vec::new());
+    for c in candidates {
+        let identity = Identity::of(&c.meta);
+        if let Some(first) = seen.get(&identity) {
+            // Overlapping roots find one path twice; that is no alias.
+            if *first != c.path {
+                log::info!(
+                    "same file under two paths path={:?} alias_of={first:?}",
+                    c.path
+                );
+            }
+            continue;
+        }
+        seen.insert(identity, c.path.clone());
+        match sources.live_by_identity(identity, &c.path) {
+            Some(id) => {
+                claimed.insert(id);
+                planned.push(Planned {
+                    candidate: c,
+                    plan: Plan::Known(id),
+                });
+            }
+            None => unknown.push(c),
+        }
+    }
+    for c in unknown {
+        let plan = plan_unknown(sources, &c, &mut claimed, marked)?;
+        planned.push(Planned { candidate: c, plan });
+    }
+    Ok((planned, claimed))
+}
+
+/// A file whose identity no live source owns: a prefix mark on it wins (the user said where
+/// it starts); else it may replace the live source at its path, or be a gone source come
+/// back (only one that has archived something, and so has marker windows to tell it from a
+/// reused inode); else it is new.
+fn plan_unknown(
+    sources: &Sources,
+    c: &Candidate,
+    claimed: &mut HashSet<SourceId>,
+    marked: &dyn Fn(Identity) -> Result<bool>,
+) -> Result<Plan> {
+    let identity = Identity::of(&c.meta);
+    let marked = marked(identity)?;
+    let at_path = (sources.live_by_path(&c.path)).filter(|id| claimed.insert(*id));
+    if marked {
+        return Ok(Plan::Marked(at_path));
+    }
+    if let Some(id) = at_path {
+        return Ok(Plan::PathMatch(id));
+    }
+    let returning = (sources.gone_by_identity(identity)).filter(|id| {
+        sources
+            .get(*id)
+            .is_some_and(|s| s.cursor.position.offset > 0)
+    });
+    Ok(returning.map_or(Plan::New, Plan::Known))
+}
+
+/// The plan for a file whose path, when opened, named another inode than the scan saw.
+pub fn replan(sources: &Sources, identity: Identity, path: &Path) -> Plan {
+    match sources.live_by_identity(identity, path) {
+        Some(id) => Plan::Known(id),
+        None => Plan::New,
+    }
+}
+
+/// True when `src` is found at `path` and its recorded path no longer names its identity:
+/// the file moved (rather than being reachable by two paths).
+pub fn moved(src: &SourceRow, path: &Path) -> bool {
+    if src.path == path {
+        return false;
+    }
+    match std::fs::symlink_metadata(&src.path) {
+        Ok(meta) => Identity::of(&meta) != src.identity,
+        Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use tempfile::TempDir;
+
+    /// A file under `dir`, as the scan would find it.
+    fn found(dir: &TempDir, name: &str) -> Candidate {
+        let path = dir.path().join(name);
+        if !path.exists() {
+            fs::write(&path, b"{}\n").unwrap();
+        }
+        let meta = fs::symlink_metadata(&path).unwrap();
+        Candidate {
+            path,
+            meta,
+            root: 0,
+        }
+    }
+
+    fn source(id: SourceId, c: &Candidate, path: &Path, gone: bool, offset: u64) -> SourceRow {
+        let identity = Identity::of(&c.meta);
+        let mut row = SourceRow::new(id, identity, path.to_owned(), "generic".into());
+        row.gone = gone;
+        row.cursor.position.offset = offset;
+        row
+    }
+
+    fn plans(sources: &Sources, found: Vec<Candidate>) -> Vec<(String, Plan)> {
+        let none = |_: Identity| Ok(false);
+        let (planned, _) = plan(sources, found, &none).unwrap();
+        (planned.into_iter())
+            .map(|p| {
+                let name = p.candidate.path.file_name().unwrap().to_string_lossy();
+                (name.into_owned(), p.plan)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_file_moved_keeps_its_source_while_a_new_file_takes_its_old_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let moved_file = found(&dir, "b.jsonl");
+        let old_path = dir.path().join("a.jsonl");
+        let sources = Sources::new(vec![source(1, &moved_file, &old_path, false, 8)]);
+        let newcomer = found(&dir, "a.jsonl");
+        assert_eq!(
+            plans(&sources, vec![newcomer, moved_file]),
+            [
+                ("b.jsonl".into(), Plan::Known(1)),
+                ("a.jsonl".into(), Plan::New)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_new_identity_at_a_live_sources_path_may_replace_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = found(&dir, "old.jsonl");
+        let path = dir.path().join("a.jsonl");
+        let sources = Sources::new(vec![source(1, &old, &path, false, 8)]);
+        // Made while the old file still holds its inode, which could be reused otherwise.
+        let replacement = found(&dir, "a.jsonl");
+        assert_eq!(
+            plans(&sources, vec![replacement]),
+            [("a.jsonl".into(), Plan::PathMatch(1))]
+        );
+    }
+
+    #[test]
+    fn a_gone_sources_identity_is_its_return_only_if_it_had_archived_something() {
+        // With bytes behind its cursor, its marker windows tell a return from a reused inode
+        // when the file is read; with none, nothing could, so the file is new.
+        let dir = tempfile::tempdir().unwrap();
+        let back = found(&dir, "back.jsonl");
+        let reused = found(&dir, "reused.jsonl");
+        let sources = Sources::new(vec![
+            source(1, &back, &back.path, true, 8),
+            source(2, &reused, &reused.path, true, 0),
+        ]);
+        assert_eq!(
+            plans(&sources, vec![back, reused]),
+            [
+                ("back.jsonl".into(), Plan::Known(1)),
+                ("reused.jsonl".into(), Plan::New)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_prefix_mark_makes_a_file_new_at_a_live_sources_path_replacing_it_unless_found_elsewhere() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = found(&dir, "old.jsonl");
+        let sources = Sources::new(vec![source(1, &old, &dir.path().join("a.jsonl"), false, 8)]);
+        let seeded = found(&dir, "a.jsonl");
+        let identity = Identity::of(&seeded.meta);
+        let marked = move |id: Identity| Ok(id == identity);
+        let (planned, claimed) = plan(&sources, vec![seeded], &marked).unwrap();
+        assert_eq!(planned[0].plan, Plan::Marked(Some(1)));
+        assert_eq!(claimed, HashSet::from([1]));
+        // Source 1's file is found under another name in the same scan: it moved, and is not
+        // replaced.
+        let seeded = found(&dir, "a.jsonl");
+        let (planned, _) = plan(&sources, vec![seeded, old], &marked).unwrap();
+        let plans: Vec<Plan> = planned.iter().map(|p| p.plan).collect();
+        assert_eq!(plans, [Plan::Known(1), Plan::Marked(None)]);
+    }
+
+    #[test]
+    fn one_file_under_two_paths_is_planned_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = found(&dir, "a.jsonl");
+        fs::hard_link(&first.path, dir.path().join("b.jsonl")).unwrap();
+        let second = found(&dir, "b.jsonl");
+        let planned = plans(&Sources::default(), vec![second, first]);
+        assert_eq!(planned, [("a.jsonl".into(), Plan::New)]);
+    }
+
+    #[test]
+    fn moved_means_the_recorded_path_no_longer_names_the_identity() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = found(&dir, "a.jsonl");
+        fs::hard_link(&a.path, dir.path().join("link.jsonl")).unwrap();
+        let src = source(1, &a, &a.path, false, 8);
+        assert!(!moved(&src, &a.path), "same path");
+        assert!(
+            !moved(&src, &dir.path().join("link.jsonl")),
+            "a second name"
+        );
+        fs::rename(&a.path, dir.path().join("c.jsonl")).unwrap();
+        assert!(
+            moved(&src, &dir.path().join("c.jsonl")),
+            "the old path is gone"
+        );
+        fs::write(&a.path, b"other").unwrap();
+        assert!(
+            moved(&src, &dir.path().join("c.jsonl")),
+            "another file took it"
+        );
+        let other = Identity::of(&fs::symlink_metadata(&a.path).unwrap());
+        assert_eq!(replan(&Sources::new(vec![src]), other, &a.path), Plan::New);
+    }
+}

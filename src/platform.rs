@@ -1,0 +1,8 @@
+//! The platform under every stage: system calls beyond std's (`sys`, the only module with
+//! `unsafe` outside the SIMD code), the home and XDG directories, log formatting, and the
+//! doorbell the daemon's threads wait on.
+
+pub(crate) mod doorbell;
+pub(crate) mod home;
+pub(crate) mod logging;
+pub(crate) mod sys;
