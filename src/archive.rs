@@ -1716,6 +1716,17 @@ pub struct RecordBatch {
     pub records: Vec<Record>,
 }
 
+/// Where the engine's commits go.
+pub trait Committer {
+    /// Hands over one transaction. `Ok` means it is committed, or accepted by an archive
+    /// writer that commits every commit in order; `Err` is fatal (the archive is unusable or
+    /// its writer has stopped).
+    fn submit(&mut self, commit: Commit) -> Result<()>;
+
+    /// Returns once everything submitted so far is committed.
+    fn flush(&mut self) -> Result<()>;
+}
+
 /// The changes of one transaction, built by the engine and applied by the archive writer:
 /// everything in it commits together or not at all.
 #[derive(Debug, Default)]

@@ -12,7 +12,7 @@ pub(crate) mod sample;
 pub(crate) mod seed;
 pub(crate) mod sources;
 
-use crate::archive::{Archive, Commit, Op};
+use crate::archive::{Archive, Commit, Committer, Op};
 use crate::capture::discover::{Candidate, discover, file_kind};
 use crate::capture::harness::Root;
 use crate::domain::fingerprint::{Fingerprint, Identity};
@@ -140,17 +140,6 @@ pub struct Totals {
     /// Bytes past the cursors of live sources that no record holds yet, as of each source's
     /// last read: their unfinished last lines.
     pub lag: u64,
-}
-
-/// Where the engine's commits go.
-pub trait Committer {
-    /// Hands over one transaction. `Ok` means it is committed, or accepted by an archive
-    /// writer that commits every commit in order; `Err` is fatal (the archive is unusable or
-    /// its writer has stopped).
-    fn submit(&mut self, commit: Commit) -> Result<()>;
-
-    /// Returns once everything submitted so far is committed.
-    fn flush(&mut self) -> Result<()>;
 }
 
 /// The engine: the in-memory source table, a read connection to the archive (for prefix

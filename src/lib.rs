@@ -80,14 +80,14 @@ pub mod cli;
 
 pub use archive::follow::{Follower, Hub, Offer, Published, Start, Subscriber};
 pub use archive::writer::{ArchiveWriter, ChannelCommitter};
-pub use archive::{Archive, Commit, Op, PAGE_SIZE};
+pub use archive::{Archive, Commit, Committer, Op, PAGE_SIZE};
 pub use capture::harness::{Root, builtin_roots, watch_roots};
 pub use consumers::redact::{Finding, RedactSettings, Redactor, RuleDef};
 pub use consumers::tap::Tap;
 pub use daemon::RECORDS_COMMITTED;
 pub use domain::fingerprint::{Fingerprint, Identity, Markers};
 pub use domain::{ReadLimits, StartAt};
-pub use engine::{Committer, Engine, EngineOptions, PassReport, Totals};
+pub use engine::{Engine, EngineOptions, PassReport, Totals};
 pub use error::{Error, Result};
 
 /// The record reader, for the fuzz targets in `fuzz/`; not a supported interface.

@@ -5,7 +5,7 @@ use crate::archive::follow::{Hub, Published};
 use crate::archive::wal_checkpoint::CommitSignal;
 use crate::archive::write_turn::WriteTurn;
 use crate::archive::{Archive, Commit};
-use crate::engine::Committer;
+use crate::archive::Committer;
 use crate::error::{Error, Result, error_chain};
 use crate::platform::doorbell::Doorbell;
 use crossbeam_channel::{Receiver, Sender, bounded};
