@@ -19,6 +19,7 @@ use crate::domain::{
     Cursor, HELD_BACK_PREFIX, Position, PrefixMark, Record, Reject, SourceId, SourceRow,
 };
 use crate::error::{ArchiveContext, Error, IoContext, Result};
+use crate::platform::time::now_ms;
 use codec::{Codec, Wait};
 pub use codec::{MAX_SAMPLES as SAMPLE_BYTES, MIN_COMPRESSED};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -28,7 +29,7 @@ use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// How big the WAL may grow before a commit checkpoints it, and what it is cut back to.
 pub const WAL_LIMIT: i64 = 64 << 20;
@@ -1503,21 +1504,6 @@ pub(crate) fn record_consumer_done(tx: &Connection, name: &str, seq: i64) -> rus
         params![name, seq, now_ms()],
     )
     .map(drop)
-}
-
-/// A time given in Unix ms as RFC 3339 UTC, to the second.
-pub fn format_time(ms: i64) -> String {
-    // humantime writes years up to 9999 only.
-    const LAST: i64 = 253_402_300_799_999;
-    let t = UNIX_EPOCH + Duration::from_millis(ms.clamp(0, LAST) as u64);
-    humantime::format_rfc3339_seconds(t).to_string()
-}
-
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// One change inside a [`Commit`]: what each variant writes is its contract, and

@@ -1051,7 +1051,7 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
             &list,
             width,
             home.as_deref(),
-            crate::archive::now_ms(),
+            crate::platform::time::now_ms(),
         )
     };
     stdout_result(written.and_then(|()| out.flush()))
@@ -1251,7 +1251,7 @@ fn sink_retry(name: &str, settings: &Settings) -> Result<()> {
 
 /// `--since`: a duration back from now, or a date or time.
 fn parse_since(text: &str) -> std::result::Result<i64, String> {
-    let now = crate::archive::now_ms();
+    let now = crate::platform::time::now_ms();
     if let Ok(d) = humantime::parse_duration(text) {
         return Ok(now - d.as_millis() as i64);
     }

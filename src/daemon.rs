@@ -17,7 +17,7 @@ pub(crate) mod readiness;
 pub(crate) mod service;
 
 use crate::archive::follow::Hub;
-use crate::archive::wal_checkpoint::Checkpointer;
+use crate::archive::wal_checkpoint::WalCheckpointer;
 use crate::archive::write_turn::WriteTurn;
 use crate::archive::writer::{ArchiveWriter, StallReport};
 use crate::archive::{Archive, Commit, Op};
@@ -31,7 +31,7 @@ use crate::consumers::tap::Tap;
 use crate::daemon::readiness::ServiceManager;
 use crate::engine::progress::{Progress, ProgressShow};
 use crate::engine::{Engine, EngineOptions, PassReport, Totals};
-use crate::error::{Error, Result, SystemContext};
+use crate::error::{Error, Result, SystemContext, error_chain};
 use crate::platform::doorbell::Doorbell;
 use crate::platform::logging;
 use crossbeam_channel::{Receiver, TryRecvError, bounded};
@@ -52,9 +52,9 @@ pub const CAUGHT_UP: &str = "caught_up";
 pub type Reload = Box<dyn FnMut() -> Result<Settings> + Send>;
 
 /// The threads every `run` starts, wired in this one place: the engine (on the caller's
-/// thread) commits through the archive writer's thread, and the checkpointer copies the WAL
+/// thread) commits through the archive writer's thread, and the WAL checkpointer copies it
 /// into the database beside them.
-struct Pipeline {
+struct Threads {
     writer: JoinHandle<Result<()>>,
     /// The sinks, durable consumers of the archive.
     sinks: Sinks,
@@ -62,7 +62,7 @@ struct Pipeline {
     index: JoinHandle<()>,
     /// Disconnects when the writer thread ends.
     writer_gone: Receiver<()>,
-    checkpointer: Checkpointer,
+    wal_checkpointer: WalCheckpointer,
     /// The daemon's socket for subscribers (none in `run --once`).
     socket: Option<Server>,
     /// Pulling other machines' records from a PostgreSQL sink with `pull = true`.
@@ -74,16 +74,16 @@ struct Pipeline {
 /// doorbell if the writer ends.
 type Retry = (Arc<AtomicBool>, StallReport, Arc<Doorbell>);
 
-impl Pipeline {
+impl Threads {
     /// Opens the archive at `db` three times (reads, writes, checkpoints), starts the writer
-    /// and checkpointer threads, and returns the engine that commits through them. Records
+    /// and WAL checkpointer threads, and returns the engine that commits through them. Records
     /// committed go to `tap` too.
     fn start(
         db: &Path,
         tap: Option<Tap>,
         settings: &Settings,
         retry: Option<Retry>,
-    ) -> Result<(Engine, Pipeline)> {
+    ) -> Result<(Engine, Threads)> {
         let limits = settings.limits;
         let reads = Archive::open(db)?;
         let mut write = Archive::open(db)?;
@@ -92,8 +92,8 @@ impl Pipeline {
         // commit that takes the WAL past its limit (copying fell behind) checkpoints it.
         write.bound_wal()?;
         let turns = Arc::new(WriteTurn::default());
-        let (checkpointer, committed) =
-            Checkpointer::start(Archive::open(db)?, Arc::clone(&turns))?;
+        let (wal_checkpointer, committed) =
+            WalCheckpointer::start(Archive::open(db)?, Arc::clone(&turns))?;
         let hub = Hub::new(reads.last_seq()?);
         if let Some(tap) = tap {
             // The tap starts now: it prints what commits from here on.
@@ -135,21 +135,21 @@ impl Pipeline {
             None => None,
         };
         let engine = Engine::new(reads, Box::new(writer.committer), EngineOptions { limits })?;
-        let pipeline = Pipeline {
+        let threads = Threads {
             writer: writer.handle,
             sinks,
             index,
             writer_gone: writer.gone,
-            checkpointer,
+            wal_checkpointer,
             socket,
             pull,
         };
-        Ok((engine, pipeline))
+        Ok((engine, threads))
     }
 
     /// Drops `engine`, which closes its commit channel, waits for the writer to commit what
     /// it holds and for the index and the sinks to take it (or stop), then stops the
-    /// checkpointer. `Err` is the writer's, else a sink's.
+    /// WAL checkpointer. `Err` is the writer's, else a sink's.
     fn finish(self, engine: Engine) -> Result<()> {
         if let Some(socket) = self.socket {
             socket.stop();
@@ -171,7 +171,7 @@ impl Pipeline {
                 "session index: its thread panicked; `transcript-sync reindex` rebuilds it"
             );
         }
-        self.checkpointer.stop();
+        self.wal_checkpointer.stop();
         written.and(shipped).and(pulled)
     }
 }
@@ -193,8 +193,8 @@ fn listen(settings: &Settings, db: &Path, hub: &Arc<Hub>) -> Option<Server> {
         Ok(server) => Some(server),
         Err(e) => {
             log::warn!(
-                "subscribers: {:#}; the daemon runs without its socket, so `tail -f` and programs cannot attach. As a systemd service installed by an earlier release, run `transcript-sync service install` again (the unit now lets it make the socket's directory)",
-                anyhow::Error::from(e)
+                "subscribers: {}; the daemon runs without its socket, so `tail -f` and programs cannot attach. As a systemd service installed by an earlier release, run `transcript-sync service install` again (the unit now lets it make the socket's directory)",
+                error_chain(&e)
             );
             None
         }
@@ -209,11 +209,11 @@ pub fn run_once(
     settings: &Settings,
     show: ProgressShow,
 ) -> Result<PassReport> {
-    let (mut engine, pipeline) = Pipeline::start(db, tap, settings, None)?;
+    let (mut engine, threads) = Threads::start(db, tap, settings, None)?;
     let mut display = show.start();
     engine.observe(Box::new(move |p| display.update(p)));
     let pass = engine.run_pass(&settings.roots);
-    let written = pipeline.finish(engine);
+    let written = threads.finish(engine);
     // The writer's own error says why; the engine's is then only "the writer stopped".
     written.and(pass)
 }
@@ -241,7 +241,7 @@ pub fn run_live(
     // Before any thread starts: a SIGTERM while the archive opens or the index begins to
     // catch up is a clean stop, not the default action's kill.
     let signals = SignalListener::start(Arc::clone(&stop), Arc::clone(&bell))?;
-    let (engine, pipeline) = match Pipeline::start(db, tap, &settings, Some(retry)) {
+    let (engine, threads) = match Threads::start(db, tap, &settings, Some(retry)) {
         Ok(started) => started,
         Err(e) => {
             signals.handle.close();
@@ -251,10 +251,10 @@ pub fn run_live(
     let engine = engine.with_stop(stop);
     let stop = engine.stop_flag();
     let wakeups = Wakeups::new(Arc::clone(&bell));
-    let writer_gone = pipeline.writer_gone.clone();
+    let writer_gone = threads.writer_gone.clone();
     let mut daemon = Daemon {
         engine,
-        pipeline,
+        threads,
         rescan: Every::new(settings.rescan_interval),
         settings,
         wakeups,
@@ -273,7 +273,7 @@ pub fn run_live(
     daemon.stop.store(true, Ordering::Relaxed);
     daemon.manager.stopping();
     daemon.stop_watchers();
-    let written = daemon.pipeline.finish(daemon.engine);
+    let written = daemon.threads.finish(daemon.engine);
     // Only now: until here a second SIGINT must still reach the signal thread.
     signals.handle.close();
     match (result, written) {
@@ -289,7 +289,7 @@ pub fn run_live(
 struct Daemon {
     engine: Engine,
     /// The threads beside the engine's; the sinks change on reload.
-    pipeline: Pipeline,
+    threads: Threads,
     settings: Settings,
     wakeups: Arc<Wakeups>,
     stop: Arc<AtomicBool>,
@@ -386,7 +386,7 @@ impl Daemon {
             "sources": sources,
             "records": records,
             "pid": std::process::id(),
-            "at_ms": crate::archive::now_ms(),
+            "at_ms": crate::platform::time::now_ms(),
         });
         self.set_caught_up(figures.to_string())?;
         // Said only once everything it counts, and the figures for `status`, are committed.
@@ -532,7 +532,7 @@ impl Daemon {
         }
         self.engine.set_limits(new.limits);
         if new.sinks != self.settings.sinks {
-            self.pipeline.sinks.reload(&new.sinks)?;
+            self.threads.sinks.reload(&new.sinks)?;
         }
         let pulling = |s: &Settings| s.sinks.iter().find(|k| k.pull.is_some()).cloned();
         if pulling(&new) != pulling(&self.settings) {

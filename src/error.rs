@@ -374,10 +374,10 @@ impl Error {
     }
 }
 
-/// An error followed by its sources, `: `-separated, for log lines (messages do not repeat
-/// their source, and anyhow stays in `main.rs`). A source that only puts a code before what
+/// An error followed by its sources, `: `-separated: the one rendering of an error chain, for
+/// log lines and for what `main` prints (messages do not repeat their source). A source that only puts a code before what
 /// was just said (SQLite's `Error code 5: database is locked`) is left out.
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut last = text.clone();
     let mut source = e.source();

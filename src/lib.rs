@@ -54,6 +54,7 @@
 //! SIMD code of `record`, and in `sys` for `getpeereid` on macOS and `sched_setscheduler` on
 //! Linux.
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 // The modules in the order of the layers, each using only those above it in this list.
 mod platform;
@@ -88,7 +89,7 @@ pub use daemon::RECORDS_COMMITTED;
 pub use domain::fingerprint::{Fingerprint, Identity, Markers};
 pub use domain::{ReadLimits, StartAt};
 pub use engine::{Engine, EngineOptions, PassReport, Totals};
-pub use error::{Error, Result};
+pub use error::{Error, Result, error_chain};
 
 /// The record reader, for the fuzz targets in `fuzz/`; not a supported interface.
 ///

@@ -9,7 +9,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let code = e.exit_code();
-            eprintln!("transcript-sync: error: {:#}", anyhow::Error::from(e));
+            eprintln!(
+                "transcript-sync: error: {}",
+                transcript_sync::error_chain(&e)
+            );
             ExitCode::from(code)
         }
     }

@@ -6,3 +6,4 @@ pub(crate) mod doorbell;
 pub(crate) mod home;
 pub(crate) mod logging;
 pub(crate) mod sys;
+pub(crate) mod time;

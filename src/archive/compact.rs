@@ -5,9 +5,10 @@
 //! before a harness had a good dictionary (or before compression existed) keep the room they
 //! took; this gives every record the best dictionary the archive's own records make.
 
+use super::Archive;
 use super::codec::{self, COMPACT_SAMPLES, Samples};
-use super::{Archive, now_ms};
 use crate::error::Result;
+use crate::platform::time::now_ms;
 use rusqlite::params;
 use std::collections::BTreeSet;
 

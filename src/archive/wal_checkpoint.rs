@@ -1,4 +1,4 @@
-//! The checkpointer: a thread that copies the archive's WAL into the database file after
+//! The WAL checkpointer: a thread that copies the archive's WAL into the database file after
 //! commits, so that the archive writer's commits do not do it themselves.
 //!
 //! Live commits are gathered until they pause for [`POLICY`]'s `quiet`, or for at most its
@@ -70,7 +70,7 @@ const FEW_FRAMES: i64 = 32;
 const CATCH_UP_COPIES: u32 = 4;
 
 /// The running checkpointer thread.
-pub struct Checkpointer {
+pub struct WalCheckpointer {
     stop: Sender<()>,
     thread: JoinHandle<()>,
 }
@@ -124,18 +124,21 @@ impl CommitSignal {
     }
 }
 
-impl Checkpointer {
+impl WalCheckpointer {
     /// Starts the thread on its own connection to the archive; it takes `turns` with the
     /// process's other writers of the archive when it must copy between two commits.
-    pub fn start(archive: Archive, turns: Arc<WriteTurn>) -> Result<(Checkpointer, CommitSignal)> {
-        Checkpointer::start_with(archive, POLICY, turns)
+    pub fn start(
+        archive: Archive,
+        turns: Arc<WriteTurn>,
+    ) -> Result<(WalCheckpointer, CommitSignal)> {
+        WalCheckpointer::start_with(archive, POLICY, turns)
     }
 
     fn start_with(
         archive: Archive,
         policy: Policy,
         turns: Arc<WriteTurn>,
-    ) -> Result<(Checkpointer, CommitSignal)> {
+    ) -> Result<(WalCheckpointer, CommitSignal)> {
         let (stop, stopped) = bounded::<()>(1);
         let (wake, woken) = bounded::<()>(1);
         let pending = Arc::new(Pending::default());
@@ -161,7 +164,7 @@ impl Checkpointer {
                 wait.checkpoint_after_commits(&archive);
             })
             .starting("checkpointer")?;
-        Ok((Checkpointer { stop, thread }, signal))
+        Ok((WalCheckpointer { stop, thread }, signal))
     }
 
     /// Stops the thread (a checkpoint in progress finishes first).
@@ -420,7 +423,7 @@ mod tests {
         _dir: tempfile::TempDir,
         db: std::path::PathBuf,
         writer: Archive,
-        checkpointer: Checkpointer,
+        checkpointer: WalCheckpointer,
         signal: CommitSignal,
         /// The archive file's size before any commit.
         before: u64,
@@ -435,7 +438,7 @@ mod tests {
         writer.bound_wal().unwrap();
         let turns = Arc::new(WriteTurn::default());
         let (checkpointer, signal) =
-            Checkpointer::start_with(Archive::open(&db).unwrap(), policy, Arc::clone(&turns))
+            WalCheckpointer::start_with(Archive::open(&db).unwrap(), policy, Arc::clone(&turns))
                 .unwrap();
         let before = std::fs::metadata(&db).unwrap().len();
         Setup {

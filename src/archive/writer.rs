@@ -1,11 +1,11 @@
 //! The archive writer: applies the engine's commits in order, then publishes their records to
 //! the archive's consumers (see `follow`), so no consumer sees a record before it is durable.
 
+use crate::archive::Committer;
 use crate::archive::follow::{Hub, Published};
 use crate::archive::wal_checkpoint::CommitSignal;
 use crate::archive::write_turn::WriteTurn;
 use crate::archive::{Archive, Commit};
-use crate::archive::Committer;
 use crate::error::{Error, Result, error_chain};
 use crate::platform::doorbell::Doorbell;
 use crossbeam_channel::{Receiver, Sender, bounded};
@@ -140,7 +140,7 @@ impl ArchiveWriter {
         Ok(())
     }
 
-    /// After a commit: wakes the checkpointer and publishes the records, which move into the
+    /// After a commit: wakes the WAL checkpointer and publishes the records, which move into the
     /// published commit (a record of tens of MiB is not copied for its consumers).
     fn applied(&mut self, commit: Commit, seqs: Vec<i64>) {
         if let Some(committed) = &self.committed {

@@ -32,7 +32,7 @@ impl From<RejectRow> for RejectEntry {
     fn from(r: RejectRow) -> RejectEntry {
         RejectEntry {
             id: r.id,
-            time: crate::archive::format_time(r.at_ms),
+            time: crate::platform::time::format_time(r.at_ms),
             path: r.path.to_string_lossy().into_owned(),
             source: r.source,
             generation: r.generation,

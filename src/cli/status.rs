@@ -1,9 +1,10 @@
 //! `status`: where each source stands, from the archive and a fresh `lstat`.
 
-use crate::archive::{Archive, format_time};
+use crate::archive::Archive;
 use crate::domain::SourceRow;
 use crate::domain::fingerprint::Identity;
 use crate::error::Result;
+use crate::platform::time::format_time;
 use serde::Serialize;
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
@@ -240,7 +241,7 @@ fn pulled_statuses(archive: &Archive) -> Result<Vec<PulledStatus>> {
 }
 
 fn sink_statuses(archive: &Archive) -> Result<Vec<SinkStatus>> {
-    let now = crate::archive::now_ms();
+    let now = crate::platform::time::now_ms();
     let last = archive.last_seq()?;
     let mut sinks = Vec::new();
     for row in archive.sink_rows()? {

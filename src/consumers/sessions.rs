@@ -12,7 +12,7 @@
 use crate::archive::follow::{Follower, Hub, Start};
 use crate::archive::{Archive, ExportRow};
 use crate::domain::SourceId;
-use crate::error::Result;
+use crate::error::{Result, error_chain};
 use rusqlite::TransactionBehavior::Immediate;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
@@ -500,12 +500,12 @@ pub fn spawn(
                 let Err(e) = follower.follow(&db) else {
                     return;
                 };
-                let e = anyhow::Error::from(e);
+                let e = error_chain(&e);
                 if closed_before {
-                    log::error!("session index: {e:#}; it catches up at the next start");
+                    log::error!("session index: {e}; it catches up at the next start");
                     return;
                 }
-                log::warn!("session index: {e:#}; following again in 5s");
+                log::warn!("session index: {e}; following again in 5s");
                 let mut paused = Duration::ZERO;
                 while paused < Duration::from_secs(5) && !hub.is_closed() {
                     std::thread::sleep(Duration::from_millis(100));

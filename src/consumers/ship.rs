@@ -28,9 +28,10 @@ pub use spec::{SinkSpec, SinkTable, Target, from_table as spec_from_table, parse
 use crate::archive::follow::{Follower, Hub, Start};
 use crate::archive::wal_checkpoint::CommitSignal;
 use crate::archive::write_turn::WriteTurn;
-use crate::archive::{Archive, ExportRow, now_ms, record_consumer_done};
+use crate::archive::{Archive, ExportRow, record_consumer_done};
 use crate::consumers::redact::Redactor;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, error_chain};
+use crate::platform::time::now_ms;
 use crossbeam_channel::Receiver;
 use rusqlite::{TransactionBehavior, params};
 use std::path::{Path, PathBuf};
@@ -260,7 +261,7 @@ impl Shipping {
         let name = self.spec.name.clone();
         match self.join() {
             Ok(()) => log::info!("sink {name}: {what}"),
-            Err(e) => log::warn!("sink {name}: {what}: {:#}", anyhow::Error::from(e)),
+            Err(e) => log::warn!("sink {name}: {what}: {}", error_chain(&e)),
         }
     }
 
@@ -283,7 +284,7 @@ pub struct Wiring {
     pub db: PathBuf,
     /// Where commits are published.
     pub hub: Arc<Hub>,
-    /// Told of each cursor commit (the checkpointer).
+    /// Told of each cursor commit (the WAL checkpointer).
     pub committed: CommitSignal,
     /// Turns at writing the archive, records first.
     pub turns: Arc<WriteTurn>,
@@ -417,7 +418,7 @@ impl Sinks {
             }
             match s.join() {
                 Err(e) if first.is_ok() => first = Err(e),
-                Err(e) => log::error!("{:#}", anyhow::Error::from(e)),
+                Err(e) => log::error!("{}", error_chain(&e)),
                 Ok(()) => {}
             }
         }
@@ -515,10 +516,7 @@ impl ShipContext {
                 return Err(err);
             }
             let name = &spec.name;
-            log::error!(
-                "sink {name}: {:#}; following again in 5s",
-                anyhow::Error::from(err)
-            );
+            log::error!("sink {name}: {}; following again in 5s", error_chain(&err));
             if !self.pause(Duration::from_secs(5)) {
                 return Ok(());
             }

@@ -12,7 +12,7 @@ use crate::archive::envelope::{Envelope, write_envelope};
 use crate::archive::follow::{Hub, Offer, Published, Subscriber};
 use crate::archive::{Archive, ExportRow};
 use crate::consumers::sessions::query::{self, Found};
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, IoContext, Result, error_chain};
 use crate::platform::home::{self, Env};
 use crate::platform::sys;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
@@ -400,7 +400,7 @@ impl Filter {
 
 /// The sources holding session `id` (or a unique prefix of it), as the index has them now.
 fn session_sources(db: &Path, id: &str) -> std::result::Result<HashSet<i64>, String> {
-    let text = |e: Error| format!("{:#}", anyhow::Error::from(e));
+    let text = |e: Error| error_chain(&e);
     let mut archive = Archive::open(db).map_err(text)?;
     crate::consumers::sessions::store::attach(&archive).map_err(text)?;
     let session = match query::find(&mut archive, id, None).map_err(text)? {

@@ -2,10 +2,11 @@
 //! both the engine's in-memory sources and the commit that records it: the two cannot drift
 //! apart, since neither is ever updated by hand.
 
-use crate::archive::{Commit, Op, RecordBatch, now_ms};
+use crate::archive::{Commit, Op, RecordBatch};
 use crate::domain::fingerprint::Identity;
 use crate::domain::{Cursor, HELD_BACK_PREFIX, Position, Record, Reject, SourceId, SourceRow};
 use crate::engine::sources::Sources;
+use crate::platform::time::now_ms;
 use std::path::PathBuf;
 
 /// One thing that happens to a source.

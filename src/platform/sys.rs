@@ -42,6 +42,7 @@ pub fn batch_thread_policy() -> io::Result<()> {
 
 /// Sets the calling thread's scheduling policy (one without priorities).
 #[cfg(target_os = "linux")]
+#[allow(unsafe_code)] // sched_setscheduler: rustix has no wrapper
 fn thread_policy(policy: libc::c_int) -> io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: `param` is a valid `sched_param` for the call's duration; pid 0 names the
@@ -198,6 +199,7 @@ pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
 
 /// See the Linux version.
 #[cfg(not(target_os = "linux"))]
+#[allow(unsafe_code)] // getpeereid: rustix has no wrapper
 pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
     use std::os::fd::AsRawFd;
     let (mut uid, mut gid) = (0, 0);

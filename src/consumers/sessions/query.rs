@@ -1,13 +1,13 @@
 //! Reading the session index: sessions newest first, one session by id or prefix, its
 //! messages with their records, and full-text search.
 
-pub use crate::archive::format_time;
 use crate::archive::{Archive, Records, path_from_blob};
 use crate::consumers::redact::Redactor;
 use crate::consumers::sessions::body;
 use crate::consumers::sessions::indexed;
 use crate::consumers::sessions::parse::parse;
 use crate::error::{Error, Result};
+pub use crate::platform::time::format_time;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::PathBuf;
 

@@ -14,7 +14,7 @@
 use super::{Destination, Failure};
 use crate::archive::{Archive, ExportRow};
 use crate::consumers::redact::Redactor;
-use crate::error::{IoContext, Result};
+use crate::error::{IoContext, Result, error_chain};
 use serde::{Deserialize, Serialize};
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
@@ -339,8 +339,8 @@ impl Destination for Mirror {
         let touched: Vec<i64> = self.changed.iter().copied().collect();
         if let Err(r) = self.restore(&touched) {
             return Err(Failure::transient(format!(
-                "{message}; then {:#}",
-                anyhow::Error::from(r)
+                "{message}; then {}",
+                error_chain(&r)
             )));
         }
         Err(Failure::transient(message))

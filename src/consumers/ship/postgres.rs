@@ -11,6 +11,7 @@ use crate::consumers::sessions::{
 };
 use crate::consumers::ship::spec::{Secret, SslMode};
 use crate::error::Result as ArchiveResult;
+use crate::error::error_chain;
 use postgres::config::SslMode as PgSslMode;
 use postgres::{Client, NoTls};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -132,8 +133,7 @@ impl Postgres {
     /// The index's rows of the sessions holding records shipped up to `shipped`, as far as
     /// the index has them, since the last time; one transaction.
     fn ship_sessions(&mut self, shipped: i64) -> Result<bool, Failure> {
-        let archive_failure =
-            |e: crate::error::Error| Failure::transient(format!("{:#}", anyhow::Error::from(e)));
+        let archive_failure = |e: crate::error::Error| Failure::transient(error_chain(&e));
         let index = match self.index.take() {
             Some(index) => index,
             None => {
@@ -426,7 +426,7 @@ impl Postgres {
                 db.code().code(),
                 db.detail().map(|d| format!(": {d}")).unwrap_or_default()
             ),
-            None => format!("PostgreSQL at {} unreachable: {}", self.url, chain(e)),
+            None => format!("PostgreSQL at {} unreachable: {}", self.url, error_chain(e)),
         };
         let code = e.code().map(|c| c.code());
         match code {
@@ -486,18 +486,6 @@ pub fn notify_channel(schema: &str) -> String {
             xxhash_rust::xxh3::xxh3_64(schema.as_bytes())
         ),
     }
-}
-
-/// `e` and its causes, as one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }
 
 /// `sslmode = "require"`: any certificate, as libpq's `require` without a root file. The

@@ -19,9 +19,10 @@
 use super::postgres::{Postgres, notify_channel};
 use super::{FIRST_DELAY, Failure, MAX_DELAY, Machine, SinkSpec};
 use crate::archive::writer::SharedWriter;
-use crate::archive::{Archive, Commit, Op, RecordBatch, now_ms};
+use crate::archive::{Archive, Commit, Op, RecordBatch};
 use crate::domain::{Record, SourceId};
 use crate::error::{Error, Result};
+use crate::platform::time::now_ms;
 use postgres::Client;
 use postgres::fallible_iterator::FallibleIterator;
 use std::collections::HashMap;

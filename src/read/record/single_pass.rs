@@ -306,6 +306,7 @@ struct Masks {
 
 /// A block's [`Masks`]: 32 bytes at a time where the processor has AVX2, else 16.
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)] // calls the AVX2 version once the processor is known to have AVX2
 fn block_masks(block: &[u8; 64]) -> Masks {
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the processor has AVX2, checked just above.
@@ -317,6 +318,7 @@ fn block_masks(block: &[u8; 64]) -> Masks {
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
+#[allow(unsafe_code)] // SIMD loads
 fn block_masks_avx2(block: &[u8; 64]) -> Masks {
     use std::arch::x86_64::{
         __m256i, _mm256_cmpeq_epi8, _mm256_loadu_si256, _mm256_max_epu8, _mm256_movemask_epi8,
@@ -343,6 +345,7 @@ fn block_masks_avx2(block: &[u8; 64]) -> Masks {
 
 /// A block's [`Masks`], sixteen bytes at a time.
 #[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)] // SIMD loads
 fn block_masks_sse2(block: &[u8; 64]) -> Masks {
     use std::arch::x86_64::{
         __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_set1_epi8,
@@ -424,6 +427,7 @@ mod tests {
         /// Every way of masking a block, on this processor, gives what a byte-by-byte look
         /// gives.
         #[test]
+        #[allow(unsafe_code)] // calls the AVX2 version where the processor has AVX2
         fn every_way_of_masking_a_block_agrees(
             bytes in proptest::array::uniform32(prop_oneof![
                 prop::sample::select(b"\"\\\x00\x1f\x20\x7f\x80\xff\xe0a".to_vec()),
