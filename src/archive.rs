@@ -7,6 +7,8 @@
 pub(crate) mod envelope;
 pub(crate) mod follow;
 pub(crate) mod lock;
+pub(crate) mod machines;
+pub(crate) mod sinks;
 pub(crate) mod wal_checkpoint;
 pub(crate) mod write_turn;
 pub(crate) mod writer;
@@ -76,29 +78,24 @@ pub struct ExportRow {
     pub record: Vec<u8>,
 }
 
-/// A sink as the archive knows it (`sinks`, its consumer row, its dead letters).
-#[derive(Debug)]
-pub struct SinkRow {
-    /// Its name.
-    pub name: String,
-    /// `postgres`, `http` or `mirror`.
-    pub kind: String,
-    /// Where to (never with a password).
-    pub target: String,
-    /// The last `seq` it shipped.
-    pub seq: i64,
-    /// When a delivery last succeeded.
-    pub last_ok_ms: Option<i64>,
-    /// When it last had shipped everything committed before it.
-    pub caught_up_ms: Option<i64>,
-    /// The last failure's message.
-    pub last_error: Option<String>,
-    /// When that was.
-    pub last_error_ms: Option<i64>,
-    /// Since when deliveries fail, while they do.
-    pub failing_since_ms: Option<i64>,
-    /// Records in `dead_letters`.
-    pub dead_letters: i64,
+/// The keys of the archive's `state` table: the one list of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateKey {
+    /// The archive's machine id, a UUID made with the archive (schema 5): what its records
+    /// are keyed by wherever they are shipped.
+    MachineId,
+    /// The running daemon's caught-up figures, for `status` (JSON).
+    CaughtUp,
+}
+
+impl StateKey {
+    /// The key as the table holds it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StateKey::MachineId => "machine_id",
+            StateKey::CaughtUp => "caught_up",
+        }
+    }
 }
 
 /// True for a source pulled from another machine (their ids are negative, this machine's
@@ -578,16 +575,16 @@ impl Archive {
         Ok(blobs.into_iter().map(path_from_blob).collect())
     }
 
-    /// A value the running daemon keeps for `status` (such as `caught_up`).
-    pub fn state(&self, key: &str) -> Result<Option<String>> {
+    /// The value kept under `key`, if there is one.
+    pub fn state(&self, key: StateKey) -> Result<Option<String>> {
         if !self.has_table("state")? {
             return Ok(None);
         }
-        let v = self
-            .conn
-            .query_row("SELECT value FROM state WHERE key = ?1", [key], |r| {
-                r.get(0)
-            });
+        let v = self.conn.query_row(
+            "SELECT value FROM state WHERE key = ?1",
+            [key.name()],
+            |r| r.get(0),
+        );
         self.db(v.optional())
     }
 
@@ -709,57 +706,6 @@ impl Archive {
         self.db(seq.optional())
     }
 
-    /// Every sink that ever ran on this archive, by name, with its cursor and dead letters.
-    pub fn sink_rows(&self) -> Result<Vec<SinkRow>> {
-        // An archive of an earlier schema, opened without upgrading it, has no sinks yet.
-        let exists = (self.conn).query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sinks'",
-            [],
-            |r| r.get::<_, i64>(0),
-        );
-        if self.db(exists)? == 0 {
-            return Ok(Vec::new());
-        }
-        let mut stmt = self.db(self.conn.prepare(
-            "SELECT s.name, s.kind, s.target, coalesce(c.seq, 0), s.last_ok_ms, s.caught_up_ms,
-                    s.last_error, s.last_error_ms, s.failing_since_ms,
-                    (SELECT count(*) FROM dead_letters d WHERE d.sink = s.name)
-             FROM sinks s LEFT JOIN consumers c ON c.name = 'sink:' || s.name
-             ORDER BY s.name",
-        ))?;
-        let rows = stmt.query_map([], |r| {
-            Ok(SinkRow {
-                name: r.get(0)?,
-                kind: r.get(1)?,
-                target: r.get(2)?,
-                seq: r.get(3)?,
-                last_ok_ms: r.get(4)?,
-                caught_up_ms: r.get(5)?,
-                last_error: r.get(6)?,
-                last_error_ms: r.get(7)?,
-                failing_since_ms: r.get(8)?,
-                dead_letters: r.get(9)?,
-            })
-        });
-        self.db(rows.and_then(|rows| rows.collect()))
-    }
-
-    /// The dead letters of sink `name`, oldest first, each with its id and its record.
-    pub fn dead_letters(&self, name: &str) -> Result<Vec<(i64, ExportRow)>> {
-        let sql = EXPORT_ROW.replacen("SELECT ", "SELECT d.id, ", 1);
-        let mut stmt = self.db(self.conn.prepare(&format!(
-            "{sql} JOIN dead_letters d ON d.source_id = r.source_id
-             AND d.generation = r.generation AND d.offset = r.offset
-             WHERE d.sink = ?1 ORDER BY r.seq"
-        )))?;
-        let records = self.records_reader();
-        let rows = stmt.query_map([name], |r| {
-            let id: i64 = r.get(0)?;
-            Ok((id, records.export_row(r, 1)?))
-        });
-        self.db(rows.and_then(|r| r.collect()))
-    }
-
     /// The bytes of the records committed after `seq` (reading each of them: callers bound
     /// how many).
     pub fn bytes_after(&self, seq: i64) -> Result<i64> {
@@ -770,19 +716,6 @@ impl Archive {
             bytes += codec::record_len(self.db(r.get_ref(0).and_then(|v| Ok(v.as_blob()?)))?);
         }
         Ok(bytes as i64)
-    }
-
-    /// Calls `each` with every (key, value) that sink `name` committed with its cursor.
-    pub fn sink_state(&self, name: &str, mut each: impl FnMut(&str, &str)) -> Result<()> {
-        let mut stmt = self
-            .db((self.conn).prepare_cached("SELECT key, value FROM sink_state WHERE sink = ?1"))?;
-        let mut rows = self.db(stmt.query([name]))?;
-        while let Some(r) = self.db(rows.next())? {
-            let (key, value): (String, String) =
-                self.db(r.get(0).and_then(|k| Ok((k, r.get(1)?))))?;
-            each(&key, &value);
-        }
-        Ok(())
     }
 
     /// Calls `each` with the bytes of every record of `source`'s `generation` up to seq
@@ -1164,11 +1097,7 @@ impl Tx<'_> {
     }
 
     fn event(&self, source: Option<SourceId>, kind: &str, path: &Path, detail: &str) -> Result<()> {
-        let mut stmt = self.db(self.tx.prepare_cached(
-            "INSERT INTO events (at_ms, source_id, kind, path, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
-        ))?;
-        self.db(stmt.execute(params![now_ms(), source, kind, blob(path), detail]))
-            .map(drop)
+        self.db(insert_event(&self.tx, source, kind, &blob(path), detail))
     }
 
     fn put_prefix_mark(&self, mark: &PrefixMark) -> Result<()> {
@@ -1251,7 +1180,7 @@ impl Tx<'_> {
             Op::PutPrefixMark(mark) => self.put_prefix_mark(mark),
             Op::RemovePrefixMark(identity) => self.remove_prefix_mark(*identity),
             Op::RootScanned(root) => self.mark_root_scanned(root),
-            Op::SetState { key, value } => self.set_state(key, value),
+            Op::SetState { key, value } => self.set_state(key.name(), value),
             Op::Samples { harness, lines } => {
                 let mut codec = self.codec.borrow_mut();
                 self.db(codec.prime(&self.tx, harness, lines))
@@ -1498,6 +1427,21 @@ pub(crate) fn path_from_blob(bytes: Vec<u8>) -> PathBuf {
 
 /// Records, inside `tx`, that the durable consumer `name` is done with every record up to
 /// `seq` ([`Op::ConsumerDone`], and consumers that write their own transactions).
+/// Adds one row to `events`, now: the one statement that writes an event.
+fn insert_event(
+    conn: &Connection,
+    source: Option<SourceId>,
+    kind: &str,
+    path: &[u8],
+    detail: &str,
+) -> rusqlite::Result<()> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO events (at_ms, source_id, kind, path, detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    stmt.execute(params![now_ms(), source, kind, path, detail])
+        .map(drop)
+}
+
 pub(crate) fn record_consumer_done(tx: &Connection, name: &str, seq: i64) -> rusqlite::Result<()> {
     tx.execute(
         "INSERT OR REPLACE INTO consumers (name, seq, updated_ms) VALUES (?1, ?2, ?3)",
@@ -1614,10 +1558,10 @@ pub enum Op {
         /// The lines, each cut as the archive cuts its samples.
         lines: Vec<Vec<u8>>,
     },
-    /// Keeps a value for `status`.
+    /// Keeps a value in `state`.
     SetState {
         /// Its name.
-        key: &'static str,
+        key: StateKey,
         /// Its value.
         value: String,
     },
@@ -1784,6 +1728,45 @@ mod tests {
         stale.apply_migrations(0).unwrap();
         stale.apply_migrations(MIGRATIONS.len() as i64 - 1).unwrap();
         assert_eq!(stale.schema_version().unwrap(), MIGRATIONS.len() as i64);
+    }
+
+    /// The archive's schema as every migration leaves it, one statement per table, index,
+    /// view and trigger, ordered by kind and name.
+    fn current_schema(archive: &Archive) -> String {
+        let mut stmt = (archive.conn)
+            .prepare(
+                "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%'
+                 ORDER BY type DESC, name",
+            )
+            .unwrap();
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0)).unwrap();
+        let statements: Vec<String> = rows.map(|r| format!("{};\n", r.unwrap())).collect();
+        statements.join("\n")
+    }
+
+    /// `schema_current.sql` is the one place to read the archive's schema: it must be what the
+    /// migrations make. After a new migration, write it again with
+    /// `TRANSCRIPT_SYNC_WRITE_SCHEMA=1 cargo test --lib schema_current`.
+    #[test]
+    fn schema_current_is_what_every_migration_makes() {
+        let (_dir, archive) = archive();
+        let made = format!(
+            "-- The archive's schema after every migration (schema_v1.sql to schema_v{}.sql).\n\
+             -- Written by the test schema_current_is_what_every_migration_makes; do not edit.\n\n{}",
+            MIGRATIONS.len(),
+            current_schema(&archive)
+        );
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/archive/schema_current.sql");
+        if std::env::var_os("TRANSCRIPT_SYNC_WRITE_SCHEMA").is_some() {
+            std::fs::write(&file, &made).unwrap();
+        }
+        let committed = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            committed == made,
+            "{} differs from the schema the migrations make; write it again with \
+             TRANSCRIPT_SYNC_WRITE_SCHEMA=1 cargo test --lib schema_current",
+            file.display()
+        );
     }
 
     fn archive() -> (tempfile::TempDir, Archive) {

@@ -20,7 +20,7 @@ use crate::archive::follow::Hub;
 use crate::archive::wal_checkpoint::WalCheckpointer;
 use crate::archive::write_turn::WriteTurn;
 use crate::archive::writer::{ArchiveWriter, StallReport};
-use crate::archive::{Archive, Commit, Op};
+use crate::archive::{Archive, Commit, Op, StateKey};
 use crate::capture::harness::Root;
 use crate::capture::watch::{self, PolledRoot, Wakeups, WatcherThread};
 use crate::config::Settings;
@@ -44,9 +44,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// The key under which the daemon keeps its caught-up figures for `status`.
-pub const CAUGHT_UP: &str = "caught_up";
 
 /// Reads the configuration again (on SIGHUP), with the command line's flags still on top.
 pub type Reload = Box<dyn FnMut() -> Result<Settings> + Send>;
@@ -398,7 +395,7 @@ impl Daemon {
     fn set_caught_up(&mut self, value: String) -> Result<()> {
         let mut c = Commit::default();
         c.push(Op::SetState {
-            key: CAUGHT_UP,
+            key: StateKey::CaughtUp,
             value,
         });
         self.engine.submit(c)?;

@@ -1,6 +1,6 @@
 //! `status`: where each source stands, from the archive and a fresh `lstat`.
 
-use crate::archive::Archive;
+use crate::archive::{Archive, StateKey};
 use crate::domain::SourceRow;
 use crate::domain::fingerprint::Identity;
 use crate::error::Result;
@@ -177,7 +177,7 @@ pub fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
     }
     let running_pid = crate::archive::lock::running_pid(archive.path());
     let caught_up = match running_pid {
-        Some(_) => archive.state(crate::daemon::CAUGHT_UP)?,
+        Some(_) => archive.state(StateKey::CaughtUp)?,
         None => None,
     };
     let indexed = crate::consumers::sessions::store::done(archive.path())?;
@@ -207,37 +207,20 @@ pub fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
 }
 
 fn pulled_statuses(archive: &Archive) -> Result<Vec<PulledStatus>> {
-    // An archive of an earlier schema, read without upgrading it, has pulled nothing.
-    if !archive.has_table("machines")? {
-        return Ok(Vec::new());
-    }
-    let records = archive.records_reader();
-    let conn = records.connection();
-    let rows = (|| {
-        let mut stmt = conn.prepare(
-            "SELECT m.host, m.uuid, p.sink, coalesce(p.records, 0), p.last_pulled_ms,
-                    p.last_shipped_ms, (SELECT count(*) FROM sources s WHERE s.machine = m.id)
-             FROM machines m LEFT JOIN pulls p ON p.machine = m.id
-             ORDER BY m.host, m.uuid",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            let (pulled, shipped): (Option<i64>, Option<i64>) = (r.get(4)?, r.get(5)?);
-            Ok(PulledStatus {
-                machine: r.get(0)?,
-                uuid: r.get(1)?,
-                sink: r.get(2)?,
-                records: r.get(3)?,
-                sources: r.get(6)?,
-                last_pulled: pulled.map(format_time),
-                last_shipped: shipped.map(format_time),
-                lag_seconds: pulled
-                    .zip(shipped)
-                    .map(|(p, s)| (p - s).max(0) as f64 / 1000.0),
-            })
-        })?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
-    })();
-    archive.db(rows)
+    let machines = archive.pulled_machines()?.into_iter();
+    Ok(machines
+        .map(|m| PulledStatus {
+            machine: m.host,
+            uuid: m.uuid,
+            sink: m.sink,
+            records: m.records,
+            sources: m.sources,
+            last_pulled: m.last_pulled_ms.map(format_time),
+            last_shipped: m.last_shipped_ms.map(format_time),
+            lag_seconds: (m.last_pulled_ms.zip(m.last_shipped_ms))
+                .map(|(p, s)| (p - s).max(0) as f64 / 1000.0),
+        })
+        .collect())
 }
 
 fn sink_statuses(archive: &Archive) -> Result<Vec<SinkStatus>> {

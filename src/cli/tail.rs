@@ -246,16 +246,8 @@ impl Machines {
         if !crate::archive::is_pulled(source) {
             return None;
         }
-        let found = self.known.entry(source).or_insert_with(|| {
-            let conn = archive.records_reader();
-            let row = conn.connection().query_row(
-                "SELECT s.machine, m.host FROM sources s JOIN machines m ON m.id = s.machine
-                 WHERE s.id = ?1",
-                [source],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            );
-            row.ok()
-        });
+        let found = (self.known.entry(source))
+            .or_insert_with(|| archive.machine_of_source(source).ok().flatten());
         found.clone()
     }
 

@@ -26,14 +26,13 @@ mod spec;
 pub use spec::{SinkSpec, SinkTable, Target, from_table as spec_from_table, parse_ship};
 
 use crate::archive::follow::{Follower, Hub, Start};
+use crate::archive::sinks::{DeadLetter, Shipped, sink_consumer};
 use crate::archive::wal_checkpoint::CommitSignal;
 use crate::archive::write_turn::WriteTurn;
-use crate::archive::{Archive, ExportRow, record_consumer_done};
+use crate::archive::{Archive, ExportRow, StateKey};
 use crate::consumers::redact::Redactor;
 use crate::error::{Error, Result, error_chain};
-use crate::platform::time::now_ms;
 use crossbeam_channel::Receiver;
-use rusqlite::{TransactionBehavior, params};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,11 +49,6 @@ pub const MAX_DELAY: Duration = Duration::from_secs(60);
 /// How often an outage is summed up in the log while it lasts.
 const SUMMARY_EVERY: Duration = Duration::from_secs(60);
 
-/// The consumer name under which sink `name` keeps its cursor.
-pub fn consumer_name(name: &str) -> String {
-    format!("sink:{name}")
-}
-
 /// Who ships: the archive's machine id (made once with the archive) and the host's name, a
 /// label only.
 #[derive(Clone, Debug)]
@@ -68,7 +62,7 @@ pub struct Machine {
 impl Machine {
     /// The machine of the archive `archive`.
     pub fn of(archive: &Archive) -> Result<Machine> {
-        let Some(id) = archive.state("machine_id")? else {
+        let Some(id) = archive.state(StateKey::MachineId)? else {
             return Err(Error::Sink {
                 name: archive.path().display().to_string(),
                 message: "the archive has no machine id (state key machine_id, made by its schema 5); it cannot key what it ships".into(),
@@ -449,11 +443,10 @@ pub fn retry_dead_letters(spec: &SinkSpec, db: &Path) -> Result<RetryReport> {
     let mut destination = open_destination(spec, &machine, db)?;
     let mut report = RetryReport::default();
     for (id, row) in archive.dead_letters(&spec.name)? {
-        let conn = archive.connection();
-        let noted = match destination.deliver(std::slice::from_ref(&row)) {
+        match destination.deliver(std::slice::from_ref(&row)) {
             Ok(()) => {
                 report.shipped += 1;
-                conn.execute("DELETE FROM dead_letters WHERE id = ?1", [id])
+                archive.remove_dead_letter(id)?;
             }
             Err(Failure::Refused { message }) => {
                 report.refused += 1;
@@ -462,10 +455,7 @@ pub fn retry_dead_letters(spec: &SinkSpec, db: &Path) -> Result<RetryReport> {
                     spec.name,
                     row.seq
                 );
-                conn.execute(
-                    "UPDATE dead_letters SET answer = ?2, at_ms = ?3 WHERE id = ?1",
-                    params![id, message, now_ms()],
-                )
+                archive.refused_again(id, &message)?;
             }
             Err(Failure::Transient { message, .. }) => {
                 return Err(Error::ShipFailed {
@@ -473,8 +463,7 @@ pub fn retry_dead_letters(spec: &SinkSpec, db: &Path) -> Result<RetryReport> {
                     message,
                 });
             }
-        };
-        archive.db(noted)?;
+        }
     }
     Ok(report)
 }
@@ -537,15 +526,6 @@ impl ShipContext {
     }
 }
 
-/// A record refused for good, on its way to `dead_letters`.
-struct DeadLetter {
-    source: i64,
-    generation: i64,
-    offset: u64,
-    seq: i64,
-    answer: String,
-}
-
 /// An outage in progress: since when, how many attempts, when to sum it up next.
 struct Outage {
     since: Instant,
@@ -572,7 +552,7 @@ impl Shipper {
         register(&mut archive, spec)?;
         Ok(Shipper {
             spec: spec.clone(),
-            consumer: consumer_name(&spec.name),
+            consumer: sink_consumer(&spec.name),
             archive,
             destination,
             outage: None,
@@ -804,19 +784,7 @@ impl Shipper {
 
     /// Keeps the failure for `status` (and, the first time, as an event).
     fn note_failure(&mut self, message: &str, first: bool) -> Result<()> {
-        let name = self.spec.name.clone();
-        let conn = self.archive.connection();
-        let noted = conn
-            .execute(
-                "UPDATE sinks SET last_error = ?2, last_error_ms = ?3,
-                 failing_since_ms = coalesce(failing_since_ms, ?3) WHERE name = ?1",
-                params![name, message, now_ms()],
-            )
-            .and_then(|_| match first {
-                true => sink_event(conn, &name, "sink-failing", message),
-                false => Ok(()),
-            });
-        self.archive.db(noted)
+        (self.archive).note_sink_failure(&self.spec.name, message, first)
     }
 
     /// Ends an outage, if there was one: logged, and an event.
@@ -831,9 +799,7 @@ impl Shipper {
             outage.attempts
         );
         log::info!("sink {name}: {detail}");
-        let conn = self.archive.connection();
-        let noted = sink_event(conn, &name, "sink-recovered", &detail);
-        self.archive.db(noted)
+        self.archive.sink_event(&name, "sink-recovered", &detail)
     }
 
     /// Moves the cursor to `seq`, with the dead letters and the destination's state, in one
@@ -848,64 +814,16 @@ impl Shipper {
         let state = self.destination.take_state();
         let shipped = Shipped {
             name: &self.spec.name,
-            consumer: &self.consumer,
             seq,
             dead,
             state: &state,
             caught_up,
         };
         let _turn = ctx.wiring.turns.for_consumer();
-        let conn = self.archive.connection();
-        let done = (conn.transaction_with_behavior(TransactionBehavior::Immediate))
-            .and_then(|tx| record_shipped(&tx, &shipped).and_then(|()| tx.commit()));
-        self.archive.db(done)?;
+        self.archive.record_shipped(&shipped)?;
         ctx.wiring.committed.committed(1);
         Ok(())
     }
-}
-
-/// What one commit of a sink records, together: its cursor, the batch's dead letters, the
-/// destination's state, and the sink's row for `status`.
-struct Shipped<'a> {
-    name: &'a str,
-    consumer: &'a str,
-    seq: i64,
-    dead: &'a [DeadLetter],
-    state: &'a [(String, String)],
-    caught_up: bool,
-}
-
-fn record_shipped(tx: &rusqlite::Transaction, s: &Shipped) -> rusqlite::Result<()> {
-    record_consumer_done(tx, s.consumer, s.seq)?;
-    let now = now_ms();
-    for d in s.dead {
-        tx.execute(
-            "INSERT OR REPLACE INTO dead_letters
-             (sink, source_id, generation, offset, seq, answer, at_ms)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                s.name,
-                d.source,
-                d.generation,
-                d.offset as i64,
-                d.seq,
-                d.answer,
-                now
-            ],
-        )?;
-    }
-    for (key, value) in s.state {
-        tx.execute(
-            "INSERT OR REPLACE INTO sink_state (sink, key, value) VALUES (?1, ?2, ?3)",
-            params![s.name, key, value],
-        )?;
-    }
-    tx.execute(
-        "UPDATE sinks SET last_ok_ms = ?2, failing_since_ms = NULL,
-         caught_up_ms = CASE WHEN ?3 THEN ?2 ELSE caught_up_ms END WHERE name = ?1",
-        params![s.name, now, s.caught_up],
-    )
-    .map(drop)
 }
 
 /// Makes or updates the sink's row. A sink whose destination changed under the same name
@@ -913,50 +831,20 @@ fn record_shipped(tx: &rusqlite::Transaction, s: &Shipped) -> rusqlite::Result<(
 /// recorded as an event.
 fn register(archive: &mut Archive, spec: &SinkSpec) -> Result<()> {
     let (kind, target) = (spec.target.kind(), spec.target.display());
-    let conn = archive.connection();
-    let before: Option<String> = match conn.query_row(
-        "SELECT target FROM sinks WHERE name = ?1",
-        [&spec.name],
-        |r| r.get(0),
-    ) {
-        Ok(t) => Some(t),
-        Err(rusqlite::Error::QueryReturnedNoRows) => None,
-        Err(e) => return archive.db(Err(e)),
+    let before = archive.register_sink(&spec.name, kind, &target)?;
+    let Some(before) = before.filter(|b| *b != target) else {
+        return Ok(());
     };
-    if let Some(before) = before.filter(|b| *b != target) {
-        let detail = match spec.target {
-            Target::Mirror { .. } => format!(
-                "its directory changed from {before} to {target}; it goes on from its cursor, and writes every file it shipped before again from the archive"
-            ),
-            _ => format!(
-                "its destination changed from {before} to {target}; it goes on from its cursor, so records shipped before went to {before} only (a sink of another name ships everything)"
-            ),
-        };
-        log::warn!("sink {}: {detail}", spec.name);
-        let noted = sink_event(conn, &spec.name, "sink-retargeted", &detail);
-        archive.db(noted)?;
-    }
-    let conn = archive.connection();
-    let registered = conn.execute(
-        "INSERT INTO sinks (name, kind, target) VALUES (?1, ?2, ?3)
-         ON CONFLICT (name) DO UPDATE SET kind = ?2, target = ?3",
-        params![spec.name, kind, target],
-    );
-    archive.db(registered).map(drop)
-}
-
-/// Records an event about sink `name` in the archive's events.
-fn sink_event(
-    conn: &rusqlite::Connection,
-    name: &str,
-    kind: &str,
-    detail: &str,
-) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT INTO events (at_ms, source_id, kind, path, detail) VALUES (?1, NULL, ?2, ?3, ?4)",
-        params![now_ms(), kind, consumer_name(name).into_bytes(), detail],
-    )
-    .map(drop)
+    let detail = match spec.target {
+        Target::Mirror { .. } => format!(
+            "its directory changed from {before} to {target}; it goes on from its cursor, and writes every file it shipped before again from the archive"
+        ),
+        _ => format!(
+            "its destination changed from {before} to {target}; it goes on from its cursor, so records shipped before went to {before} only (a sink of another name ships everything)"
+        ),
+    };
+    log::warn!("sink {}: {detail}", spec.name);
+    archive.sink_event(&spec.name, "sink-retargeted", &detail)
 }
 
 /// The pause after `attempts` failures: what the destination asked for (`Retry-After`, up to

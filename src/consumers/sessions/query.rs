@@ -1,6 +1,7 @@
 //! Reading the session index: sessions newest first, one session by id or prefix, its
 //! messages with their records, and full-text search.
 
+use crate::archive::machines::MachineRow;
 use crate::archive::{Archive, Records, path_from_blob};
 use crate::consumers::redact::Redactor;
 use crate::consumers::sessions::body;
@@ -9,6 +10,7 @@ use crate::consumers::sessions::parse::parse;
 use crate::error::{Error, Result};
 pub use crate::platform::time::format_time;
 use rusqlite::{Connection, OptionalExtension, params};
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// Which sessions (or search hits) to list.
@@ -135,13 +137,12 @@ const SESSION: &str = "
         coalesce(se.last_ms, f.archived) AS last,
         se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
         coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths,
-        se.machine, mc.host, coalesce(se.git_remote, ps.git_remote)
+        se.machine, coalesce(se.git_remote, ps.git_remote)
     FROM sessions se
     LEFT JOIN files f ON f.session = se.id
     LEFT JOIN models m ON m.session = se.id
     LEFT JOIN children c
         ON c.machine = se.machine AND c.harness = se.harness AND c.parent = se.session
-    LEFT JOIN machines mc ON mc.id = se.machine
     LEFT JOIN pulled_sessions ps
         ON ps.machine = se.machine AND ps.harness = se.harness AND ps.session = se.session";
 
@@ -152,9 +153,10 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
     Ok(Session {
         key: r.get(0)?,
         id: r.get(1)?,
-        machine: machine_name(r.get(18)?),
+        // Named by `collect`, from the archive's machines.
+        machine: String::new(),
         machine_id,
-        git_remote: r.get(19)?,
+        git_remote: r.get(18)?,
         harness: r.get(2)?,
         project: r.get(3)?,
         title: r.get(4)?,
@@ -175,9 +177,19 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
     })
 }
 
-/// A machine's name: `host`, a pulled machine's (from `machines`), else this one's.
-fn machine_name(host: Option<String>) -> String {
-    host.unwrap_or_else(crate::platform::sys::host_name)
+/// The name of each machine by its id here: a pulled machine's host name, else (id 0)
+/// this one's.
+struct MachineNames(HashMap<i64, String>);
+
+impl MachineNames {
+    fn of(archive: &Archive) -> Result<MachineNames> {
+        let machines = archive.machines()?.into_iter();
+        Ok(MachineNames(machines.map(|m| (m.id, m.host)).collect()))
+    }
+
+    fn name(&self, id: i64) -> String {
+        (self.0.get(&id).cloned()).unwrap_or_else(crate::platform::sys::host_name)
+    }
 }
 
 /// The paths of `group_concat(path, char(0))`, each once, in their order.
@@ -233,6 +245,7 @@ fn collect(
     sql: &str,
     args: &[&dyn rusqlite::ToSql],
 ) -> Result<Vec<Session>> {
+    let names = MachineNames::of(archive)?;
     let result = (|| {
         let conn = archive.connection();
         let mut stmt = conn.prepare_cached(sql)?;
@@ -241,6 +254,7 @@ fn collect(
             .collect::<rusqlite::Result<Vec<_>>>()?;
         for s in &mut list {
             s.on_disk = s.files.iter().any(|f| f.exists());
+            s.machine = names.name(s.machine_id);
         }
         Ok(list)
     })();
@@ -288,24 +302,14 @@ pub fn machine_named(archive: &Archive, name: &str) -> Result<Option<i64>> {
     if name == "this" || name == crate::platform::sys::host_name() {
         return Ok(Some(0));
     }
-    let records = archive.records_reader();
-    let conn = records.connection();
-    let found = (|| {
-        let mut stmt = conn.prepare(
-            "SELECT id, host, uuid FROM machines
-             WHERE host = ?1 OR (length(?1) >= 4 AND substr(uuid, 1, length(?1)) = ?1)",
-        )?;
-        let rows = stmt.query_map([name], |r| r.get::<_, i64>(0))?;
-        rows.collect::<rusqlite::Result<Vec<i64>>>()
-    })();
-    let found = archive.db(found)?;
+    let machines = archive.machines()?;
+    let named = |m: &&MachineRow| m.host == name || (name.len() >= 4 && m.uuid.starts_with(name));
+    let found: Vec<i64> = machines.iter().filter(named).map(|m| m.id).collect();
     let known = || -> Result<Vec<String>> {
-        let hosts = (|| {
-            let mut stmt = conn.prepare("SELECT host || ' (' || uuid || ')' FROM machines")?;
-            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
-            rows.collect::<rusqlite::Result<Vec<String>>>()
-        })();
-        archive.db(hosts)
+        Ok(machines
+            .iter()
+            .map(|m| format!("{} ({})", m.host, m.uuid))
+            .collect())
     };
     match found.as_slice() {
         [id] => Ok(Some(*id)),
@@ -485,7 +489,6 @@ const MATCHES: &str = "
     FROM message_text
     JOIN messages m ON m.id = message_text.rowid
     JOIN sessions se ON se.id = m.session
-    LEFT JOIN machines mc ON mc.id = se.machine
     WHERE message_text MATCH ?1
       AND (?2 IS NULL OR se.harness = ?2)
       AND (?3 IS NULL OR instr(lower(se.project), lower(?3)) > 0)
@@ -514,7 +517,13 @@ pub fn search(
         }
     };
     let fts = fts_query(query, &mut expand);
-    let result = ranked_hits(&records, &fts, filter, marks, RANKED);
+    let names = MachineNames::of(archive)?;
+    let result = ranked_hits(&records, &fts, filter, marks, RANKED).map(|mut hits| {
+        for hit in &mut hits {
+            hit.machine = names.name(hit.machine_id);
+        }
+        hits
+    });
     result.map_err(|e| match e {
         rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("fts5") => {
             Error::SearchQuery {
@@ -558,7 +567,7 @@ fn ranked_hits(
     let limit = filter.sql_limit();
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT message_text.rowid, se.session, se.harness, se.project,
-                coalesce(m.at_ms, se.last_ms), m.role, m.seq, mc.host, se.machine
+                coalesce(m.at_ms, se.last_ms), m.role, m.seq, se.machine
          {MATCHES}
          ORDER BY bm25(message_text), coalesce(m.at_ms, se.last_ms) DESC
          LIMIT ?6"
@@ -580,8 +589,9 @@ fn ranked_hits(
             timestamp: r.get(4)?,
             role: r.get(5)?,
             seq: r.get(6)?,
-            machine: machine_name(r.get(7)?),
-            machine_id: r.get(8)?,
+            // Named by `search`, from the archive's machines.
+            machine: String::new(),
+            machine_id: r.get(7)?,
             snippet: String::new(),
         };
         Ok((r.get::<_, i64>(0)?, hit))

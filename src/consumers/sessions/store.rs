@@ -8,7 +8,7 @@
 //! of another schema version, of another archive, or ahead of the archive (an older copy of
 //! the archive put back) is emptied and built again from seq 0, with a log line saying why.
 
-use crate::archive::Archive;
+use crate::archive::{Archive, StateKey};
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -115,8 +115,8 @@ fn make_ready(conn: &mut Connection, path: &Path) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let archive_id: String = tx
         .query_row(
-            &format!("SELECT value FROM {ARCHIVE}.state WHERE key = 'machine_id'"),
-            [],
+            &format!("SELECT value FROM {ARCHIVE}.state WHERE key = ?1"),
+            [StateKey::MachineId.name()],
             |r| r.get(0),
         )
         .optional()?

@@ -144,19 +144,15 @@ impl Mirror {
     /// they are undone).
     fn record_renames(&mut self) -> Result<()> {
         let value = serde_json::to_string(&self.renames).expect("renames serialize");
-        let conn = self.archive.connection();
-        let recorded = conn.execute(
-            "INSERT OR REPLACE INTO sink_state (sink, key, value) VALUES (?1, ?2, ?3)",
-            rusqlite::params![self.name, RENAMES, value],
-        );
-        self.archive.db(recorded).map(drop)
+        self.archive.set_sink_state(&self.name, RENAMES, &value)
     }
 
     /// Writes `path` again from the archive's records of `source` and the state's generation
     /// that the sink has shipped; returns its length.
     fn rewrite(&self, source: i64, state: &FileState, path: &Path) -> Result<u64> {
         let archive = &self.archive;
-        let done = (archive.consumer_seq(&super::consumer_name(&self.name))?).unwrap_or(0);
+        let done =
+            (archive.consumer_seq(&crate::archive::sinks::sink_consumer(&self.name))?).unwrap_or(0);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).at_path(parent)?;
         }

@@ -131,51 +131,29 @@ impl Puller {
         store: Postgres,
         writer: SharedWriter,
     ) -> Result<Puller> {
-        let conn = archive.records_reader();
-        let conn = conn.connection();
-        let read = (|| {
-            let mut machines = HashMap::new();
-            let mut stmt = conn.prepare("SELECT id, uuid, host FROM machines")?;
-            for row in stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))? {
-                let (id, uuid, host): (i64, String, String) = row?;
-                machines.insert(uuid, (id, host));
-            }
-            let mut sources = HashMap::new();
-            let mut stmt = conn.prepare(
-                "SELECT id, machine, remote_id, generation, path FROM sources WHERE machine <> 0",
-            )?;
-            for row in stmt.query_map([], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })? {
-                let (id, machine, remote, generation, path): (i64, i64, i64, i64, Vec<u8>) = row?;
-                let path = crate::archive::path_from_blob(path);
-                sources.insert(
-                    (machine, remote),
-                    Known {
-                        id,
-                        generation,
-                        path,
-                    },
-                );
-            }
-            let mut places = HashMap::new();
-            let mut stmt =
-                conn.prepare("SELECT machine, pulled_id, sessions_at FROM pulls WHERE sink = ?1")?;
-            for row in stmt.query_map([&name], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))? {
-                let (machine, pulled_id, sessions_at): (i64, i64, String) = row?;
-                places.insert(
-                    machine,
-                    Place {
-                        pulled_id,
-                        sessions_at,
-                    },
-                );
-            }
-            let lowest: i64 =
-                conn.query_row("SELECT coalesce(min(id), 0) FROM sources", [], |r| r.get(0))?;
-            Ok::<_, rusqlite::Error>((machines, sources, places, lowest))
-        })();
-        let (machines, sources, places, lowest) = archive.db(read)?;
+        let machines: HashMap<String, (i64, String)> = (archive.machines()?.into_iter())
+            .map(|m| (m.uuid, (m.id, m.host)))
+            .collect();
+        let sources = (archive.pulled_sources()?.into_iter())
+            .map(|s| {
+                let known = Known {
+                    id: s.id,
+                    generation: s.generation,
+                    path: s.path,
+                };
+                ((s.machine, s.remote_id), known)
+            })
+            .collect();
+        let places = (archive.pull_places(&name)?.into_iter())
+            .map(|p| {
+                let place = Place {
+                    pulled_id: p.pulled_id,
+                    sessions_at: p.sessions_at,
+                };
+                (p.machine, place)
+            })
+            .collect();
+        let lowest = archive.lowest_source_id()?;
         let next_machine = machines.values().map(|(id, _)| *id).max().unwrap_or(0) + 1;
         Ok(Puller {
             name,
