@@ -23,7 +23,7 @@ use crate::domain::{
 use crate::error::{ArchiveContext, Error, IoContext, Result};
 use crate::platform::time::now_ms;
 use codec::{Codec, Wait};
-pub use codec::{MAX_SAMPLES as SAMPLE_BYTES, MIN_COMPRESSED};
+pub(crate) use codec::{MAX_SAMPLES as SAMPLE_BYTES, MIN_COMPRESSED};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use std::cell::RefCell;
 use std::ffi::OsStr;
@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How big the WAL may grow before a commit checkpoints it, and what it is cut back to.
-pub const WAL_LIMIT: i64 = 64 << 20;
+pub(crate) const WAL_LIMIT: i64 = 64 << 20;
 
 /// Records, rejected lines and held-back bytes longer than this are written into their row in
 /// place rather than bound as a value, which SQLite would copy twice (the bound value, then
@@ -100,7 +100,7 @@ impl StateKey {
 
 /// True for a source pulled from another machine (their ids are negative, this machine's
 /// positive): its records are in the archive, but not this machine's to ship.
-pub fn is_pulled(source: SourceId) -> bool {
+pub(crate) fn is_pulled(source: SourceId) -> bool {
     source < 0
 }
 
@@ -1293,7 +1293,7 @@ pub(crate) fn create_private(path: &Path) -> Result<bool> {
 
 /// Creates the archive's directory (0700, and any missing parents) if it does not exist. An
 /// existing directory is left as it is.
-pub fn ensure_dir(archive: &Path) -> Result<()> {
+pub(crate) fn ensure_dir(archive: &Path) -> Result<()> {
     let Some(dir) = archive.parent().filter(|d| !d.as_os_str().is_empty()) else {
         return Ok(());
     };

@@ -21,18 +21,18 @@ const CONFIG_FILE: &str = "config.toml";
 /// The directory name under the platform's data and configuration directories.
 const APP_DIR: &str = "transcript-sync";
 
-pub use crate::platform::home::Env;
+pub(crate) use crate::platform::home::Env;
 
 /// The default archive path: `$XDG_DATA_HOME/transcript-sync/archive.db`
 /// (`~/.local/share/...` when unset), or `~/Library/Application Support/transcript-sync/`
 /// on macOS. The configuration's `archive`, `--db` and `TRANSCRIPT_SYNC_DB` override it.
-pub fn default_archive(env: Env) -> Result<PathBuf> {
+pub(crate) fn default_archive(env: Env) -> Result<PathBuf> {
     Ok(platform_dir(env, "XDG_DATA_HOME", ".local/share")?.join(ARCHIVE_FILE))
 }
 
 /// The default configuration path: `$XDG_CONFIG_HOME/transcript-sync/config.toml`
 /// (`~/.config/...` when unset), or `~/Library/Application Support/transcript-sync/` on macOS.
-pub fn default_config(env: Env) -> Result<PathBuf> {
+pub(crate) fn default_config(env: Env) -> Result<PathBuf> {
     Ok(platform_dir(env, "XDG_CONFIG_HOME", ".config")?.join(CONFIG_FILE))
 }
 
@@ -48,7 +48,7 @@ fn platform_dir(env: Env, xdg: &str, fallback: &str) -> Result<PathBuf> {
 /// The configuration file as written. Every key is optional.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileConfig {
+pub(crate) struct FileConfig {
     /// The archive's path.
     #[serde(default, deserialize_with = "some_path")]
     archive: Option<PathBuf>,
@@ -107,7 +107,7 @@ struct WatchDir {
 
 /// Values given on the command line; each one that is set wins over the file.
 #[derive(Clone, Debug, Default)]
-pub struct Overrides {
+pub(crate) struct Overrides {
     /// `--db` or `TRANSCRIPT_SYNC_DB`.
     pub db: Option<PathBuf>,
     /// `--watch` directories: they replace the file's watchers and `[[watch]]` tables.
@@ -130,7 +130,7 @@ pub struct Overrides {
 
 /// Where the configuration comes from: `--config` (must exist) or the default path (may not).
 #[derive(Clone, Debug)]
-pub struct Source {
+pub(crate) struct Source {
     /// The file's path.
     pub path: PathBuf,
     /// True when the path was given (`--config`, `TRANSCRIPT_SYNC_CONFIG`): it must exist.
@@ -139,7 +139,7 @@ pub struct Source {
 
 impl Source {
     /// `--config` when given, else the platform's default path.
-    pub fn locate(given: Option<&Path>, env: Env) -> Result<Source> {
+    pub(crate) fn locate(given: Option<&Path>, env: Env) -> Result<Source> {
         Ok(match given {
             Some(p) => Source {
                 path: absolute(p),
@@ -158,7 +158,7 @@ impl Source {
     }
 
     /// Reads and parses the file. A missing default file is an empty configuration.
-    pub fn load(&self) -> Result<Option<FileConfig>> {
+    pub(crate) fn load(&self) -> Result<Option<FileConfig>> {
         if self.path.as_os_str().is_empty() {
             return Ok(None);
         }
@@ -174,7 +174,7 @@ impl Source {
 }
 
 /// Parses configuration text; errors carry the file, line and column.
-pub fn parse(path: &Path, text: &str) -> Result<FileConfig> {
+pub(crate) fn parse(path: &Path, text: &str) -> Result<FileConfig> {
     let parsed: Result<FileConfig> = toml::from_str(text).map_err(|e| {
         let (line, column) = e
             .span()
@@ -202,7 +202,7 @@ fn line_and_column(text: &str, at: usize) -> (usize, usize) {
 
 /// What a command runs with: the file's values under the command line's.
 #[derive(Clone, Debug)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Where the configuration was looked for, and whether it was found.
     pub source: Source,
     /// True when the file exists and was read.
@@ -232,23 +232,23 @@ pub struct Settings {
 }
 
 /// Default record limit: 64 MiB.
-pub const DEFAULT_RECORD_LIMIT: u64 = 64 << 20;
+pub(crate) const DEFAULT_RECORD_LIMIT: u64 = 64 << 20;
 /// Default batch: 8 MiB.
-pub const DEFAULT_BATCH_BYTES: u64 = 8 << 20;
+pub(crate) const DEFAULT_BATCH_BYTES: u64 = 8 << 20;
 /// Default rescan interval.
-pub const DEFAULT_RESCAN: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_RESCAN: Duration = Duration::from_secs(60);
 /// Default poll interval for roots that cannot be watched.
-pub const DEFAULT_POLL: Duration = Duration::from_secs(2);
+pub(crate) const DEFAULT_POLL: Duration = Duration::from_secs(2);
 
 impl Settings {
     /// Loads `source` and resolves it under `flags`.
-    pub fn load(source: Source, flags: &Overrides, env: Env) -> Result<Settings> {
+    pub(crate) fn load(source: Source, flags: &Overrides, env: Env) -> Result<Settings> {
         let file = source.load()?;
         Settings::resolve(source, file, flags, env)
     }
 
     /// Defaults, with `archive`, for commands that need nothing else and were given it.
-    pub fn for_archive(source: Source, archive: PathBuf, env: Env) -> Settings {
+    pub(crate) fn for_archive(source: Source, archive: PathBuf, env: Env) -> Settings {
         Settings {
             socket: socket::socket_path(&archive, env),
             subscribers: socket::Limits::default(),
@@ -270,7 +270,7 @@ impl Settings {
     }
 
     /// The file's values (or defaults) under the command line's.
-    pub fn resolve(
+    pub(crate) fn resolve(
         source: Source,
         file: Option<FileConfig>,
         flags: &Overrides,
@@ -329,7 +329,7 @@ impl Settings {
     }
 
     /// The resolved configuration as TOML, for `config check`.
-    pub fn to_toml(&self) -> String {
+    pub(crate) fn to_toml(&self) -> String {
         let view = SettingsView {
             archive: self.archive.display().to_string(),
             record_limit: self.limits.record_limit,
@@ -419,7 +419,7 @@ fn sinks(
 /// for: most commands never redact, and compiling the rules takes tens of milliseconds and
 /// megabytes. The daemon with sinks, `config check` and the redacting commands ask at once.
 #[derive(Clone, Debug, Default)]
-pub struct RedactorSource {
+pub(crate) struct RedactorSource {
     /// The table, and where it is (file, line, column) to report a rule at fault.
     table: Option<(RedactSettings, PathBuf, usize, usize)>,
     built: OnceLock<Arc<Redactor>>,
@@ -438,7 +438,7 @@ impl RedactorSource {
     }
 
     /// The redactor; `Err` names the rule or allowlist entry at fault, at its table.
-    pub fn get(&self) -> Result<Arc<Redactor>> {
+    pub(crate) fn get(&self) -> Result<Arc<Redactor>> {
         if let Some(built) = self.built.get() {
             return Ok(Arc::clone(built));
         }
@@ -679,7 +679,7 @@ fn some_glob<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<Stri
 }
 
 /// A record limit: a size SQLite can store in one value (at most 1,000,000,000 bytes).
-pub fn parse_record_limit(text: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_record_limit(text: &str) -> std::result::Result<u64, String> {
     let n = parse_size(text)?;
     if n > 1_000_000_000 {
         return Err(format!(
@@ -690,7 +690,7 @@ pub fn parse_record_limit(text: &str) -> std::result::Result<u64, String> {
 }
 
 /// Parses `123`, `64K`, `64KiB`, `8M`, `1G` (powers of 1024).
-pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_size(text: &str) -> std::result::Result<u64, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
@@ -711,7 +711,7 @@ pub fn parse_size(text: &str) -> std::result::Result<u64, String> {
 
 /// Parses an interval: whole seconds (`60`) or a duration with units (`250ms`, `2s`, `5m`).
 /// It must be at least 10 ms.
-pub fn parse_interval(text: &str) -> std::result::Result<Duration, String> {
+pub(crate) fn parse_interval(text: &str) -> std::result::Result<Duration, String> {
     let t = text.trim();
     let d = match t.parse::<u64>() {
         Ok(secs) => Duration::from_secs(secs),

@@ -46,7 +46,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Reads the configuration again (on SIGHUP), with the command line's flags still on top.
-pub type Reload = Box<dyn FnMut() -> Result<Settings> + Send>;
+pub(crate) type Reload = Box<dyn FnMut() -> Result<Settings> + Send>;
 
 /// The threads every `run` starts, wired in this one place: the engine (on the caller's
 /// thread) commits through the archive writer's thread, and the WAL checkpointer copies it
@@ -200,7 +200,7 @@ fn listen(settings: &Settings, db: &Path, hub: &Arc<Hub>) -> Option<Server> {
 
 /// `run --once`: one pass over the configured roots, each file read up to the size it has
 /// when it is read, then every commit made. Returns the pass's report.
-pub fn run_once(
+pub(crate) fn run_once(
     db: &Path,
     tap: Option<Tap>,
     settings: &Settings,
@@ -217,7 +217,7 @@ pub fn run_once(
 
 /// Runs the daemon on the archive at `db` until SIGINT or SIGTERM: watches, backfills, then
 /// archives each change as it happens. `Ok` after a clean stop; `Err` when the archive fails.
-pub fn run_live(
+pub(crate) fn run_live(
     db: &Path,
     tap: Option<Tap>,
     settings: Settings,

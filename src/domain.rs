@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 /// How many of the held-back bytes a cursor keeps at hand, to tell at the next read whether
 /// they were overwritten (all of them, up to the record limit, are in the archive).
-pub const HELD_BACK_PREFIX: usize = 64 * 1024;
+pub(crate) const HELD_BACK_PREFIX: usize = 64 * 1024;
 
 /// Where reading resumes: the offset just past the last archived record, and the markers of
 /// the bytes before it.
@@ -56,7 +56,7 @@ pub struct Reject {
 }
 
 /// A source's row id.
-pub type SourceId = i64;
+pub(crate) type SourceId = i64;
 
 /// Where a source's reading stands.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

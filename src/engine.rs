@@ -167,7 +167,7 @@ pub struct Engine {
 }
 
 /// Called with the pass's progress after every step of its queue.
-pub type Observer = Box<dyn FnMut(&Progress) + Send>;
+pub(crate) type Observer = Box<dyn FnMut(&Progress) + Send>;
 
 impl Engine {
     /// Loads every source and cursor through `reads`; every change goes to `committer`.

@@ -55,6 +55,7 @@
 //! Linux.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
+#![warn(unreachable_pub)]
 
 // The modules in the order of the layers, each using only those above it in this list.
 mod platform;

@@ -330,7 +330,7 @@ fn last_window(before: &[u8], bytes: &[u8]) -> Vec<u8> {
 
 /// Where the complete records of a file end, for seeding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Boundary {
+pub(crate) struct Boundary {
     /// The end of a complete line (just past its `\n`), or 0.
     pub offset: u64,
     /// How many non-blank lines lie before `offset`.
@@ -340,7 +340,7 @@ pub struct Boundary {
 /// Scans `[0, size)` of `file` for line ends. Returns the first line end at or after `at`
 /// (`None` when `at` lies past the last complete line or no `at` is given) and the last line
 /// end of all.
-pub fn find_boundary(
+pub(crate) fn find_boundary(
     file: &File,
     size: u64,
     at: Option<u64>,

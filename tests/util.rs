@@ -9,23 +9,23 @@ use std::process::{Command, Output};
 use tempfile::TempDir;
 
 /// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
 
 /// A test environment: `dir/watch` is the watched root, `dir/state/archive.db` the archive,
 /// `dir/home` the HOME the binary sees.
-pub struct Env {
+pub(crate) struct Env {
     pub dir: TempDir,
     pub db: PathBuf,
     pub root: PathBuf,
 }
 
 impl Env {
-    pub fn new() -> Env {
+    pub(crate) fn new() -> Env {
         Env::in_dir(tempfile::tempdir().unwrap())
     }
 
     /// An environment outside /tmp, for what a service with a private /tmp must reach.
-    pub fn outside_tmp() -> Env {
+    pub(crate) fn outside_tmp() -> Env {
         Env::in_dir(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
     }
 
@@ -38,31 +38,31 @@ impl Env {
     }
 
     /// The default configuration file under the test's HOME.
-    pub fn config_path(&self) -> PathBuf {
+    pub(crate) fn config_path(&self) -> PathBuf {
         self.dir
             .path()
             .join("home/.config/transcript-sync/config.toml")
     }
 
     /// Writes the default configuration file; returns its path.
-    pub fn write_config(&self, text: &str) -> PathBuf {
+    pub(crate) fn write_config(&self, text: &str) -> PathBuf {
         let path = self.config_path();
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(&path, text).unwrap();
         path
     }
 
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
     }
 
     /// The binary with a clean environment of its own.
-    pub fn cmd(&self) -> Command {
+    pub(crate) fn cmd(&self) -> Command {
         self.command(BIN)
     }
 
     /// `program` with the clean environment the binary gets.
-    pub fn command(&self, program: &str) -> Command {
+    pub(crate) fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);
         cmd.env_clear()
             .env("HOME", self.dir.path().join("home"))
@@ -73,7 +73,7 @@ impl Env {
 
     /// `run --once` with the built-in watchers under the env's HOME (no `--watch`); must
     /// succeed. Returns stderr.
-    pub fn run_once_home(&self) -> String {
+    pub(crate) fn run_once_home(&self) -> String {
         let out = (self.cmd().args(["run", "--once", "--db"]).arg(&self.db))
             .output()
             .unwrap();
@@ -82,13 +82,13 @@ impl Env {
     }
 
     /// `run --once` over the watched root; must succeed. Returns stderr.
-    pub fn run_once(&self, extra: &[&str]) -> String {
+    pub(crate) fn run_once(&self, extra: &[&str]) -> String {
         let out = self.run_once_output(extra);
         assert!(out.status.success(), "run --once failed:\n{}", stderr(&out));
         stderr(&out)
     }
 
-    pub fn run_once_output(&self, extra: &[&str]) -> Output {
+    pub(crate) fn run_once_output(&self, extra: &[&str]) -> Output {
         self.cmd()
             .args(["run", "--once", "--db"])
             .arg(&self.db)
@@ -100,7 +100,7 @@ impl Env {
     }
 
     /// `seed PATH` with `extra` arguments.
-    pub fn seed(&self, path: &Path, extra: &[&str]) -> Output {
+    pub(crate) fn seed(&self, path: &Path, extra: &[&str]) -> Output {
         let mut cmd = self.cmd();
         cmd.arg("seed")
             .arg(path)
@@ -111,7 +111,7 @@ impl Env {
     }
 
     /// `seed PATH`, which must succeed; returns (stdout, stderr).
-    pub fn seed_ok(&self, path: &Path, extra: &[&str]) -> (String, String) {
+    pub(crate) fn seed_ok(&self, path: &Path, extra: &[&str]) -> (String, String) {
         let out = self.seed(path, extra);
         assert!(out.status.success(), "seed failed:\n{}", stderr(&out));
         let err = stderr(&out);
@@ -119,7 +119,7 @@ impl Env {
     }
 
     /// `export` lines.
-    pub fn export(&self, extra: &[&str]) -> Vec<String> {
+    pub(crate) fn export(&self, extra: &[&str]) -> Vec<String> {
         let out = self
             .cmd()
             .arg("export")
@@ -137,7 +137,7 @@ impl Env {
     }
 
     /// `rejects --json`, one value per reject.
-    pub fn rejects(&self, extra: &[&str]) -> Vec<Value> {
+    pub(crate) fn rejects(&self, extra: &[&str]) -> Vec<Value> {
         let out = self.rejects_output(&["--json"], extra);
         assert!(out.status.success(), "rejects failed:\n{}", stderr(&out));
         (String::from_utf8(out.stdout).unwrap().lines())
@@ -146,7 +146,7 @@ impl Env {
     }
 
     /// `rejects --raw ID`: the bytes it writes.
-    pub fn reject_raw(&self, id: &Value) -> Vec<u8> {
+    pub(crate) fn reject_raw(&self, id: &Value) -> Vec<u8> {
         let out = self.rejects_output(&["--raw", &id.to_string()], &[]);
         assert!(
             out.status.success(),
@@ -156,7 +156,7 @@ impl Env {
         out.stdout
     }
 
-    pub fn rejects_output(&self, args: &[&str], extra: &[&str]) -> Output {
+    pub(crate) fn rejects_output(&self, args: &[&str], extra: &[&str]) -> Output {
         let mut cmd = self.cmd();
         cmd.arg("rejects")
             .arg("--db")
@@ -167,7 +167,7 @@ impl Env {
     }
 
     /// The raw records `export` prints, in seq order.
-    pub fn records(&self) -> Vec<String> {
+    pub(crate) fn records(&self) -> Vec<String> {
         self.export(&[])
             .iter()
             .map(|l| raw_record(l).to_owned())
@@ -175,19 +175,19 @@ impl Env {
     }
 
     /// The raw records of one file (by current path), in seq order.
-    pub fn records_of(&self, rel: &str) -> Vec<String> {
+    pub(crate) fn records_of(&self, rel: &str) -> Vec<String> {
         self.export_records_of(&self.path(rel))
     }
 
     /// The raw records of the file at `path` (anywhere), in seq order.
-    pub fn export_records_of(&self, path: &Path) -> Vec<String> {
+    pub(crate) fn export_records_of(&self, path: &Path) -> Vec<String> {
         self.export(&["--path", path.to_str().unwrap()])
             .iter()
             .map(|l| raw_record(l).to_owned())
             .collect()
     }
 
-    pub fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let out = self
             .cmd()
             .args(["status", "--json", "--db"])
@@ -199,7 +199,7 @@ impl Env {
     }
 
     /// Runs one SQL query on the archive and returns the first column of every row as text.
-    pub fn sql(&self, query: &str) -> Vec<String> {
+    pub(crate) fn sql(&self, query: &str) -> Vec<String> {
         let conn = rusqlite::Connection::open(&self.db).unwrap();
         let mut stmt = conn.prepare(query).unwrap();
         stmt.query_map([], |r| {
@@ -217,13 +217,13 @@ impl Env {
         .collect()
     }
 
-    pub fn write(&self, rel: &str, bytes: &[u8]) {
+    pub(crate) fn write(&self, rel: &str, bytes: &[u8]) {
         let p = self.path(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, bytes).unwrap();
     }
 
-    pub fn append(&self, rel: &str, bytes: &[u8]) {
+    pub(crate) fn append(&self, rel: &str, bytes: &[u8]) {
         let mut f = OpenOptions::new()
             .append(true)
             .open(self.path(rel))
@@ -232,7 +232,7 @@ impl Env {
     }
 
     /// Writes `bytes` to a temporary name beside `rel` and renames it over `rel`.
-    pub fn replace_atomically(&self, rel: &str, bytes: &[u8]) {
+    pub(crate) fn replace_atomically(&self, rel: &str, bytes: &[u8]) {
         let tmp = self.dir.path().join("replacement.tmp");
         fs::write(&tmp, bytes).unwrap();
         fs::rename(&tmp, self.path(rel)).unwrap();
@@ -241,7 +241,7 @@ impl Env {
 
 /// Runs the shell command line `command` on a pseudo-terminal, under `script`, as a person
 /// would see it; it must succeed. Returns what it drew, with `\r\n` as `\n`.
-pub fn on_a_terminal(env: &Env, command: &str) -> String {
+pub(crate) fn on_a_terminal(env: &Env, command: &str) -> String {
     let out = env
         .command("script")
         .env("TERM", "xterm")
@@ -252,24 +252,24 @@ pub fn on_a_terminal(env: &Env, command: &str) -> String {
     String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n")
 }
 
-pub fn stderr(out: &Output) -> String {
+pub(crate) fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The verbatim record inside an envelope line.
-pub fn raw_record(line: &str) -> &str {
+pub(crate) fn raw_record(line: &str) -> &str {
     let start = line.find(",\"record\":").expect("envelope has a record") + ",\"record\":".len();
     &line[start..line.len() - 1]
 }
 
 /// `n` JSON records, each on its own line, with a tag so tests can tell sets apart.
-pub fn records(tag: &str, n: usize) -> Vec<String> {
+pub(crate) fn records(tag: &str, n: usize) -> Vec<String> {
     (0..n)
         .map(|i| format!(r#"{{"tag":"{tag}","n":{i}}}"#))
         .collect()
 }
 
-pub fn lines(records: &[String]) -> Vec<u8> {
+pub(crate) fn lines(records: &[String]) -> Vec<u8> {
     records
         .iter()
         .flat_map(|r| format!("{r}\n").into_bytes())
@@ -277,7 +277,7 @@ pub fn lines(records: &[String]) -> Vec<u8> {
 }
 
 /// A counter from the `pass complete` line, e.g. `counter(&log, "opened")`.
-pub fn counter(log: &str, name: &str) -> u64 {
+pub(crate) fn counter(log: &str, name: &str) -> u64 {
     let line = log
         .lines()
         .rev()
@@ -296,13 +296,13 @@ pub fn counter(log: &str, name: &str) -> u64 {
         .unwrap()
 }
 
-pub fn assert_log_has(log: &str, needle: &str) {
+pub(crate) fn assert_log_has(log: &str, needle: &str) {
     assert!(log.contains(needle), "log lacks {needle:?}:\n{log}");
 }
 
 /// What a test does with a daemon's stdout (the tap).
 #[derive(Clone)]
-pub enum TapReader {
+pub(crate) enum TapReader {
     /// Read every line.
     Read,
     /// Keep the pipe open and never read it.
@@ -315,7 +315,7 @@ pub enum TapReader {
 
 /// A `run --sink stdout` daemon on real files. Its stderr is collected so tests can wait for a
 /// log line; its tap lines arrive on a channel.
-pub struct Daemon {
+pub(crate) struct Daemon {
     pub child: std::process::Child,
     log: std::sync::Arc<(std::sync::Mutex<String>, std::sync::Condvar)>,
     pub tap: crossbeam_channel::Receiver<String>,
@@ -323,16 +323,16 @@ pub struct Daemon {
 }
 
 /// How long a test waits for a condition before it fails.
-pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+pub(crate) const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Daemon {
     /// Starts the daemon watching `watch` (the env's root when empty).
-    pub fn start(env: &Env, watch: &[&Path], extra: &[&str], tap: TapReader) -> Daemon {
+    pub(crate) fn start(env: &Env, watch: &[&Path], extra: &[&str], tap: TapReader) -> Daemon {
         Daemon::spawn(Daemon::command(env, watch, extra), tap)
     }
 
     /// The command line [`Daemon::start`] runs, for a test to add to.
-    pub fn command(env: &Env, watch: &[&Path], extra: &[&str]) -> Command {
+    pub(crate) fn command(env: &Env, watch: &[&Path], extra: &[&str]) -> Command {
         let mut cmd = env.cmd();
         cmd.args(["run", "--sink", "stdout", "--db"]).arg(&env.db);
         let roots: Vec<&Path> = if watch.is_empty() {
@@ -352,7 +352,7 @@ impl Daemon {
     }
 
     /// Starts the daemon on the env's root without a tap (no `--sink`), rescanning hourly.
-    pub fn start_without_tap(env: &Env) -> Daemon {
+    pub(crate) fn start_without_tap(env: &Env) -> Daemon {
         let mut cmd = env.cmd();
         cmd.args(["run", "--rescan-interval", "3600", "--db"])
             .arg(&env.db)
@@ -362,7 +362,7 @@ impl Daemon {
     }
 
     /// Starts `cmd` (a `run` command line) as a daemon with its stdout and stderr captured.
-    pub fn spawn(mut cmd: Command, tap: TapReader) -> Daemon {
+    pub(crate) fn spawn(mut cmd: Command, tap: TapReader) -> Daemon {
         use std::io::{BufRead, BufReader};
         use std::process::Stdio;
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -415,22 +415,22 @@ impl Daemon {
         }
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.id() as i32
     }
 
     /// Everything logged so far.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.log.0.lock().unwrap().clone()
     }
 
     /// Waits until the log contains `needle`; returns the log.
-    pub fn wait_log(&self, needle: &str) -> String {
+    pub(crate) fn wait_log(&self, needle: &str) -> String {
         self.wait_log_times(needle, 1)
     }
 
     /// Waits until the log contains `needle` `n` times; returns the log.
-    pub fn wait_log_times(&self, needle: &str, n: usize) -> String {
+    pub(crate) fn wait_log_times(&self, needle: &str, n: usize) -> String {
         let (text, cond) = &*self.log;
         let deadline = std::time::Instant::now() + PATIENCE;
         let mut guard = text.lock().unwrap();
@@ -443,7 +443,7 @@ impl Daemon {
     }
 
     /// The next `n` tap lines.
-    pub fn take_tap(&self, n: usize) -> Vec<String> {
+    pub(crate) fn take_tap(&self, n: usize) -> Vec<String> {
         (0..n)
             .map(|i| {
                 self.tap.recv_timeout(PATIENCE).unwrap_or_else(|_| {
@@ -453,18 +453,18 @@ impl Daemon {
             .collect()
     }
 
-    pub fn signal(&self, sig: i32) {
+    pub(crate) fn signal(&self, sig: i32) {
         assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
     }
 
     /// Sends SIGTERM and waits for the exit; returns the status and how long it took.
-    pub fn terminate(mut self) -> (std::process::ExitStatus, std::time::Duration) {
+    pub(crate) fn terminate(mut self) -> (std::process::ExitStatus, std::time::Duration) {
         self.signal(libc::SIGTERM);
         self.wait_exit()
     }
 
     /// Waits for the daemon to exit; returns the status and how long that took.
-    pub fn wait_exit(&mut self) -> (std::process::ExitStatus, std::time::Duration) {
+    pub(crate) fn wait_exit(&mut self) -> (std::process::ExitStatus, std::time::Duration) {
         let start = std::time::Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -488,13 +488,17 @@ impl Drop for Daemon {
 }
 
 /// Waits until `cond` holds, checking every few milliseconds.
-pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, cond: impl FnMut() -> bool) {
     wait_until_else(what, cond, String::new);
 }
 
 /// [`wait_until`], with what `context` says (logs, a command's errors) in the message of a
 /// time-out.
-pub fn wait_until_else(what: &str, mut cond: impl FnMut() -> bool, context: impl Fn() -> String) {
+pub(crate) fn wait_until_else(
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+    context: impl Fn() -> String,
+) {
     let deadline = std::time::Instant::now() + PATIENCE;
     while !cond() {
         if std::time::Instant::now() >= deadline {
@@ -505,7 +509,7 @@ pub fn wait_until_else(what: &str, mut cond: impl FnMut() -> bool, context: impl
 }
 
 /// Records in the archive, counted directly (works while a daemon writes).
-pub fn archived(env: &Env) -> u64 {
+pub(crate) fn archived(env: &Env) -> u64 {
     if !env.db.exists() {
         return 0;
     }
@@ -519,12 +523,12 @@ pub fn archived(env: &Env) -> u64 {
 }
 
 /// Four files of 5,000 records each: a backfill long enough to interrupt.
-pub struct LargeBackfill(Vec<Vec<String>>);
+pub(crate) struct LargeBackfill(Vec<Vec<String>>);
 
 impl LargeBackfill {
-    pub const RECORDS: u64 = 20_000;
+    pub(crate) const RECORDS: u64 = 20_000;
 
-    pub fn write(env: &Env) -> LargeBackfill {
+    pub(crate) fn write(env: &Env) -> LargeBackfill {
         let files = (0..4)
             .map(|f| {
                 let recs = records(&format!("f{f}"), 5000);
@@ -537,7 +541,7 @@ impl LargeBackfill {
 
     /// After an interrupted run: finishes the backfill with `run --once` and checks that every
     /// file's records are archived exactly once, in order.
-    pub fn finish_and_check(&self, env: &Env) {
+    pub(crate) fn finish_and_check(&self, env: &Env) {
         let partial = archived(env);
         assert!(
             partial < Self::RECORDS,
@@ -554,7 +558,7 @@ impl LargeBackfill {
 /// directory, listening on a free port of 127.0.0.1 with password authentication (user
 /// `tsync`, password `secret`), run as nobody when the test runs as root (PostgreSQL refuses
 /// to run as root). Stopped when dropped.
-pub struct PgCluster {
+pub(crate) struct PgCluster {
     dir: TempDir,
     bin: PathBuf,
     pub port: u16,
@@ -563,17 +567,17 @@ pub struct PgCluster {
 }
 
 /// The PostgreSQL test user and its password.
-pub const PG_USER: &str = "tsync";
-pub const PG_PASSWORD: &str = "secret";
+pub(crate) const PG_USER: &str = "tsync";
+pub(crate) const PG_PASSWORD: &str = "secret";
 
 impl PgCluster {
-    pub fn start() -> PgCluster {
+    pub(crate) fn start() -> PgCluster {
         PgCluster::start_with(false)
     }
 
     /// A cluster that takes TLS connections only, with a self-signed certificate
     /// ([`PgCluster::certificate`]) for 127.0.0.1 and localhost.
-    pub fn start_tls() -> PgCluster {
+    pub(crate) fn start_tls() -> PgCluster {
         PgCluster::start_with(true)
     }
 
@@ -628,7 +632,7 @@ impl PgCluster {
     }
 
     /// The certificate (PEM) of the CA that signed the server's.
-    pub fn certificate(&self) -> PathBuf {
+    pub(crate) fn certificate(&self) -> PathBuf {
         self.dir.path().join("ca.crt")
     }
 
@@ -687,7 +691,7 @@ impl PgCluster {
     }
 
     /// `pg_ctl start`, waiting until it accepts connections.
-    pub fn start_again(&self) {
+    pub(crate) fn start_again(&self) {
         let data = self.dir.path().join("data");
         let mut options = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
@@ -718,7 +722,7 @@ impl PgCluster {
     }
 
     /// `pg_ctl stop -m fast`.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         let out = self
             .pg_command("pg_ctl")
             .arg("-D")
@@ -730,22 +734,22 @@ impl PgCluster {
     }
 
     /// The server's log.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         fs::read_to_string(self.dir.path().join("log")).unwrap_or_default()
     }
 
     /// The URL of database `postgres`, without the password.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("postgres://{PG_USER}@127.0.0.1:{}/postgres", self.port)
     }
 
     /// A file holding the password, for `password_file`.
-    pub fn password_file(&self) -> PathBuf {
+    pub(crate) fn password_file(&self) -> PathBuf {
         self.dir.path().join("pw")
     }
 
     /// Runs `sql` with psql; its rows, one line each, columns separated by `|`.
-    pub fn psql(&self, sql: &str) -> Vec<String> {
+    pub(crate) fn psql(&self, sql: &str) -> Vec<String> {
         let out = self.try_psql(sql);
         assert!(out.status.success(), "psql {sql}: {}", stderr(&out));
         String::from_utf8(out.stdout)
@@ -756,14 +760,14 @@ impl PgCluster {
     }
 
     /// A psql session reading statements from its stdin, its results on its stdout.
-    pub fn psql_session(&self) -> std::process::Child {
+    pub(crate) fn psql_session(&self) -> std::process::Child {
         use std::process::Stdio;
         let mut cmd = self.psql_command();
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
         cmd.spawn().unwrap()
     }
 
-    pub fn try_psql(&self, sql: &str) -> Output {
+    pub(crate) fn try_psql(&self, sql: &str) -> Output {
         self.psql_command().args(["-c", sql]).output().unwrap()
     }
 
@@ -838,14 +842,14 @@ fn pg_bin() -> PathBuf {
 }
 
 /// A TCP port of 127.0.0.1 that was free a moment ago.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
 }
 
 /// What the test collector does with a request.
 #[derive(Clone, Copy, Debug)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// 200.
     Accept,
     /// 503 with `Retry-After: 0`.
@@ -859,7 +863,7 @@ pub enum Answer {
 /// A request the collector received: its headers (lowercase names), its body un-gzipped, and
 /// the status it answered (0 for none).
 #[derive(Clone, Debug)]
-pub struct Received {
+pub(crate) struct Received {
     pub headers: std::collections::HashMap<String, String>,
     pub body: Vec<u8>,
     pub status: u16,
@@ -867,7 +871,7 @@ pub struct Received {
 
 /// An HTTP/1.1 server on loopback that answers from a script, then accepts; a request whose
 /// body holds `refuse` gets a 400 that quotes the start of the body back, as many do.
-pub struct Collector {
+pub(crate) struct Collector {
     pub port: u16,
     pub script: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<Answer>>>,
     pub refuse: std::sync::Arc<std::sync::Mutex<Option<String>>>,
@@ -875,7 +879,7 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn start(script: &[Answer], refuse: Option<&str>) -> Collector {
+    pub(crate) fn start(script: &[Answer], refuse: Option<&str>) -> Collector {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let c = Collector {
             port: listener.local_addr().unwrap().port(),
@@ -894,12 +898,12 @@ impl Collector {
         c
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://127.0.0.1:{}/ingest", self.port)
     }
 
     /// The bodies of the requests it accepted, in order.
-    pub fn bodies(&self) -> Vec<Vec<u8>> {
+    pub(crate) fn bodies(&self) -> Vec<Vec<u8>> {
         (self.received.lock().unwrap().iter())
             .filter(|r| r.status == 200)
             .map(|r| r.body.clone())
@@ -908,7 +912,7 @@ impl Collector {
 
     /// The keys (source, generation, offset) of the records in accepted requests, and how
     /// many times each came.
-    pub fn accepted(&self) -> std::collections::BTreeMap<(i64, i64, i64), usize> {
+    pub(crate) fn accepted(&self) -> std::collections::BTreeMap<(i64, i64, i64), usize> {
         let mut keys = std::collections::BTreeMap::new();
         for r in self
             .received

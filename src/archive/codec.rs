@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
 /// What begins every zstd frame (RFC 8878, 3.1.1).
-pub const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+pub(super) const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 /// zstd's level: with a dictionary, level 3 both compressed records smaller and faster than
 /// levels -1 to 2 on the benchmark corpus (BENCHMARKS.md).
@@ -32,11 +32,11 @@ const LEVEL: i32 = 3;
 
 /// Records shorter than this are stored as they are: a frame's header and the dictionary
 /// reference would take most of what compression saves.
-pub const MIN_COMPRESSED: usize = 64;
+pub(crate) const MIN_COMPRESSED: usize = 64;
 
 /// Records longer than this are stored as they are, so that a long line never needs a second
 /// buffer of its size (the archive writes them into their row in place).
-pub const MAX_COMPRESSED: usize = 1 << 20;
+pub(super) const MAX_COMPRESSED: usize = 1 << 20;
 
 /// Bytes of a harness's records seen by this process at which a dictionary is trained (the
 /// first is skipped when the harness has one already). A dictionary trained from the first
@@ -48,10 +48,10 @@ const TRAIN_AT: [u64; 3] = [1 << 20, 16 << 20, 128 << 20];
 const PARALLEL_BYTES: usize = 1 << 20;
 
 /// The most bytes of samples kept for one harness.
-pub const MAX_SAMPLES: usize = 4 << 20;
+pub(crate) const MAX_SAMPLES: usize = 4 << 20;
 
 /// The most bytes of samples `compact` trains a harness's dictionary from.
-pub const COMPACT_SAMPLES: usize = 8 << 20;
+pub(super) const COMPACT_SAMPLES: usize = 8 << 20;
 
 /// Training waits for at least this much of samples.
 const MIN_SAMPLES: usize = 256 << 10;
@@ -156,7 +156,7 @@ fn split_at_half<R: AsRef<[u8]>>(
 
 /// Every `step`th record (its first [`SAMPLE_PREFIX`] bytes); when they pass their bound,
 /// every other one is dropped and the step doubles, so they stay spread over all records seen.
-pub struct Samples {
+pub(super) struct Samples {
     kept: Vec<Vec<u8>>,
     bytes: usize,
     step: u64,
@@ -176,7 +176,7 @@ impl Default for Samples {
 
 impl Samples {
     /// Offers `record` to samples kept within `bound` bytes.
-    pub fn offer(&mut self, record: &[u8], bound: usize) {
+    pub(super) fn offer(&mut self, record: &[u8], bound: usize) {
         self.seen += 1;
         if !self.seen.is_multiple_of(self.step) {
             return;
@@ -207,7 +207,7 @@ struct Training {
 }
 
 /// A dictionary trained and ready to be stored.
-pub struct Trained {
+pub(super) struct Trained {
     /// The harness it is for.
     pub harness: String,
     /// Its id, as the frames compressed with it name it.
@@ -220,7 +220,7 @@ pub struct Trained {
 }
 
 /// Compression for the writing connection, decompression for every connection.
-pub struct Codec {
+pub(super) struct Codec {
     compress: bool,
     cctx: Option<CCtx<'static>>,
     /// The helper thread's context, kept from one large batch to the next.
@@ -236,7 +236,7 @@ pub struct Codec {
 
 /// What [`Codec::take_trained`] waits for.
 #[derive(Clone, Copy)]
-pub enum Wait<'a> {
+pub(super) enum Wait<'a> {
     /// Nothing: only a dictionary already trained is taken.
     No,
     /// The dictionary being trained for this harness.
@@ -247,7 +247,7 @@ pub enum Wait<'a> {
 
 /// Why a stored record could not be read back.
 #[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
+pub(super) enum DecodeError {
     #[error("it is compressed with dictionary {0}, which the archive does not hold")]
     MissingDictionary(u32),
     #[error("its zstd frame does not give its size")]
@@ -275,13 +275,13 @@ impl Default for Codec {
 
 impl Codec {
     /// Whether records written from now on are compressed.
-    pub fn set_compress(&mut self, compress: bool) {
+    pub(super) fn set_compress(&mut self, compress: bool) {
         self.compress = compress;
     }
 
     /// `record` as it is to be stored for `harness`.
     #[cfg(test)]
-    pub fn encode<'a>(
+    pub(super) fn encode<'a>(
         &mut self,
         conn: &Connection,
         harness: &str,
@@ -296,7 +296,7 @@ impl Codec {
     /// not trained: they would come from fewer parts of the backlog. Nothing changes when
     /// records are stored as they are, when the harness has had all its dictionaries, or when
     /// the lines are too few to train from.
-    pub fn prime(
+    pub(super) fn prime(
         &mut self,
         conn: &Connection,
         harness: &str,
@@ -329,7 +329,7 @@ impl Codec {
 
     /// `record` as it is to be stored for `harness`, offered as a sample for its next
     /// dictionary when `sample` is set.
-    pub fn encode_sampling<'a>(
+    pub(super) fn encode_sampling<'a>(
         &mut self,
         conn: &Connection,
         harness: &str,
@@ -350,7 +350,7 @@ impl Codec {
     /// compressed, the first part of them is compressed on a helper thread that lives as long
     /// as the call, beside the rest on this one: in a backfill, compression is most of what the
     /// archive's writer does (BENCHMARKS.md), and the records' order in the archive is kept.
-    pub fn encode_batch<'a, R: AsRef<[u8]> + Sync>(
+    pub(super) fn encode_batch<'a, R: AsRef<[u8]> + Sync>(
         &mut self,
         conn: &Connection,
         harness: &str,
@@ -403,7 +403,7 @@ impl Codec {
     /// Starts training a dictionary for each harness given a backlog's samples, each on a
     /// thread of its own, and for one harness that has gathered enough samples from the
     /// records it stored, when no such dictionary is being trained or waits to be stored.
-    pub fn start_training(&mut self) {
+    pub(super) fn start_training(&mut self) {
         // A harness's dictionaries are trained one after the other, so the primed one, stored
         // last, is the one its records are compressed with.
         let primed: Vec<String> = (self.harnesses.iter())
@@ -471,18 +471,18 @@ impl Codec {
 
     /// Whether records of `harness` are to wait for the dictionary being trained for it from
     /// a backlog's samples (see [`Codec::prime`]).
-    pub fn awaits(&self, harness: &str) -> bool {
+    pub(super) fn awaits(&self, harness: &str) -> bool {
         self.compress && (self.training.iter()).any(|t| t.primed && t.harness == harness)
     }
 
     /// How many dictionaries are being trained or wait to be stored.
-    pub fn pending(&self) -> usize {
+    pub(super) fn pending(&self) -> usize {
         self.training.len() + self.trained.len()
     }
 
     /// A dictionary kept to be stored, or one trained on its thread once it is done, or the
     /// one `wait` names, however long it takes. With [`Wait::For`], those kept wait.
-    pub fn take_trained(&mut self, wait: Wait) -> Option<Trained> {
+    pub(super) fn take_trained(&mut self, wait: Wait) -> Option<Trained> {
         if !matches!(wait, Wait::For(_))
             && let Some(trained) = self.trained.pop()
         {
@@ -535,7 +535,7 @@ impl Codec {
     }
 
     /// Puts a dictionary that is now stored in `dictionaries` in use for its harness.
-    pub fn install(&mut self, trained: &Trained) {
+    pub(super) fn install(&mut self, trained: &Trained) {
         let h = self.harnesses.entry(trained.harness.clone()).or_default();
         h.encoder = Some(Encoder {
             dict: CDict::create(&trained.bytes, LEVEL),
@@ -545,18 +545,18 @@ impl Codec {
 
     /// Keeps a trained dictionary that could not be stored yet, for the next
     /// [`Codec::take_trained`].
-    pub fn keep_trained(&mut self, trained: Trained) {
+    pub(super) fn keep_trained(&mut self, trained: Trained) {
         self.trained.push(trained);
     }
 
     /// Marks a trained dictionary that could not be stored as failed for its harness.
-    pub fn discard(&mut self, trained: &Trained) {
+    pub(super) fn discard(&mut self, trained: &Trained) {
         self.fail(&trained.harness);
     }
 
     /// The record `stored`, the record numbered `seq`, holds; a record that cannot be read
     /// back is an error naming it, as SQLite's conversion errors are.
-    pub fn decode_record(
+    pub(super) fn decode_record(
         &self,
         conn: &Connection,
         stored: &[u8],
@@ -573,7 +573,7 @@ impl Codec {
     }
 
     /// The record `stored` holds.
-    pub fn decode<'a>(
+    pub(super) fn decode<'a>(
         &self,
         conn: &Connection,
         stored: &'a [u8],
@@ -630,7 +630,7 @@ fn dictionary_size(sample_bytes: usize) -> usize {
 
 /// A dictionary for `harness` trained from `samples` on this thread; `None` when they are
 /// too few to train from.
-pub fn train(harness: &str, samples: &Samples) -> std::io::Result<Option<Trained>> {
+pub(super) fn train(harness: &str, samples: &Samples) -> std::io::Result<Option<Trained>> {
     if samples.bytes < MIN_SAMPLES {
         return Ok(None);
     }
@@ -686,7 +686,7 @@ fn load_harness(conn: &Connection, harness: &str) -> rusqlite::Result<Harness> {
 
 /// Stores `trained` in `dictionaries`; false when its id is taken (by another dictionary,
 /// which a record may already name).
-pub fn store(conn: &Connection, trained: &Trained, now_ms: i64) -> rusqlite::Result<bool> {
+pub(super) fn store(conn: &Connection, trained: &Trained, now_ms: i64) -> rusqlite::Result<bool> {
     let n = conn.execute(
         "INSERT OR IGNORE INTO dictionaries (id, harness, trained_ms, samples, sample_bytes, bytes)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -703,7 +703,7 @@ pub fn store(conn: &Connection, trained: &Trained, now_ms: i64) -> rusqlite::Res
 }
 
 /// The dictionary a stored record names, if it is compressed with one.
-pub fn dictionary_of(stored: &[u8]) -> Option<u32> {
+pub(super) fn dictionary_of(stored: &[u8]) -> Option<u32> {
     match stored.starts_with(&MAGIC) {
         true => zstd_safe::get_dict_id_from_frame(stored).map(|id| id.get()),
         false => None,
@@ -711,7 +711,7 @@ pub fn dictionary_of(stored: &[u8]) -> Option<u32> {
 }
 
 /// The length of the record `stored` holds, from its frame's header when it is compressed.
-pub fn record_len(stored: &[u8]) -> u64 {
+pub(super) fn record_len(stored: &[u8]) -> u64 {
     if stored.starts_with(&MAGIC)
         && let Ok(Some(size)) = zstd_safe::get_frame_content_size(stored)
     {

@@ -10,7 +10,7 @@ use std::path::Path;
 /// offset) names a record wherever its file has gone; `path` is where it is now.
 /// A path that is not UTF-8 is written lossily; the record bytes were validated as JSON when
 /// they were archived and are copied as they are.
-pub fn write_envelope(out: &mut impl Write, row: &ExportRow) -> io::Result<()> {
+pub(crate) fn write_envelope(out: &mut impl Write, row: &ExportRow) -> io::Result<()> {
     Envelope::of(row).write_to(out)
 }
 

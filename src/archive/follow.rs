@@ -142,7 +142,7 @@ pub enum Offer {
 /// A commit of at least this many bytes of records is a backfill's (or a large pull's): a live
 /// append commits what an agent wrote at once, far less, and the writer compresses a batch this
 /// large on two threads.
-pub const BULK_BYTES: u64 = 1 << 20;
+pub(crate) const BULK_BYTES: u64 = 1 << 20;
 
 /// Where commits are published, and consumers subscribe.
 pub struct Hub {
@@ -286,7 +286,7 @@ pub struct Follower {
 }
 
 /// A record as a follower hands it out, made from the record (borrowed when it is the same).
-pub type Shrink = for<'a> fn(&'a [u8]) -> std::borrow::Cow<'a, [u8]>;
+pub(crate) type Shrink = for<'a> fn(&'a [u8]) -> std::borrow::Cow<'a, [u8]>;
 
 /// A follower's live queue, the bytes of records in it, and how many it may hold.
 struct Queue {

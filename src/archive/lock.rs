@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 /// The held lock; released when dropped (or when the process dies, however it dies).
 #[derive(Debug)]
-pub struct ArchiveLock {
+pub(crate) struct ArchiveLock {
     _file: File,
 }
 
 /// The lock file of the archive at `archive`: `archive.db.lock`.
-pub fn lock_path(archive: &Path) -> PathBuf {
+pub(crate) fn lock_path(archive: &Path) -> PathBuf {
     let mut name = archive.as_os_str().to_owned();
     name.push(".lock");
     PathBuf::from(name)
@@ -22,7 +22,7 @@ pub fn lock_path(archive: &Path) -> PathBuf {
 impl ArchiveLock {
     /// Takes the lock of the archive at `archive` without waiting, and writes this process's
     /// pid into the lock file. `Err(Error::Locked)` names the holder's pid.
-    pub fn acquire(archive: &Path) -> Result<ArchiveLock> {
+    pub(crate) fn acquire(archive: &Path) -> Result<ArchiveLock> {
         let path = lock_path(archive);
         let mut file = OpenOptions::new()
             .read(true)
@@ -49,7 +49,7 @@ impl ArchiveLock {
 }
 
 /// The pid written by the process holding the lock of `archive`, if one holds it.
-pub fn running_pid(archive: &Path) -> Option<u32> {
+pub(crate) fn running_pid(archive: &Path) -> Option<u32> {
     let mut file = File::open(lock_path(archive)).ok()?;
     match file.try_lock_shared() {
         Ok(()) => None,

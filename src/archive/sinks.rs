@@ -34,7 +34,7 @@ pub struct SinkRow {
 }
 
 /// The consumer name under which sink `name` keeps its cursor.
-pub fn sink_consumer(name: &str) -> String {
+pub(crate) fn sink_consumer(name: &str) -> String {
     format!("sink:{name}")
 }
 

@@ -70,7 +70,7 @@ const FEW_FRAMES: i64 = 32;
 const CATCH_UP_COPIES: u32 = 4;
 
 /// The running checkpointer thread.
-pub struct WalCheckpointer {
+pub(crate) struct WalCheckpointer {
     stop: Sender<()>,
     thread: JoinHandle<()>,
 }
@@ -127,7 +127,7 @@ impl CommitSignal {
 impl WalCheckpointer {
     /// Starts the thread on its own connection to the archive; it takes `turns` with the
     /// process's other writers of the archive when it must copy between two commits.
-    pub fn start(
+    pub(crate) fn start(
         archive: Archive,
         turns: Arc<WriteTurn>,
     ) -> Result<(WalCheckpointer, CommitSignal)> {
@@ -168,7 +168,7 @@ impl WalCheckpointer {
     }
 
     /// Stops the thread (a checkpoint in progress finishes first).
-    pub fn stop(self) {
+    pub(crate) fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.thread.join();
     }

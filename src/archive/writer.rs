@@ -23,7 +23,7 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(5);
 
 /// Called while the archive refuses commits, with what to tell the service manager; it also
 /// keeps the watchdog fed, since a writer that retries is waiting, not wedged.
-pub type StallReport = Box<dyn Fn(&str) + Send>;
+pub(crate) type StallReport = Box<dyn Fn(&str) + Send>;
 
 /// Owns the archive's write connection.
 pub struct ArchiveWriter {

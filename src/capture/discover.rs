@@ -8,7 +8,7 @@ use walkdir::WalkDir;
 
 /// A transcript file found by a scan, with its `lstat`.
 #[derive(Debug)]
-pub struct Candidate {
+pub(crate) struct Candidate {
     /// Where it was found.
     pub path: PathBuf,
     /// Its `lstat` metadata at the scan.
@@ -19,7 +19,7 @@ pub struct Candidate {
 
 /// A path matching a root's glob that is not read, and why.
 #[derive(Debug)]
-pub struct Passed {
+pub(crate) struct Passed {
     /// The path.
     pub path: PathBuf,
     /// Why it is not read.
@@ -28,7 +28,7 @@ pub struct Passed {
 
 /// What a scan of all roots found.
 #[derive(Debug, Default)]
-pub struct Discovery {
+pub(crate) struct Discovery {
     /// Regular files matching their root's glob.
     pub candidates: Vec<Candidate>,
     /// Matching paths that are not regular files, and entries that could not be read.
@@ -44,7 +44,7 @@ pub struct Discovery {
 }
 
 /// Scans every root. Errors on single entries are reported in `passed`, never fatal.
-pub fn discover(roots: &[Root]) -> Discovery {
+pub(crate) fn discover(roots: &[Root]) -> Discovery {
     let mut found = Discovery::default();
     for (index, root) in roots.iter().enumerate() {
         if !root.path.exists() {
@@ -109,7 +109,7 @@ fn not_found(e: &walkdir::Error) -> bool {
 }
 
 /// What a path that is not a regular file is, for the log and the archive's events.
-pub fn file_kind(meta: &Metadata) -> &'static str {
+pub(crate) fn file_kind(meta: &Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     if t.is_symlink() {

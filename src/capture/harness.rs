@@ -20,15 +20,15 @@ const DEFINITIONS: &[(&str, &str)] = &[
 ];
 
 /// The harness name of directories given with `--watch`.
-pub const GENERIC: &str = "generic";
+pub(crate) const GENERIC: &str = "generic";
 
 /// The glob of `--watch` and `[[watch]]` directories unless one is given.
-pub const DEFAULT_GLOB: &str = "**/*.jsonl";
+pub(crate) const DEFAULT_GLOB: &str = "**/*.jsonl";
 
 /// One watcher definition.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Watcher {
+pub(crate) struct Watcher {
     /// Unique name, equal to the file stem; recorded as each source's harness.
     pub name: String,
     /// What it watches, for people.
@@ -76,7 +76,7 @@ impl Root {
 }
 
 /// Every embedded watcher definition.
-pub fn watchers() -> Result<Vec<Watcher>> {
+pub(crate) fn watchers() -> Result<Vec<Watcher>> {
     DEFINITIONS
         .iter()
         .map(|(name, text)| {
@@ -94,7 +94,7 @@ pub fn builtin_roots(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Root>> 
 }
 
 /// The roots of the watchers for which `enabled(name, builtin)` is true.
-pub fn builtin_roots_where(
+pub(crate) fn builtin_roots_where(
     env: &dyn Fn(&str) -> Option<String>,
     enabled: &dyn Fn(&str, bool) -> bool,
 ) -> Result<Vec<Root>> {
@@ -148,7 +148,7 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
 }
 
 /// `path` made absolute against the working directory, without resolving symlinks.
-pub fn absolute(path: &Path) -> PathBuf {
+pub(crate) fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
 }
 

@@ -35,7 +35,7 @@ const CONTROL_BACKLOG: usize = 4096;
 
 /// What the watchers have seen since the engine last looked.
 #[derive(Debug, Default)]
-pub struct Dirty {
+pub(crate) struct Dirty {
     /// Files that had events.
     pub files: HashSet<PathBuf>,
     /// True when something requires a full scan: a queue overflow, a new or re-armed
@@ -48,7 +48,7 @@ pub struct Dirty {
 
 /// A root the watchers cannot cover: events from it are missing or incomplete.
 #[derive(Clone, Debug)]
-pub struct PolledRoot {
+pub(crate) struct PolledRoot {
     /// The root.
     pub root: PathBuf,
     /// Why it cannot be watched.
@@ -60,14 +60,14 @@ pub struct PolledRoot {
 /// The shared dirty set and the engine's doorbell. Marking never blocks: the set is held only
 /// to insert or to swap it out, and rings coalesce, so events that arrive while the engine
 /// works turn into one follow-up read.
-pub struct Wakeups {
+pub(crate) struct Wakeups {
     dirty: Mutex<Dirty>,
     bell: Arc<Doorbell>,
 }
 
 impl Wakeups {
     /// A new dirty set, whose marks from other threads ring `bell`.
-    pub fn new(bell: Arc<Doorbell>) -> Arc<Wakeups> {
+    pub(crate) fn new(bell: Arc<Doorbell>) -> Arc<Wakeups> {
         Arc::new(Wakeups {
             dirty: Mutex::new(Dirty::default()),
             bell,
@@ -75,7 +75,7 @@ impl Wakeups {
     }
 
     /// Takes everything marked so far.
-    pub fn take(&self) -> Dirty {
+    pub(crate) fn take(&self) -> Dirty {
         mem::take(&mut *self.lock())
     }
 
@@ -100,7 +100,7 @@ impl Wakeups {
     }
 
     /// Asks the engine for a full scan.
-    pub fn mark_rescan(&self) {
+    pub(crate) fn mark_rescan(&self) {
         self.lock().rescan = true;
         self.ring();
     }
@@ -192,7 +192,7 @@ trait Watches: Send {
 }
 
 /// A running watcher: its thread, and on Linux the inotify instance the engine reads.
-pub struct WatcherThread {
+pub(crate) struct WatcherThread {
     stop: Sender<()>,
     thread: JoinHandle<()>,
     #[cfg(target_os = "linux")]
@@ -201,14 +201,14 @@ pub struct WatcherThread {
 
 impl WatcherThread {
     /// Stops the thread and waits for it.
-    pub fn stop(self) {
+    pub(crate) fn stop(self) {
         let _ = self.stop.send(());
         let _ = self.thread.join();
     }
 
     /// The descriptor that is readable when this watcher has events for the engine to read
     /// with [`WatcherThread::read_events`]; none when its own thread marks them.
-    pub fn events_fd(&self) -> Option<rustix::fd::BorrowedFd<'_>> {
+    pub(crate) fn events_fd(&self) -> Option<rustix::fd::BorrowedFd<'_>> {
         #[cfg(target_os = "linux")]
         return self.events.as_ref().map(|(inotify, _)| inotify.fd());
         #[cfg(not(target_os = "linux"))]
@@ -217,7 +217,7 @@ impl WatcherThread {
 
     /// Reads the watcher's queued events, on the caller's (the engine's) thread, and marks
     /// what they say; directory events go to the watcher's thread.
-    pub fn read_events(&self) {
+    pub(crate) fn read_events(&self) {
         #[cfg(target_os = "linux")]
         if let Some((inotify, link)) = &self.events {
             inotify.read(|seen| link.seen(seen));
@@ -228,7 +228,7 @@ impl WatcherThread {
 /// Starts one watcher for the roots of one harness, and returns once its watches are in
 /// place: a change made after this returns is seen. A watcher that cannot start hands its
 /// roots to the engine for polling.
-pub fn spawn(
+pub(crate) fn spawn(
     name: &str,
     roots: Vec<PathBuf>,
     wakeups: Arc<Wakeups>,

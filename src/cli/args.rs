@@ -399,7 +399,7 @@ pub struct ServiceArgs {
 
 /// A service manager, as typed.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum ManagerArg {
+pub(crate) enum ManagerArg {
     /// A systemd user unit (`systemctl --user`).
     Systemd,
     /// A launchd agent (`launchctl`, macOS).
@@ -434,7 +434,7 @@ pub struct CheckArgs {
 
 /// Where the archive is.
 #[derive(Debug, Args)]
-pub struct ArchiveArg {
+pub(crate) struct ArchiveArg {
     /// The archive database [default: the configuration's archive, else
     /// $XDG_DATA_HOME/transcript-sync/archive.db]
     #[arg(long, value_name = "PATH", env = "TRANSCRIPT_SYNC_DB")]
@@ -443,7 +443,7 @@ pub struct ArchiveArg {
 
 /// Directories given on the command line, in place of the configured watchers.
 #[derive(Debug, Args)]
-pub struct WatchArgs {
+pub(crate) struct WatchArgs {
     /// Watch this directory instead of the configured watchers (repeatable).
     #[arg(long, value_name = "DIR")]
     pub(crate) watch: Vec<PathBuf>,
@@ -520,14 +520,14 @@ impl Facts for RunArgs {
 
 /// Where records go besides the archive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Sink {
+pub(crate) enum Sink {
     /// Envelope lines on stdout, in seq order, each after its commit.
     Stdout,
 }
 
 /// The start policy, as typed.
 #[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum StartPolicy {
+pub(crate) enum StartPolicy {
     /// Archive everything already in the files.
     Beginning,
     /// Skip what the files hold at the first scan; archive what is appended.
@@ -581,7 +581,7 @@ impl Facts for ExportArgs {
 
 /// How `tail` prints a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum TailFormat {
+pub(crate) enum TailFormat {
     /// The export envelope, one JSON line.
     Envelope,
     /// Time, harness, session, role and the first line of text.
@@ -661,7 +661,7 @@ impl Facts for RejectsArgs {
 
 /// Which sessions to list or search.
 #[derive(Debug, Args)]
-pub struct SessionFilter {
+pub(crate) struct SessionFilter {
     /// Only this watcher's sessions (claude-code, codex, gemini-cli, cursor, …).
     #[arg(long, value_name = "H")]
     pub(crate) harness: Option<String>,

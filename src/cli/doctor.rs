@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Level {
+pub(crate) enum Level {
     /// Nothing to do.
     Ok,
     /// The daemon works, but worse than it could, or not for long.
@@ -28,7 +28,7 @@ pub enum Level {
 
 /// One line of the report.
 #[derive(Clone, Debug, Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// How bad it is.
     pub level: Level,
     /// What was checked: `roots`, `inotify`, `archive`, `disk`, `filesystem` or `service`.
@@ -65,7 +65,7 @@ impl Finding {
 
 /// Every finding, in the order the checks ran.
 #[derive(Debug, Serialize)]
-pub struct Report {
+pub(crate) struct Report {
     /// The findings.
     pub findings: Vec<Finding>,
     /// How many failed.
@@ -74,7 +74,7 @@ pub struct Report {
 
 /// Runs every check on `roots`, the archive at `archive` and the service `target` (or the
 /// reason it could not be worked out). Never fails: what cannot be checked is a finding.
-pub fn diagnose(roots: &[Root], archive: &Path, target: &Result<Target>) -> Report {
+pub(crate) fn diagnose(roots: &[Root], archive: &Path, target: &Result<Target>) -> Report {
     let scans: Vec<RootScan> = roots.iter().map(scan_root).collect();
     let mut findings: Vec<Finding> = scans.iter().map(root_finding).collect();
     findings.extend(roots.iter().flat_map(network_findings));
@@ -482,7 +482,7 @@ fn quote(path: &Path) -> String {
 }
 
 /// Prints the report for people: one line per finding, its level first, then its fix.
-pub fn write_text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+pub(crate) fn write_text(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     for f in &report.findings {
         let level = match f.level {
             Level::Ok => "ok",

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 /// One reject as `rejects` shows it.
 #[derive(Debug, Serialize)]
-pub struct RejectEntry {
+pub(crate) struct RejectEntry {
     /// The reject's id, for `rejects --raw ID`.
     pub id: i64,
     /// When it was recorded, RFC 3339.
@@ -46,14 +46,14 @@ impl From<RejectRow> for RejectEntry {
 
 /// Writes rejects as a table for people, one line each (the path, then the reason, after the
 /// columns of numbers), with a header and a count.
-pub struct TextWriter<W: Write> {
+pub(crate) struct TextWriter<W: Write> {
     out: W,
     count: u64,
 }
 
 impl<W: Write> TextWriter<W> {
     /// Writes the header.
-    pub fn new(mut out: W) -> io::Result<TextWriter<W>> {
+    pub(crate) fn new(mut out: W) -> io::Result<TextWriter<W>> {
         writeln!(
             out,
             "{:>6}  {:<20}  {:>6} {:>4} {:>12} {:>10} {:>10}  PATH  REASON",
@@ -63,7 +63,7 @@ impl<W: Write> TextWriter<W> {
     }
 
     /// Writes one reject's line.
-    pub fn write(&mut self, r: &RejectEntry) -> io::Result<()> {
+    pub(crate) fn write(&mut self, r: &RejectEntry) -> io::Result<()> {
         self.count += 1;
         writeln!(
             self.out,
@@ -73,7 +73,7 @@ impl<W: Write> TextWriter<W> {
     }
 
     /// Writes the count, with how to see one reject's bytes.
-    pub fn finish(mut self) -> io::Result<()> {
+    pub(crate) fn finish(mut self) -> io::Result<()> {
         match self.count {
             0 => writeln!(self.out, "total: rejects=0"),
             n => writeln!(
@@ -86,7 +86,7 @@ impl<W: Write> TextWriter<W> {
 }
 
 /// Writes one reject as a JSON line.
-pub fn write_json(out: &mut impl Write, r: &RejectEntry) -> io::Result<()> {
+pub(crate) fn write_json(out: &mut impl Write, r: &RejectEntry) -> io::Result<()> {
     serde_json::to_writer(&mut *out, r)?;
     out.write_all(b"\n")
 }

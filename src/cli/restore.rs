@@ -20,7 +20,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// What `restore` is asked to do.
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// Where the agent's directories are: a file goes where it was found, or under `to`.
     pub roots: &'a [Root],
     /// Write under this directory instead, in the same layout below each watcher's root.
@@ -63,7 +63,7 @@ enum Target {
 
 /// Restores `session` and its subagents, printing each path and the command that resumes it.
 /// Nothing is written when a target differs and `force` is not given.
-pub fn restore(
+pub(crate) fn restore(
     archive: &mut Archive,
     session: &Session,
     request: &Request,
@@ -316,7 +316,7 @@ fn rollout_day(path: &Path) -> Option<PathBuf> {
 /// code unit of its path that is not an ASCII letter or digit becomes `-`; a name longer than
 /// 200 is cut to 200 and given `-` and a hash of the path in base 36. (As the agent's
 /// `cli.js` does, 2.1.x; tools that find its sessions report the same rule.)
-pub fn claude_project_dir(project: &str) -> String {
+pub(crate) fn claude_project_dir(project: &str) -> String {
     let units: Vec<u16> = project.encode_utf16().collect();
     let name: String = (units.iter())
         .map(|&u| match u {
@@ -348,7 +348,7 @@ fn base36(mut n: u64) -> String {
 /// `records` (lines of JSON) with each `cwd` member whose value is `from`, or a directory
 /// below it, changed to the same place under `to`. Nothing else changes: every other byte,
 /// escapes and spacing included, stays; a line that is not a JSON object stays whole.
-pub fn rewrite_cwd(records: &[u8], from: &str, to: &str) -> Vec<u8> {
+pub(crate) fn rewrite_cwd(records: &[u8], from: &str, to: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(records.len());
     for line in records.split_inclusive(|b| *b == b'\n') {
         let Some(strings) = crate::consumers::redact::json::strings(line) else {

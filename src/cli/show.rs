@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// How a conversation is written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// As a person reads it in a terminal.
     Text,
     /// As Markdown.
@@ -26,20 +26,20 @@ const SHORT: usize = 100;
 
 /// Terminal styling: bold and dim, or nothing.
 #[derive(Clone, Copy)]
-pub struct Style {
+pub(crate) struct Style {
     on: bool,
 }
 
 impl Style {
     /// Styled when `terminal` and `NO_COLOR` is unset.
-    pub fn new(terminal: bool) -> Style {
+    pub(crate) fn new(terminal: bool) -> Style {
         Style {
             on: terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
         }
     }
 
     /// The marks around a search match.
-    pub fn marks(self) -> (&'static str, &'static str) {
+    pub(crate) fn marks(self) -> (&'static str, &'static str) {
         if self.on {
             ("\x1b[1m", "\x1b[22m")
         } else {
@@ -65,7 +65,7 @@ impl Style {
 }
 
 /// `text` cut to `max` characters, with `…` when cut, on one line.
-pub fn shorten(text: &str, max: usize) -> String {
+pub(crate) fn shorten(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() <= max {
         return line;
@@ -76,7 +76,7 @@ pub fn shorten(text: &str, max: usize) -> String {
 }
 
 /// How long ago `ms` was, for people: `3 min ago`, `5 h ago`, `2 d ago`, else the date.
-pub fn ago(ms: Option<i64>, now_ms: i64) -> String {
+pub(crate) fn ago(ms: Option<i64>, now_ms: i64) -> String {
     let Some(ms) = ms else {
         return "-".into();
     };
@@ -91,7 +91,7 @@ pub fn ago(ms: Option<i64>, now_ms: i64) -> String {
 }
 
 /// A path with the home directory written `~`.
-pub fn tilde(path: &str, home: Option<&Path>) -> String {
+pub(crate) fn tilde(path: &str, home: Option<&Path>) -> String {
     match home.and_then(|h| Path::new(path).strip_prefix(h).ok()) {
         Some(rest) if rest.as_os_str().is_empty() => "~".into(),
         Some(rest) => format!("~/{}", rest.display()),
@@ -110,7 +110,7 @@ fn shorten_left(text: &str, max: usize) -> String {
 }
 
 /// The sessions table: one line each, its title cut to fit `width` columns (none: whole).
-pub fn write_sessions(
+pub(crate) fn write_sessions(
     out: &mut impl Write,
     sessions: &[Session],
     width: Option<usize>,
@@ -197,7 +197,7 @@ fn write_heading(out: &mut impl Write, s: &Session, style: Style) -> io::Result<
 }
 
 /// A session's conversation as text or Markdown.
-pub fn write_conversation(
+pub(crate) fn write_conversation(
     out: &mut impl Write,
     session: &Session,
     messages: &[MessageRecord],
@@ -334,7 +334,7 @@ fn capitalised(role: &str) -> String {
 }
 
 /// One JSON object per message, whole: seq, session, role, timestamp, parts.
-pub fn write_messages_json(
+pub(crate) fn write_messages_json(
     out: &mut impl Write,
     session: &Session,
     messages: &[MessageRecord],
@@ -372,7 +372,7 @@ fn part_json(part: &Part) -> Value {
 }
 
 /// Search hits, for people: where, when, who, then the snippet.
-pub fn write_hits(
+pub(crate) fn write_hits(
     out: &mut impl Write,
     hits: &[Hit],
     home: Option<&Path>,

@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// One source's line in the status.
 #[derive(Debug, Serialize)]
-pub struct SourceStatus {
+pub(crate) struct SourceStatus {
     /// Source id.
     pub source: i64,
     /// Current path.
@@ -45,7 +45,7 @@ pub struct SourceStatus {
 
 /// The whole status.
 #[derive(Debug, Serialize)]
-pub struct Status {
+pub(crate) struct Status {
     /// The archive file.
     pub archive: String,
     /// Pid of the `run` holding the archive's lock, if any.
@@ -75,7 +75,7 @@ pub struct Status {
 /// still to index (the index catches up in `run`, or in `sessions` and the other session
 /// commands when no `run` holds the archive).
 #[derive(Debug, Serialize)]
-pub struct IndexStatus {
+pub(crate) struct IndexStatus {
     /// The last `seq` indexed (0: none yet).
     pub seq: i64,
     /// Records committed after it.
@@ -88,7 +88,7 @@ pub struct IndexStatus {
 
 /// Where a sink stands.
 #[derive(Debug, Serialize)]
-pub struct SinkStatus {
+pub(crate) struct SinkStatus {
     /// Its name.
     pub name: String,
     /// `postgres`, `http` or `mirror`.
@@ -121,7 +121,7 @@ pub struct SinkStatus {
 
 /// What was pulled of another machine.
 #[derive(Debug, Serialize)]
-pub struct PulledStatus {
+pub(crate) struct PulledStatus {
     /// Its host name, a label.
     pub machine: String,
     /// Its UUID.
@@ -142,7 +142,7 @@ pub struct PulledStatus {
 
 /// Sums over all sources.
 #[derive(Debug, Default, Serialize)]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Sources, gone ones included.
     pub sources: u64,
     /// Sources whose files are gone.
@@ -160,7 +160,7 @@ pub struct Totals {
 }
 
 /// Gathers the status of `archive`, whose daemon listens at `socket`.
-pub fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
+pub(crate) fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
     let sources: Vec<SourceStatus> = archive.sources()?.iter().map(source_status).collect();
     let events = archive.event_count()?;
     let mut totals = Totals {
@@ -313,7 +313,7 @@ fn storage_line(s: &crate::archive::Storage) -> String {
 }
 
 /// Writes the status as a table for people.
-pub fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
+pub(crate) fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
     match (st.running_pid, &st.caught_up) {
         (Some(pid), Some(c)) => writeln!(
             out,

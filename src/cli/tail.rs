@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// How `tail` writes a record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Style {
+pub(crate) enum Style {
     /// The export envelope, one JSON line.
     Envelope,
     /// Time, harness, session, role and the first line of text.
@@ -23,7 +23,7 @@ pub enum Style {
 }
 
 /// What `tail` was asked.
-pub struct Tail<'a> {
+pub(crate) struct Tail<'a> {
     /// The archive.
     pub db: &'a Path,
     /// The daemon's socket.
@@ -49,7 +49,7 @@ impl Tail<'_> {
     /// Writes the matching archived records to `out`, then, following, each new one until
     /// `out` is closed. `Err` when the archive cannot be read, or (following) no daemon
     /// answers at the first attempt, or it refuses the request.
-    pub fn run(mut self, out: &mut impl Write) -> Result<io::Result<()>> {
+    pub(crate) fn run(mut self, out: &mut impl Write) -> Result<io::Result<()>> {
         if self.request.since_seq.is_none() {
             self.request.since_seq = Some(self.start_seq()?);
         }
@@ -268,7 +268,7 @@ impl Machines {
 
 /// One readable line for an envelope: time, harness, session, role, the first line of its
 /// text.
-pub fn text_line(envelope: &[u8]) -> String {
+pub(crate) fn text_line(envelope: &[u8]) -> String {
     let Ok(v) = serde_json::from_slice::<Value>(envelope) else {
         return String::from_utf8_lossy(envelope).trim_end().to_owned();
     };

@@ -11,7 +11,7 @@
 mod files;
 pub(crate) mod json;
 
-pub use files::{Checked, check_files, redact_files};
+pub(crate) use files::{Checked, check_files, redact_files};
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::{Regex, RegexBuilder};
@@ -690,7 +690,7 @@ impl Keywords {
 }
 
 /// Shannon entropy of `bytes`, in bits per byte.
-pub fn entropy(bytes: &[u8]) -> f64 {
+pub(crate) fn entropy(bytes: &[u8]) -> f64 {
     if bytes.is_empty() {
         return 0.0;
     }

@@ -23,11 +23,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub mod git;
-pub mod parse;
-pub mod query;
+pub(crate) mod git;
+pub(crate) mod parse;
+pub(crate) mod query;
 mod share;
-pub mod store;
+pub(crate) mod store;
 
 use parse::{INDEXED_STRING, Parsed, Part, parse, with_long_strings_cut};
 
@@ -75,7 +75,7 @@ const BACKFILL_PAUSE: Duration = Duration::from_millis(500);
 const LONGEST_BACKFILL_WAIT: Duration = Duration::from_secs(30);
 
 /// Writes the session index of an archive.
-pub struct Indexer {
+pub(crate) struct Indexer {
     /// The index's file as `main`, the archive attached read-only (`store`).
     conn: Connection,
     /// The archive, read-only: where a catch-up reads records.
@@ -87,7 +87,7 @@ pub struct Indexer {
 impl Indexer {
     /// An indexer of the archive at `db` (connections of its own), its index file made ready
     /// (`store::open_to_write`).
-    pub fn open(db: &Path) -> Result<Indexer> {
+    pub(crate) fn open(db: &Path) -> Result<Indexer> {
         Ok(Indexer {
             conn: store::open_to_write(db)?,
             archive: Archive::open_existing(db)?,
@@ -101,13 +101,13 @@ impl Indexer {
     }
 
     /// The last `seq` the index is done with.
-    pub fn done(&self) -> Result<i64> {
+    pub(crate) fn done(&self) -> Result<i64> {
         self.db(store::progress(&self.conn))
     }
 
     /// Indexes `rows` (in `seq` order, past [`Indexer::done`]), recording how far it is with
     /// each transaction: `Err` leaves the index as its last transaction left it.
-    pub fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
+    pub(crate) fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
         let mut rest = rows;
         while !rest.is_empty() {
             let n = self.index_some(rest)?;
@@ -182,7 +182,7 @@ impl Indexer {
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
     /// pages; `progress(done, last)` is called after each page. Returns how many were indexed.
-    pub fn catch_up(&mut self, mut progress: impl FnMut(i64, i64)) -> Result<u64> {
+    pub(crate) fn catch_up(&mut self, mut progress: impl FnMut(i64, i64)) -> Result<u64> {
         let last = self.archive.last_seq()?;
         let mut done = self.done()?;
         let mut count = 0;
@@ -470,7 +470,7 @@ pub(crate) fn body(parts: &[Part]) -> String {
 /// the thread follows again from the index's last commit after a pause (at once when the
 /// writer has ended, and only once more then); the archive never waits for it. `exit`
 /// disconnects when the thread ends.
-pub fn spawn(
+pub(crate) fn spawn(
     db: PathBuf,
     hub: Arc<Hub>,
     stop: Option<Arc<AtomicBool>>,

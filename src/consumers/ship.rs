@@ -20,10 +20,10 @@
 mod http;
 mod mirror;
 mod postgres;
-pub mod pull;
+pub(crate) mod pull;
 mod spec;
 
-pub use spec::{SinkSpec, SinkTable, Target, from_table as spec_from_table, parse_ship};
+pub(crate) use spec::{SinkSpec, SinkTable, Target, from_table as spec_from_table, parse_ship};
 
 use crate::archive::follow::{Follower, Hub, Start};
 use crate::archive::sinks::{DeadLetter, Shipped, sink_consumer};
@@ -45,14 +45,14 @@ const LIVE_BACKLOG: (usize, u64) = (256, 8 << 20);
 /// The first retry's delay; each failure doubles it, up to [`MAX_DELAY`].
 pub(crate) const FIRST_DELAY: Duration = Duration::from_millis(500);
 /// The longest pause between two attempts.
-pub const MAX_DELAY: Duration = Duration::from_secs(60);
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(60);
 /// How often an outage is summed up in the log while it lasts.
 const SUMMARY_EVERY: Duration = Duration::from_secs(60);
 
 /// Who ships: the archive's machine id (made once with the archive) and the host's name, a
 /// label only.
 #[derive(Clone, Debug)]
-pub struct Machine {
+pub(crate) struct Machine {
     /// A UUID.
     pub id: String,
     /// The host name when it was started.
@@ -61,7 +61,7 @@ pub struct Machine {
 
 impl Machine {
     /// The machine of the archive `archive`.
-    pub fn of(archive: &Archive) -> Result<Machine> {
+    pub(crate) fn of(archive: &Archive) -> Result<Machine> {
         let Some(id) = archive.state(StateKey::MachineId)? else {
             return Err(Error::Sink {
                 name: archive.path().display().to_string(),
@@ -75,7 +75,7 @@ impl Machine {
 
 /// Why a delivery failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// It may pass (unreachable, timed out, busy, a transient server error): retried.
     Transient {
         /// What the destination, or the connection, said.
@@ -92,7 +92,7 @@ pub enum Failure {
 
 impl Failure {
     /// A failure that may pass, without a wait asked for.
-    pub fn transient(message: impl Into<String>) -> Failure {
+    pub(crate) fn transient(message: impl Into<String>) -> Failure {
         Failure::Transient {
             message: message.into(),
             retry_after: None,
@@ -101,7 +101,7 @@ impl Failure {
 }
 
 /// Where a sink's batches go.
-pub trait Destination: Send {
+pub(crate) trait Destination: Send {
     /// Delivers `batch` (records in `seq` order). `Ok` means the destination has stored every
     /// record of it (as durably as it promises); storing a record again must change nothing.
     fn deliver(&mut self, batch: &[ExportRow]) -> std::result::Result<(), Failure>;
@@ -125,7 +125,7 @@ pub trait Destination: Send {
 
 /// Opens the destination of `spec`, shipping as `machine`, over the archive at `db`:
 /// redacting records when the sink does, and its messages always.
-pub fn open_destination(
+pub(crate) fn open_destination(
     spec: &SinkSpec,
     machine: &Machine,
     db: &Path,
@@ -226,7 +226,7 @@ impl Destination for Redacting {
 }
 
 /// A running sink thread.
-pub struct Shipping {
+pub(crate) struct Shipping {
     /// The sink it runs.
     pub spec: SinkSpec,
     stop: Arc<AtomicBool>,
@@ -235,7 +235,7 @@ pub struct Shipping {
 
 impl Shipping {
     /// Asks the sink to stop after the batch in hand (a retry pause ends at once).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
     }
 
@@ -260,7 +260,7 @@ impl Shipping {
     }
 
     /// Waits for the thread; its error, if it ended with one.
-    pub fn join(self) -> Result<()> {
+    pub(crate) fn join(self) -> Result<()> {
         let name = self.spec.name.clone();
         self.handle.join().unwrap_or_else(|_| {
             Err(Error::ShipFailed {
@@ -273,7 +273,7 @@ impl Shipping {
 
 /// How a sink thread runs.
 #[derive(Clone)]
-pub struct Wiring {
+pub(crate) struct Wiring {
     /// The archive's path.
     pub db: PathBuf,
     /// Where commits are published.
@@ -294,7 +294,7 @@ pub struct Wiring {
 /// sink follows again after a pause, while in `run --once` it is the thread's error. Given
 /// the stopped sink it replaces (a reload), the thread first waits for that one to end, off
 /// the daemon's thread: two threads never ship under one name.
-pub fn spawn(
+pub(crate) fn spawn(
     spec: SinkSpec,
     wiring: &Wiring,
     stop_all: Option<Arc<AtomicBool>>,
@@ -328,7 +328,7 @@ pub fn spawn(
 const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// The running sinks of one `run`.
-pub struct Sinks {
+pub(crate) struct Sinks {
     wiring: Wiring,
     stop_all: Option<Arc<AtomicBool>>,
     running: Vec<Shipping>,
@@ -338,7 +338,7 @@ pub struct Sinks {
 
 impl Sinks {
     /// Starts a thread for each of `specs`; `stop_all` (the daemon's stop flag) stops them all.
-    pub fn start(
+    pub(crate) fn start(
         specs: &[SinkSpec],
         wiring: Wiring,
         stop_all: Option<Arc<AtomicBool>>,
@@ -359,7 +359,7 @@ impl Sinks {
     /// Runs `specs` from now on: a sink no longer configured stops, a changed one stops and
     /// starts again as configured, a new one starts. Every cursor stays (it is the name's).
     /// Nothing here waits for a sink to stop.
-    pub fn reload(&mut self, specs: &[SinkSpec]) -> Result<()> {
+    pub(crate) fn reload(&mut self, specs: &[SinkSpec]) -> Result<()> {
         let (keep, stop): (Vec<Shipping>, Vec<Shipping>) = std::mem::take(&mut self.running)
             .into_iter()
             .partition(|s| specs.contains(&s.spec));
@@ -393,7 +393,7 @@ impl Sinks {
     /// Waits for every sink to end (caught up with a closed hub, or stopped); the first
     /// error, if any ended with one. A daemon's sinks get [`STOP_WAIT`] to finish the
     /// delivery in hand; `run --once` waits for them to catch up.
-    pub fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         let deadline = (!self.wiring.once).then(|| Instant::now() + STOP_WAIT);
         for s in self.retiring {
             s.join_logged("stopped");
@@ -422,7 +422,7 @@ impl Sinks {
 
 /// What `sink retry` did.
 #[derive(Debug, Default)]
-pub struct RetryReport {
+pub(crate) struct RetryReport {
     /// Dead letters delivered, and removed.
     pub shipped: u64,
     /// Dead letters refused again (kept, with the new answer).
@@ -431,7 +431,7 @@ pub struct RetryReport {
 
 /// Ships the dead letters of `spec` again, one record at a time, over the archive at `db`.
 /// Stops at the first failure that may pass, with [`Error::ShipFailed`].
-pub fn retry_dead_letters(spec: &SinkSpec, db: &Path) -> Result<RetryReport> {
+pub(crate) fn retry_dead_letters(spec: &SinkSpec, db: &Path) -> Result<RetryReport> {
     if let Target::Mirror { .. } = spec.target {
         return Err(Error::Sink {
             name: spec.name.clone(),

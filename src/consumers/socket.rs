@@ -28,14 +28,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// The longest first line a subscriber may send.
-pub const REQUEST_LIMIT: usize = 64 << 10;
+pub(crate) const REQUEST_LIMIT: usize = 64 << 10;
 /// How long a subscriber has to send its first line.
-pub const REQUEST_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const REQUEST_WAIT: Duration = Duration::from_secs(10);
 /// Default: how many subscribers at once.
-pub const DEFAULT_MAX_SUBSCRIBERS: usize = 256;
+pub(crate) const DEFAULT_MAX_SUBSCRIBERS: usize = 256;
 /// Default: bytes of records waiting for one subscriber before it is told `lagged` (see
 /// [`LIVE_COMMITS`] for the other bound).
-pub const DEFAULT_BUFFER: u64 = 4 << 20;
+pub(crate) const DEFAULT_BUFFER: u64 = 4 << 20;
 /// Commits waiting for one subscriber, at most (whatever their size): with small commits,
 /// this is the bound reached first.
 const LIVE_COMMITS: usize = 4096;
@@ -50,7 +50,7 @@ const LAGGED_GRACE: Duration = Duration::from_secs(30);
 /// Where the socket of the archive at `archive` is: `$XDG_RUNTIME_DIR/transcript-sync/`
 /// `<archive's file stem>-<8 hex of its path's hash>.sock`, so that two archives never share
 /// one; beside the archive (`<archive>.sock`) when there is no runtime directory.
-pub fn socket_path(archive: &Path, env: Env) -> PathBuf {
+pub(crate) fn socket_path(archive: &Path, env: Env) -> PathBuf {
     match home::xdg_var(env, "XDG_RUNTIME_DIR") {
         Some(runtime) => {
             // Named after where the archive really is, however its path is spelled (a
@@ -76,7 +76,7 @@ pub fn socket_path(archive: &Path, env: Env) -> PathBuf {
 /// What a subscriber asks for: its first line, every field optional.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct Request {
+pub(crate) struct Request {
     /// Records after this `seq`; absent: from now on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since_seq: Option<i64>,
@@ -94,7 +94,7 @@ pub struct Request {
 /// A control line from the server.
 #[derive(Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum Control {
+pub(crate) enum Control {
     /// Every matching record up to `seq` has been sent; live records follow.
     CaughtUp {
         /// The last `seq` the catch-up covered.
@@ -114,7 +114,7 @@ pub enum Control {
 
 /// How many subscribers, and how much buffer each.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Subscribers at once.
     pub max_subscribers: usize,
     /// Bytes of records waiting for one subscriber.
@@ -131,7 +131,7 @@ impl Default for Limits {
 }
 
 /// The listening socket and its thread.
-pub struct Server {
+pub(crate) struct Server {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     handle: JoinHandle<()>,
@@ -152,7 +152,7 @@ impl Server {
     /// Listens at `path` (its directory made 0700, the socket 0600; a socket left there by a
     /// process that died is replaced: the archive's lock, held by the caller, says no other
     /// daemon of this archive runs). Each subscriber is served on a thread of its own.
-    pub fn start(path: PathBuf, db: &Path, hub: Arc<Hub>, limits: Limits) -> Result<Server> {
+    pub(crate) fn start(path: PathBuf, db: &Path, hub: Arc<Hub>, limits: Limits) -> Result<Server> {
         let listener = bind(&path)?;
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
@@ -176,7 +176,7 @@ impl Server {
 
     /// Stops listening and removes the socket. Connections end as the archive's writer does
     /// (their live feed closes); none is waited for.
-    pub fn stop(self) {
+    pub(crate) fn stop(self) {
         self.stop.store(true, Ordering::Release);
         // Wakes the accepting thread, which sees the flag. When that cannot be done (the
         // socket file was removed behind the daemon's back), the thread is left to end with
@@ -365,7 +365,7 @@ fn read_request(stream: &UnixStream) -> std::result::Result<Request, String> {
 
 /// Which records a subscriber wants.
 #[derive(Clone, Debug, Default)]
-pub struct Filter {
+pub(crate) struct Filter {
     harness: Option<String>,
     path: Option<PathBuf>,
     /// The session's sources, when one was asked for.
@@ -374,7 +374,7 @@ pub struct Filter {
 
 impl Filter {
     /// The filter of `request`; `Err` names a session that cannot be told.
-    pub fn of(request: &Request, db: &Path) -> std::result::Result<Filter, String> {
+    pub(crate) fn of(request: &Request, db: &Path) -> std::result::Result<Filter, String> {
         let sources = match &request.session {
             Some(id) => Some(session_sources(db, id)?),
             None => None,
@@ -387,7 +387,7 @@ impl Filter {
     }
 
     /// Whether a record of `source` (`harness`, now at `path`) is wanted.
-    pub fn matches(&self, harness: &str, path: &Path, source: i64) -> bool {
+    pub(crate) fn matches(&self, harness: &str, path: &Path, source: i64) -> bool {
         self.harness.as_ref().is_none_or(|h| h == harness)
             && self.path.as_ref().is_none_or(|p| path.starts_with(p))
             && self.sources.as_ref().is_none_or(|s| s.contains(&source))

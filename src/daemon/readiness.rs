@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 const STATUS_EVERY: Duration = Duration::from_secs(1);
 
 /// The daemon's link to systemd (or any manager speaking the protocol).
-pub struct ServiceManager {
+pub(crate) struct ServiceManager {
     enabled: bool,
     /// Half the watchdog timeout, as systemd recommends; `None` when no watchdog is set.
     ping_every: Option<Duration>,
@@ -29,7 +29,7 @@ struct Sent {
 
 impl ServiceManager {
     /// Reads `NOTIFY_SOCKET`, `WATCHDOG_USEC` and `WATCHDOG_PID`.
-    pub fn from_env() -> ServiceManager {
+    pub(crate) fn from_env() -> ServiceManager {
         let enabled = std::env::var_os("NOTIFY_SOCKET").is_some();
         let ping_every = sd_notify::watchdog_enabled()
             .filter(|_| enabled)
@@ -47,17 +47,17 @@ impl ServiceManager {
     }
 
     /// True when a service manager listens (`NOTIFY_SOCKET` is set): status lines reach it.
-    pub fn listening(&self) -> bool {
+    pub(crate) fn listening(&self) -> bool {
         self.enabled
     }
 
     /// How often the work loop must call [`ServiceManager::watchdog`], if at all.
-    pub fn ping_every(&self) -> Option<Duration> {
+    pub(crate) fn ping_every(&self) -> Option<Duration> {
         self.ping_every
     }
 
     /// The daemon is ready: its watches are in place.
-    pub fn ready(&self, status: &str) {
+    pub(crate) fn ready(&self, status: &str) {
         self.send(&[NotifyState::Ready, NotifyState::Status(status)]);
         let mut sent = self.sent();
         sent.status = Some(Instant::now());
@@ -68,7 +68,7 @@ impl ServiceManager {
     /// set) it is held back instead, replacing any line held back before, and sent by
     /// [`ServiceManager::send_held_back_status`] once the second is over: the last word is
     /// never lost to the throttle.
-    pub fn status(&self, text: &str, now: bool) {
+    pub(crate) fn status(&self, text: &str, now: bool) {
         if !self.enabled {
             return;
         }
@@ -85,7 +85,7 @@ impl ServiceManager {
     }
 
     /// How long until a held-back status line is due; `None` when none is held back.
-    pub fn held_back_status_due(&self) -> Option<Duration> {
+    pub(crate) fn held_back_status_due(&self) -> Option<Duration> {
         let sent = self.sent();
         sent.pending.as_ref()?;
         let since = sent.status.map_or(STATUS_EVERY, |t| t.elapsed());
@@ -93,7 +93,7 @@ impl ServiceManager {
     }
 
     /// Sends the status line held back by the throttle, if there is one.
-    pub fn send_held_back_status(&self) {
+    pub(crate) fn send_held_back_status(&self) {
         let text = {
             let mut sent = self.sent();
             let Some(text) = sent.pending.take() else {
@@ -107,7 +107,7 @@ impl ServiceManager {
 
     /// Keeps the watchdog fed; sends a keep-alive when half the timeout has passed. Called
     /// from the loop that does the work, so that a wedged loop stops feeding it.
-    pub fn watchdog(&self) {
+    pub(crate) fn watchdog(&self) {
         let Some(every) = self.ping_every else { return };
         {
             let mut sent = self.sent();
@@ -120,12 +120,12 @@ impl ServiceManager {
     }
 
     /// The daemon is stopping.
-    pub fn stopping(&self) {
+    pub(crate) fn stopping(&self) {
         self.send(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
     }
 
     /// The daemon is reloading its configuration; `reloaded` follows.
-    pub fn reloading(&self) {
+    pub(crate) fn reloading(&self) {
         // systemd matches a reload to its request by this timestamp (systemd.service(5)).
         match NotifyState::monotonic_usec_now() {
             Ok(now) => self.send(&[NotifyState::Reloading, now]),
@@ -134,7 +134,7 @@ impl ServiceManager {
     }
 
     /// The reload is done.
-    pub fn reloaded(&self, status: &str) {
+    pub(crate) fn reloaded(&self, status: &str) {
         self.ready(status);
     }
 

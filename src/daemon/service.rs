@@ -16,13 +16,13 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-pub use launchd::render_plist;
-pub use systemd::render_unit;
+pub(crate) use launchd::render_plist;
+pub(crate) use systemd::render_unit;
 
 /// Which service manager runs the daemon.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Manager {
+pub(crate) enum Manager {
     /// A systemd user unit, driven with `systemctl --user`.
     Systemd,
     /// A launchd agent in the user's GUI domain, driven with `launchctl`.
@@ -31,7 +31,7 @@ pub enum Manager {
 
 impl Manager {
     /// This platform's: launchd on macOS, systemd elsewhere.
-    pub fn native() -> Manager {
+    pub(crate) fn native() -> Manager {
         if cfg!(target_os = "macos") {
             Manager::Launchd
         } else {
@@ -42,7 +42,7 @@ impl Manager {
 
 /// What a service definition is made of, given explicitly so it renders the same anywhere.
 #[derive(Clone, Debug)]
-pub struct Definition {
+pub(crate) struct Definition {
     /// The absolute path of the binary the service runs.
     pub binary: PathBuf,
     /// The absolute path of the archive; its directory is the only one the service writes.
@@ -61,14 +61,14 @@ pub struct Definition {
 
 impl Definition {
     /// The archive's directory.
-    pub fn archive_dir(&self) -> PathBuf {
+    pub(crate) fn archive_dir(&self) -> PathBuf {
         archive_dir_of(&self.archive)
     }
 }
 
 /// A service definition together with where it is installed.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub(crate) struct Target {
     /// The service manager.
     pub manager: Manager,
     /// What the service runs.
@@ -83,7 +83,7 @@ impl Target {
     /// The target for this binary (`std::env::current_exe`) and `archive`, with the home
     /// directory and `$XDG_CONFIG_HOME` from `env`. `Err` without HOME, or when this binary's
     /// path cannot be found.
-    pub fn for_this_binary(
+    pub(crate) fn for_this_binary(
         manager: Manager,
         archive: PathBuf,
         pass_archive: bool,
@@ -108,7 +108,7 @@ impl Target {
     }
 
     /// Where the service file goes.
-    pub fn file(&self) -> PathBuf {
+    pub(crate) fn file(&self) -> PathBuf {
         let home = &self.definition.home;
         match self.manager {
             Manager::Systemd => systemd::unit_path(home, self.config_home.as_deref()),
@@ -117,7 +117,7 @@ impl Target {
     }
 
     /// The service file's text.
-    pub fn contents(&self) -> Result<String> {
+    pub(crate) fn contents(&self) -> Result<String> {
         match self.manager {
             Manager::Systemd => render_unit(&self.definition),
             Manager::Launchd => render_plist(&self.definition),
@@ -127,7 +127,7 @@ impl Target {
 
 /// How the service file on disk compares with the one to install.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FileState {
+pub(crate) enum FileState {
     /// There is none.
     Missing,
     /// It holds exactly the text to install.
@@ -138,7 +138,7 @@ pub enum FileState {
 
 /// One thing `install` or `uninstall` does.
 #[derive(Debug)]
-pub enum Step {
+pub(crate) enum Step {
     /// Create a directory and its parents, unless it exists.
     CreateDir(PathBuf),
     /// Create the archive's directory (0700) as `run` would, unless it exists; the path is
@@ -161,7 +161,7 @@ pub enum Step {
 /// Writes the service file and has the service manager enable and start the service; with
 /// `dry_run`, prints the steps instead. Installing again is harmless: an unchanged file is
 /// left as it is and the service is still made sure to be enabled and running.
-pub fn install(target: &Target, dry_run: bool, out: &mut dyn Write) -> Result<()> {
+pub(crate) fn install(target: &Target, dry_run: bool, out: &mut dyn Write) -> Result<()> {
     let steps = install_steps(target)?;
     perform(&steps, dry_run, out)
 }
@@ -227,7 +227,7 @@ fn logs_hint(target: &Target) -> String {
 
 /// Stops and disables the service and removes its file; with `dry_run`, prints the steps
 /// instead. The archive is never touched, and the output says so.
-pub fn uninstall(target: &Target, dry_run: bool, out: &mut dyn Write) -> Result<()> {
+pub(crate) fn uninstall(target: &Target, dry_run: bool, out: &mut dyn Write) -> Result<()> {
     let file = target.file();
     let mut steps = if file.exists() {
         match target.manager {
@@ -343,7 +343,7 @@ fn plain_text(path: &Path) -> Result<&str> {
 /// What the service manager says about the service.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub enum ManagerState {
+pub(crate) enum ManagerState {
     /// `--dry-run`: the command that would ask.
     NotAsked {
         /// The command line.
@@ -376,7 +376,7 @@ pub enum ManagerState {
 
 /// Whether the service is installed, what it runs, and what its manager says.
 #[derive(Clone, Debug, Serialize)]
-pub struct Status {
+pub(crate) struct Status {
     /// The service manager.
     pub manager: Manager,
     /// Where the service file is, or would be.
@@ -394,7 +394,7 @@ pub struct Status {
 /// Looks at the service file and, unless `dry_run`, asks the service manager. An unreachable
 /// or failing service manager is part of the answer, not an `Err`; `Err` only when the file
 /// exists but cannot be read.
-pub fn status(target: &Target, dry_run: bool) -> Result<Status> {
+pub(crate) fn status(target: &Target, dry_run: bool) -> Result<Status> {
     let file = target.file();
     let text = match fs::read_to_string(&file) {
         Ok(text) => Some(text),
@@ -443,7 +443,7 @@ fn ask_manager(target: &Target, dry_run: bool) -> ManagerState {
 }
 
 /// Prints a [`Status`] for people.
-pub fn write_status(out: &mut dyn Write, st: &Status) -> std::io::Result<()> {
+pub(crate) fn write_status(out: &mut dyn Write, st: &Status) -> std::io::Result<()> {
     if st.installed {
         writeln!(out, "installed: {}", st.file.display())?;
     } else {

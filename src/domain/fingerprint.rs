@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 
 /// The length of each marker window: the first and the last bytes before a cursor.
-pub const MARKER_WINDOW: u64 = 1024;
+pub(crate) const MARKER_WINDOW: u64 = 1024;
 
 /// One file identity: (device, inode). A source is one identity; its path is an attribute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

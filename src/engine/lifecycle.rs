@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 /// One thing that happens to a source.
 #[derive(Debug)]
-pub enum Change {
+pub(crate) enum Change {
     /// A new source, found at `row.path`, starting at `row.cursor`.
     Seeded {
         /// The new source, with its id.
@@ -78,7 +78,7 @@ pub enum Change {
 
 /// What a new source did with a prefix mark on its identity.
 #[derive(Debug)]
-pub enum MarkUse {
+pub(crate) enum MarkUse {
     /// There was none.
     None,
     /// It starts at the mark, which is used up.
@@ -90,7 +90,7 @@ pub enum MarkUse {
 /// Applies `change` to source `id`: its row in `sources` and what records it in `tx`.
 /// Returns how many rejects it recorded (the batch's, or the held-back bytes of an ended
 /// generation).
-pub fn apply(sources: &mut Sources, tx: &mut Commit, id: SourceId, change: Change) -> u64 {
+pub(crate) fn apply(sources: &mut Sources, tx: &mut Commit, id: SourceId, change: Change) -> u64 {
     if let Change::Seeded { row, detail, mark } = change {
         seeded(sources, tx, row, &detail, mark);
         return 0;

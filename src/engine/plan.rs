@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 /// How a file found by the scan relates to the archive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Plan {
+pub(crate) enum Plan {
     /// Its identity belongs to this source (found where it was, moved, or come back).
     Known(SourceId),
     /// Its identity is new, but this live source had its path: a replacement, or the same
@@ -26,7 +26,7 @@ pub enum Plan {
 }
 
 /// A file and its plan.
-pub struct Planned {
+pub(crate) struct Planned {
     /// The file as the scan found it.
     pub candidate: Candidate,
     /// What it is.
@@ -40,7 +40,7 @@ pub struct Planned {
 ///
 /// Returns the files in path order, those of known identities first, with the live sources
 /// they claim; a file found under a second path is planned once. `Err` is `marked`'s.
-pub fn plan(
+pub(crate) fn plan(
     sources: &Sources,
     mut candidates: Vec<Candidate>,
     marked: &dyn Fn(Identity) -> Result<bool>,
@@ -108,7 +108,7 @@ fn plan_unknown(
 }
 
 /// The plan for a file whose path, when opened, named another inode than the scan saw.
-pub fn replan(sources: &Sources, identity: Identity, path: &Path) -> Plan {
+pub(crate) fn replan(sources: &Sources, identity: Identity, path: &Path) -> Plan {
     match sources.live_by_identity(identity, path) {
         Some(id) => Plan::Known(id),
         None => Plan::New,
@@ -117,7 +117,7 @@ pub fn replan(sources: &Sources, identity: Identity, path: &Path) -> Plan {
 
 /// True when `src` is found at `path` and its recorded path no longer names its identity:
 /// the file moved (rather than being reachable by two paths).
-pub fn moved(src: &SourceRow, path: &Path) -> bool {
+pub(crate) fn moved(src: &SourceRow, path: &Path) -> bool {
     if src.path == path {
         return false;
     }

@@ -31,7 +31,7 @@ impl Progress {
 
 /// How a backfill's progress is shown.
 #[derive(Clone, Copy, Debug)]
-pub enum ProgressShow {
+pub(crate) enum ProgressShow {
     /// A bar on stderr (a person is watching a terminal).
     Bar,
     /// An info line at most this often.
@@ -40,7 +40,7 @@ pub enum ProgressShow {
 
 impl ProgressShow {
     /// A bar when stderr is a terminal, else a log line every `every`.
-    pub fn for_stderr(every: Duration) -> ProgressShow {
+    pub(crate) fn for_stderr(every: Duration) -> ProgressShow {
         match Destination::of_stderr() {
             Destination::Terminal => ProgressShow::Bar,
             Destination::Journal | Destination::Plain => ProgressShow::Log(every),
@@ -48,7 +48,7 @@ impl ProgressShow {
     }
 
     /// Starts showing a pass that begins now.
-    pub fn start(self) -> ProgressDisplay {
+    pub(crate) fn start(self) -> ProgressDisplay {
         let started = Instant::now();
         match self {
             ProgressShow::Bar => ProgressDisplay::Bar { bar: None },
@@ -62,7 +62,7 @@ impl ProgressShow {
 }
 
 /// A progress display for one pass.
-pub enum ProgressDisplay {
+pub(crate) enum ProgressDisplay {
     /// The bar, made once the totals are known (a pass with nothing to read shows none).
     Bar {
         /// The bar, once there is something to show.
@@ -81,7 +81,7 @@ pub enum ProgressDisplay {
 
 impl ProgressDisplay {
     /// Shows `p`.
-    pub fn update(&mut self, p: &Progress) {
+    pub(crate) fn update(&mut self, p: &Progress) {
         match self {
             ProgressDisplay::Bar { bar } => update_bar(bar, p),
             ProgressDisplay::Log {

@@ -16,12 +16,12 @@ use std::path::PathBuf;
 
 /// A harness's backlog smaller than this is not sampled: it is soon archived, and the
 /// dictionaries trained from what was committed serve it.
-pub const MIN_BACKLOG: u64 = 64 << 20;
+pub(crate) const MIN_BACKLOG: u64 = 64 << 20;
 
 /// How many bytes of samples are gathered for one harness, at most: as many as the archive
 /// keeps from the records it stores. On the real-shaped corpus, twice as many gave the same
 /// ratio at twice the training time (BENCHMARKS.md).
-pub const BUDGET: usize = crate::archive::SAMPLE_BYTES;
+pub(crate) const BUDGET: usize = crate::archive::SAMPLE_BYTES;
 
 /// How many places are sampled: each gives at most `BUDGET / PLACES` bytes of lines.
 const PLACES: u64 = 512;
@@ -31,7 +31,7 @@ const MIN_LINE: usize = crate::archive::MIN_COMPRESSED;
 
 /// The bytes `[from, to)` of the file at `path`, about to be read.
 #[derive(Clone, Debug)]
-pub struct Span {
+pub(crate) struct Span {
     /// The file.
     pub path: PathBuf,
     /// Where reading it starts: a line's start (a cursor, or 0).
@@ -42,7 +42,7 @@ pub struct Span {
 
 impl Span {
     /// How many bytes of it are to be read.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.to.saturating_sub(self.from)
     }
 }
@@ -52,7 +52,7 @@ impl Span {
 /// share of the budget ends (a sample is a record's start, as the archive samples records).
 /// Only lines that begin within a span are taken. Each file is opened once; one that cannot
 /// be opened, or is no longer a regular file, gives none.
-pub fn spread(spans: &[Span]) -> Vec<Vec<u8>> {
+pub(crate) fn spread(spans: &[Span]) -> Vec<Vec<u8>> {
     let total: u64 = spans.iter().map(Span::len).sum();
     let share = BUDGET / PLACES as usize;
     let mut samples = Vec::new();

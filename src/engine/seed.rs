@@ -13,7 +13,7 @@ use std::path::Path;
 
 /// Which rule placed a source's cursor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SeedOrigin {
+pub(crate) enum SeedOrigin {
     /// The cursor stored in the archive.
     Persisted,
     /// A prefix mark recorded by `seed`.
@@ -37,7 +37,7 @@ impl fmt::Display for SeedOrigin {
 
 /// Where a new source starts, and why.
 #[derive(Clone, Debug)]
-pub struct Seed {
+pub(crate) struct Seed {
     /// The starting cursor.
     pub position: Position,
     /// The rule that chose it.
@@ -51,7 +51,7 @@ pub struct Seed {
 /// Chooses where a new source with handle `file` (of `size` bytes) starts: its prefix mark if
 /// one is recorded for its identity and still matches, else the start policy (`end` only when
 /// `first_scan`).
-pub fn seed_new_source(
+pub(crate) fn seed_new_source(
     archive: &Archive,
     file: &File,
     size: u64,
@@ -116,7 +116,7 @@ fn verify_mark(file: &File, size: u64, mark: &PrefixMark) -> std::io::Result<Opt
 
 /// What `transcript-sync seed` recorded.
 #[derive(Clone, Debug)]
-pub struct Seeded {
+pub(crate) struct Seeded {
     /// The resolved offset: history ends here.
     pub offset: u64,
     /// Complete records in the prefix.
@@ -131,7 +131,7 @@ pub struct Seeded {
 /// once, against the bytes on disk now: without `prefix_bytes`, the end of the last complete
 /// record; inside a complete record, the end of that record; past the last complete record,
 /// that record's end. Refused for an identity the archive already tracks.
-pub fn seed_prefix(
+pub(crate) fn seed_prefix(
     archive: &mut Archive,
     path: &Path,
     prefix_bytes: Option<u64>,

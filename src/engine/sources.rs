@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 /// All sources, with indexes kept in step with every change.
 #[derive(Default)]
-pub struct Sources {
+pub(crate) struct Sources {
     rows: HashMap<SourceId, SourceRow>,
     by_identity: HashMap<Identity, Vec<SourceId>>,
     by_path: HashMap<PathBuf, SourceId>,
@@ -15,7 +15,7 @@ pub struct Sources {
 
 impl Sources {
     /// Builds the table from the archive's rows.
-    pub fn new(rows: Vec<SourceRow>) -> Sources {
+    pub(crate) fn new(rows: Vec<SourceRow>) -> Sources {
         let mut sources = Sources::default();
         for row in rows {
             sources.put(row);
@@ -24,12 +24,12 @@ impl Sources {
     }
 
     /// The source with this id.
-    pub fn get(&self, id: SourceId) -> Option<&SourceRow> {
+    pub(crate) fn get(&self, id: SourceId) -> Option<&SourceRow> {
         self.rows.get(&id)
     }
 
     /// Every source.
-    pub fn iter(&self) -> impl Iterator<Item = &SourceRow> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &SourceRow> {
         self.rows.values()
     }
 
@@ -40,7 +40,7 @@ impl Sources {
     /// a path they were never written at. Such a file is matched by its path instead. A
     /// source whose cursor row is invalid keeps its identity wherever the file is, so that no
     /// new source reads the file again from its start.
-    pub fn live_by_identity(&self, identity: Identity, path: &Path) -> Option<SourceId> {
+    pub(crate) fn live_by_identity(&self, identity: Identity, path: &Path) -> Option<SourceId> {
         let ids = self.by_identity.get(&identity)?;
         let live = || ids.iter().copied().filter(|id| !self.rows[id].gone);
         let followed = |id: &SourceId| {
@@ -54,20 +54,20 @@ impl Sources {
 
     /// The newest gone source that owned `identity` (its file may have come back, or the
     /// inode may have been reused by another file).
-    pub fn gone_by_identity(&self, identity: Identity) -> Option<SourceId> {
+    pub(crate) fn gone_by_identity(&self, identity: Identity) -> Option<SourceId> {
         let ids = self.by_identity.get(&identity)?;
         ids.iter().copied().filter(|id| self.rows[id].gone).max()
     }
 
     /// The live source whose current path is `path`.
-    pub fn live_by_path(&self, path: &Path) -> Option<SourceId> {
+    pub(crate) fn live_by_path(&self, path: &Path) -> Option<SourceId> {
         let id = *self.by_path.get(path)?;
         let row = &self.rows[&id];
         (!row.gone && row.path == path).then_some(id)
     }
 
     /// Inserts or replaces a source, updating the indexes.
-    pub fn put(&mut self, row: SourceRow) {
+    pub(crate) fn put(&mut self, row: SourceRow) {
         if let Some(old) = self.rows.remove(&row.id) {
             if let Some(ids) = self.by_identity.get_mut(&old.identity) {
                 ids.retain(|&id| id != old.id);

@@ -6,10 +6,10 @@ use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// Reads an environment variable.
-pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(crate) type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// `HOME`; `Err(NoHome)` when it is unset or empty.
-pub fn home(env: Env) -> Result<PathBuf> {
+pub(crate) fn home(env: Env) -> Result<PathBuf> {
     env("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
@@ -17,7 +17,7 @@ pub fn home(env: Env) -> Result<PathBuf> {
 }
 
 /// `~` and `~/rest` under `HOME`; any other path as it is.
-pub fn expand_tilde(path: &Path, env: Env) -> Result<PathBuf> {
+pub(crate) fn expand_tilde(path: &Path, env: Env) -> Result<PathBuf> {
     match path.strip_prefix("~") {
         Ok(rest) => Ok(home(env)?.join(rest)),
         Err(_) => Ok(path.to_owned()),
@@ -26,12 +26,12 @@ pub fn expand_tilde(path: &Path, env: Env) -> Result<PathBuf> {
 
 /// An XDG base directory variable (`XDG_CONFIG_HOME`, `XDG_DATA_HOME`), when it is set to an
 /// absolute path: the XDG spec says a relative value is invalid and to be ignored.
-pub fn xdg_var(env: Env, var: &str) -> Option<PathBuf> {
+pub(crate) fn xdg_var(env: Env, var: &str) -> Option<PathBuf> {
     env(var).filter(|d| d.starts_with('/')).map(PathBuf::from)
 }
 
 /// An XDG base directory: `$var`, else `~/fallback` (such as `.config`).
-pub fn xdg_dir(env: Env, var: &str, fallback: &str) -> Result<PathBuf> {
+pub(crate) fn xdg_dir(env: Env, var: &str, fallback: &str) -> Result<PathBuf> {
     match xdg_var(env, var) {
         Some(dir) => Ok(dir),
         None => Ok(home(env)?.join(fallback)),

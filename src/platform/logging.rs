@@ -8,14 +8,14 @@ use std::io::Write;
 use std::sync::OnceLock;
 
 /// Every progress bar on stderr belongs to this set, so that log lines can suspend them.
-pub fn bars() -> &'static MultiProgress {
+pub(crate) fn bars() -> &'static MultiProgress {
     static BARS: OnceLock<MultiProgress> = OnceLock::new();
     BARS.get_or_init(MultiProgress::new)
 }
 
 /// Where stderr goes, as far as log formatting cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Destination {
+pub(crate) enum Destination {
     /// systemd's journal: `JOURNAL_STREAM` names the stderr we have.
     Journal,
     /// A terminal: a person is watching.
@@ -26,7 +26,7 @@ pub enum Destination {
 
 impl Destination {
     /// Finds out where stderr goes now.
-    pub fn of_stderr() -> Destination {
+    pub(crate) fn of_stderr() -> Destination {
         use std::io::IsTerminal;
         if journal_is_stderr(std::env::var("JOURNAL_STREAM").ok().as_deref()) {
             Destination::Journal
@@ -92,7 +92,7 @@ impl Log for Logger {
 /// Installs the logger. `RUST_LOG`, when set, decides what is logged (module filters
 /// included) and `level` is ignored; otherwise `level` does, and [`set_level`] can change it
 /// later. Call once, before anything logs.
-pub fn init(level: LevelFilter) {
+pub(crate) fn init(level: LevelFilter) {
     let destination = Destination::of_stderr();
     let mut builder = env_logger::Builder::new();
     match std::env::var("RUST_LOG") {
@@ -129,7 +129,7 @@ fn rust_log_set() -> bool {
 
 /// Changes the log level, unless `RUST_LOG` decides it. `Ok(())` when changed; `Err` says why
 /// not.
-pub fn set_level(level: LevelFilter) -> Result<(), &'static str> {
+pub(crate) fn set_level(level: LevelFilter) -> Result<(), &'static str> {
     if rust_log_set() {
         return Err("RUST_LOG is set and wins over log_level");
     }

@@ -10,7 +10,7 @@ use std::path::Path;
 /// that wakes takes the core at once, and which gets almost nothing of a core that other
 /// threads keep busy (a weight of 3, against 1,024 at nice 0). An unprivileged thread cannot
 /// leave it again, and the threads it starts are in it too. Elsewhere it does nothing.
-pub fn idle_thread_policy() -> io::Result<()> {
+pub(crate) fn idle_thread_policy() -> io::Result<()> {
     #[cfg(target_os = "linux")]
     thread_policy(libc::SCHED_IDLE)?;
     Ok(())
@@ -18,7 +18,7 @@ pub fn idle_thread_policy() -> io::Result<()> {
 
 /// How long the calling thread has waited for a core, in all, while it could run: the second
 /// field of Linux's `/proc/thread-self/schedstat`. `None` where there is none.
-pub fn thread_core_wait() -> Option<std::time::Duration> {
+pub(crate) fn thread_core_wait() -> Option<std::time::Duration> {
     core_wait_of(&std::fs::read_to_string("/proc/thread-self/schedstat").ok()?)
 }
 
@@ -34,7 +34,7 @@ fn core_wait_of(schedstat: &str) -> Option<std::time::Duration> {
 /// thread to sleep or for its slice to end. Linux only (`SCHED_BATCH`: unlike `SCHED_IDLE`, an
 /// unprivileged thread may leave it again, and other programs' threads do not starve it);
 /// elsewhere it does nothing.
-pub fn batch_thread_policy() -> io::Result<()> {
+pub(crate) fn batch_thread_policy() -> io::Result<()> {
     #[cfg(target_os = "linux")]
     thread_policy(libc::SCHED_BATCH)?;
     Ok(())
@@ -55,20 +55,20 @@ fn thread_policy(policy: libc::c_int) -> io::Result<()> {
 
 /// Renames `from` to `to` unless `to` exists: `Err` with `ErrorKind::AlreadyExists` then
 /// (`renameat2` with `RENAME_NOREPLACE` on Linux, `renameatx_np` with `RENAME_EXCL` on macOS).
-pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+pub(crate) fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
     use rustix::fs::{CWD, RenameFlags, renameat_with};
     renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE).map_err(io::Error::from)
 }
 
 /// The width of the terminal on stdout, when stdout is one.
-pub fn terminal_width() -> Option<usize> {
+pub(crate) fn terminal_width() -> Option<usize> {
     let size = rustix::termios::tcgetwinsize(io::stdout()).ok()?;
     (size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
 /// Free and total space of a filesystem, in bytes.
 #[derive(Clone, Copy, Debug)]
-pub struct Space {
+pub(crate) struct Space {
     /// Bytes an unprivileged user can still write.
     pub available: u64,
     /// The filesystem's size.
@@ -78,7 +78,7 @@ pub struct Space {
 /// `statvfs(path)`: the space of the filesystem holding `path`.
 // The field types differ by platform (`fsblkcnt_t` is 32 bits on macOS).
 #[allow(clippy::useless_conversion)]
-pub fn space(path: &Path) -> io::Result<Space> {
+pub(crate) fn space(path: &Path) -> io::Result<Space> {
     let st = rustix::fs::statvfs(path)?;
     let frsize = u64::from(st.f_frsize);
     Ok(Space {
@@ -118,7 +118,7 @@ const NETWORK: &[&str] = &["nfs", "smbfs", "afpfs", "webdav", "macfuse", "osxfus
 
 /// The network filesystem `path` is on, by name, or `None` for a local one.
 #[cfg(target_os = "linux")]
-pub fn network_filesystem(path: &Path) -> io::Result<Option<&'static str>> {
+pub(crate) fn network_filesystem(path: &Path) -> io::Result<Option<&'static str>> {
     let magic = rustix::fs::statfs(path)?.f_type as u64;
     Ok(network_kind(magic))
 }
@@ -147,30 +147,30 @@ pub fn network_filesystem(_path: &Path) -> io::Result<Option<&'static str>> {
 }
 
 /// True when this user may both read and write `path` (`access(R_OK | W_OK)`).
-pub fn can_read_and_write(path: &Path) -> bool {
+pub(crate) fn can_read_and_write(path: &Path) -> bool {
     use rustix::fs::Access;
     rustix::fs::access(path, Access::READ_OK | Access::WRITE_OK).is_ok()
 }
 
 /// The real user id.
-pub fn uid() -> u32 {
+pub(crate) fn uid() -> u32 {
     rustix::process::getuid().as_raw()
 }
 
 /// The effective user id.
-pub fn effective_uid() -> u32 {
+pub(crate) fn effective_uid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
 
 /// Writes to file descriptor 1 directly, without std's stdout buffer (so that two writers
 /// sharing it cannot reorder each other's bytes). Returns how many bytes were written.
-pub fn write_stdout(buf: &[u8]) -> io::Result<usize> {
+pub(crate) fn write_stdout(buf: &[u8]) -> io::Result<usize> {
     Ok(rustix::io::write(io::stdout().as_fd(), buf)?)
 }
 
 /// stdout's pipe capacity, when stdout is a pipe whose capacity can be read (Linux).
 #[cfg(target_os = "linux")]
-pub fn stdout_pipe_capacity() -> Option<usize> {
+pub(crate) fn stdout_pipe_capacity() -> Option<usize> {
     let stdout = io::stdout();
     let stat = rustix::fs::fstat(stdout.as_fd()).ok()?;
     let fifo = rustix::fs::FileType::from_raw_mode(stat.st_mode) == rustix::fs::FileType::Fifo;
@@ -186,14 +186,14 @@ pub fn stdout_pipe_capacity() -> Option<usize> {
 }
 
 /// How many bytes written to stdout its reader has not read yet (`FIONREAD`).
-pub fn stdout_unread() -> io::Result<u64> {
+pub(crate) fn stdout_unread() -> io::Result<u64> {
     Ok(rustix::io::ioctl_fionread(io::stdout().as_fd())?)
 }
 
 /// The user id of the process at the other end of a Unix socket (`SO_PEERCRED` on Linux,
 /// `getpeereid` on macOS).
 #[cfg(target_os = "linux")]
-pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
+pub(crate) fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
     Ok(rustix::net::sockopt::socket_peercred(socket)?.uid.as_raw())
 }
 
@@ -213,7 +213,7 @@ pub fn peer_uid(socket: &impl AsFd) -> io::Result<u32> {
 
 /// Whether the other end of a socket has hung up (`poll` says `POLLHUP` or `POLLERR`), as
 /// opposed to having only shut down its writing side.
-pub fn hung_up(socket: &impl AsFd) -> bool {
+pub(crate) fn hung_up(socket: &impl AsFd) -> bool {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let mut fds = [PollFd::new(socket, PollFlags::empty())];
     let now = Timespec {
@@ -228,11 +228,11 @@ pub fn hung_up(socket: &impl AsFd) -> bool {
 
 /// The environment variable that names this machine instead of its host name (in what it
 /// ships, and in `--machine`).
-pub const MACHINE_NAME: &str = "TRANSCRIPT_SYNC_MACHINE_NAME";
+pub(crate) const MACHINE_NAME: &str = "TRANSCRIPT_SYNC_MACHINE_NAME";
 
 /// This machine's name: [`MACHINE_NAME`] when set, else the host's name (`uname -n`),
 /// lossily as UTF-8; a label only.
-pub fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     if let Some(name) = std::env::var_os(MACHINE_NAME).filter(|n| !n.is_empty()) {
         return name.to_string_lossy().into_owned();
     }

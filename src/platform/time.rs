@@ -4,7 +4,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// A time given in Unix ms as RFC 3339 UTC, to the second.
-pub fn format_time(ms: i64) -> String {
+pub(crate) fn format_time(ms: i64) -> String {
     // humantime writes years up to 9999 only.
     const LAST: i64 = 253_402_300_799_999;
     let t = UNIX_EPOCH + Duration::from_millis(ms.clamp(0, LAST) as u64);
@@ -12,7 +12,7 @@ pub fn format_time(ms: i64) -> String {
 }
 
 /// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// Opens `path` read-only without following a final symlink and without blocking: a FIFO or
 /// socket that took a transcript's name between `lstat` and `open` cannot stall the reader.
 /// The caller must `fstat` the handle and read only if it is a regular file.
-pub fn open_regular(path: &Path) -> io::Result<File> {
+pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
@@ -31,7 +31,7 @@ pub fn open_regular(path: &Path) -> io::Result<File> {
 /// [`Kept::close_idle`] runs (every read does); a full pass (every deletion makes one, and every
 /// rescan) also closes the handles of files deleted or replaced.
 #[derive(Default)]
-pub struct Kept {
+pub(crate) struct Kept {
     files: HashMap<PathBuf, KeptFile>,
 }
 
@@ -49,22 +49,22 @@ fn access(meta: &Metadata) -> (u32, u32, u32) {
 }
 
 /// The most transcripts kept open.
-pub const MAX_KEPT: usize = 64;
+pub(crate) const MAX_KEPT: usize = 64;
 
 /// How long a transcript is kept open after its last read.
-pub const IDLE: Duration = Duration::from_secs(5);
+pub(crate) const IDLE: Duration = Duration::from_secs(5);
 
 impl Kept {
     /// The handle kept for `path`, when the path still names the file it was opened on, with
     /// the same mode and owner; a handle that no longer fits is closed.
-    pub fn take(&mut self, path: &Path) -> Option<File> {
+    pub(crate) fn take(&mut self, path: &Path) -> Option<File> {
         let kept = self.files.remove(path)?;
         let now = std::fs::symlink_metadata(path).ok()?;
         (kept.identity == Identity::of(&now) && kept.access == access(&now)).then_some(kept.file)
     }
 
     /// Keeps `file`, opened on `path` and described by `meta` (an `fstat` of it).
-    pub fn keep(&mut self, path: &Path, file: File, meta: &Metadata) {
+    pub(crate) fn keep(&mut self, path: &Path, file: File, meta: &Metadata) {
         if self.files.len() >= MAX_KEPT && !self.files.contains_key(path) {
             let oldest = (self.files.iter())
                 .min_by_key(|(_, k)| k.used)
@@ -83,12 +83,12 @@ impl Kept {
     }
 
     /// Closes the handle kept for `path`, if any.
-    pub fn forget(&mut self, path: &Path) {
+    pub(crate) fn forget(&mut self, path: &Path) {
         self.files.remove(path);
     }
 
     /// Closes every handle not read for [`IDLE`].
-    pub fn close_idle(&mut self) {
+    pub(crate) fn close_idle(&mut self) {
         self.files.retain(|_, k| k.used.elapsed() < IDLE);
     }
 
@@ -96,7 +96,7 @@ impl Kept {
     /// file (one `lstat` each). A deleted file's handle must not outlive the deletion's pass:
     /// it would keep the file's space, and keep its directory from being reported deleted
     /// (inotify says a directory is deleted once nothing inside it is open).
-    pub fn close_stale(&mut self) {
+    pub(crate) fn close_stale(&mut self) {
         self.close_idle();
         self.files.retain(|path, k| {
             std::fs::symlink_metadata(path).is_ok_and(|m| Identity::of(&m) == k.identity)

@@ -33,7 +33,7 @@ pub fn validate_slowly(record: &[u8]) -> Result<(), String> {
 /// `record` as a JSON value, for readers of its fields (the session index, `show`): a lone
 /// surrogate escape, which serde_json refuses, reads as U+FFFD (and so does every surrogate
 /// escape of a record that has one). `None` for bytes that are not a record.
-pub fn parse_value(record: &[u8]) -> Option<serde_json::Value> {
+pub(crate) fn parse_value(record: &[u8]) -> Option<serde_json::Value> {
     serde_json::from_slice(record)
         .or_else(|_| serde_json::from_slice(&with_surrogates_replaced(record)))
         .ok()
@@ -105,7 +105,7 @@ pub fn reference_accepts(bytes: &[u8]) -> bool {
 }
 
 /// True for a line with nothing but white space: not a record, skipped and counted.
-pub fn is_blank(line: &[u8]) -> bool {
+pub(crate) fn is_blank(line: &[u8]) -> bool {
     line.iter().all(u8::is_ascii_whitespace)
 }
 

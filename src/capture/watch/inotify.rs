@@ -31,7 +31,7 @@ fn mask() -> WatchFlags {
 }
 
 /// An inotify instance and the directories it watches.
-pub struct Inotify {
+pub(super) struct Inotify {
     fd: OwnedFd,
     dirs: Mutex<Dirs>,
 }
@@ -45,7 +45,7 @@ struct Dirs {
 
 impl Inotify {
     /// A new instance, non-blocking (it is read until it would block).
-    pub fn new() -> Result<Arc<Inotify>, WatchError> {
+    pub(super) fn new() -> Result<Arc<Inotify>, WatchError> {
         let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK)
             .map_err(WatchError::from_errno)?;
         Ok(Arc::new(Inotify {
@@ -55,7 +55,7 @@ impl Inotify {
     }
 
     /// What the engine polls.
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
@@ -66,7 +66,7 @@ impl Inotify {
 
     /// Reads every queued event and reports each as what it means for the daemon. An event
     /// of a watch removed meanwhile is dropped: whoever removed it has the engine rescan.
-    pub fn read(&self, mut seen: impl FnMut(Seen)) {
+    pub(super) fn read(&self, mut seen: impl FnMut(Seen)) {
         let mut buf = [MaybeUninit::<u8>::uninit(); 16 * 1024];
         let mut events = inotify::Reader::new(&self.fd, &mut buf);
         let mut dirs = self.dirs();

@@ -9,11 +9,11 @@ use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 use std::path::Path;
 
 /// A `notify` watcher whose events go to `link`.
-pub struct Portable(RecommendedWatcher);
+pub(super) struct Portable(RecommendedWatcher);
 
 impl Portable {
     /// Starts notify's thread; its events are marked through `link`.
-    pub fn start(link: Link) -> Result<Portable, WatchError> {
+    pub(super) fn start(link: Link) -> Result<Portable, WatchError> {
         let handler = move |res: notify::Result<Event>| on_event(res, &link);
         notify::recommended_watcher(handler)
             .map(Portable)

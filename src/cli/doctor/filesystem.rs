@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 /// Mount points strictly below `dir`, from `/proc/self/mountinfo` (none where it is missing).
-pub fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn mounts_below(dir: &Path) -> Vec<PathBuf> {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return Vec::new();
     };
@@ -25,7 +25,7 @@ fn unescape_mount_point(field: &str) -> String {
 }
 
 /// The path itself if it exists, else its nearest existing ancestor.
-pub fn nearest_existing(path: &Path) -> Option<&Path> {
+pub(super) fn nearest_existing(path: &Path) -> Option<&Path> {
     path.ancestors().find(|p| p.exists())
 }
 

@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// The sysctl a limit is raised with, and the file that names it inside a user namespace.
 #[derive(Clone, Copy, Debug)]
-pub struct LimitKind {
+pub(super) struct LimitKind {
     /// The global sysctl, as `sysctl` names it.
     pub sysctl: &'static str,
     /// The per-user-namespace sysctl, as `sysctl` names it.
@@ -15,20 +15,20 @@ pub struct LimitKind {
 }
 
 /// Watches: `fs.inotify.max_user_watches`, `user.max_inotify_watches`.
-pub const WATCHES: LimitKind = LimitKind {
+pub(super) const WATCHES: LimitKind = LimitKind {
     sysctl: "fs.inotify.max_user_watches",
     namespace_sysctl: "user.max_inotify_watches",
 };
 
 /// Instances: `fs.inotify.max_user_instances`, `user.max_inotify_instances`.
-pub const INSTANCES: LimitKind = LimitKind {
+pub(super) const INSTANCES: LimitKind = LimitKind {
     sysctl: "fs.inotify.max_user_instances",
     namespace_sysctl: "user.max_inotify_instances",
 };
 
 /// A limit in force and the sysctl that sets it.
 #[derive(Clone, Debug)]
-pub struct Limit {
+pub(super) struct Limit {
     /// The lowest value that applies.
     pub value: u64,
     /// The sysctl that holds it (the namespace one when that is lower).
@@ -38,7 +38,7 @@ pub struct Limit {
 /// The limit of `kind` in force: the global sysctl, or the user namespace's when that is
 /// lower (inside a user namespace, `/proc/sys/fs/inotify/` shows the host's value). `None`
 /// when neither can be read.
-pub fn limit(kind: LimitKind) -> Option<Limit> {
+pub(super) fn limit(kind: LimitKind) -> Option<Limit> {
     let read = |name: &str| -> Option<u64> {
         let path = Path::new("/proc/sys").join(name.replace('.', "/"));
         fs::read_to_string(path).ok()?.trim().parse().ok()
@@ -61,7 +61,7 @@ pub fn limit(kind: LimitKind) -> Option<Limit> {
 /// inotify instances and watches held by this user's processes, except `skip` (a running
 /// daemon, whose own are what this check computes).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct InUse {
+pub(super) struct InUse {
     /// inotify file descriptors.
     pub instances: u64,
     /// Watches on them.
@@ -71,7 +71,7 @@ pub struct InUse {
 /// Counts the inotify instances (`anon_inode:inotify` links in `/proc/PID/fd`) and their
 /// watches (`inotify wd:` lines in `/proc/PID/fdinfo/FD`) of this user's processes.
 /// Processes that cannot be read are passed over.
-pub fn in_use(skip: Option<u32>) -> InUse {
+pub(super) fn in_use(skip: Option<u32>) -> InUse {
     let uid = crate::platform::sys::effective_uid();
     let mut total = InUse::default();
     let Ok(procs) = fs::read_dir("/proc") else {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// What `redact --check` found.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Checked {
+pub(crate) struct Checked {
     /// Secrets found.
     pub secrets: u64,
     /// Inputs holding at least one.
@@ -17,7 +17,7 @@ pub struct Checked {
 
 /// Writes each line of `inputs` (stdin for `-` or none) to `out` with its secrets replaced.
 /// `Err` when an input cannot be read (naming it); the inner `Err` is `out`'s.
-pub fn redact_files(
+pub(crate) fn redact_files(
     redactor: &Redactor,
     inputs: &[PathBuf],
     out: &mut impl Write,
@@ -31,7 +31,7 @@ pub fn redact_files(
 
 /// Writes one line per secret of `inputs` to `out`, `FILE:LINE:OFFSET: RULE PREVIEW`, and
 /// never a secret's value.
-pub fn check_files(
+pub(crate) fn check_files(
     redactor: &Redactor,
     inputs: &[PathBuf],
     out: &mut impl Write,

@@ -7,7 +7,7 @@ use std::ops::Range;
 
 /// One string of a JSON text.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Str {
+pub(crate) struct Str {
     /// Its bytes between the quotes, as written (escapes and all).
     pub raw: Range<usize>,
     /// True when it is a member's name.
@@ -28,7 +28,7 @@ enum Frame {
 /// (its strings could not be told from the rest, or text lies outside them), which callers
 /// treat as plain text. Outside strings only the bytes of JSON's structure, numbers and
 /// literals may appear, and nothing after the value but whitespace.
-pub fn strings(text: &[u8]) -> Option<Vec<Str>> {
+pub(crate) fn strings(text: &[u8]) -> Option<Vec<Str>> {
     let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
     if !matches!(text[start], b'{' | b'[') {
         return None;
@@ -110,7 +110,7 @@ fn next_significant(text: &[u8], from: usize) -> Option<u8> {
 
 /// The text of a string's raw contents: borrowed when it holds no escape. `None` when the
 /// contents are not valid JSON string text.
-pub fn decode(raw: &[u8], escaped: bool) -> Option<Cow<'_, str>> {
+pub(crate) fn decode(raw: &[u8], escaped: bool) -> Option<Cow<'_, str>> {
     if !escaped {
         return std::str::from_utf8(raw).ok().map(Cow::Borrowed);
     }
@@ -128,7 +128,7 @@ pub fn decode(raw: &[u8], escaped: bool) -> Option<Cow<'_, str>> {
 }
 
 /// `text` as a JSON string, quotes included.
-pub fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     serde_json::to_string(text).expect("a str serializes to JSON")
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 /// The URL of the remote `origin` (else of the first remote that has one) of the repository
 /// holding `project` (an absolute path), without any user name or password in it; `None`
 /// when `project` is in no repository, or its repository has no remote.
-pub fn remote_of(project: &Path) -> Option<String> {
+pub(crate) fn remote_of(project: &Path) -> Option<String> {
     if !project.is_absolute() {
         return None;
     }
@@ -86,7 +86,7 @@ fn without_credentials(url: &str) -> String {
 /// What two URLs of the same repository share: host and path, lower-cased, without scheme,
 /// user, port, `.git` or a trailing slash. `git@github.com:o/r.git`,
 /// `ssh://git@github.com/o/r` and `https://github.com/o/r/` all give `github.com/o/r`.
-pub fn repository_key(url: &str) -> String {
+pub(crate) fn repository_key(url: &str) -> String {
     let url = url.trim();
     let rest = match url.split_once("://") {
         Some((_, rest)) => rest.to_owned(),

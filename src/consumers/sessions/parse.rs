@@ -27,7 +27,7 @@ const TITLE_CHARS: usize = 200;
 
 /// What a record says about its session, and the message it is, if any.
 #[derive(Debug, Default, PartialEq)]
-pub struct Parsed {
+pub(crate) struct Parsed {
     /// The session's id, when the record names it (Claude's `sessionId`, which a subagent's
     /// records share with their parent; Codex `session_meta`; Gemini metadata).
     pub session_id: Option<String>,
@@ -51,7 +51,7 @@ pub struct Parsed {
 
 /// One message of a session.
 #[derive(Debug, PartialEq)]
-pub struct Message {
+pub(crate) struct Message {
     /// The agent's id for it; `None` when the format has none (its place in the file is used).
     pub key: Option<String>,
     /// Who speaks.
@@ -64,7 +64,7 @@ pub struct Message {
 
 /// Who speaks in a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// The person.
     User,
     /// The model.
@@ -81,7 +81,7 @@ pub enum Role {
 
 impl Role {
     /// The role's name, as stored and printed.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Role::User => "user",
             Role::Assistant => "assistant",
@@ -95,7 +95,7 @@ impl Role {
 
 /// One piece of a message.
 #[derive(Debug, PartialEq)]
-pub enum Part {
+pub(crate) enum Part {
     /// Text a person or the model wrote.
     Text(String),
     /// The model's reasoning, where the agent keeps it.
@@ -115,7 +115,7 @@ pub enum Part {
 
 impl Part {
     /// The text of the part, as searched.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             Part::Text(t) | Part::Thinking(t) | Part::ToolResult(t) | Part::Raw(t) => t.clone(),
             Part::ToolCall { name, input } => format!("{name} {input}"),
@@ -126,13 +126,13 @@ impl Part {
 /// The longest string, as written, that the session index reads of a record: the searchable
 /// text of a message is cut at 1 MiB anyway, and a record of tens of MiB would otherwise be
 /// held a second time, whole, as the parsed value.
-pub const INDEXED_STRING: usize = 1 << 20;
+pub(crate) const INDEXED_STRING: usize = 1 << 20;
 
 /// `record` with every JSON string value (not member names) longer than `limit` bytes (as
 /// written) cut to its first `limit` bytes or a little fewer (never inside an escape or a
 /// UTF-8 sequence); the record itself when it has no such string, or is not a JSON object or
 /// array.
-pub fn with_long_strings_cut(record: &[u8], limit: usize) -> Cow<'_, [u8]> {
+pub(crate) fn with_long_strings_cut(record: &[u8], limit: usize) -> Cow<'_, [u8]> {
     if record.len() <= limit {
         return Cow::Borrowed(record);
     }
@@ -188,7 +188,7 @@ fn is_high_surrogate(escape: &[u8]) -> bool {
 
 /// What `record`, a record of a `harness` transcript, says. Never fails: a record that is not
 /// what its format promises becomes an [`Role::Unparsed`] message holding its raw JSON.
-pub fn parse(harness: &str, record: &[u8]) -> Parsed {
+pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
     let Some(value) = parse_value(record) else {
         return unparsed(record);
     };
@@ -227,7 +227,7 @@ fn title_of(text: &str) -> String {
 }
 
 /// Milliseconds since the epoch of an RFC 3339 time.
-pub fn time_ms(text: &str) -> Option<i64> {
+pub(crate) fn time_ms(text: &str) -> Option<i64> {
     let t = humantime::parse_rfc3339_weak(text.trim_end_matches('Z')).ok()?;
     let ms = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
     Some(ms as i64)

@@ -8,14 +8,14 @@ use crate::consumers::sessions::body;
 use crate::consumers::sessions::indexed;
 use crate::consumers::sessions::parse::parse;
 use crate::error::{Error, Result};
-pub use crate::platform::time::format_time;
+pub(crate) use crate::platform::time::format_time;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// Which sessions (or search hits) to list.
 #[derive(Debug, Default)]
-pub struct Filter {
+pub(crate) struct Filter {
     /// Only this watcher's.
     pub harness: Option<String>,
     /// Only those whose project contains this text (case-insensitive).
@@ -40,7 +40,7 @@ impl Filter {
 
 /// One session as listed.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct Session {
+pub(crate) struct Session {
     /// The index's own key for it.
     #[serde(skip)]
     pub key: i64,
@@ -95,7 +95,7 @@ pub struct Session {
 
 impl Session {
     /// Replaces any secret in its text (a title is often the first prompt).
-    pub fn redact(&mut self, redactor: &Redactor) {
+    pub(crate) fn redact(&mut self, redactor: &Redactor) {
         redact_each(
             redactor,
             [&mut self.title, &mut self.project, &mut self.branch],
@@ -206,7 +206,7 @@ fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
 
 /// Top-level sessions (and subagents whose parent is not in the archive), newest activity
 /// first.
-pub fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> {
+pub(crate) fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> {
     let sql = format!(
         "SELECT * FROM ({SESSION}
             WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
@@ -231,7 +231,7 @@ pub fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> 
 }
 
 /// The subagents of `parent`, oldest first.
-pub fn subagents(archive: &mut Archive, parent: &Session) -> Result<Vec<Session>> {
+pub(crate) fn subagents(archive: &mut Archive, parent: &Session) -> Result<Vec<Session>> {
     let sql = format!(
         "{SESSION} WHERE se.machine = ?3 AND se.harness = ?1 AND se.parent = ?2
          ORDER BY started, 1"
@@ -262,7 +262,7 @@ fn collect(
 }
 
 /// What an id or prefix names.
-pub enum Found {
+pub(crate) enum Found {
     /// One session.
     One(Box<Session>),
     /// Several: the candidates.
@@ -274,7 +274,7 @@ pub enum Found {
 /// The session whose id is `text`, or starts with it (subagents included), of `machine`'s
 /// sessions (0 for this machine's, `None` for every machine's). An id that two machines share
 /// (a session restored on one and carried on there) names both.
-pub fn find(archive: &mut Archive, text: &str, machine: Option<i64>) -> Result<Found> {
+pub(crate) fn find(archive: &mut Archive, text: &str, machine: Option<i64>) -> Result<Found> {
     let sql = format!(
         "{SESSION} WHERE (se.session = ?1
             OR (length(?1) >= 4 AND substr(se.session, 1, length(?1)) = ?1))
@@ -295,7 +295,7 @@ pub fn find(archive: &mut Archive, text: &str, machine: Option<i64>) -> Result<F
 /// The machine `name` names, for [`Filter::machine`]: `None` for `all`, 0 for `this` (or
 /// this machine's host name), else the pulled machine whose host name is `name` or whose UUID
 /// starts with it.
-pub fn machine_named(archive: &Archive, name: &str) -> Result<Option<i64>> {
+pub(crate) fn machine_named(archive: &Archive, name: &str) -> Result<Option<i64>> {
     if name == "all" {
         return Ok(None);
     }
@@ -325,7 +325,7 @@ pub fn machine_named(archive: &Archive, name: &str) -> Result<Option<i64>> {
 }
 
 /// A message of a session with its record.
-pub struct MessageRecord {
+pub(crate) struct MessageRecord {
     /// The record's seq.
     pub seq: i64,
     /// Who speaks.
@@ -340,13 +340,13 @@ pub struct MessageRecord {
 
 impl MessageRecord {
     /// Replaces any secret in its record.
-    pub fn redact(&mut self, redactor: &Redactor) {
+    pub(crate) fn redact(&mut self, redactor: &Redactor) {
         redactor.redact_record_in_place(&mut self.record);
     }
 }
 
 /// A session's messages in order, after de-duplication and upserts.
-pub fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<MessageRecord>> {
+pub(crate) fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<MessageRecord>> {
     let records = archive.records_reader();
     let result = (|| {
         let mut stmt = records.connection().prepare(
@@ -371,7 +371,7 @@ pub fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<MessageR
 
 /// A session's file as archived: where it is, and the sources whose latest generations make
 /// it up, in file order.
-pub struct SessionFile {
+pub(crate) struct SessionFile {
     /// Its current path.
     pub path: PathBuf,
     /// (source, generation) pieces: the first holds the file from its start; each later one
@@ -381,7 +381,7 @@ pub struct SessionFile {
 }
 
 /// The files of a session, each with the sources that make it up.
-pub fn session_files(archive: &mut Archive, session: &Session) -> Result<Vec<SessionFile>> {
+pub(crate) fn session_files(archive: &mut Archive, session: &Session) -> Result<Vec<SessionFile>> {
     let result = (|| {
         let conn = archive.connection();
         let mut stmt = conn.prepare(
@@ -422,7 +422,7 @@ fn assemble(sources: Vec<(PathBuf, (i64, i64), Option<i64>)>) -> Vec<SessionFile
 /// Writes the records of `file` to `out`, piece by piece, each piece's latest generation in
 /// file order, each record with its `\n`: the transcript as archived. Returns the bytes
 /// written; the inner `Err` is `out`'s.
-pub fn write_records(
+pub(crate) fn write_records(
     archive: &mut Archive,
     file: &SessionFile,
     redactor: Option<&Redactor>,
@@ -456,7 +456,7 @@ pub fn write_records(
 
 /// One search hit.
 #[derive(Debug, serde::Serialize)]
-pub struct Hit {
+pub(crate) struct Hit {
     /// The session's id.
     pub session: String,
     /// The host name of the machine that wrote it.
@@ -500,7 +500,7 @@ const MATCHES: &str = "
 /// parentheses; other punctuation is taken literally), best first, newest first among equals;
 /// when more than [`RANKED`] match, the newest of them. Matches are marked with `open` and
 /// `close` in the snippet.
-pub fn search(
+pub(crate) fn search(
     archive: &mut Archive,
     query: &str,
     filter: &Filter,
@@ -729,7 +729,7 @@ fn fold(conn: &Connection, text: &str) -> rusqlite::Result<Option<String>> {
 
 /// A session as shipped elsewhere: the index's row, its models and its sources.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SessionExport {
+pub(crate) struct SessionExport {
     /// The watcher.
     pub harness: String,
     /// The agent's id for it.
@@ -762,7 +762,7 @@ pub struct SessionExport {
 
 impl SessionExport {
     /// Removes NUL characters from its text (which some stores refuse).
-    pub fn strip_nul(&mut self) {
+    pub(crate) fn strip_nul(&mut self) {
         let strip = |t: &mut String| t.retain(|c| c != '\0');
         for text in [
             &mut self.parent,
@@ -781,7 +781,7 @@ impl SessionExport {
 
     /// Replaces any secret in its title (often the first prompt), project and branch; ids
     /// and model names are keys, left as they are.
-    pub fn redact(&mut self, redactor: &Redactor) {
+    pub(crate) fn redact(&mut self, redactor: &Redactor) {
         redact_each(
             redactor,
             [&mut self.title, &mut self.project, &mut self.branch],
@@ -790,7 +790,7 @@ impl SessionExport {
 }
 
 /// The sessions holding a record with `after < seq <= through`, as the index has them now.
-pub fn touched_sessions(
+pub(crate) fn touched_sessions(
     archive: &mut Archive,
     after: i64,
     through: i64,

@@ -25,7 +25,7 @@ const ARCHIVE: &str = "archive";
 
 /// The index file of the archive at `archive`: its path with `-index` appended, beside it (as
 /// SQLite's `-wal` and `-shm` files are).
-pub fn path_of(archive: &Path) -> PathBuf {
+pub(crate) fn path_of(archive: &Path) -> PathBuf {
     let mut name = archive.as_os_str().to_owned();
     name.push("-index");
     PathBuf::from(name)
@@ -70,7 +70,7 @@ pub(crate) fn attach(archive: &Archive) -> Result<()> {
 }
 
 /// The last seq the index of the archive at `archive` holds: 0 when it has no index yet.
-pub fn done(archive: &Path) -> Result<i64> {
+pub(crate) fn done(archive: &Path) -> Result<i64> {
     let Some(conn) = made(archive)? else {
         return Ok(0);
     };
@@ -196,7 +196,7 @@ fn rebuild(tx: &Connection, archive_id: &str) -> rusqlite::Result<()> {
 
 /// Removes the index file of `archive` (with its `-wal` and `-shm`), for `reindex`: the next
 /// [`open_to_write`] makes it again, empty. A file that is not there is no error.
-pub fn remove(archive: &Path) -> Result<()> {
+pub(crate) fn remove(archive: &Path) -> Result<()> {
     let path = path_of(archive);
     for suffix in ["", "-wal", "-shm"] {
         let mut name = path.as_os_str().to_owned();

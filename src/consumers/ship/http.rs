@@ -17,7 +17,7 @@ use std::time::Duration;
 const ANSWER_LIMIT: u64 = 1024;
 
 /// An HTTP collector.
-pub struct Http {
+pub(super) struct Http {
     url: String,
     token: Option<Secret>,
     headers: BTreeMap<String, String>,
@@ -28,7 +28,7 @@ pub struct Http {
 
 impl Http {
     /// The destination of `spec` (an http target).
-    pub fn new(spec: &SinkSpec, machine: &Machine) -> Result<Http> {
+    pub(super) fn new(spec: &SinkSpec, machine: &Machine) -> Result<Http> {
         let Target::Http {
             url,
             token,

@@ -44,7 +44,7 @@ struct Rename {
 const RENAMES: &str = "renames";
 
 /// A mirror directory.
-pub struct Mirror {
+pub(super) struct Mirror {
     name: String,
     dir: PathBuf,
     roots: Vec<(PathBuf, String)>,
@@ -64,7 +64,7 @@ pub struct Mirror {
 impl Mirror {
     /// Opens the mirror `name` into `dir`, putting back every file to what the archive says
     /// was shipped to it.
-    pub fn open(
+    pub(super) fn open(
         name: &str,
         dir: &Path,
         roots: Vec<(PathBuf, String)>,

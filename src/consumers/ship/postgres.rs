@@ -58,7 +58,7 @@ const SESSIONS_SEQ: &str = "sessions_seq";
 
 /// A PostgreSQL sink's connection, opened (and the schema migrated) at the first delivery and
 /// again after any failure.
-pub struct Postgres {
+pub(super) struct Postgres {
     url: String,
     password: Option<Secret>,
     sslmode: SslMode,
@@ -84,7 +84,7 @@ pub struct Postgres {
 impl Postgres {
     /// The destination of `spec` (a postgres target) over the archive at `db`, not yet
     /// connected.
-    pub fn new(spec: &SinkSpec, machine: &Machine, db: &Path) -> ArchiveResult<Postgres> {
+    pub(super) fn new(spec: &SinkSpec, machine: &Machine, db: &Path) -> ArchiveResult<Postgres> {
         let Target::Postgres {
             url,
             password,
@@ -478,7 +478,7 @@ impl Destination for Postgres {
 /// The channel on which the store's records are announced as they commit: named after the
 /// schema, so that two stores in one database do not wake each other's pullers; a hash of a
 /// long name, since a channel's name is an identifier (63 bytes at most).
-pub fn notify_channel(schema: &str) -> String {
+pub(super) fn notify_channel(schema: &str) -> String {
     match schema.len() <= 40 {
         true => format!("{schema}_records"),
         false => format!(

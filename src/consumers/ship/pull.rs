@@ -41,14 +41,14 @@ const PAGE_BYTES: i64 = 8 << 20;
 const SESSIONS_OVERLAP: &str = "1 minute";
 
 /// The running puller.
-pub struct Pulling {
+pub(crate) struct Pulling {
     handle: JoinHandle<Result<()>>,
 }
 
 impl Pulling {
     /// Waits for the puller to end (a daemon's once `stop` is set; `run --once`'s once it has
     /// pulled everything); its error, if it ended with one.
-    pub fn join(self) -> Result<()> {
+    pub(crate) fn join(self) -> Result<()> {
         self.handle.join().unwrap_or_else(|_| {
             Err(Error::ShipFailed {
                 name: "pull".into(),
@@ -60,7 +60,7 @@ impl Pulling {
 
 /// Starts pulling from the sink `spec` into the archive at `db` through `writer`. With
 /// `once`, one pull to the end; otherwise until `stop`.
-pub fn spawn(
+pub(crate) fn spawn(
     spec: &SinkSpec,
     db: &Path,
     writer: SharedWriter,

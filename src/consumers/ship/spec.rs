@@ -9,21 +9,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Default time a live record waits for others to share its batch.
-pub const DEFAULT_FLUSH: Duration = Duration::from_secs(1);
+pub(super) const DEFAULT_FLUSH: Duration = Duration::from_secs(1);
 /// Default records per batch, at most.
-pub const DEFAULT_BATCH_RECORDS: usize = 5000;
+pub(super) const DEFAULT_BATCH_RECORDS: usize = 5000;
 /// Default bytes of records per batch, at most (past one record).
-pub const DEFAULT_BATCH_BYTES: u64 = 8 << 20;
+pub(super) const DEFAULT_BATCH_BYTES: u64 = 8 << 20;
 /// Default time one delivery may take before it counts as failed.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default PostgreSQL schema.
-pub const DEFAULT_SCHEMA: &str = "transcript_sync";
+pub(super) const DEFAULT_SCHEMA: &str = "transcript_sync";
 /// Default time between two pulls from a store that sends no notifications.
-pub const DEFAULT_PULL_INTERVAL: Duration = Duration::from_secs(5);
+pub(super) const DEFAULT_PULL_INTERVAL: Duration = Duration::from_secs(5);
 
 /// One sink, resolved.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SinkSpec {
+pub(crate) struct SinkSpec {
     /// Its name: in `status`, log lines and its cursor (`sink:<name>`).
     pub name: String,
     /// Where it ships to.
@@ -49,7 +49,7 @@ pub struct SinkSpec {
 /// A sink's destination. Its `Debug` shows what `display` shows, and header names only:
 /// header values and query strings may hold secrets.
 #[derive(Clone, PartialEq)]
-pub enum Target {
+pub(crate) enum Target {
     /// A PostgreSQL database.
     Postgres {
         /// The connection URL, without a password.
@@ -87,7 +87,7 @@ pub enum Target {
 
 impl Target {
     /// `postgres`, `http` or `mirror`.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Target::Postgres { .. } => "postgres",
             Target::Http { .. } => "http",
@@ -96,7 +96,7 @@ impl Target {
     }
 
     /// Where to, for people: a URL (never with a password) or the directory.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match self {
             Target::Postgres { url, .. } | Target::Http { url, .. } => mask(url),
             Target::Mirror { dir, .. } => dir.display().to_string(),
@@ -117,7 +117,7 @@ impl std::fmt::Debug for Target {
 
 /// Where a password or token comes from: never the command line, never a log line.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Secret {
+pub(crate) enum Secret {
     /// The first line of this file.
     File(PathBuf),
     /// This environment variable.
@@ -126,7 +126,7 @@ pub enum Secret {
 
 impl Secret {
     /// Reads the secret now (a changed file is read again at the next connection).
-    pub fn read(&self) -> std::result::Result<String, String> {
+    pub(crate) fn read(&self) -> std::result::Result<String, String> {
         match self {
             Secret::File(path) => match std::fs::read_to_string(path) {
                 Ok(text) => Ok(text.lines().next().unwrap_or_default().to_owned()),
@@ -143,7 +143,7 @@ impl Secret {
 
 /// TLS to PostgreSQL, as libpq's `sslmode` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SslMode {
+pub(crate) enum SslMode {
     /// Plain TCP or a Unix socket.
     Disable,
     /// TLS, the certificate not checked (encryption against eavesdropping only).
@@ -155,7 +155,7 @@ pub enum SslMode {
 /// A `[[sink]]` table as written; every key but `name` and `type` is optional.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SinkTable {
+pub(crate) struct SinkTable {
     /// The sink's name.
     pub name: String,
     /// `postgres`, `http` or `mirror`.
@@ -201,7 +201,7 @@ pub struct SinkTable {
 }
 
 /// The sink of table `t`, with mirror paths relative to `roots`. `Err` says what is wrong.
-pub fn from_table(
+pub(crate) fn from_table(
     t: &SinkTable,
     roots: &[(PathBuf, String)],
     redactor: &Arc<Redactor>,
@@ -301,7 +301,7 @@ fn interval(text: &Option<String>, default: Duration) -> std::result::Result<Dur
 /// The sink of `--ship ARG`, named after its type and destination (`postgres-1a2b3c4d`). The
 /// PostgreSQL password comes from `$PGPASSWORD`, the HTTP token from
 /// `$TRANSCRIPT_SYNC_TOKEN`, when set: never from the command line.
-pub fn parse_ship(
+pub(crate) fn parse_ship(
     arg: &str,
     roots: &[(PathBuf, String)],
     redactor: &Arc<Redactor>,
@@ -473,7 +473,7 @@ fn userinfo(url: &str) -> Option<&str> {
 /// `url` as it may be shown: the password of its user info and every query value (where
 /// `?password=`, `?api_key=` and the like go) replaced by `***`; in libpq's `key=value`
 /// form, the value of `password`.
-pub fn mask(url: &str) -> String {
+pub(super) fn mask(url: &str) -> String {
     if !url.contains("://") {
         return (url.split_whitespace())
             .map(|kv| match kv.split_once('=') {

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 /// A command line of a service manager's client.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Cmd {
+pub(crate) struct Cmd {
     /// The program, looked up on `PATH`.
     pub program: &'static str,
     /// Its arguments.
@@ -16,14 +16,14 @@ pub struct Cmd {
 
 /// What a command printed, once it exited 0.
 #[derive(Debug)]
-pub struct Ran {
+pub(crate) struct Ran {
     /// Its stdout, lossily decoded.
     pub stdout: String,
 }
 
 impl Cmd {
     /// `program` with `args`.
-    pub fn new(program: &'static str, args: &[&str]) -> Cmd {
+    pub(crate) fn new(program: &'static str, args: &[&str]) -> Cmd {
         Cmd {
             program,
             args: args.iter().map(|a| a.to_string()).collect(),
@@ -32,7 +32,7 @@ impl Cmd {
 
     /// Runs the command to its end. `Ok` when it exits 0; otherwise `Error::ServiceCommand`
     /// with its status, stderr and a fix, or `Error::ServiceCommandSpawn` when it cannot start.
-    pub fn run(&self) -> Result<Ran> {
+    pub(crate) fn run(&self) -> Result<Ran> {
         let out = Command::new(self.program)
             .args(&self.args)
             .stdin(Stdio::null())
@@ -73,7 +73,7 @@ impl fmt::Display for Cmd {
 
 /// True when `stderr` says the user's service manager could not be reached at all (no user
 /// bus: a container, `su`, or ssh without a login session).
-pub fn manager_unreachable(stderr: &str) -> bool {
+pub(super) fn manager_unreachable(stderr: &str) -> bool {
     [
         "Failed to connect to bus",
         "Failed to connect to user scope bus",
@@ -83,7 +83,7 @@ pub fn manager_unreachable(stderr: &str) -> bool {
 }
 
 /// The fix for an unreachable user service manager.
-pub const UNREACHABLE_FIX: &str = "no user service manager is reachable from here (no user bus: \
+pub(super) const UNREACHABLE_FIX: &str = "no user service manager is reachable from here (no user bus: \
     a container, `su`, or a session without systemd-logind); log in to a graphical or ssh \
     session of this user, or run `loginctl enable-linger $USER` once and log in again, or set \
     XDG_RUNTIME_DIR=/run/user/$(id -u) if it is unset";

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 const TEMPLATE: &str = include_str!("../../../launchd/dev.transcript-sync.plist");
 
 /// The agent's label, which is also the plist's file stem.
-pub const LABEL: &str = "dev.transcript-sync";
+pub(super) const LABEL: &str = "dev.transcript-sync";
 
 /// The plist for `def`: `ProgramArguments` runs `def.binary` (with `--db` when
 /// `def.pass_archive`), the logs go to [`log_dir`]. `Err` when a path is not UTF-8 or holds a
 /// control character.
-pub fn render_plist(def: &Definition) -> Result<String> {
+pub(crate) fn render_plist(def: &Definition) -> Result<String> {
     let mut args = vec![xml_text(&def.binary)?, "run".to_owned()];
     if def.pass_archive {
         args.push("--db".to_owned());
@@ -35,12 +35,12 @@ pub fn render_plist(def: &Definition) -> Result<String> {
 }
 
 /// Where the agent's stdout and stderr go: `~/Library/Logs/transcript-sync/`.
-pub fn log_dir(home: &Path) -> PathBuf {
+pub(super) fn log_dir(home: &Path) -> PathBuf {
     home.join("Library/Logs/transcript-sync")
 }
 
 /// Where the plist goes: `~/Library/LaunchAgents/dev.transcript-sync.plist`.
-pub fn plist_path(home: &Path) -> PathBuf {
+pub(super) fn plist_path(home: &Path) -> PathBuf {
     home.join("Library/LaunchAgents")
         .join(format!("{LABEL}.plist"))
 }
@@ -54,7 +54,7 @@ fn xml_text(path: &Path) -> Result<String> {
 }
 
 /// The first `ProgramArguments` string of a plist that [`render_plist`] wrote.
-pub fn installed_binary(plist: &str) -> Option<PathBuf> {
+pub(super) fn installed_binary(plist: &str) -> Option<PathBuf> {
     let after = plist.split("<key>ProgramArguments</key>").nth(1)?;
     let start = after.find("<string>")? + "<string>".len();
     let end = start + after[start..].find("</string>")?;
@@ -75,7 +75,7 @@ fn service_target(uid: u32) -> String {
 
 /// What `install` runs once the plist is in place: unload a loaded agent, so that installing
 /// again is harmless, clear a `launchctl disable`, then load and start it.
-pub fn install_steps(uid: u32, plist: &Path) -> Vec<Step> {
+pub(super) fn install_steps(uid: u32, plist: &Path) -> Vec<Step> {
     let domain = format!("gui/{uid}");
     vec![
         Step::TryRun(
@@ -88,7 +88,7 @@ pub fn install_steps(uid: u32, plist: &Path) -> Vec<Step> {
 }
 
 /// What `uninstall` runs around removing the plist at `plist`.
-pub fn uninstall_steps(uid: u32, plist: &Path) -> Vec<Step> {
+pub(super) fn uninstall_steps(uid: u32, plist: &Path) -> Vec<Step> {
     vec![
         Step::TryRun(
             launchctl(&["bootout", &service_target(uid)]),
@@ -99,12 +99,12 @@ pub fn uninstall_steps(uid: u32, plist: &Path) -> Vec<Step> {
 }
 
 /// The command `status` asks launchd with.
-pub fn status_command(uid: u32) -> Cmd {
+pub(super) fn status_command(uid: u32) -> Cmd {
     launchctl(&["print", &service_target(uid)])
 }
 
 /// Reads the output of a successful [`status_command`].
-pub fn parse_status(stdout: &str) -> ManagerState {
+pub(super) fn parse_status(stdout: &str) -> ManagerState {
     let field = |key: &str| {
         stdout.lines().find_map(|l| {
             let (k, v) = l.trim().split_once(" = ")?;
@@ -120,7 +120,7 @@ pub fn parse_status(stdout: &str) -> ManagerState {
 }
 
 /// What `status` reports when `launchctl print` fails: the agent is not loaded.
-pub fn not_loaded() -> ManagerState {
+pub(super) fn not_loaded() -> ManagerState {
     ManagerState::Reported {
         running: false,
         summary: "not loaded".to_owned(),

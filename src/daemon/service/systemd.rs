@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 const TEMPLATE: &str = include_str!("../../../systemd/transcript-sync.service");
 
 /// The unit's name.
-pub const UNIT: &str = "transcript-sync.service";
+pub(super) const UNIT: &str = "transcript-sync.service";
 
 /// The unit text for `def`: `ExecStart=` runs `def.binary` (with `--db` when
 /// `def.pass_archive`), `ReadWritePaths=` is the archive's directory. `Err` when a path cannot
 /// be written into a unit file (not UTF-8, or holding a quote, a backslash or a control
 /// character).
-pub fn render_unit(def: &Definition) -> Result<String> {
+pub(crate) fn render_unit(def: &Definition) -> Result<String> {
     let mut exec = quote(&def.binary, true)?;
     exec.push_str(" run");
     if def.pass_archive {
@@ -39,7 +39,7 @@ pub fn render_unit(def: &Definition) -> Result<String> {
 }
 
 /// Where the unit goes: `$XDG_CONFIG_HOME/systemd/user/` (`~/.config/...` when unset).
-pub fn unit_path(home: &Path, config_home: Option<&Path>) -> PathBuf {
+pub(super) fn unit_path(home: &Path, config_home: Option<&Path>) -> PathBuf {
     config_home
         .map(Path::to_owned)
         .unwrap_or_else(|| home.join(".config"))
@@ -66,7 +66,7 @@ fn quote(path: &Path, command_line: bool) -> Result<String> {
 
 /// The binary an installed unit's `ExecStart=` runs, if the line is there and quoted as
 /// [`render_unit`] writes it.
-pub fn installed_binary(unit: &str) -> Option<PathBuf> {
+pub(super) fn installed_binary(unit: &str) -> Option<PathBuf> {
     let line = unit.lines().find_map(|l| l.strip_prefix("ExecStart="))?;
     let quoted = line.strip_prefix('"')?;
     let end = quoted.find('"')?;
@@ -82,7 +82,7 @@ fn systemctl(args: &[&str]) -> Cmd {
 
 /// What `install` runs once the unit file is in place. A replaced unit is restarted, since
 /// `enable --now` leaves a running service on its old definition.
-pub fn install_steps(state: FileState) -> Vec<Step> {
+pub(super) fn install_steps(state: FileState) -> Vec<Step> {
     let mut steps = vec![Step::Run(systemctl(&["daemon-reload"]))];
     if state == FileState::Different {
         steps.push(Step::Run(systemctl(&["enable", UNIT])));
@@ -94,7 +94,7 @@ pub fn install_steps(state: FileState) -> Vec<Step> {
 }
 
 /// What `uninstall` runs around removing the unit file at `file`.
-pub fn uninstall_steps(file: &Path) -> Vec<Step> {
+pub(super) fn uninstall_steps(file: &Path) -> Vec<Step> {
     vec![
         Step::Run(systemctl(&["disable", "--now", UNIT])),
         Step::Remove(file.to_owned()),
@@ -103,7 +103,7 @@ pub fn uninstall_steps(file: &Path) -> Vec<Step> {
 }
 
 /// The command `status` asks the service manager with.
-pub fn status_command() -> Cmd {
+pub(super) fn status_command() -> Cmd {
     systemctl(&[
         "show",
         "-p",
@@ -113,7 +113,7 @@ pub fn status_command() -> Cmd {
 }
 
 /// Reads the output of [`status_command`].
-pub fn parse_status(stdout: &str) -> ManagerState {
+pub(super) fn parse_status(stdout: &str) -> ManagerState {
     let field = |key: &str| {
         stdout
             .lines()
