@@ -311,7 +311,7 @@ impl Archive {
     }
 
     /// For the writing connection: its commits checkpoint the WAL only once it holds
-    /// [`WAL_LIMIT`] bytes (SQLite's default is every 1,000 pages, inside the commit), and a
+    /// `WAL_LIMIT` bytes (SQLite's default is every 1,000 pages, inside the commit), and a
     /// WAL that has been checkpointed is cut back to that size. Small commits stay short while
     /// another connection runs [`Archive::checkpoint`]; a long backfill, which commits faster
     /// than passive checkpoints can catch up, cannot make the WAL as big as itself.

@@ -155,7 +155,7 @@ struct HubState {
     subscribers: Vec<Box<dyn Subscriber>>,
     /// Set when the writer ends: nothing more will be published.
     closed: bool,
-    /// When the last commit of [`BULK_BYTES`] or more was published.
+    /// When the last commit of `BULK_BYTES` or more was published.
     bulk_at: Option<Instant>,
 }
 
@@ -217,7 +217,7 @@ impl Hub {
         self.lock().published
     }
 
-    /// How long ago the last commit of [`BULK_BYTES`] or more was published; `None` if none
+    /// How long ago the last commit of `BULK_BYTES` or more was published; `None` if none
     /// was.
     pub fn since_bulk(&self) -> Option<Duration> {
         self.lock().bulk_at.map(|at| at.elapsed())
