@@ -11,16 +11,14 @@
 //! `target/bench/corpus/`.
 
 mod backfill;
-mod corpus;
 mod latency;
-mod machine;
 mod memory;
 mod peers;
-mod procfs;
-mod records;
 mod report;
 mod restart;
 mod subject;
+
+use testkit::{corpus, cpu, machine, procfs, records};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};

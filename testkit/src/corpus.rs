@@ -140,7 +140,7 @@ fn generate(dir: &Path, spec: &Spec) -> Corpus {
                 // A long tool result or an image goes only where the session has room for it:
                 // otherwise short files would overshoot their size by megabytes.
                 Target::Bytes(b) => match Size::pick(&mut rng) {
-                    big if big.len() as u64 > b - written => Size::small(&mut rng),
+                    big if big.bytes() as u64 > b - written => Size::small(&mut rng),
                     size => size,
                 },
                 Target::Records(_) => Size::small(&mut rng),
