@@ -291,13 +291,7 @@ fn mb(bytes: u64) -> String {
 /// The search half: archives the corpus under a fake home, times the queries. Appends its
 /// tables to `md`.
 fn search_bench(md: &mut String, scratch: &Path, cache: &Path, quick: bool, runs: usize) {
-    let spec = corpus::Spec {
-        name: "transcripts",
-        files: if quick { 100 } else { 1000 },
-        shape: corpus::Shape::Transcripts {
-            bytes: if quick { 64 << 20 } else { 1 << 30 },
-        },
-    };
+    let spec = corpus::Spec::transcripts_for(quick);
     let c = corpus::ensure(cache, &spec);
     let home = scratch.join("corpus-home");
     link_corpus(&c.dir, &home);

@@ -272,13 +272,7 @@ fn timed(cmd: &mut Command, mark: &str) -> (Option<f64>, f64) {
 /// A corpus shipped by machine A, then pulled whole by a new machine C.
 fn first_pull(scratch: &Path, bench: &Path, pg: &Cluster, md: &mut String) {
     let quick = env_flag("COMPARE_QUICK");
-    let spec = corpus::Spec {
-        name: "transcripts",
-        files: if quick { 100 } else { 1000 },
-        shape: corpus::Shape::Transcripts {
-            bytes: if quick { 64 << 20 } else { 1 << 30 },
-        },
-    };
+    let spec = corpus::Spec::transcripts_for(quick);
     let c = corpus::ensure(&bench.join("corpus"), &spec);
     let (home_a, home_c) = (scratch.join("pull/a"), scratch.join("pull/c"));
     // The same sink as the live part's machines, pulling, in fresh homes.

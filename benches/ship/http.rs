@@ -87,12 +87,7 @@ fn subjects(url: &str) -> Vec<Subject> {
 fn ship(ctx: &Ctx, a: &Archived, collector: &Collector, url: &str, subject: &Subject) -> Sample {
     forget_sinks(&a.db);
     let _ = collector.take();
-    let mut cmd = ctx.ts();
-    cmd.args(["run", "--once", "--db"])
-        .arg(&a.db)
-        .arg("--watch")
-        .arg(&a.corpus)
-        .env("RUST_LOG", "warn");
+    let mut cmd = ctx.run_once(&a.db, &a.corpus);
     match &subject.table {
         None => cmd.args(["--ship", url]),
         Some(table) => cmd.arg("--config").arg(config(ctx, subject.name, table)),

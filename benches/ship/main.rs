@@ -42,6 +42,17 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// `run --once --db DB --watch TREE`, logging warnings only.
+    pub fn run_once(&self, db: &Path, tree: &Path) -> Command {
+        let mut cmd = self.ts();
+        cmd.args(["run", "--once", "--db"])
+            .arg(db)
+            .arg("--watch")
+            .arg(tree)
+            .env("RUST_LOG", "warn");
+        cmd
+    }
+
     /// transcript-sync with nothing of this machine's environment.
     pub fn ts(&self) -> Command {
         let mut cmd = Command::new(BIN);
@@ -118,13 +129,7 @@ pub fn archive_count(db: &Path, sql: &str) -> i64 {
 
 /// The corpus archived by `run --once --watch` (no sink): what every shipping run reads.
 fn archive_corpus(ctx: &Ctx, md: &mut String, cache: &Path, quick: bool) -> Archived {
-    let spec = corpus::Spec {
-        name: "transcripts",
-        files: if quick { 100 } else { 1000 },
-        shape: corpus::Shape::Transcripts {
-            bytes: if quick { 64 << 20 } else { 1 << 30 },
-        },
-    };
+    let spec = corpus::Spec::transcripts_for(quick);
     let c = corpus::ensure(cache, &spec);
     let db = ctx.scratch.join("corpus.db");
     println!(
@@ -132,12 +137,7 @@ fn archive_corpus(ctx: &Ctx, md: &mut String, cache: &Path, quick: bool) -> Arch
         c.files.len(),
         c.bytes as f64 / 1e6
     );
-    let mut cmd = ctx.ts();
-    cmd.args(["run", "--once", "--db"])
-        .arg(&db)
-        .arg("--watch")
-        .arg(&c.dir)
-        .env("RUST_LOG", "warn");
+    let mut cmd = ctx.run_once(&db, &c.dir);
     let t = time_run(&mut cmd, "run --once (archiving the corpus)");
     let a = Archived {
         records: archive_count(&db, "SELECT count(*) FROM records") as u64,
@@ -168,12 +168,7 @@ fn archive_corpus(ctx: &Ctx, md: &mut String, cache: &Path, quick: bool) -> Arch
 fn floor(ctx: &Ctx, a: &Archived, md: &mut String) {
     let mut secs = Vec::new();
     for _ in 0..3 {
-        let mut cmd = ctx.ts();
-        cmd.args(["run", "--once", "--db"])
-            .arg(&a.db)
-            .arg("--watch")
-            .arg(&a.corpus)
-            .env("RUST_LOG", "warn");
+        let mut cmd = ctx.run_once(&a.db, &a.corpus);
         secs.push(time_run(&mut cmd, "run --once (nothing new)").secs);
     }
     let _ = writeln!(

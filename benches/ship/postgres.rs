@@ -109,13 +109,8 @@ fn time_subject(
 /// [`Subject::SinkUnredacted`] a `[[sink]]` table to the same URL with `redact = false`.
 fn ship(ctx: &Ctx, a: &Archived, cluster: &Cluster, subject: Subject) -> (f64, f64) {
     forget_sinks(&a.db);
-    let mut cmd = ctx.ts();
-    cmd.args(["run", "--once", "--db"])
-        .arg(&a.db)
-        .arg("--watch")
-        .arg(&a.corpus)
-        .env("PGPASSWORD", postgres::PASSWORD)
-        .env("RUST_LOG", "warn");
+    let mut cmd = ctx.run_once(&a.db, &a.corpus);
+    cmd.env("PGPASSWORD", postgres::PASSWORD);
     match subject {
         Subject::SinkUnredacted => cmd.arg("--config").arg(unredacted_config(ctx, cluster)),
         _ => cmd.args(["--ship", &cluster.url()]),

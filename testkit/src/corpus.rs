@@ -19,6 +19,26 @@ pub struct Spec {
     pub shape: Shape,
 }
 
+impl Spec {
+    /// The transcripts corpus: `bytes` over `files`.
+    pub fn transcripts(files: usize, bytes: u64) -> Spec {
+        Spec {
+            name: "transcripts",
+            files,
+            shape: Shape::Transcripts { bytes },
+        }
+    }
+
+    /// The transcripts corpus the benchmarks beside compare read: 1 GiB over 1,000 files, or
+    /// 64 MB over 100 for a `quick` run.
+    pub fn transcripts_for(quick: bool) -> Spec {
+        match quick {
+            true => Spec::transcripts(100, 64 << 20),
+            false => Spec::transcripts(1000, 1 << 30),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub enum Shape {
     /// About `bytes` in all, spread over the files by a log-normal law (a few long sessions,
