@@ -5,15 +5,14 @@
 //! `cargo bench --bench latency` (`LATENCY_APPENDS`, default 1000, at `LATENCY_RATE` per
 //! second, default 100). The timing process is this one; each subject is a separate process.
 
-#[path = "shared/appends.rs"]
-mod appends;
-
-use appends::{env_or, index_of, quantile, record};
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
+use testkit::appends::{index_of, record};
+use testkit::env::env_or;
+use testkit::stats::quantile;
 
 /// A subscriber process and its stdout.
 struct Subject {

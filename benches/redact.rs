@@ -7,10 +7,7 @@
 //! compare`), then times each pass over all lines on this thread, best of `REDACT_ROUNDS`
 //! (default 3). Nothing is read from disk while timing.
 
-#[path = "shared/corpus_lines.rs"]
-mod corpus_lines;
-
-use corpus_lines::{Corpus, best_of};
+use testkit::corpus_lines::{Corpus, best_of};
 use transcript_sync::Redactor;
 
 const RULES: &str = include_str!("../src/consumers/redact/rules.toml");

@@ -8,23 +8,17 @@
 //! Every time is from spawn to exit, so process start and opening the archive are in it; the
 //! floor is `sessions --limit 1`. Results: tables on stdout and `target/bench/sessions.md`.
 
-#[allow(dead_code)]
-#[path = "compare/corpus.rs"]
-mod corpus;
-#[allow(dead_code)]
-#[path = "compare/machine.rs"]
-mod machine;
-#[allow(dead_code)]
-#[path = "compare/records.rs"]
-mod records;
-
-use records::{Rng, TextPool};
 use rusqlite::{Connection, OpenFlags};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
+use testkit::corpus;
+use testkit::cpu::children_cpu_secs;
+use testkit::machine::{self, Machine};
+use testkit::records::{Rng, TextPool};
+use testkit::stats::{median, quantile_of};
 
 const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
 
@@ -37,7 +31,7 @@ struct Query {
     args: &'static [&'static str],
 }
 
-/// Chosen from what `benches/compare/records.rs` writes: the prose is cut from a pool of 57
+/// Chosen from what `testkit/src/records.rs` writes: the prose is cut from a pool of 57
 /// words, so every one of them is in nearly every message ("common"); `png` and `media_type`
 /// are only in the rare image results, `exit_code` only in Codex tool outputs, `Bash` only in
 /// Claude Code tool calls.
@@ -79,16 +73,8 @@ struct Timed {
 
 impl Timed {
     fn median(&self) -> f64 {
-        percentile(&self.ms, 50.0)
+        median(&self.ms)
     }
-}
-
-/// Nearest-rank percentile.
-fn percentile(values: &[f64], p: f64) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let rank = ((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
 }
 
 /// transcript-sync with nothing of this machine's environment: `HOME` is `home`, so the
@@ -159,18 +145,6 @@ impl Archived {
             self.failures.join("; ")
         )
     }
-}
-
-/// CPU seconds of every child waited for so far.
-fn children_cpu_secs() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given, which lives on this stack.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
-        usage
-    };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(usage.ru_utime) + t(usage.ru_stime)
 }
 
 /// Runs `args` against `db` once untimed, then `runs` times, each from spawn to exit with
@@ -317,13 +291,7 @@ fn mb(bytes: u64) -> String {
 /// The search half: archives the corpus under a fake home, times the queries. Appends its
 /// tables to `md`.
 fn search_bench(md: &mut String, scratch: &Path, cache: &Path, quick: bool, runs: usize) {
-    let spec = corpus::Spec {
-        name: "transcripts",
-        files: if quick { 100 } else { 1000 },
-        shape: corpus::Shape::Transcripts {
-            bytes: if quick { 64 << 20 } else { 1 << 30 },
-        },
-    };
+    let spec = corpus::Spec::transcripts_for(quick);
     let c = corpus::ensure(cache, &spec);
     let home = scratch.join("corpus-home");
     link_corpus(&c.dir, &home);
@@ -387,8 +355,8 @@ fn query_table(md: &mut String, home: &Path, db: &Path, runs: usize) {
             query.args.join(" "),
             t.lines,
             t.median(),
-            percentile(&t.ms, 0.0),
-            percentile(&t.ms, 100.0)
+            quantile_of(&t.ms, 0.0),
+            quantile_of(&t.ms, 1.0)
         );
         medians.push(t.median());
     }
@@ -397,8 +365,8 @@ fn query_table(md: &mut String, home: &Path, db: &Path, runs: usize) {
         "\nOver the {} queries' medians: p50 {:.1} ms, p95 {:.1} ms (target ≤ 50 ms). Floor, \
          `sessions --limit 1`: median {:.1} ms.\n",
         medians.len(),
-        percentile(&medians, 50.0),
-        percentile(&medians, 95.0),
+        median(&medians),
+        quantile_of(&medians, 0.95),
         floor.median()
     );
 }
@@ -436,21 +404,12 @@ fn sessions_bench(md: &mut String, scratch: &Path, runs: usize) {
             args.join(" "),
             t.lines,
             t.median(),
-            percentile(&t.ms, 95.0),
-            percentile(&t.ms, 0.0),
-            percentile(&t.ms, 100.0)
+            quantile_of(&t.ms, 0.95),
+            quantile_of(&t.ms, 0.0),
+            quantile_of(&t.ms, 1.0)
         );
     }
     md.push('\n');
-}
-
-fn machine_line() -> String {
-    let target = machine::target_dir();
-    let m = machine::Machine::describe(&target, Default::default());
-    format!(
-        "Machine: {}, {} cores, {} GiB, {}, Linux {}; {}. Load average at start {}.",
-        m.cpu, m.cores, m.memory_gib, m.disk, m.kernel, m.rustc, m.load_at_start
-    )
 }
 
 fn main() {
@@ -467,7 +426,7 @@ fn main() {
     let mode = if quick { "quick" } else { "full" };
     let mut md = format!(
         "Taken {started} ({mode} mode, {runs} runs each). {}\n\n",
-        machine_line()
+        Machine::summary()
     );
     search_bench(&mut md, &scratch, &bench.join("corpus"), quick, runs);
     sessions_bench(&mut md, &scratch, runs);

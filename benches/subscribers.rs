@@ -33,27 +33,24 @@
 //! counted ("early") rather than timed from the return. Results: tables on stdout and in
 //! `target/bench/subscribers.md`.
 
-#[path = "shared/appends.rs"]
-mod appends;
-#[allow(dead_code)]
-#[path = "compare/machine.rs"]
-mod machine;
-#[allow(dead_code)]
-#[path = "compare/procfs.rs"]
-mod procfs;
-
-use appends::{env_or, index_of, quantile, record};
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::ops::Range;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use testkit::appends::{index_of, record};
+use testkit::cpu::cpu_time;
+use testkit::daemon::{self, Log, TapReader};
+use testkit::env::env_or;
+use testkit::machine::{self, Machine};
+use testkit::procfs;
+use testkit::stats::quantile;
 
 const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
 
@@ -66,20 +63,16 @@ const SHOW_WAIT: Duration = Duration::from_secs(1);
 /// Reading subscribers in measurement B.
 const READERS_B: usize = 10;
 
-/// The daemon's log lines (stderr), each with when this process read it.
-type Log = Arc<Mutex<Vec<(Instant, String)>>>;
-
 /// A `transcript-sync run` of its own directory: archive, config, one watched transcript.
 struct Daemon {
-    child: Child,
+    process: daemon::Daemon,
     /// The transcript that is appended to.
     file: PathBuf,
     socket: PathBuf,
-    log: Log,
 }
 
 impl Daemon {
-    /// Starts a daemon in `dir`, with the stdout tap (piped to this process) when `tap`, and
+    /// Starts a daemon in `dir`, with the stdout tap (left to the caller) when `tap`, and
     /// returns once its socket is there.
     fn start(dir: &Path, tap: bool, buffer: Option<&str>) -> Daemon {
         let watch = dir.join("watch");
@@ -94,37 +87,29 @@ impl Daemon {
         cmd.args(["run", "--db"])
             .arg(&archive)
             .arg("--watch")
-            .arg(&watch);
+            .arg(&watch)
+            .env("RUST_LOG", "warn");
         if tap {
             cmd.args(["--sink", "stdout"]);
         }
-        let stdout = if tap { Stdio::piped() } else { Stdio::null() };
-        let mut child = (cmd
-            .env("RUST_LOG", "warn")
-            .stdout(stdout)
-            .stderr(Stdio::piped()))
-        .spawn()
-        .expect("starting transcript-sync run");
-        let log = collect_log(child.stderr.take().expect("piped stderr"));
+        let process = daemon::Daemon::spawn_echoing(cmd, TapReader::Stall);
         wait_for(&archive);
         let socket = socket_of(&config, &archive);
         wait_for(&socket);
         Daemon {
-            child,
+            process,
             file,
             socket,
-            log,
         }
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.child.id()
     }
 
     /// Stops it as a service manager would, and waits.
-    fn stop(mut self) {
-        unsafe { libc::kill(self.pid() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
+    fn stop(self) {
+        self.process.terminate();
     }
 }
 
@@ -160,19 +145,6 @@ fn wait_for(path: &Path) {
         assert!(Instant::now() < deadline, "{path:?} did not appear in 30 s");
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// Reads the daemon's stderr on a thread: each line kept, and echoed to ours.
-fn collect_log(stderr: impl std::io::Read + Send + 'static) -> Log {
-    let log: Log = Arc::default();
-    let lines = Arc::clone(&log);
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("daemon: {line}");
-            lines.lock().expect("log lock").push((Instant::now(), line));
-        }
-    });
-    log
 }
 
 /// The record the writer waits for, and how many readers have shown it so far.
@@ -394,7 +366,7 @@ impl Stats {
 }
 
 fn cpu(pid: u32) -> Duration {
-    procfs::cpu_time(pid).unwrap_or_default()
+    cpu_time(pid).unwrap_or_default()
 }
 
 /// Measurement A's settings.
@@ -429,7 +401,7 @@ struct Phase {
 fn measure_a(dir: &Path, plan: &PlanA, buffer: Option<&str>, md: &mut String) {
     let mut daemon = Daemon::start(dir, true, buffer);
     let seen = Seen::new();
-    let stdout = daemon.child.stdout.take().expect("piped stdout");
+    let stdout = daemon.process.take_stdout().expect("piped stdout");
     let tap = spawn_reader(
         BufReader::with_capacity(64 << 10, stdout),
         Arc::clone(&seen),
@@ -633,7 +605,7 @@ fn stall_run(dir: &Path, with_stalled: bool, plan: &PlanB, buffer: Option<&str>)
     );
     let rss = sample_rss(daemon.pid(), Arc::clone(&sampling));
     let stalled = stalled.map(|s| {
-        let (log, appending) = (Arc::clone(&daemon.log), Arc::clone(&appending));
+        let (log, appending) = (daemon.process.log_book(), Arc::clone(&appending));
         let read_after = plan.read_after;
         std::thread::spawn(move || read_when_lagged(s, &log, &appending, read_after))
     });
@@ -680,9 +652,7 @@ fn read_when_lagged(
     read_after: Duration,
 ) -> Stalled {
     let lag_logged = loop {
-        let lag = (log.lock().expect("log lock").iter())
-            .find(|(_, line)| line.contains("subscriber lagged"))
-            .map(|(at, _)| *at);
+        let lag = log.first("subscriber lagged").map(|line| line.at);
         if lag.is_some() || !appending.load(Ordering::Acquire) {
             break lag;
         }
@@ -868,14 +838,6 @@ fn shown(value: Option<impl std::fmt::Display>) -> String {
     value.map_or("none".into(), |v| v.to_string())
 }
 
-fn machine_line() -> String {
-    let m = machine::Machine::describe(&machine::target_dir(), Default::default());
-    format!(
-        "Machine: {}, {} cores, {} GiB, {}, Linux {}; {}. Load average at start {}.",
-        m.cpu, m.cores, m.memory_gib, m.disk, m.kernel, m.rustc, m.load_at_start
-    )
-}
-
 fn main() {
     let only = std::env::var("SUBSCRIBERS_ONLY").unwrap_or_else(|_| "a,b".into());
     let wanted = |m: &str| only.split(',').any(|o| o.trim() == m);
@@ -899,7 +861,7 @@ fn main() {
     let mut md = format!(
         "Taken {started}; subscriber_buffer {}. {}\n\n",
         buffer.as_deref().unwrap_or("default (4M)"),
-        machine_line()
+        Machine::summary()
     );
     if wanted("a") {
         measure_a(

@@ -19,54 +19,36 @@
 //! made once into `target/bench/corpus/`). Results: tables on stdout and
 //! `target/bench/team.md`.
 
-#[path = "shared/appends.rs"]
-mod appends;
-#[allow(dead_code)]
-#[path = "ship/cluster.rs"]
-mod cluster;
-#[allow(dead_code)]
-#[path = "compare/corpus.rs"]
-mod corpus;
-#[allow(dead_code)]
-#[path = "compare/machine.rs"]
-mod machine;
-#[allow(dead_code)]
-#[path = "compare/procfs.rs"]
-mod procfs;
-#[allow(dead_code)]
-#[path = "compare/records.rs"]
-mod records;
-
-use appends::{env_or, index_of, quantile, record};
-use crossbeam_channel::{Receiver, unbounded};
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
+use testkit::appends::{index_of, record};
+use testkit::corpus;
+use testkit::daemon::{self, TapReader};
+use testkit::env::{env_flag, env_or};
+use testkit::machine::{self, Machine};
+use testkit::postgres::{self, Cluster};
+use testkit::stats::quantile;
 use transcript_sync::RECORDS_COMMITTED;
 
 const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
 /// Records written before the measured ones, so that connections and schemas are set up.
 const WARM_UP: u64 = 5;
 
-/// One daemon: its process, the lines of its stdout with when each arrived, its log.
-struct Daemon {
-    child: Child,
-    lines: Receiver<(Instant, String)>,
-    log: Arc<Mutex<String>>,
-}
+/// One daemon: `run --sink stdout` as machine `name`, its tap lines timed as they arrive.
+struct Daemon(daemon::Daemon);
 
 impl Daemon {
     /// Writes `home`'s configuration: one PostgreSQL sink on `pg`, pulling, with the defaults.
-    fn configure(home: &Path, pg: &cluster::Cluster) {
+    fn configure(home: &Path, pg: &Cluster) {
         let config = home.join(".config/transcript-sync/config.toml");
         fs::create_dir_all(config.parent().unwrap()).unwrap();
         let pw = home.join("pg-password");
-        fs::write(&pw, cluster::PASSWORD).unwrap();
+        fs::write(&pw, postgres::PASSWORD).unwrap();
         fs::write(
             &config,
             format!(
@@ -79,85 +61,34 @@ impl Daemon {
         .unwrap();
     }
 
-    fn start(home: &Path, db: &Path, watch: &Path, name: &str, pg: &cluster::Cluster) -> Daemon {
+    fn start(home: &Path, db: &Path, watch: &Path, name: &str, pg: &Cluster) -> Daemon {
         Daemon::configure(home, pg);
-        let mut child = Command::new(BIN)
-            .env_clear()
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOME", home)
-            .env("RUST_LOG", "info")
-            .env("TRANSCRIPT_SYNC_MACHINE_NAME", name)
-            .args([
-                "run",
-                "--sink",
-                "stdout",
-                "--rescan-interval",
-                "3600",
-                "--db",
-            ])
-            .arg(db)
-            .arg("--watch")
-            .arg(watch)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting transcript-sync");
-        let (tx, lines) = unbounded();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send((Instant::now(), line)).is_err() {
-                    break;
-                }
-            }
-        });
-        let log = Arc::new(Mutex::new(String::new()));
-        let err = child.stderr.take().unwrap();
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        Daemon { child, lines, log }
-    }
-
-    /// Waits until the log shows `needle`.
-    fn wait_log(&self, needle: &str) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.log.lock().unwrap().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "never logged {needle:?}:\n{}",
-                self.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let mut cmd = ts(home, name);
+        cmd.args([
+            "run",
+            "--sink",
+            "stdout",
+            "--rescan-interval",
+            "3600",
+            "--db",
+        ])
+        .arg(db)
+        .arg("--watch")
+        .arg(watch);
+        Daemon(daemon::Daemon::spawn(cmd, TapReader::Read))
     }
 
     /// When each record index arrived, for the next `n` of them.
     fn arrivals(&self, n: usize) -> HashMap<u64, Instant> {
         let mut seen = HashMap::new();
         while seen.len() < n {
-            let (at, line) = self
-                .lines
-                .recv_timeout(Duration::from_secs(60))
+            let line = (self.0.tap.recv_timeout(daemon::PATIENCE))
                 .unwrap_or_else(|_| panic!("{} of {n} records arrived", seen.len()));
-            if let Some(i) = index_of(&line) {
-                seen.entry(i).or_insert(at);
+            if let Some(i) = index_of(&line.text) {
+                seen.entry(i).or_insert(line.at);
             }
         }
         seen
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // SIGTERM, for a clean stop.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let _ = self.child.wait();
     }
 }
 
@@ -199,7 +130,7 @@ fn main() {
     };
     let (home_a, home_b, watch_a, watch_b) =
         (dir("a/home"), dir("b/home"), dir("a/watch"), dir("b/watch"));
-    let pg = cluster::Cluster::start();
+    let pg = Cluster::start_for_benchmark();
     let a = Daemon::start(
         &home_a,
         &scratch.join("a/archive.db"),
@@ -214,8 +145,8 @@ fn main() {
         "machine-b",
         &pg,
     );
-    a.wait_log("caught up");
-    b.wait_log("pull team: pulling");
+    a.0.wait_log("caught up");
+    b.0.wait_log("pull team: pulling");
 
     let file = watch_a.join("session.jsonl");
     let mut out = OpenOptions::new()
@@ -267,7 +198,7 @@ fn main() {
         .collect();
     ms_store.sort_by(f64::total_cmp);
 
-    let m = machine::Machine::describe(&machine::target_dir(), Default::default());
+    let m = Machine::describe(&machine::target_dir(), Default::default());
     let mut md = format!(
         "Taken {started}: {n} records of about 220 bytes appended at {rate}/s to one file on \
          machine A, defaults (`flush_interval` 1 s, `pull_interval` 5 s); two daemons and \
@@ -290,7 +221,10 @@ fn main() {
     row(&mut md, "A's archive (A's tap; the baseline)", &ms_a);
     row(&mut md, "the store (`shipped_at`)", &ms_store);
     row(&mut md, "B's archive (B's tap)", &ms_b);
-    drop((a, b));
+    // Stopped cleanly (SIGTERM), as a person would, before the first pull.
+    for d in [a, b] {
+        d.0.terminate();
+    }
     first_pull(&scratch, &bench, &pg, &mut md);
     let _ = writeln!(md, "\nLoad average at end {}.", machine::load());
     println!("\n{md}");
@@ -336,15 +270,9 @@ fn timed(cmd: &mut Command, mark: &str) -> (Option<f64>, f64) {
 }
 
 /// A corpus shipped by machine A, then pulled whole by a new machine C.
-fn first_pull(scratch: &Path, bench: &Path, pg: &cluster::Cluster, md: &mut String) {
-    let quick = std::env::var_os("COMPARE_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
-    let spec = corpus::Spec {
-        name: "transcripts",
-        files: if quick { 100 } else { 1000 },
-        shape: corpus::Shape::Transcripts {
-            bytes: if quick { 64 << 20 } else { 1 << 30 },
-        },
-    };
+fn first_pull(scratch: &Path, bench: &Path, pg: &Cluster, md: &mut String) {
+    let quick = env_flag("COMPARE_QUICK");
+    let spec = corpus::Spec::transcripts_for(quick);
     let c = corpus::ensure(&bench.join("corpus"), &spec);
     let (home_a, home_c) = (scratch.join("pull/a"), scratch.join("pull/c"));
     // The same sink as the live part's machines, pulling, in fresh homes.

@@ -7,10 +7,7 @@
 //! `cargo bench --bench compare`), then times each check over all lines, best of
 //! `VALIDATE_ROUNDS` (default 3). Nothing is read from disk while timing.
 
-#[path = "shared/corpus_lines.rs"]
-mod corpus_lines;
-
-use corpus_lines::{Corpus, best_of};
+use testkit::corpus_lines::{Corpus, best_of};
 use transcript_sync::fuzzing::{certainly_valid, validate_slowly};
 
 /// One way of checking a line: true when it accepts the line.

@@ -917,7 +917,7 @@ fn wait_for_tap(d: &Daemon, record: &str) {
     let deadline = std::time::Instant::now() + PATIENCE;
     loop {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let Ok(line) = d.tap.recv_timeout(left) else {
+        let Ok(line) = d.tap.recv_timeout(left).map(|l| l.text) else {
             panic!("{record} never reached the tap; log:\n{}", d.log());
         };
         if raw_record(&line) == record {

@@ -2,7 +2,9 @@
 //! `reindex`, over a home holding transcripts of the four agents (fixtures in
 //! `tests/fixtures/sessions/`, written in the agents' formats).
 
-use crate::util::{BIN, Daemon, Env, TapReader, on_a_terminal, raw_record, stderr, wait_until};
+use crate::util::{
+    BIN, Daemon, Env, EnvDaemon, TapReader, on_a_terminal, raw_record, stderr, wait_until,
+};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};

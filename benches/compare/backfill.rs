@@ -6,7 +6,7 @@ use crate::Ctx;
 use crate::corpus::{Corpus, PATTERNS};
 use crate::peers::{self, BATCH_BYTES, Inputs, Out, RECORD_LIMIT};
 use crate::subject::{Stream, Subject};
-use crate::{log_value, procfs};
+use crate::{cpu, log_value};
 use serde::Serialize;
 use std::fs::File;
 use std::io::Read;
@@ -188,7 +188,7 @@ fn transcript_sync_once(ctx: &Ctx, corpus: &Corpus, name: &str) -> Vec<Row> {
         records,
     );
     row.peak_rss_mib = Some(usage.ru_maxrss as f64 / 1024.0);
-    row.cpu_secs = Some(cpu_secs(&usage));
+    row.cpu_secs = Some(cpu::rusage_secs(&usage));
     let archive = dir_size(state.path()) as f64 / 1e6;
     let stored = stored(&db);
     row.stored_share = stored.map(|(bytes, stored)| stored as f64 / bytes.max(1) as f64);
@@ -231,11 +231,6 @@ fn wait4(pid: u32) -> (i32, libc::rusage) {
         -1
     };
     (code, usage)
-}
-
-fn cpu_secs(u: &libc::rusage) -> f64 {
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(u.ru_utime) + t(u.ru_stime)
 }
 
 fn dir_size(dir: &Path) -> u64 {
@@ -333,7 +328,7 @@ fn shipper(ctx: &Ctx, name: &str, cmd: &mut Command, out: &Path, corpus: &Corpus
     let end = done_at.unwrap_or(last_growth);
     let secs = (end - subject.started).as_secs_f64();
     let peak = subject.peak_rss_kib().map(|k| k as f64 / 1024.0);
-    let cpu = procfs::cpu_time(subject.pid()).map(|d| d.as_secs_f64());
+    let cpu = cpu::cpu_time(subject.pid()).map(|d| d.as_secs_f64());
     subject.stop();
     peers::assert_no_system_logger(ctx.had_dev_log);
     let mut row = Row::new(name, corpus, secs, counter.lines);

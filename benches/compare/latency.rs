@@ -13,6 +13,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use testkit::stats::quantile;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
@@ -186,15 +187,6 @@ fn measure(subject: &mut Subject, files: &[PathBuf], n: usize, rate: u64, base: 
         max_ms: ms.last().copied().unwrap_or(f64::NAN),
         lost: n - ms.len(),
     }
-}
-
-/// Nearest-rank quantile of sorted values.
-pub fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// Transcript records of 0.5–5 KB, each with its marker, for files in turn.

@@ -11,16 +11,14 @@
 //! `target/bench/corpus/`.
 
 mod backfill;
-mod corpus;
 mod latency;
-mod machine;
 mod memory;
 mod peers;
-mod procfs;
-mod records;
 mod report;
 mod restart;
 mod subject;
+
+use testkit::{corpus, cpu, machine, procfs, records};
 
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -172,13 +170,7 @@ fn main() {
     };
     let cache = bench.join("corpus");
     if wanted("backfill") {
-        let spec = corpus::Spec {
-            name: "transcripts",
-            files: ctx.scale.corpus_files,
-            shape: corpus::Shape::Transcripts {
-                bytes: ctx.scale.corpus_bytes,
-            },
-        };
+        let spec = corpus::Spec::transcripts(ctx.scale.corpus_files, ctx.scale.corpus_bytes);
         let c = corpus::ensure(&cache, &spec);
         println!(
             "backfill: {} files, {} records, {:.1} MB",

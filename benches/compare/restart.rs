@@ -6,7 +6,7 @@ use crate::backfill::{LineCounter, durable_peers};
 use crate::corpus::Corpus;
 use crate::peers;
 use crate::subject::{Stream, Subject};
-use crate::{Ctx, log_value, procfs};
+use crate::{Ctx, cpu, log_value, procfs};
 use serde::Serialize;
 use std::path::Path;
 use std::process::Stdio;
@@ -179,8 +179,8 @@ pub fn idle(ctx: &Ctx, corpus: &Corpus) -> Vec<IdleRow> {
 
 fn cpu(pid: u32) -> (Duration, Duration) {
     (
-        procfs::cpu_time(pid).unwrap_or_default(),
-        procfs::cpu_time_precise(pid).unwrap_or_default(),
+        cpu::cpu_time(pid).unwrap_or_default(),
+        cpu::cpu_time_precise(pid).unwrap_or_default(),
     )
 }
 

@@ -3,12 +3,13 @@
 //! told not to), and from `[[sink]]` tables with `redact = false`, with larger batches and
 //! without gzip, in turns.
 
-use crate::cluster::free_port;
-use crate::collector::{Body, Collector};
-use crate::{Archived, Ctx, forget_sinks, list, median};
+use crate::{Archived, Ctx, forget_sinks, list};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::PathBuf;
+use testkit::collector::{Body, Collector};
+use testkit::ports::free_port;
+use testkit::stats::median;
 
 /// One way of shipping: the sink's name and the arguments that configure it.
 struct Subject {
@@ -27,7 +28,7 @@ struct Sample {
 }
 
 pub fn run(ctx: &Ctx, a: &Archived, md: &mut String) {
-    let collector = Collector::start(free_port(), Body::Discard);
+    let collector = Collector::listen(free_port(), Body::Discard);
     let url = format!("http://127.0.0.1:{}/in", collector.port);
     let subjects = subjects(&url);
     let mut samples: Vec<Vec<Sample>> = subjects.iter().map(|_| Vec::new()).collect();
@@ -86,12 +87,7 @@ fn subjects(url: &str) -> Vec<Subject> {
 fn ship(ctx: &Ctx, a: &Archived, collector: &Collector, url: &str, subject: &Subject) -> Sample {
     forget_sinks(&a.db);
     let _ = collector.take();
-    let mut cmd = ctx.ts();
-    cmd.args(["run", "--once", "--db"])
-        .arg(&a.db)
-        .arg("--watch")
-        .arg(&a.corpus)
-        .env("RUST_LOG", "warn");
+    let mut cmd = ctx.run_once(&a.db, &a.corpus);
     match &subject.table {
         None => cmd.args(["--ship", url]),
         Some(table) => cmd.arg("--config").arg(config(ctx, subject.name, table)),

@@ -4,21 +4,22 @@
 //! shows the sink without lag, and the keys the collector counted are checked against the
 //! archive's.
 
-use crate::cluster::free_port;
-use crate::collector::{Body, Collector, Key, Tally};
-use crate::records::{Rng, TextPool};
-use crate::{Ctx, procfs};
+use crate::Ctx;
 use rusqlite::{Connection, OpenFlags};
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+use testkit::collector::{Body, Collector, Key, Tally};
+use testkit::daemon::{Daemon, TapReader};
+use testkit::ports::free_port;
+use testkit::procfs;
+use testkit::records::{Rng, TextPool};
 
 /// Files the records are appended to, in turn.
 const FILES: usize = 4;
@@ -61,27 +62,21 @@ pub fn run(ctx: &Ctx, secs: u64, rate: u64, md: &mut String) {
     let db = dir.join("archive.db");
     let port = free_port();
     let config = write_config(&dir, port);
-    let daemon = Daemon::start(
-        ctx,
-        &db,
-        &dir.join("live"),
-        &config,
-        &dir.join("daemon.log"),
-    );
-    println!(
-        "outage: daemon {} up, nothing on port {port}; {secs} s at {rate}/s",
-        daemon.pid()
-    );
+    let daemon = start_daemon(ctx, &db, &dir.join("live"), &config);
+    let pid = daemon.child.id();
+    println!("outage: daemon {pid} up, nothing on port {port}; {secs} s at {rate}/s");
     let appender = Appender::start(files, rate);
-    let readings = watch(ctx, &db, daemon.pid(), Duration::from_secs(secs));
+    let readings = watch(ctx, &db, pid, Duration::from_secs(secs));
     let (appended, appended_bytes) = appender.stop();
     wait_archived(&db, appended);
     let lag_at_end = (sink_lag(ctx, &db).records, bytes_waiting(&db));
-    let collector = Collector::start(port, Body::CountKeys);
-    let catch_up = catch_up(ctx, &db, &collector, daemon.pid());
-    daemon.stop();
+    let collector = Collector::listen(port, Body::CountKeys);
+    let catch_up = catch_up(ctx, &db, &collector, pid);
+    let log = daemon.log_book();
+    let (status, _) = daemon.terminate();
+    assert!(status.success(), "the daemon exited with {status}");
     let tally = collector.take();
-    let log = fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+    let log = log.text();
     let outcome = Outcome {
         secs,
         rate,
@@ -119,63 +114,20 @@ fn write_config(dir: &Path, port: u16) -> PathBuf {
     path
 }
 
-/// The daemon under test, killed if the benchmark ends before it is stopped.
-struct Daemon {
-    child: Child,
-}
-
-impl Daemon {
-    /// `run --db DB --watch LIVE --config CONFIG`, logging to `log`; returns once it has
-    /// caught up with the (empty) files.
-    fn start(ctx: &Ctx, db: &Path, live: &Path, config: &Path, log: &Path) -> Daemon {
-        let child = ctx
-            .ts()
-            .args(["run", "--db"])
-            .arg(db)
-            .arg("--watch")
-            .arg(live)
-            .arg("--config")
-            .arg(config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(File::create(log).expect("creating the daemon's log"))
-            .spawn()
-            .expect("starting transcript-sync run");
-        let daemon = Daemon { child };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !fs::read_to_string(log)
-            .unwrap_or_default()
-            .contains("caught up")
-        {
-            assert!(
-                Instant::now() < deadline,
-                "the daemon did not catch up in 60 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        daemon
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGTERM, then waits for the exit.
-    fn stop(mut self) {
-        // SAFETY: kill sends a signal to our own child, which has not been waited for yet.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let status = self.child.wait().expect("waiting for the daemon");
-        assert!(status.success(), "the daemon exited with {status}");
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
+/// The daemon under test, `run --db DB --watch LIVE --config CONFIG`; returns once it has
+/// caught up with the (empty) files. Killed if the benchmark ends before it is stopped.
+fn start_daemon(ctx: &Ctx, db: &Path, live: &Path, config: &Path) -> Daemon {
+    let mut cmd = ctx.ts();
+    cmd.args(["run", "--db"])
+        .arg(db)
+        .arg("--watch")
+        .arg(live)
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "info");
+    let daemon = Daemon::spawn(cmd, TapReader::Stall);
+    daemon.wait_log("caught up");
+    daemon
 }
 
 /// Appends records at a steady rate, in turn to each file, until stopped.

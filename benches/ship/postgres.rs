@@ -3,14 +3,16 @@
 //! table with `redact = false`, and `psql \copy` of the same rows into the same table, in
 //! turns on one cluster, the table emptied and a checkpoint taken before each run.
 
-use crate::cluster::{self, Cluster};
-use crate::{Archived, Ctx, forget_sinks, list, median};
+use crate::{Archived, Ctx, forget_sinks, list};
 use rusqlite::{Connection, OpenFlags};
 use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use testkit::cpu::children_cpu_secs;
+use testkit::postgres::{self, Cluster};
+use testkit::stats::median;
 
 /// The table the sink creates and every subject loads.
 const TABLE: &str = "transcript_sync.records";
@@ -57,7 +59,7 @@ struct Sample {
 }
 
 pub fn run(ctx: &Ctx, a: &Archived, md: &mut String) {
-    let cluster = Cluster::start();
+    let cluster = Cluster::start_for_benchmark();
     println!("postgres: {} on port {}", cluster.version(), cluster.port);
     let scripts = Scripts::write(ctx, a);
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); SUBJECTS.len()];
@@ -107,13 +109,8 @@ fn time_subject(
 /// [`Subject::SinkUnredacted`] a `[[sink]]` table to the same URL with `redact = false`.
 fn ship(ctx: &Ctx, a: &Archived, cluster: &Cluster, subject: Subject) -> (f64, f64) {
     forget_sinks(&a.db);
-    let mut cmd = ctx.ts();
-    cmd.args(["run", "--once", "--db"])
-        .arg(&a.db)
-        .arg("--watch")
-        .arg(&a.corpus)
-        .env("PGPASSWORD", cluster::PASSWORD)
-        .env("RUST_LOG", "warn");
+    let mut cmd = ctx.run_once(&a.db, &a.corpus);
+    cmd.env("PGPASSWORD", postgres::PASSWORD);
     match subject {
         Subject::SinkUnredacted => cmd.arg("--config").arg(unredacted_config(ctx, cluster)),
         _ => cmd.args(["--ship", &cluster.url()]),
@@ -135,9 +132,9 @@ fn unredacted_config(ctx: &Ctx, cluster: &Cluster) -> PathBuf {
 }
 
 fn psql_run(cluster: &Cluster, script: &Path) -> (f64, f64) {
-    let before = crate::children_cpu_secs();
+    let before = children_cpu_secs();
     let took = cluster.time_script(script).as_secs_f64();
-    (took, crate::children_cpu_secs() - before)
+    (took, children_cpu_secs() - before)
 }
 
 /// Truncates the table (once the sink has created it) and takes a checkpoint, so that no
@@ -311,7 +308,7 @@ fn report(md: &mut String, a: &Archived, cluster: &Cluster, samples: &[Vec<Sampl
         "### PostgreSQL\n\n{} on 127.0.0.1, `{}`, other settings default; table `{TABLE}` \
          {:.1} GB after a load (indexes and TOAST included).\n",
         cluster.version(),
-        cluster::settings(),
+        postgres::benchmark_settings(),
         size as f64 / 1e9
     );
     md.push_str(

@@ -1,7 +1,7 @@
 //! A tree of agent transcripts shaped like real ones, for measuring how well the archive
 //! compresses them.
 //!
-//! The compare corpus (`benches/compare/records.rs`) fills records with random words, which
+//! The compare corpus (`testkit/src/records.rs`) fills records with random words, which
 //! says little about compression. Real transcripts repeat themselves: every Claude Code record
 //! carries the same envelope and usage block, a session reads the same source file several
 //! times and edits it (the Edit result holds the whole original file), command output is

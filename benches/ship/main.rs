@@ -13,28 +13,8 @@
 //! adds server settings (`-c name=value …`) for every PostgreSQL subject. Results: tables on
 //! stdout and `target/bench/ship.md`.
 
-#[allow(dead_code)]
-#[path = "compare/corpus.rs"]
-mod corpus;
-#[allow(dead_code)]
-#[path = "compare/machine.rs"]
-mod machine;
-#[allow(dead_code)]
-#[path = "compare/procfs.rs"]
-mod procfs;
-#[allow(dead_code)]
-#[path = "compare/records.rs"]
-mod records;
-
-#[path = "ship/cluster.rs"]
-mod cluster;
-#[path = "ship/collector.rs"]
-mod collector;
-#[path = "ship/http.rs"]
 mod http;
-#[path = "ship/outage.rs"]
 mod outage;
-#[path = "ship/postgres.rs"]
 mod postgres;
 
 use rusqlite::{Connection, OpenFlags};
@@ -43,6 +23,10 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
+use testkit::corpus;
+use testkit::cpu::children_cpu_secs;
+use testkit::env::{env_flag, env_or};
+use testkit::machine::{self, Machine};
 
 const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
 
@@ -58,6 +42,17 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// `run --once --db DB --watch TREE`, logging warnings only.
+    pub fn run_once(&self, db: &Path, tree: &Path) -> Command {
+        let mut cmd = self.ts();
+        cmd.args(["run", "--once", "--db"])
+            .arg(db)
+            .arg("--watch")
+            .arg(tree)
+            .env("RUST_LOG", "warn");
+        cmd
+    }
+
     /// transcript-sync with nothing of this machine's environment.
     pub fn ts(&self) -> Command {
         let mut cmd = Command::new(BIN);
@@ -115,18 +110,6 @@ pub fn time_run(cmd: &mut Command, what: &str) -> Timed {
     }
 }
 
-/// CPU seconds of every child waited for so far.
-fn children_cpu_secs() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given, which lives on this stack.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage);
-        usage
-    };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(usage.ru_utime) + t(usage.ru_stime)
-}
-
 /// Makes every sink start again from the first record: their cursors are forgotten, as if
 /// they had never shipped (a `--ship` sink's name carries a hash of its destination, so all
 /// are forgotten rather than one by name). Only while no transcript-sync runs on `db`.
@@ -146,13 +129,7 @@ pub fn archive_count(db: &Path, sql: &str) -> i64 {
 
 /// The corpus archived by `run --once --watch` (no sink): what every shipping run reads.
 fn archive_corpus(ctx: &Ctx, md: &mut String, cache: &Path, quick: bool) -> Archived {
-    let spec = corpus::Spec {
-        name: "transcripts",
-        files: if quick { 100 } else { 1000 },
-        shape: corpus::Shape::Transcripts {
-            bytes: if quick { 64 << 20 } else { 1 << 30 },
-        },
-    };
+    let spec = corpus::Spec::transcripts_for(quick);
     let c = corpus::ensure(cache, &spec);
     let db = ctx.scratch.join("corpus.db");
     println!(
@@ -160,12 +137,7 @@ fn archive_corpus(ctx: &Ctx, md: &mut String, cache: &Path, quick: bool) -> Arch
         c.files.len(),
         c.bytes as f64 / 1e6
     );
-    let mut cmd = ctx.ts();
-    cmd.args(["run", "--once", "--db"])
-        .arg(&db)
-        .arg("--watch")
-        .arg(&c.dir)
-        .env("RUST_LOG", "warn");
+    let mut cmd = ctx.run_once(&db, &c.dir);
     let t = time_run(&mut cmd, "run --once (archiving the corpus)");
     let a = Archived {
         records: archive_count(&db, "SELECT count(*) FROM records") as u64,
@@ -196,12 +168,7 @@ fn archive_corpus(ctx: &Ctx, md: &mut String, cache: &Path, quick: bool) -> Arch
 fn floor(ctx: &Ctx, a: &Archived, md: &mut String) {
     let mut secs = Vec::new();
     for _ in 0..3 {
-        let mut cmd = ctx.ts();
-        cmd.args(["run", "--once", "--db"])
-            .arg(&a.db)
-            .arg("--watch")
-            .arg(&a.corpus)
-            .env("RUST_LOG", "warn");
+        let mut cmd = ctx.run_once(&a.db, &a.corpus);
         secs.push(time_run(&mut cmd, "run --once (nothing new)").secs);
     }
     let _ = writeln!(
@@ -218,32 +185,6 @@ pub fn list(values: &[f64]) -> String {
     v.join(", ")
 }
 
-/// The median (the lower of the two middle values).
-pub fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    v[(v.len() - 1) / 2]
-}
-
-fn machine_line() -> String {
-    let m = machine::Machine::describe(&machine::target_dir(), Default::default());
-    format!(
-        "Machine: {}, {} cores, {} GiB, {}, Linux {}; {}. Load average at start {}.",
-        m.cpu, m.cores, m.memory_gib, m.disk, m.kernel, m.rustc, m.load_at_start
-    )
-}
-
-fn env_flag(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| v != "0" && !v.is_empty())
-}
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
     let quick = env_flag("COMPARE_QUICK");
     let only = std::env::var("SHIP_ONLY").unwrap_or_else(|_| "postgres,http,outage".into());
@@ -254,7 +195,7 @@ fn main() {
     let ctx = Ctx {
         home: scratch.join("home"),
         scratch,
-        runs: env_number("SHIP_RUNS", 3).max(1) as usize,
+        runs: env_or("SHIP_RUNS", 3).max(1) as usize,
     };
     fs::create_dir_all(&ctx.home).expect("creating target/bench/ship-scratch");
     let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
@@ -262,7 +203,7 @@ fn main() {
     let mut md = format!(
         "Taken {started} ({mode} mode, {} timed runs per throughput subject). {}\n\n",
         ctx.runs,
-        machine_line()
+        Machine::summary()
     );
     if wanted("postgres") || wanted("http") {
         let a = archive_corpus(&ctx, &mut md, &bench.join("corpus"), quick);
@@ -275,8 +216,8 @@ fn main() {
         }
     }
     if wanted("outage") {
-        let secs = env_number("SHIP_OUTAGE_SECS", 600);
-        let rate = env_number("SHIP_RATE", 200);
+        let secs = env_or("SHIP_OUTAGE_SECS", 600);
+        let rate = env_or("SHIP_RATE", 200);
         outage::run(&ctx, secs, rate, &mut md);
     }
     let _ = writeln!(md, "Load average at end {}.", machine::load());

@@ -19,6 +19,26 @@ pub struct Spec {
     pub shape: Shape,
 }
 
+impl Spec {
+    /// The transcripts corpus: `bytes` over `files`.
+    pub fn transcripts(files: usize, bytes: u64) -> Spec {
+        Spec {
+            name: "transcripts",
+            files,
+            shape: Shape::Transcripts { bytes },
+        }
+    }
+
+    /// The transcripts corpus the benchmarks beside compare read: 1 GiB over 1,000 files, or
+    /// 64 MB over 100 for a `quick` run.
+    pub fn transcripts_for(quick: bool) -> Spec {
+        match quick {
+            true => Spec::transcripts(100, 64 << 20),
+            false => Spec::transcripts(1000, 1 << 30),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub enum Shape {
     /// About `bytes` in all, spread over the files by a log-normal law (a few long sessions,
@@ -140,7 +160,7 @@ fn generate(dir: &Path, spec: &Spec) -> Corpus {
                 // A long tool result or an image goes only where the session has room for it:
                 // otherwise short files would overshoot their size by megabytes.
                 Target::Bytes(b) => match Size::pick(&mut rng) {
-                    big if big.len() as u64 > b - written => Size::small(&mut rng),
+                    big if big.bytes() as u64 > b - written => Size::small(&mut rng),
                     size => size,
                 },
                 Target::Records(_) => Size::small(&mut rng),

@@ -47,6 +47,16 @@ impl Machine {
             load_at_end: String::new(),
         }
     }
+
+    /// This machine, the disk under `target/`, no peers: in one sentence for a report,
+    /// `Machine: CPU, N cores, M GiB, disk, Linux K; rustc V. Load average at start L.`
+    pub fn summary() -> String {
+        let m = Machine::describe(&target_dir(), Default::default());
+        format!(
+            "Machine: {}, {} cores, {} GiB, {}, Linux {}; {}. Load average at start {}.",
+            m.cpu, m.cores, m.memory_gib, m.disk, m.kernel, m.rustc, m.load_at_start
+        )
+    }
 }
 
 pub fn load() -> String {
@@ -109,11 +119,12 @@ fn first_line(cmd: &str, args: &[&str]) -> String {
         .unwrap_or_else(|| "not found".into())
 }
 
-/// `target/`, from the running benchmark's place in it (`target/release/deps/<bench>-…`).
+/// `target/`, from the running benchmark's place in it (`target/release/deps/<bench>-…`),
+/// else the workspace's beside this crate.
 pub fn target_dir() -> PathBuf {
     std::env::current_exe()
         .ok()
         .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.to_owned()))
         .filter(|t| t.join("release").is_dir())
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
 }

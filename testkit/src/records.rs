@@ -100,7 +100,7 @@ impl Size {
     }
 
     /// About how many bytes the record takes.
-    pub fn len(self) -> usize {
+    pub fn bytes(self) -> usize {
         match self {
             Size::Small(n) | Size::Medium(n) | Size::Large(n) | Size::Image(n) => n,
         }

@@ -1,4 +1,4 @@
-//! Writes a tree of real-shaped transcripts (`benches/shared/real_shaped.rs`) and says how well
+//! Writes a tree of real-shaped transcripts (`benches/real_shaped/tree.rs`) and says how well
 //! it compresses as one stream, the yardstick for the archive's record-level compression.
 //!
 //! `cargo bench --bench real_shaped -- DIR [MB] [SEED]` (default 256 MB, seed 1) writes the
@@ -8,16 +8,15 @@
 //! watchers, under a HOME of links to the tree) and says what the records take, per harness,
 //! before and after `transcript-sync compact`.
 
-#[path = "shared/real_shaped.rs"]
-mod real_shaped;
+mod tree;
 
 use flate2::Compression;
 use flate2::write::GzEncoder;
-use real_shaped::{Count, Stats};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Instant;
+use tree::{Count, Stats};
 
 fn main() -> ExitCode {
     // `cargo bench` adds `--bench`; the rest are ours.
@@ -43,7 +42,7 @@ fn main() -> ExitCode {
 fn run(dir: &Path, mb: u64, seed: u64) -> io::Result<()> {
     clear_tree(dir)?;
     let start = Instant::now();
-    let stats = real_shaped::write_tree(dir, mb * 1_000_000, seed)?;
+    let stats = tree::write_tree(dir, mb * 1_000_000, seed)?;
     let secs = start.elapsed().as_secs_f64();
     print_stats(&stats);
     println!("written in {secs:.1} s into {}", dir.display());
