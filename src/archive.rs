@@ -45,7 +45,7 @@ const WRITTEN_IN_PLACE: usize = 1 << 20;
 /// speed did not separate the sizes beyond the noise, a one-record commit costs least at 8 KiB
 /// (p50) and 8–16 KiB (p99), and 16 KiB pages waste 39 % on such records (one 9 KiB record per
 /// page) against 17 % at 8 KiB.
-pub const PAGE_SIZE: u32 = 8 * 1024;
+pub(crate) const PAGE_SIZE: u32 = 8 * 1024;
 
 /// Schema migrations; `PRAGMA user_version` is the number applied.
 const MIGRATIONS: &[&str] = &[

@@ -64,7 +64,7 @@ pub mod cli;
 
 pub use archive::follow::{Follower, Hub, Offer, Published, Start, Subscriber};
 pub use archive::writer::{ArchiveWriter, ChannelCommitter};
-pub use archive::{Archive, Commit, Committer, Op, PAGE_SIZE};
+pub use archive::{Archive, Commit, Committer, Op};
 pub use capture::harness::{Root, builtin_roots, watch_roots};
 pub use consumers::redact::{Finding, RedactSettings, Redactor, RuleDef};
 pub use consumers::tap::Tap;
