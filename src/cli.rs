@@ -38,6 +38,7 @@ use args::{
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Runs a parsed command line: loads the configuration, starts logging, runs the command.
 /// `Err` is fatal and names the path involved.
@@ -286,16 +287,55 @@ fn indexed_archive(db: &Path) -> Result<Archive> {
     let _lock = match ArchiveLock::acquire(db) {
         Ok(lock) => lock,
         Err(Error::Locked { .. }) => {
-            log::warn!(
-                "the session index is at seq {done} of {last}, and a running `run` holds the \
-                 archive (it brings the index up to date); results may be incomplete"
-            );
+            wait_for_running_index(db, last)?;
             return Ok(archive);
         }
         Err(e) => return Err(e),
     };
     catch_up_index(db)?;
     Ok(archive)
+}
+
+/// How long a command waits for a running daemon's session index to reach the records
+/// archived when the command started, before it answers from what is indexed.
+const INDEX_WAIT: Duration = Duration::from_secs(60);
+
+/// Waits until the session index of the archive at `db`, which a running `run` keeps, holds
+/// every record up to seq `last` (the archive's last when the command started), for
+/// [`INDEX_WAIT`] at most, with a progress bar on a terminal. `Ok` once it does, or with a
+/// warning that the answer may be incomplete once the wait is over.
+fn wait_for_running_index(db: &Path, last: i64) -> Result<()> {
+    let started = Instant::now();
+    let first = sessions::store::done(db)?;
+    log::info!(
+        "waiting for the running daemon's session index to reach seq {last} (it is at {first})"
+    );
+    let bar = indicatif::ProgressBar::new((last - first).max(0) as u64).with_style(
+        indicatif::ProgressStyle::with_template(
+            "waiting for the session index {bar:30} {pos}/{len} records",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    loop {
+        let done = sessions::store::done(db)?;
+        bar.set_position((done - first).max(0) as u64);
+        if done >= last {
+            bar.finish_and_clear();
+            log::info!("session index at seq {done}");
+            return Ok(());
+        }
+        if started.elapsed() >= INDEX_WAIT {
+            bar.finish_and_clear();
+            log::warn!(
+                "the running daemon's session index is still at seq {done} of {last} after {}; \
+                 answering from what it holds, which may be incomplete",
+                humantime::format_duration(INDEX_WAIT)
+            );
+            return Ok(());
+        }
+        // The index is another process's file: there is nothing to wait on but its progress.
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Brings the index of the archive at `db` up to date, with a progress bar on a terminal and

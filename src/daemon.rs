@@ -62,6 +62,8 @@ struct Threads {
     wal_checkpointer: WalCheckpointer,
     /// The daemon's socket for subscribers (none in `run --once`).
     socket: Option<Server>,
+    /// Where commits are published: its last seq is the archive's.
+    hub: Arc<Hub>,
     /// Pulling other machines' records from a PostgreSQL sink with `pull = true`.
     pull: Option<ship::pull::Pulling>,
 }
@@ -114,7 +116,7 @@ impl Threads {
             true => listen(settings, db, &hub),
             false => None,
         };
-        let mut writer = ArchiveWriter::new(write, Some(hub))
+        let mut writer = ArchiveWriter::new(write, Some(Arc::clone(&hub)))
             .after_commit(committed)
             .taking_turns(turns);
         if let Some((stop, stalled, bell)) = retry {
@@ -140,6 +142,7 @@ impl Threads {
             wal_checkpointer,
             socket,
             pull,
+            hub,
         };
         Ok((engine, threads))
     }
@@ -260,6 +263,7 @@ pub(crate) fn run_live(
         watchers: Vec::new(),
         polled: BTreeSet::new(),
         poll: None,
+        index_pending: None,
         bell,
         reload,
         show,
@@ -297,6 +301,9 @@ struct Daemon {
     rescan: Every,
     /// Set once a root is polled.
     poll: Option<Every>,
+    /// After `caught up`, while the session index has not reached its seq: that seq, and when
+    /// to look again.
+    index_pending: Option<(i64, Every)>,
     /// What wakes the loop: watcher threads, the signal thread, the writer's end.
     bell: Arc<Doorbell>,
     reload: Reload,
@@ -314,7 +321,13 @@ impl Daemon {
         let mut watchdog = self.manager.ping_every().map(Every::new);
         while !self.stop.load(Ordering::Relaxed) {
             let status_due = self.manager.held_back_status_due();
-            let timers = [Some(&self.rescan), self.poll.as_ref(), watchdog.as_ref()];
+            let index = self.index_pending.as_ref().map(|(_, every)| every);
+            let timers = [
+                Some(&self.rescan),
+                self.poll.as_ref(),
+                watchdog.as_ref(),
+                index,
+            ];
             let next = timers.into_iter().flatten().map(Every::left);
             self.wait(next.chain(status_due).min())?;
             if signals.stop.try_recv().is_ok() {
@@ -335,6 +348,9 @@ impl Daemon {
             }
             if watchdog.as_mut().is_some_and(Every::due) {
                 self.manager.watchdog();
+            }
+            if (self.index_pending.as_mut()).is_some_and(|(_, every)| every.due()) {
+                self.on_index_check()?;
             }
             if status_due.is_some_and(|d| d.is_zero()) {
                 self.manager.send_held_back_status();
@@ -387,7 +403,17 @@ impl Daemon {
         });
         self.set_caught_up(figures.to_string())?;
         // Said only once everything it counts, and the figures for `status`, are committed.
-        log::info!("caught up sources={sources} records={records}");
+        let last = self.threads.hub.published();
+        match self.index_behind(last)? {
+            0 => log::info!("caught up sources={sources} records={records}; session index too"),
+            behind => {
+                log::info!(
+                    "caught up sources={sources} records={records}; the session index is {behind} \
+                     records behind (sessions, show, search and restore wait for it)"
+                );
+                self.index_pending = Some((last, Every::new(INDEX_CHECK)));
+            }
+        }
         self.report_status(true);
         Ok(())
     }
@@ -400,6 +426,24 @@ impl Daemon {
         });
         self.engine.submit(c)?;
         self.engine.flush()
+    }
+
+    /// How many records up to seq `last` the session index has still to index.
+    fn index_behind(&self, last: i64) -> Result<i64> {
+        let done = sessions::store::done(&self.settings.archive)?;
+        Ok((last - done).max(0))
+    }
+
+    /// Says once the session index has indexed the backfill that `caught up` counted.
+    fn on_index_check(&mut self) -> Result<()> {
+        let Some((last, _)) = self.index_pending else {
+            return Ok(());
+        };
+        if self.index_behind(last)? == 0 {
+            log::info!("session index caught up at seq {last}");
+            self.index_pending = None;
+        }
+        Ok(())
     }
 
     /// Takes what the watchers marked, starting to poll the roots they cannot cover.
@@ -593,6 +637,9 @@ impl Daemon {
         }
     }
 }
+
+/// How often the daemon looks whether the session index has caught up with the backfill.
+const INDEX_CHECK: Duration = Duration::from_millis(250);
 
 /// A periodic job's next time.
 struct Every {

@@ -723,6 +723,108 @@ fn the_index_follows_live_commits() {
     drop(daemon);
 }
 
+/// A command run right after a record was archived, while the running daemon's index has
+/// not indexed it yet, waits for the index rather than answering without it. The index is held
+/// back deterministically: the test holds the index file's write lock from before the append
+/// until the commands say they wait.
+#[test]
+fn commands_wait_for_the_running_daemons_index_to_reach_what_was_archived() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    let daemon = start_daemon(&env);
+    wait_until("the backfill is indexed", || {
+        let out = cli(&env, &["sessions", "--json"]);
+        let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+        [CLAUDE_ID, CODEX_ID, GEMINI_ID, CURSOR_ID]
+            .iter()
+            .all(|id| listed.contains(id))
+    });
+    let lock = rusqlite::Connection::open(index_file(&env)).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let archived = record_count(&env);
+    let new_id = "5a1e0c3d-2b4f-4e6a-8c9d-0e1f2a3b4c5d";
+    let new_session = home.cursor.with_file_name(format!("{new_id}.jsonl"));
+    put(
+        &new_session,
+        br#"{"role":"user","message":{"content":[{"type":"text","text":"rename the ledger"}]}}
+"#,
+    );
+    wait_until("the new session is archived", || {
+        record_count(&env) > archived
+    });
+    let waiting = |args: &[&str]| {
+        let mut child = env
+            .cmd()
+            .args(args)
+            .arg("--db")
+            .arg(&env.db)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut said = String::new();
+        let mut line = String::new();
+        while std::io::BufRead::read_line(&mut log, &mut line).unwrap() > 0 {
+            said.push_str(&line);
+            if line.contains("waiting for the running daemon's session index") {
+                return (child, log);
+            }
+            line.clear();
+        }
+        let ended = child.wait().unwrap();
+        panic!("{args:?} did not wait for the index ({ended}):\n{said}");
+    };
+    let (sessions, _) = waiting(&["sessions", "--json"]);
+    let (restore, _) = waiting(&["restore", &new_id[..8], "--dry-run"]);
+    drop(lock);
+    let listed = sessions.wait_with_output().unwrap();
+    assert!(listed.status.success());
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(new_id));
+    let restored = restore.wait_with_output().unwrap();
+    assert!(restored.status.success(), "{}", stderr(&restored));
+    assert!(
+        String::from_utf8_lossy(&restored.stdout).contains(&new_session.display().to_string()),
+        "{}",
+        String::from_utf8_lossy(&restored.stdout)
+    );
+    drop(daemon);
+}
+
+/// "caught up" means the session index too, or says that it does not: a daemon whose index
+/// cannot keep up (held back here by the test holding the index file's write lock from before
+/// the daemon starts) says how far behind it is, in the log and in `status`, and says when it
+/// has caught up.
+#[test]
+fn caught_up_says_whether_the_session_index_has_caught_up_too() {
+    let env = Env::new();
+    fs::create_dir_all(env.dir.path().join("home")).unwrap();
+    let made = cli(&env, &["run", "--once"]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    Home::write(&env);
+    let lock = rusqlite::Connection::open(index_file(&env)).unwrap();
+    lock.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let daemon = start_daemon(&env);
+    let log = daemon.wait_log("caught up sources=");
+    let line = log
+        .lines()
+        .find(|l| l.contains("caught up sources="))
+        .unwrap();
+    assert!(line.contains("the session index is"), "{line}");
+    let status = stdout_of(&env, &["status"]);
+    assert!(
+        status
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("caught up") && l.contains("the session index is")),
+        "{status}"
+    );
+    drop(lock);
+    daemon.wait_log("session index caught up at seq");
+    let status = stdout_of(&env, &["status"]);
+    assert!(!status.contains("the session index is"), "{status}");
+}
+
 /// The session index's own file, beside the env's archive.
 fn index_file(env: &Env) -> PathBuf {
     PathBuf::from(format!("{}-index", env.db.display()))

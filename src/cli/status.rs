@@ -317,8 +317,14 @@ pub(crate) fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
     match (st.running_pid, &st.caught_up) {
         (Some(pid), Some(c)) => writeln!(
             out,
-            "archive {} (run active, pid {pid}; caught up sources={} records={})",
-            st.archive, c["sources"], c["records"]
+            "archive {} (run active, pid {pid}; caught up sources={} records={}{})",
+            st.archive,
+            c["sources"],
+            c["records"],
+            match st.index.behind {
+                0 => String::new(),
+                n => format!("; the session index is {n} records behind"),
+            }
         )?,
         (Some(pid), None) => writeln!(
             out,
