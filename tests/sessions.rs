@@ -696,6 +696,39 @@ fn restore_leaves_an_identical_file_alone_and_a_different_one_unless_forced() {
     assert_eq!(fs::read(copy).unwrap(), fixture("gemini-cli.jsonl"));
 }
 
+/// A session restored under `--to DIR` is resumed with the agent pointed at DIR (Claude
+/// Code's `CLAUDE_CONFIG_DIR`, Codex's `CODEX_HOME`: the files are written under DIR as under
+/// the agent's own directory), and a project directory that does not exist here is said so.
+#[test]
+fn a_restore_elsewhere_prints_a_resume_command_for_that_directory() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    let to = env.dir.path().join("elsewhere");
+    let said = stdout_of(&env, &["restore", CLAUDE_ID, "--to", to.to_str().unwrap()]);
+    let written = to.join(format!("projects/-home-dana-src-ledger/{CLAUDE_ID}.jsonl"));
+    assert!(written.is_file(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "cd /home/dana/src/ledger && CLAUDE_CONFIG_DIR={} claude --resume {CLAUDE_ID}",
+            to.display()
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains("its project directory /home/dana/src/ledger does not exist here"),
+        "{said}"
+    );
+    let said = stdout_of(&env, &["restore", CODEX_ID, "--to", to.to_str().unwrap()]);
+    assert!(
+        said.contains(&format!(
+            "CODEX_HOME={} codex resume {CODEX_ID}",
+            to.display()
+        )),
+        "{said}"
+    );
+}
+
 #[test]
 fn the_index_follows_live_commits() {
     let env = Env::new();

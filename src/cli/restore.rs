@@ -157,7 +157,7 @@ pub(crate) fn restore(
     if let Some(m) = &moved {
         here.project = Some(m.to.to_string_lossy().into_owned());
     }
-    let resume = resume_command(&here);
+    let resume = resume_command(&here, request.to);
     writeln!(
         out,
         "{verb} session {}; resume it with:\n  {resume}",
@@ -575,24 +575,36 @@ fn mark_as_history(archive: &mut Archive, temp: &Path, target: &Path) -> Result<
     seed::seed_prefix(archive, temp, None).map(|_| Marked::Done)
 }
 
-/// The command that resumes `session` in its agent.
-fn resume_command(session: &Session) -> String {
+/// The command that resumes `session` in its agent, for files restored where the agent keeps
+/// them, or under `to` (`--to`): then the agent is pointed there through its variable where it
+/// has one. Says so when the session's project directory does not exist here.
+fn resume_command(session: &Session, to: Option<&Path>) -> String {
     let dir = session.project.as_deref().filter(|p| p.starts_with('/'));
     let cd = dir
         .map(|d| format!("cd {} && ", shell_quote(d)))
         .unwrap_or_default();
-    match session.harness.as_str() {
-        "claude-code" => format!("{cd}claude --resume {}", session.id),
-        "codex" => format!("codex resume {}", session.id),
-        "gemini-cli" => format!(
-            "gemini --resume {}   (from the project's directory)",
-            session.id
+    let home = |var: &str| match to {
+        Some(to) => format!("{var}={} ", shell_quote(&to.to_string_lossy())),
+        None => String::new(),
+    };
+    let id = &session.id;
+    let command = match (session.harness.as_str(), to) {
+        ("claude-code", _) => format!("{cd}{}claude --resume {id}", home("CLAUDE_CONFIG_DIR")),
+        ("codex", _) => format!("{}codex resume {id}", home("CODEX_HOME")),
+        ("gemini-cli", None) => format!("gemini --resume {id}   (from the project's directory)"),
+        ("cursor", None) => {
+            format!("cursor-agent --resume {id}   (from the project's directory)")
+        }
+        (other, Some(to)) => format!(
+            "(no way known to point {other} at {}: move the files into the agent's own \
+             directory to resume the session)",
+            to.display()
         ),
-        "cursor" => format!(
-            "cursor-agent --resume {}   (from the project's directory)",
-            session.id
-        ),
-        other => format!("(no resume command known for {other})"),
+        (other, None) => format!("(no resume command known for {other})"),
+    };
+    match dir.filter(|d| !Path::new(d).is_dir()) {
+        Some(d) => format!("{command}\n  (its project directory {d} does not exist here)"),
+        None => command,
     }
 }
 
