@@ -3,6 +3,7 @@
 
 mod args;
 pub(crate) mod doctor;
+mod pager;
 pub(crate) mod rejects;
 pub(crate) mod restore;
 pub(crate) mod show;
@@ -425,32 +426,69 @@ fn show(args: ShowArgs, settings: &Settings) -> Result<()> {
         session.redact(r);
     }
     let stdout = io::stdout();
-    let style = show::Style::new(stdout.is_terminal());
-    let mut out = BufWriter::new(stdout.lock());
+    let style = show::Style::new(args.color, stdout.is_terminal());
+    let pager = match args.format {
+        Format::Text | Format::Markdown if stdout.is_terminal() && !args.no_pager => {
+            crate::cli::pager::Pager::start()
+        }
+        _ => None,
+    };
+    match pager {
+        Some(mut pager) => {
+            let written = write_show(
+                &args,
+                &mut archive,
+                &session,
+                redactor,
+                style,
+                pager.input(),
+            );
+            let finished = stdout_result(pager.finish());
+            written.and(finished)
+        }
+        None => write_show(
+            &args,
+            &mut archive,
+            &session,
+            redactor,
+            style,
+            &mut BufWriter::new(stdout.lock()),
+        ),
+    }
+}
+
+/// Writes what `show` shows into `out`, and flushes it.
+fn write_show(
+    args: &ShowArgs,
+    archive: &mut Archive,
+    session: &query::Session,
+    redactor: Option<&Redactor>,
+    style: show::Style,
+    out: &mut impl Write,
+) -> Result<()> {
     if args.format == Format::Raw {
-        let files = query::session_files(&mut archive, &session)?;
+        let files = query::session_files(archive, session)?;
         let written = match files.first() {
-            Some(main) => query::write_records(&mut archive, main, redactor, &mut out)?.map(drop),
+            Some(main) => query::write_records(archive, main, redactor, out)?.map(drop),
             None => Ok(()),
         };
         return stdout_result(written.and_then(|()| out.flush()));
     }
     let mut sessions = vec![session.clone()];
     if args.subagents {
-        sessions.extend(query::subagents(&mut archive, &session)?);
+        sessions.extend(query::subagents(archive, session)?);
     }
     for (i, s) in sessions.iter_mut().enumerate() {
-        let mut messages = query::messages(&mut archive, s)?;
+        let mut messages = query::messages(archive, s)?;
         if let Some(r) = redactor {
             s.redact(r);
             messages.iter_mut().for_each(|m| m.redact(r));
         }
         let written = match args.format {
-            Format::Json => show::write_messages_json(&mut out, s, &messages),
-            _ if i > 0 => writeln!(out).and_then(|()| {
-                show::write_conversation(&mut out, s, &messages, args.format, style)
-            }),
-            _ => show::write_conversation(&mut out, s, &messages, args.format, style),
+            Format::Json => show::write_messages_json(out, s, &messages),
+            _ if i > 0 => writeln!(out)
+                .and_then(|()| show::write_conversation(out, s, &messages, args.format, style)),
+            _ => show::write_conversation(out, s, &messages, args.format, style),
         };
         stdout_result(written)?;
     }
@@ -461,7 +499,7 @@ fn search(args: SearchArgs, db: &Path) -> Result<()> {
     use std::io::IsTerminal;
     let mut archive = indexed_archive(db)?;
     let stdout = io::stdout();
-    let style = show::Style::new(stdout.is_terminal() && !args.json);
+    let style = show::Style::new(args.color, stdout.is_terminal() && !args.json);
     let filter = args.filter.filter(&archive)?;
     let hits = query::search(&mut archive, &args.query, &filter, style.marks())?;
     let mut out = BufWriter::new(stdout.lock());

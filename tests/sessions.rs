@@ -422,7 +422,8 @@ fn show_on_a_terminal_is_styled_and_keeps_its_lines() {
     let env = Env::new();
     Home::write(&env);
     archive_home(&env);
-    let command = format!("{BIN} show {GEMINI_ID} --db {}", env.db.display());
+    // As a person with `PAGER=cat` sees it (the pager's own test is below).
+    let command = format!("PAGER=cat {BIN} show {GEMINI_ID} --db {}", env.db.display());
     let screen = on_a_terminal(&env, &command);
     assert!(
         screen.starts_with("\x1b[1mSlow nightly backup\x1b[22m\n"),
@@ -433,6 +434,49 @@ fn show_on_a_terminal_is_styled_and_keeps_its_lines() {
             "\x1b[1muser · 2026-11-30T08:30:05Z\x1b[22m\nWhy is the nightly backup job slow?\n"
         ),
         "{screen:?}"
+    );
+}
+
+/// On a terminal, `show` pages through `$PAGER` as git does (here a pager that marks each
+/// line it shows), keeping its styling; `--no-pager` writes to the terminal; `--color` says
+/// when to style, whatever the output is.
+#[test]
+fn show_pages_on_a_terminal_and_color_says_when_to_style() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    let show = format!("{BIN} show {GEMINI_ID} --db {}", env.db.display());
+    let paged = on_a_terminal(&env, &format!("PAGER='sed s/^/paged:/' {show}"));
+    assert!(paged.lines().count() > 3, "{paged:?}");
+    assert!(paged.lines().all(|l| l.starts_with("paged:")), "{paged:?}");
+    assert!(paged.contains("\x1b[1m"), "{paged:?}");
+    let unpaged = on_a_terminal(&env, &format!("PAGER='sed s/^/paged:/' {show} --no-pager"));
+    assert!(!unpaged.contains("paged:"), "{unpaged:?}");
+    let plain = on_a_terminal(&env, &format!("PAGER=cat {show} --color never"));
+    assert!(!plain.contains('\x1b'), "{plain:?}");
+    let piped = stdout_of(&env, &["show", GEMINI_ID, "--color", "always"]);
+    assert!(piped.starts_with("\x1b[1mSlow nightly backup"), "{piped:?}");
+}
+
+/// A search on a terminal marks its matches in colour (bold red, as grep does), and with `**`
+/// where it is not styled.
+#[test]
+fn search_marks_matches_in_colour_on_a_terminal() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    let command = format!("{BIN} search nightly --db {}", env.db.display());
+    let screen = on_a_terminal(&env, &command);
+    assert!(
+        screen.contains("\x1b[1;31mnightly\x1b[39;22m"),
+        "{screen:?}"
+    );
+    let piped = stdout_of(&env, &["search", "nightly"]);
+    assert!(piped.contains("**nightly**"), "{piped:?}");
+    let forced = stdout_of(&env, &["search", "nightly", "--color", "always"]);
+    assert!(
+        forced.contains("\x1b[1;31mnightly\x1b[39;22m"),
+        "{forced:?}"
     );
 }
 

@@ -123,7 +123,7 @@ pub enum Command {
         Hits are ranked by relevance, the newest first among equals (when more than 2,000 \
         messages match, the 2,000 newest are ranked); a prefix stands for at most the 256 \
         commonest terms it starts. Each hit: session, harness, project, time, role and a \
-        snippet with the match marked (bold on a terminal, **so** otherwise)."
+        snippet with the match marked (bold red on a terminal, **so** otherwise; --color)."
     )]
     Search(SearchArgs),
     /// Write a session's transcripts back where the agent keeps them, so that it can resume.
@@ -693,6 +693,17 @@ impl SessionFilter {
     }
 }
 
+/// When output is styled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set.
+    Auto,
+    /// Always, even into a pipe or a file.
+    Always,
+    /// Never.
+    Never,
+}
+
 /// Arguments of `sessions`.
 #[derive(Debug, Args)]
 pub struct SessionsArgs {
@@ -731,6 +742,13 @@ pub struct ShowArgs {
     /// Replace every secret with [REDACTED:<rule>], for sharing.
     #[arg(long)]
     pub(crate) redact: bool,
+    /// Style the output (bold, dim, coloured matches): auto (on a terminal, unless NO_COLOR
+    /// is set), always or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub(crate) color: ColorChoice,
+    /// Write to stdout rather than through $PAGER (which `show` uses on a terminal).
+    #[arg(long)]
+    pub(crate) no_pager: bool,
 }
 
 impl Facts for ShowArgs {
@@ -756,6 +774,10 @@ pub struct SearchArgs {
     /// Print one JSON object per hit.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Style the output (bold, dim, coloured matches): auto (on a terminal, unless NO_COLOR
+    /// is set), always or never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
+    pub(crate) color: ColorChoice,
 }
 
 impl Facts for SearchArgs {

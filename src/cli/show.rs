@@ -1,6 +1,7 @@
 //! What people read: `sessions` as a table, a session's conversation (`show`) as text,
 //! Markdown or JSON, and `search` hits.
 
+use crate::cli::args::ColorChoice;
 use crate::consumers::sessions::parse::{Part, parse};
 use crate::consumers::sessions::query::{Hit, MessageRecord, Session, format_time};
 use indicatif::HumanBytes;
@@ -24,24 +25,29 @@ pub(crate) enum Format {
 /// How much of a tool call's input or a tool result a line shows.
 const SHORT: usize = 100;
 
-/// Terminal styling: bold and dim, or nothing.
+/// Terminal styling: bold, dim and a colour for matches, or nothing.
 #[derive(Clone, Copy)]
 pub(crate) struct Style {
     on: bool,
 }
 
 impl Style {
-    /// Styled when `terminal` and `NO_COLOR` is unset.
-    pub(crate) fn new(terminal: bool) -> Style {
-        Style {
-            on: terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
-        }
+    /// Styled as `color` says: with `auto`, when `terminal` and `NO_COLOR` is unset.
+    pub(crate) fn new(color: ColorChoice, terminal: bool) -> Style {
+        let on = match color {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => {
+                terminal && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+            }
+        };
+        Style { on }
     }
 
-    /// The marks around a search match.
+    /// The marks around a search match: bold red when styled, as grep marks its matches.
     pub(crate) fn marks(self) -> (&'static str, &'static str) {
         if self.on {
-            ("\x1b[1m", "\x1b[22m")
+            ("\x1b[1;31m", "\x1b[39;22m")
         } else {
             ("**", "**")
         }
