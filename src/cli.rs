@@ -244,7 +244,9 @@ fn tail(args: TailArgs, settings: &Settings) -> Result<()> {
 fn status(args: StatusArgs, settings: &Settings) -> Result<()> {
     let archive = Archive::open_existing(&settings.archive)?;
     let st = status::status(&archive, &settings.socket)?;
-    print_report(args.json, &st, status::write_text)
+    print_report(args.json, &st, |out, st| {
+        status::write_text(out, st, args.sources)
+    })
 }
 
 fn rejects(args: RejectsArgs, db: &Path) -> Result<()> {

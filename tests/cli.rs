@@ -64,16 +64,28 @@ fn status_reports_cursor_lag_held_back_and_counts() {
     assert!(s["last_archived"].as_str().unwrap().ends_with('Z'));
     assert_eq!(st["totals"]["records"], 1);
     assert_eq!(st["running_pid"], Value::Null);
-    let text = env
-        .cmd()
-        .args(["status", "--db"])
-        .arg(&env.db)
-        .output()
-        .unwrap();
-    let text = String::from_utf8(text.stdout).unwrap();
+    let status = |extra: &[&str]| {
+        let out = (env.cmd().args(["status", "--db"]).arg(&env.db).args(extra))
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // A summary by default; a row for each source with --sources.
+    let text = status(&[]);
     assert!(text.contains("(no run active)"), "{text}");
     assert!(
+        text.contains("total: sources=1 gone=0 records=1 rejects=1 held_back=4 lag=16"),
+        "{text}"
+    );
+    assert!(!text.contains("s.jsonl"), "{text}");
+    assert!(text.contains("status --sources"), "{text}");
+    let text = status(&["--sources"]);
+    assert!(
         text.contains("GEN, CURSOR and HELD are the current generation's; RECORDS and REJECTS count every generation"),
+        "{text}"
+    );
+    assert!(
+        text.contains(env.path("s.jsonl").to_str().unwrap()),
         "{text}"
     );
     assert!(

@@ -908,6 +908,9 @@ impl Facts for CompactArgs {
 pub struct StatusArgs {
     #[command(flatten)]
     pub(crate) archive: ArchiveArg,
+    /// Also list every source (transcript file), one row each; JSON always lists them.
+    #[arg(long)]
+    pub(crate) sources: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub(crate) json: bool,

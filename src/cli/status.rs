@@ -312,8 +312,8 @@ fn storage_line(s: &crate::archive::Storage) -> String {
     )
 }
 
-/// Writes the status as a table for people.
-pub(crate) fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
+/// Writes the status for people: a summary, and with `sources` a row for every source.
+pub(crate) fn write_text(out: &mut impl Write, st: &Status, sources: bool) -> io::Result<()> {
     match (st.running_pid, &st.caught_up) {
         (Some(pid), Some(c)) => writeln!(
             out,
@@ -341,48 +341,9 @@ pub(crate) fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
         (None, _) => "a run listens for subscribers at",
     };
     writeln!(out, "{listening} {}", st.socket)?;
-    writeln!(
-        out,
-        "{:>6} {:>4} {:>12} {:>12} {:>10} {:>8} {:>9} {:>7}  {:<20}  {:<11}  PATH",
-        "SOURCE",
-        "GEN",
-        "CURSOR",
-        "SIZE",
-        "LAG",
-        "HELD",
-        "RECORDS",
-        "REJECTS",
-        "LAST ARCHIVED",
-        "HARNESS"
-    )?;
-    for s in &st.sources {
-        let dash = || "-".to_string();
-        let size = if s.gone {
-            "gone".into()
-        } else {
-            s.size.map_or_else(dash, |v| v.to_string())
-        };
-        writeln!(
-            out,
-            "{:>6} {:>4} {:>12} {:>12} {:>10} {:>8} {:>9} {:>7}  {:<20}  {:<11}  {}",
-            s.source,
-            s.generation,
-            s.cursor,
-            size,
-            s.lag.map_or_else(dash, |v| v.to_string()),
-            s.held_back,
-            s.records,
-            s.rejects,
-            s.last_archived.clone().unwrap_or_else(dash),
-            s.harness,
-            s.path
-        )?;
+    if sources {
+        write_sources(out, st)?;
     }
-    writeln!(
-        out,
-        "GEN, CURSOR and HELD are the current generation's; RECORDS and REJECTS count every \
-         generation"
-    )?;
     for s in st.sources.iter().filter(|s| s.invalid.is_some()) {
         let why = s.invalid.as_deref().unwrap_or_default();
         writeln!(
@@ -398,6 +359,9 @@ pub(crate) fn write_text(out: &mut impl Write, st: &Status) -> io::Result<()> {
         "total: sources={} gone={} records={} rejects={} held_back={} lag={} events={}",
         t.sources, t.gone, t.records, t.rejects, t.held_back, t.lag, t.events
     )?;
+    if !sources && !st.sources.is_empty() {
+        writeln!(out, "(a row for each source: status --sources)")?;
+    }
     if let Some(s) = &st.storage {
         writeln!(out, "{}", storage_line(s))?;
     }
@@ -468,5 +432,52 @@ fn write_sink(out: &mut impl Write, s: &SinkStatus) -> io::Result<()> {
             s.dead_letters, s.name
         )?;
     }
+    Ok(())
+}
+
+/// The table of sources, one row each.
+fn write_sources(out: &mut impl Write, st: &Status) -> io::Result<()> {
+    writeln!(
+        out,
+        "{:>6} {:>4} {:>12} {:>12} {:>10} {:>8} {:>9} {:>7}  {:<20}  {:<11}  PATH",
+        "SOURCE",
+        "GEN",
+        "CURSOR",
+        "SIZE",
+        "LAG",
+        "HELD",
+        "RECORDS",
+        "REJECTS",
+        "LAST ARCHIVED",
+        "HARNESS"
+    )?;
+    for s in &st.sources {
+        let dash = || "-".to_string();
+        let size = if s.gone {
+            "gone".into()
+        } else {
+            s.size.map_or_else(dash, |v| v.to_string())
+        };
+        writeln!(
+            out,
+            "{:>6} {:>4} {:>12} {:>12} {:>10} {:>8} {:>9} {:>7}  {:<20}  {:<11}  {}",
+            s.source,
+            s.generation,
+            s.cursor,
+            size,
+            s.lag.map_or_else(dash, |v| v.to_string()),
+            s.held_back,
+            s.records,
+            s.rejects,
+            s.last_archived.clone().unwrap_or_else(dash),
+            s.harness,
+            s.path
+        )?;
+    }
+    writeln!(
+        out,
+        "GEN, CURSOR and HELD are the current generation's; RECORDS and REJECTS count every \
+         generation"
+    )?;
     Ok(())
 }
