@@ -350,7 +350,7 @@ impl Daemon {
                 self.manager.watchdog();
             }
             if (self.index_pending.as_mut()).is_some_and(|(_, every)| every.due()) {
-                self.on_index_check()?;
+                self.on_index_check();
             }
             if status_due.is_some_and(|d| d.is_zero()) {
                 self.manager.send_held_back_status();
@@ -404,14 +404,21 @@ impl Daemon {
         self.set_caught_up(figures.to_string())?;
         // Said only once everything it counts, and the figures for `status`, are committed.
         let last = self.threads.hub.published();
-        match self.index_behind(last)? {
-            0 => log::info!("caught up sources={sources} records={records}; session index too"),
-            behind => {
+        match self.index_behind(last) {
+            Ok(0) => log::info!("caught up sources={sources} records={records}; session index too"),
+            Ok(behind) => {
                 log::info!(
                     "caught up sources={sources} records={records}; the session index is {behind} \
                      records behind (sessions, show, search and restore wait for it)"
                 );
                 self.index_pending = Some((last, Every::new(INDEX_CHECK)));
+            }
+            Err(e) => {
+                log::info!("caught up sources={sources} records={records}");
+                log::warn!(
+                    "cannot tell how far the session index is: {}",
+                    error_chain(&e)
+                );
             }
         }
         self.report_status(true);
@@ -434,16 +441,24 @@ impl Daemon {
         Ok((last - done).max(0))
     }
 
-    /// Says once the session index has indexed the backfill that `caught up` counted.
-    fn on_index_check(&mut self) -> Result<()> {
+    /// Says once the session index has indexed the backfill that `caught up` counted. The
+    /// index's file is the index's: a failure to read it is its to report, and is looked at
+    /// again at the next check.
+    fn on_index_check(&mut self) {
         let Some((last, _)) = self.index_pending else {
-            return Ok(());
+            return;
         };
-        if self.index_behind(last)? == 0 {
-            log::info!("session index caught up at seq {last}");
-            self.index_pending = None;
+        match self.index_behind(last) {
+            Ok(0) => {
+                log::info!("session index caught up at seq {last}");
+                self.index_pending = None;
+            }
+            Ok(_) => {}
+            Err(e) => log::debug!(
+                "cannot tell how far the session index is: {}",
+                error_chain(&e)
+            ),
         }
-        Ok(())
     }
 
     /// Takes what the watchers marked, starting to poll the roots they cannot cover.

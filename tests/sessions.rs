@@ -422,8 +422,9 @@ fn show_on_a_terminal_is_styled_and_keeps_its_lines() {
     let env = Env::new();
     Home::write(&env);
     archive_home(&env);
-    // As a person with `PAGER=cat` sees it (the pager's own test is below).
-    let command = format!("PAGER=cat {BIN} show {GEMINI_ID} --db {}", env.db.display());
+    // As a person with `PAGER=cat` sees it (the test environment's; the pager's own test is
+    // below).
+    let command = format!("{BIN} show {GEMINI_ID} --db {}", env.db.display());
     let screen = on_a_terminal(&env, &command);
     assert!(
         screen.starts_with("\x1b[1mSlow nightly backup\x1b[22m\n"),

@@ -73,7 +73,10 @@ impl Env {
         cmd.env_clear()
             .env("HOME", self.dir.path().join("home"))
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("RUST_LOG", "info");
+            .env("RUST_LOG", "info")
+            // What a command writes on a terminal goes to the test, not through `less`, which
+            // would wait for a key; the pager's own test sets PAGER itself.
+            .env("PAGER", "cat");
         cmd
     }
 
