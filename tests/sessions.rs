@@ -236,6 +236,87 @@ fn copies_count_once_and_compactions_and_unreadable_records_are_shown() {
     assert_eq!(raw["message"]["content"], 42, "shown as its raw JSON");
 }
 
+/// Codex writes each prompt twice: the `response_item` user message sent to the model, and
+/// the `event_msg` of type `user_message` (`EventMsg::UserMessage`, persisted by
+/// `codex-rs/core/src/rollout/policy.rs` `should_persist_event_msg`, openai/codex 0.63.0),
+/// in that order; a session may hold the event alone (`codex-events.jsonl`). The prompt
+/// counts once, the same words typed again count again, the event alone is a prompt (title
+/// and search), and neither tool calls nor reasoning are counted as messages; reasoning
+/// with no text (only `encrypted_content`) is not shown.
+#[test]
+fn codex_prompts_count_once_from_either_copy_and_tool_calls_and_reasoning_are_not_messages() {
+    const TWICE: &str = "0199e0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f";
+    const EVENTS: &str = "0199e0f1-2b3c-7d4e-9f50-6b7c8d9e0f1a";
+    let env = Env::new();
+    Home::write(&env);
+    let day = env.dir.path().join("home/.codex/sessions/2026/12/01");
+    let twice = day.join(format!("rollout-2026-12-01T10-00-00-{TWICE}.jsonl"));
+    let events = day.join(format!("rollout-2026-12-01T11-00-00-{EVENTS}.jsonl"));
+    put(&twice, &fixture("codex-prompts.jsonl"));
+    put(&events, &fixture("codex-events.jsonl"));
+    archive_home(&env);
+
+    let list = json_lines(&env, &["sessions", "--json", "--harness", "codex"]);
+    let counts = |id: &str| {
+        let s = session(&list, id);
+        (
+            s["title"].as_str().map(str::to_owned),
+            s["user_messages"].as_i64(),
+            s["assistant_messages"].as_i64(),
+        )
+    };
+    assert_eq!(
+        counts(TWICE),
+        (
+            Some("Why does the import skip the last row?".into()),
+            Some(3),
+            Some(3)
+        )
+    );
+    assert_eq!(
+        counts(EVENTS),
+        (
+            Some("List the importers and what each reads".into()),
+            Some(1),
+            Some(1)
+        )
+    );
+    let roles: Vec<String> = (conversation(&env, TWICE).into_iter())
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "tool",
+            "tool",
+            "reasoning",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant"
+        ]
+    );
+    let text = stdout_of(&env, &["show", TWICE]);
+    assert_eq!(
+        text.matches("(thinking)").count(),
+        1,
+        "no empty reasoning:\n{text}"
+    );
+    assert!(
+        text.contains("(thinking) **Checking the loop bound**"),
+        "{text}"
+    );
+    let hits = json_lines(&env, &["search", "importers", "--json"]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(
+        (hits[0]["session"].as_str(), hits[0]["role"].as_str()),
+        (Some(EVENTS), Some("user"))
+    );
+}
+
 #[test]
 fn gemini_upserts_replace_messages_and_rewinds_drop_them() {
     let env = Env::new();

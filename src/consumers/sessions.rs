@@ -417,10 +417,17 @@ fn add_message(
     at_ms: Option<i64>,
     message: &parse::Message,
 ) -> rusqlite::Result<()> {
-    let key = match &message.key {
-        Some(k) => k.clone(),
-        None => format!("@{}:{}:{}", row.source, row.generation, row.offset),
+    let place = format!("@{}:{}:{}", row.source, row.generation, row.offset);
+    let key = match (&message.key, message.copy) {
+        (Some(k), _) => k.clone(),
+        (None, Some(copy)) => format!("{}{place}", copy.tag()),
+        (None, None) => place,
     };
+    if let Some(copy) = message.copy
+        && is_twin(tx, session, copy)?
+    {
+        return Ok(());
+    }
     let role = message.role.as_str();
     let sql = if message.upsert {
         "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
@@ -445,6 +452,18 @@ fn add_message(
     tx.prepare_cached("INSERT INTO message_text (rowid, body) VALUES (?1, ?2)")?
         .execute(params![id, body(&message.parts)])?;
     Ok(())
+}
+
+/// Whether `copy` is the twin of the session's latest prompt copy (see [`parse::PromptCopy`]).
+fn is_twin(tx: &Connection, session: i64, copy: parse::PromptCopy) -> rusqlite::Result<bool> {
+    let latest: Option<String> = tx
+        .prepare_cached(
+            "SELECT key FROM messages WHERE session = ?1 AND key GLOB 'prompt:*'
+             ORDER BY ord DESC LIMIT 1",
+        )?
+        .query_row([session], |r| r.get(0))
+        .optional()?;
+    Ok(latest.is_some_and(|k| k.starts_with(&copy.twin_tag())))
 }
 
 /// A record as the index reads it: its long strings cut (see [`INDEXED_STRING`]).
