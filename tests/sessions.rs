@@ -317,6 +317,62 @@ fn codex_prompts_count_once_from_either_copy_and_tool_calls_and_reasoning_are_no
     );
 }
 
+/// Claude Code keeps more than subagents in a session's folder: a workflow's journal
+/// (`subagents/workflows/<run>/journal.jsonl`, the same name in every session) and tool
+/// results. Each is that session's, never a top-level session (nor one shared by every
+/// session's journal). Times come from the records, else the files' modification times,
+/// never from when they were archived or indexed.
+#[test]
+fn files_in_a_claude_session_folder_are_the_sessions_and_times_fall_back_to_mtime() {
+    const OTHER: &str = "9b2f7c1e-3d4a-4e5f-8a6b-7c8d9e0f1a2b";
+    let env = Env::new();
+    let home = Home::write(&env);
+    let project = home.claude.parent().unwrap().to_owned();
+    let step = br#"{"type":"workflow_step","step":"plan","status":"done"}"#;
+    let at = |secs: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    // 2026-11-28T09:25:00Z and 2026-11-30T12:00:00Z.
+    let (journal_time, cursor_time) = (at(1_795_857_900), at(1_796_040_000));
+    for session in [CLAUDE_ID, OTHER] {
+        let journal = project.join(format!("{session}/subagents/workflows/wf-1/journal.jsonl"));
+        put(&journal, &[&step[..], b"\n"].concat());
+        let file = fs::File::options().write(true).open(&journal).unwrap();
+        file.set_modified(journal_time).unwrap();
+    }
+    let result = project.join(format!("{CLAUDE_ID}/tool-results/toolu_01.jsonl"));
+    put(&result, b"{\"output\":\"a.txt\"}\n");
+    let cursor = fs::File::options().write(true).open(&home.cursor).unwrap();
+    cursor.set_modified(cursor_time).unwrap();
+    archive_home(&env);
+
+    let list = json_lines(&env, &["sessions", "--json"]);
+    let top: Vec<&str> = (list.iter())
+        .filter(|s| s["parent"].is_null())
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        top,
+        [CURSOR_ID, GEMINI_ID, CODEX_ID, CLAUDE_ID],
+        "{list:#?}"
+    );
+    assert_eq!(session(&list, CLAUDE_ID)["subagents"], 3);
+    let journal = session(
+        &list,
+        &format!("{CLAUDE_ID}/subagents/workflows/wf-1/journal"),
+    );
+    assert_eq!(journal["parent"], CLAUDE_ID);
+    assert_eq!(
+        (
+            journal["started"].as_str(),
+            journal["last_activity"].as_str()
+        ),
+        (Some("2026-11-28T09:25:00Z"), Some("2026-11-28T09:25:00Z"))
+    );
+    let other = session(&list, &format!("{OTHER}/subagents/workflows/wf-1/journal"));
+    assert_eq!(other["parent"], OTHER);
+    let cursor = session(&list, CURSOR_ID);
+    assert_eq!(cursor["started"], "2026-11-30T12:00:00Z", "{cursor}");
+}
+
 #[test]
 fn gemini_upserts_replace_messages_and_rewinds_drop_them() {
     let env = Env::new();

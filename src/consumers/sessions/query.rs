@@ -63,7 +63,8 @@ pub(crate) struct Session {
     /// The git branch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
-    /// The first activity (Unix ms): the records' own times, or when they were archived.
+    /// The first activity (Unix ms): the records' own times, else its files' modification
+    /// times (a pulled file's: when it was first archived), never when it was indexed.
     #[serde(serialize_with = "rfc3339")]
     pub started: Option<i64>,
     /// The last activity.
@@ -121,10 +122,13 @@ fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<
 /// for all sessions (`last` is the last activity), to be followed by its `WHERE`.
 const SESSION: &str = "
     WITH files AS (
-        SELECT session, min(created_ms) AS created, max(last_archived_ms) AS archived,
+        SELECT session, min(created) AS created, max(modified) AS modified,
             sum(records) AS records, group_concat(path, char(0)) AS paths
-        FROM (SELECT ss.session, s.created_ms, s.last_archived_ms, s.records, s.path
-              FROM session_sources ss JOIN sources s ON s.id = ss.source_id ORDER BY s.id)
+        FROM (SELECT ss.session, s.records, s.path,
+                coalesce(c.mtime_ns / 1000000, s.created_ms) AS created,
+                coalesce(c.mtime_ns / 1000000, s.last_archived_ms) AS modified
+              FROM session_sources ss JOIN sources s ON s.id = ss.source_id
+              LEFT JOIN cursors c ON c.source_id = s.id ORDER BY s.id)
         GROUP BY session),
     models AS (
         SELECT session, group_concat(model, char(10)) AS models FROM session_models
@@ -134,7 +138,7 @@ const SESSION: &str = "
         GROUP BY machine, harness, parent)
     SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
         se.branch, coalesce(se.started_ms, f.created) AS started,
-        coalesce(se.last_ms, f.archived) AS last,
+        coalesce(se.last_ms, f.modified) AS last,
         se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
         coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths,
         se.machine, coalesce(se.git_remote, ps.git_remote)
