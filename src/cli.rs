@@ -338,9 +338,11 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     } else {
         let home = crate::platform::home::home(&env).ok();
         let width = crate::platform::sys::terminal_width();
+        let known = query::session_ids(&mut archive)?;
         show::write_sessions(
             &mut out,
             &list,
+            &known,
             width,
             home.as_deref(),
             crate::platform::time::now_ms(),

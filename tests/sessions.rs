@@ -554,6 +554,49 @@ fn show_raw_is_the_main_transcript_byte_for_byte_and_text_reads_as_a_conversatio
 }
 
 /// `show` as a person sees it: on a pseudo-terminal, under `script`.
+/// The table's ID column is what `show` takes: ids that are not UUIDs (the files' names)
+/// get the shortest prefix that names them, which may be more than 8 characters; and the
+/// `[+N subagents]` and `[deleted]` marks stay when a title is cut to the terminal's width.
+#[test]
+fn the_sessions_table_shows_ids_show_takes_and_keeps_its_marks_on_a_narrow_terminal() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    for (name, prompt) in [("alpha", "first scratch"), ("beta", "second scratch")] {
+        let path = home
+            .claude
+            .with_file_name(format!("scratch-session-{name}.jsonl"));
+        let line = format!(
+            r#"{{"type":"user","uuid":"{name}","timestamp":"2026-11-27T10:00:00.000Z","message":{{"content":"{prompt}"}}}}"#
+        );
+        put(&path, format!("{line}\n").as_bytes());
+    }
+    archive_home(&env);
+    fs::remove_file(&home.claude).unwrap();
+    let table = stdout_of(&env, &["sessions"]);
+    for (id, title) in [
+        ("scratch-session-a  ", "first scratch"),
+        ("scratch-session-b  ", "second scratch"),
+        ("7c9e6679           ", "Cent rounding"),
+    ] {
+        assert!(
+            table.lines().any(|l| l.contains(id) && l.contains(title)),
+            "{id:?}:\n{table}"
+        );
+    }
+    let shown = stdout_of(&env, &["show", "scratch-session-b"]);
+    assert!(shown.starts_with("second scratch\n"), "{shown}");
+
+    let command = format!("stty cols 100 && {BIN} sessions --db {}", env.db.display());
+    let screen = on_a_terminal(&env, &command);
+    let claude = (screen.lines())
+        .find(|l| l.contains("7c9e6679"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(
+        claude.ends_with("… [+1 subagent] [deleted]") && claude.contains("Cent"),
+        "{claude:?}"
+    );
+}
+
 #[test]
 fn show_on_a_terminal_is_styled_and_keeps_its_lines() {
     let env = Env::new();

@@ -265,6 +265,16 @@ fn collect(
     archive.db(result)
 }
 
+/// Every session id in the index (of every machine), sorted, each once.
+pub(crate) fn session_ids(archive: &mut Archive) -> Result<Vec<String>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare_cached("SELECT DISTINCT session FROM sessions ORDER BY 1")?;
+        stmt.query_map([], |r| r.get(0))?.collect()
+    })();
+    archive.db(result)
+}
+
 /// What an id or prefix names.
 pub(crate) enum Found {
     /// One session.
@@ -286,6 +296,14 @@ pub(crate) fn find(archive: &mut Archive, text: &str, machine: Option<i64>) -> R
          ORDER BY se.session = ?1 DESC, 1"
     );
     let mut found = collect(archive, &sql, params![text, machine])?;
+    // A prefix of a session's id starts the ids of the files in its folder too (Claude Code's
+    // `<session>/subagents/workflows/…`), which extend it: it names the session.
+    let shortest = found.iter().map(|s| s.id.clone()).min_by_key(String::len);
+    if let Some(shortest) = shortest
+        && found.iter().all(|s| s.id.starts_with(&shortest))
+    {
+        found.retain(|s| s.id == shortest);
+    }
     let exact = found.iter().filter(|s| s.id == text).count();
     Ok(match found.len() {
         0 => Found::None,
