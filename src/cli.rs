@@ -426,6 +426,9 @@ fn search(args: SearchArgs, db: &Path) -> Result<()> {
     let style = show::Style::new(stdout.is_terminal() && !args.json);
     let filter = args.filter.filter(&archive)?;
     let hits = query::search(&mut archive, &args.query, &filter, style.marks())?;
+    if hits.is_empty() {
+        return Err(Error::NoMatch { query: args.query });
+    }
     let mut out = BufWriter::new(stdout.lock());
     let written = if args.json {
         hits.iter().try_for_each(|h| write_json_line(&mut out, h))

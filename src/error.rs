@@ -101,13 +101,19 @@ pub enum Error {
     },
     /// `search` was given a query FTS5 cannot read.
     #[error(
-        "search query {query:?} cannot be read ({reason}); put a phrase in double quotes, and use AND, OR, NOT between words"
+        "search query {query:?} cannot be read: {reason}; put a phrase in double quotes, and use AND, OR, NOT between words"
     )]
     SearchQuery {
         /// The query.
         query: String,
-        /// What SQLite said.
+        /// What is wrong with it, in the query's terms.
         reason: String,
+    },
+    /// `search` found no message (exit status 1, as grep's and rg's).
+    #[error("no message matches {query:?}")]
+    NoMatch {
+        /// The query.
+        query: String,
     },
     /// `restore` found a different file where a transcript goes.
     #[error(
@@ -430,10 +436,11 @@ impl<T> SystemContext<T> for io::Result<T> {
 
 impl Error {
     /// The process's exit status for this error: 2 for a session prefix that names several
-    /// (the candidates are listed), 1 otherwise.
+    /// (the candidates are listed) and a search query that cannot be read (so that 1, for a
+    /// search, means only that nothing matched, as for grep), 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::AmbiguousSession { .. } => 2,
+            Error::AmbiguousSession { .. } | Error::SearchQuery { .. } => 2,
             _ => 1,
         }
     }

@@ -392,8 +392,9 @@ fn gemini_upserts_replace_messages_and_rewinds_drop_them() {
             ),
         ]
     );
-    let rewound = json_lines(&env, &["search", "draft", "--json"]);
-    assert!(rewound.is_empty(), "{rewound:?}");
+    let rewound = cli(&env, &["search", "draft", "--json"]);
+    assert_eq!(rewound.status.code(), Some(1), "{}", stderr(&rewound));
+    assert!(rewound.stdout.is_empty());
 }
 
 #[test]
@@ -460,19 +461,51 @@ fn search_finds_a_phrase_deep_inside_a_tool_result() {
         sessions(&["minutes", "--harness", "gemini-cli"]),
         [GEMINI_ID]
     );
-    assert_eq!(
-        sessions(&["minutes", "--harness", "codex"]),
-        Vec::<String>::new()
-    );
     assert_eq!(sessions(&["src/pdf.rs"]), ["agent-b41c2d"]);
+}
 
-    let bad = cli(&env, &["search", "NOT"]);
-    assert_eq!(bad.status.code(), Some(1));
-    assert!(
-        stderr(&bad).contains("search query \"NOT\" cannot be read"),
-        "{}",
-        stderr(&bad)
-    );
+/// As grep and rg: 1 and nothing on stdout when nothing matched, 2 for a query that cannot
+/// be read, explained in the query's terms rather than SQLite's.
+#[test]
+fn search_exits_1_when_nothing_matched_and_2_for_a_query_it_cannot_read() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    for args in [
+        &["minutes", "--harness", "codex"][..],
+        &["draft"],
+        &["nowhere", "--json"],
+    ] {
+        let none = cli(&env, &[&["search"][..], args].concat());
+        assert_eq!(none.status.code(), Some(1), "{args:?}: {}", stderr(&none));
+        assert!(none.stdout.is_empty(), "{args:?}");
+        assert!(
+            stderr(&none).contains("no message matches"),
+            "{}",
+            stderr(&none)
+        );
+    }
+    for (query, why) in [
+        (
+            "NOT",
+            "NOT at character 1 needs a word or a group on each side",
+        ),
+        ("\"lock file", "the `\"` at character 1 is never closed"),
+        ("(xz OR backup", "the `(` at character 1 is never closed"),
+    ] {
+        let bad = cli(&env, &["search", query]);
+        assert_eq!(bad.status.code(), Some(2), "{query}");
+        let said = stderr(&bad);
+        assert!(
+            said.contains(&format!("search query {query:?} cannot be read: {why}")),
+            "{said}"
+        );
+        assert!(
+            !said.contains("fts5") && !said.contains("syntax error"),
+            "{said}"
+        );
+        assert!(bad.stdout.is_empty());
+    }
 }
 
 #[test]
@@ -980,7 +1013,9 @@ fn an_archive_that_kept_its_index_inside_moves_it_to_a_file_of_its_own_and_finds
         ["0"]
     );
     assert!(index_file(&env).is_file());
-    assert!(stdout_of(&env, &["search", "stale", "--json"]).is_empty());
+    let stale = cli(&env, &["search", "stale", "--json"]);
+    assert_eq!(stale.status.code(), Some(1), "{}", stderr(&stale));
+    assert!(stale.stdout.is_empty());
     assert_eq!(stdout_of(&env, &["sessions", "--json"]), listed);
 }
 

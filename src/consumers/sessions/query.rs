@@ -538,6 +538,12 @@ pub(crate) fn search(
             None
         }
     };
+    if let Some(reason) = query_problem(query) {
+        return Err(Error::SearchQuery {
+            query: query.to_owned(),
+            reason,
+        });
+    }
     let fts = fts_query(query, &mut expand);
     let names = MachineNames::of(archive)?;
     let result = ranked_hits(&records, &fts, filter, marks, RANKED).map(|mut hits| {
@@ -547,10 +553,12 @@ pub(crate) fn search(
         hits
     });
     result.map_err(|e| match e {
+        // What `query_problem` does not foresee, in words of the query rather than SQLite's.
         rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("fts5") => {
+            log::debug!("search query {query:?}: {msg}");
             Error::SearchQuery {
                 query: query.to_owned(),
-                reason: msg,
+                reason: "it is not a combination of words, phrases and operators".into(),
             }
         }
         source => Error::Archive { path, source },
@@ -651,6 +659,83 @@ fn ranked_hits(
         hits.push(hit);
     }
     Ok(hits)
+}
+
+/// One piece of a query as [`fts_query`] reads it, with the place (in characters, from 1)
+/// where it starts.
+#[derive(Clone, Copy, PartialEq)]
+enum Piece<'q> {
+    Open(usize),
+    Close(usize),
+    Operator(&'q str, usize),
+    Term,
+}
+
+/// What makes `query` unreadable, said in its own terms (a quote or parenthesis left open, an
+/// operator without a word on each side), or `None` when FTS5 can read it as [`fts_query`]
+/// writes it.
+fn query_problem(query: &str) -> Option<String> {
+    let mut pieces = Vec::new();
+    let mut depth = Vec::new();
+    let mut chars = query.char_indices().enumerate().peekable();
+    while let Some((n, (at, c))) = chars.next() {
+        let place = n + 1;
+        match c {
+            c if c.is_whitespace() => {}
+            '(' => {
+                depth.push(place);
+                pieces.push(Piece::Open(place));
+            }
+            ')' if depth.pop().is_none() => {
+                return Some(format!("the `)` at character {place} closes no `(`"));
+            }
+            ')' => pieces.push(Piece::Close(place)),
+            '"' => {
+                if !chars.by_ref().any(|(_, (_, c))| c == '"') {
+                    return Some(format!("the `\"` at character {place} is never closed"));
+                }
+                pieces.push(Piece::Term);
+            }
+            _ => {
+                let mut end = at + c.len_utf8();
+                while let Some((_, (i, c))) =
+                    chars.next_if(|(_, (_, c))| !c.is_whitespace() && !"()\"".contains(*c))
+                {
+                    end = i + c.len_utf8();
+                }
+                pieces.push(match &query[at..end] {
+                    op @ ("AND" | "OR" | "NOT") => Piece::Operator(op, place),
+                    _ => Piece::Term,
+                });
+            }
+        }
+    }
+    if let Some(open) = depth.pop() {
+        return Some(format!("the `(` at character {open} is never closed"));
+    }
+    if pieces.is_empty() {
+        return Some("it holds no word".into());
+    }
+    for (i, piece) in pieces.iter().enumerate() {
+        let before = i.checked_sub(1).map(|b| pieces[b]);
+        let after = pieces.get(i + 1).copied();
+        match *piece {
+            Piece::Operator(op, place) => {
+                let left = matches!(before, Some(Piece::Term | Piece::Close(_)));
+                let right = matches!(after, Some(Piece::Term | Piece::Open(_)));
+                if !(left && right) {
+                    return Some(format!(
+                        "{op} at character {place} needs a word or a group on each side, as in \"a {op} b\""
+                    ));
+                }
+            }
+            Piece::Open(place) if matches!(after, Some(Piece::Close(_))) => {
+                return Some(format!("the `()` at character {place} holds nothing"));
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// How many terms a prefix (`pre*`) stands for at most: its commonest.
@@ -983,6 +1068,45 @@ mod tests {
             pieces,
             [(p("/a"), vec![(1, 0), (3, 0)]), (p("/b"), vec![(5, 0)])]
         );
+    }
+
+    #[test]
+    fn an_unreadable_query_is_explained_in_its_own_terms() {
+        let problem = |q: &str| query_problem(q).unwrap_or_default();
+        assert_eq!(
+            problem("\"lock file"),
+            "the `\"` at character 1 is never closed"
+        );
+        assert_eq!(
+            problem("(xz OR zstd"),
+            "the `(` at character 1 is never closed"
+        );
+        assert_eq!(problem("xz) zstd"), "the `)` at character 3 closes no `(`");
+        assert_eq!(problem("a ()"), "the `()` at character 3 holds nothing");
+        assert_eq!(problem("  "), "it holds no word");
+        for (query, op, at) in [
+            ("NOT", "NOT", 1),
+            ("xz OR", "OR", 4),
+            ("a AND NOT b", "AND", 3),
+        ] {
+            assert_eq!(
+                problem(query),
+                format!(
+                    "{op} at character {at} needs a word or a group on each side, as in \"a {op} b\""
+                ),
+                "{query}"
+            );
+        }
+        for fine in [
+            "xz",
+            "\"a phrase\" OR (b NOT c)",
+            "backup NOT xz",
+            "and or not",
+            "ré*",
+            "x\"y\"",
+        ] {
+            assert_eq!(query_problem(fine), None, "{fine}");
+        }
     }
 
     #[test]
