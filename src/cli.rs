@@ -319,7 +319,7 @@ fn catch_up_index(db: &Path) -> Result<()> {
 
 fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     let mut archive = indexed_archive(db)?;
-    let filter = args.filter.filter(&archive)?;
+    let filter = args.filter.filter(&mut archive)?;
     let list = query::sessions(&mut archive, &filter)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let written = if args.json {
@@ -424,7 +424,7 @@ fn search(args: SearchArgs, db: &Path) -> Result<()> {
     let mut archive = indexed_archive(db)?;
     let stdout = io::stdout();
     let style = show::Style::new(stdout.is_terminal() && !args.json);
-    let filter = args.filter.filter(&archive)?;
+    let filter = args.filter.filter(&mut archive)?;
     let hits = query::search(&mut archive, &args.query, &filter, style.marks())?;
     if hits.is_empty() {
         return Err(Error::NoMatch { query: args.query });

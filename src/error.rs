@@ -91,6 +91,14 @@ pub enum Error {
         /// The pulled machines: host name and UUID.
         known: Vec<String>,
     },
+    /// `--harness` names no watcher this program has, nor one the archive holds sessions of.
+    #[error("no harness {name:?}; give one of: {}", known.join(", "))]
+    UnknownHarness {
+        /// The name given.
+        name: String,
+        /// The built-in watchers' names and those of the archive's sessions, sorted.
+        known: Vec<String>,
+    },
     /// `show` or `restore` was given a prefix that several sessions' ids start with.
     #[error("{id:?} names {} sessions: {}; give more of the id", candidates.len(), candidates.join(", "))]
     AmbiguousSession {
@@ -436,11 +444,14 @@ impl<T> SystemContext<T> for io::Result<T> {
 
 impl Error {
     /// The process's exit status for this error: 2 for a session prefix that names several
-    /// (the candidates are listed) and a search query that cannot be read (so that 1, for a
-    /// search, means only that nothing matched, as for grep), 1 otherwise.
+    /// (the candidates are listed), a search query that cannot be read and an unknown
+    /// `--harness` (so that 1, for a search, means only that nothing matched, as for grep),
+    /// 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::AmbiguousSession { .. } | Error::SearchQuery { .. } => 2,
+            Error::AmbiguousSession { .. }
+            | Error::SearchQuery { .. }
+            | Error::UnknownHarness { .. } => 2,
             _ => 1,
         }
     }

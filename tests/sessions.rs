@@ -508,6 +508,35 @@ fn search_exits_1_when_nothing_matched_and_2_for_a_query_it_cannot_read() {
     }
 }
 
+/// A harness misspelt (`claude` for `claude-code`) listed nothing and exited 0, as if there
+/// were no such sessions; it is an error naming the harnesses there are.
+#[test]
+fn an_unknown_harness_is_an_error_listing_the_known_ones() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    for args in [
+        &["sessions", "--harness", "claude"][..],
+        &["search", "backup", "--harness", "claude"],
+    ] {
+        let out = cli(&env, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty());
+        assert!(
+            stderr(&out).contains(
+                "no harness \"claude\"; give one of: claude-code, codex, cursor, gemini-cli, generic"
+            ),
+            "{}",
+            stderr(&out)
+        );
+    }
+    // A known harness without sessions here is no error.
+    assert_eq!(
+        stdout_of(&env, &["sessions", "--harness", "generic", "--json"]),
+        ""
+    );
+}
+
 #[test]
 fn show_takes_a_unique_prefix_and_names_the_candidates_of_an_ambiguous_one() {
     let env = Env::new();

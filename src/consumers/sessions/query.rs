@@ -265,6 +265,16 @@ fn collect(
     archive.db(result)
 }
 
+/// The harness names of the index's sessions (of every machine), sorted, each once.
+pub(crate) fn harnesses(archive: &mut Archive) -> Result<Vec<String>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare_cached("SELECT DISTINCT harness FROM sessions ORDER BY 1")?;
+        stmt.query_map([], |r| r.get(0))?.collect()
+    })();
+    archive.db(result)
+}
+
 /// Every session id in the index (of every machine), sorted, each once.
 pub(crate) fn session_ids(archive: &mut Archive) -> Result<Vec<String>> {
     let result = (|| {
