@@ -65,6 +65,16 @@ pub enum Error {
         /// The archive database that was looked for.
         path: PathBuf,
     },
+    /// The archive (or a directory above it) exists but this user may not read it.
+    #[error(
+        "the archive {path} cannot be read by this user; run as the user who owns it, or give this one read access to it (and search access to each directory above it)"
+    )]
+    ArchiveUnreadable {
+        /// The archive database.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// `rejects --raw` was given an id that names no reject.
     #[error("archive {path} has no reject with id {id}; `transcript-sync rejects` lists them")]
     NoSuchReject {
