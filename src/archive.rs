@@ -241,10 +241,22 @@ impl Archive {
     /// Opens an archive that must already exist, read-only (for `status` and `export`): a
     /// file that is not an archive is refused, never changed.
     pub fn open_existing(path: &Path) -> Result<Archive> {
-        if !path.is_file() {
-            return Err(Error::NoArchive {
-                path: path.to_owned(),
-            });
+        let unreadable = |source| Error::ArchiveUnreadable {
+            path: path.to_owned(),
+            source,
+        };
+        // Only a path that is not there is "no archive": one this user may not reach or read
+        // is there, and the fix is another user or another mode, never `run`.
+        match std::fs::metadata(path).and_then(|m| Ok((m, std::fs::File::open(path)?))) {
+            Ok((meta, _)) if meta.is_file() => {}
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(unreadable(e));
+            }
+            _ => {
+                return Err(Error::NoArchive {
+                    path: path.to_owned(),
+                });
+            }
         }
         // URIs, for the session index attached read-only (`attach_read_only`).
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY

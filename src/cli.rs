@@ -362,7 +362,7 @@ fn catch_up_index(db: &Path) -> Result<()> {
 
 fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     let mut archive = indexed_archive(db)?;
-    let filter = args.filter.filter(&archive)?;
+    let filter = args.filter.filter(&mut archive)?;
     let list = query::sessions(&mut archive, &filter)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let written = if args.json {
@@ -381,9 +381,11 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     } else {
         let home = crate::platform::home::home(&env).ok();
         let width = crate::platform::sys::terminal_width();
+        let known = query::session_ids(&mut archive)?;
         show::write_sessions(
             &mut out,
             &list,
+            &known,
             width,
             home.as_deref(),
             crate::platform::time::now_ms(),
@@ -502,8 +504,11 @@ fn search(args: SearchArgs, db: &Path) -> Result<()> {
     let mut archive = indexed_archive(db)?;
     let stdout = io::stdout();
     let style = show::Style::new(args.color, stdout.is_terminal() && !args.json);
-    let filter = args.filter.filter(&archive)?;
+    let filter = args.filter.filter(&mut archive)?;
     let hits = query::search(&mut archive, &args.query, &filter, style.marks())?;
+    if hits.is_empty() {
+        return Err(Error::NoMatch { query: args.query });
+    }
     let mut out = BufWriter::new(stdout.lock());
     let written = if args.json {
         hits.iter().try_for_each(|h| write_json_line(&mut out, h))

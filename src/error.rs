@@ -65,6 +65,16 @@ pub enum Error {
         /// The archive database that was looked for.
         path: PathBuf,
     },
+    /// The archive (or a directory above it) exists but this user may not read it.
+    #[error(
+        "the archive {path} cannot be read by this user; run as the user who owns it, or give this one read access to it (and search access to each directory above it)"
+    )]
+    ArchiveUnreadable {
+        /// The archive database.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// `rejects --raw` was given an id that names no reject.
     #[error("archive {path} has no reject with id {id}; `transcript-sync rejects` lists them")]
     NoSuchReject {
@@ -91,6 +101,14 @@ pub enum Error {
         /// The pulled machines: host name and UUID.
         known: Vec<String>,
     },
+    /// `--harness` names no watcher this program has, nor one the archive holds sessions of.
+    #[error("no harness {name:?}; give one of: {}", known.join(", "))]
+    UnknownHarness {
+        /// The name given.
+        name: String,
+        /// The built-in watchers' names and those of the archive's sessions, sorted.
+        known: Vec<String>,
+    },
     /// `show` or `restore` was given a prefix that several sessions' ids start with.
     #[error("{id:?} names {} sessions: {}; give more of the id", candidates.len(), candidates.join(", "))]
     AmbiguousSession {
@@ -101,13 +119,19 @@ pub enum Error {
     },
     /// `search` was given a query FTS5 cannot read.
     #[error(
-        "search query {query:?} cannot be read ({reason}); put a phrase in double quotes, and use AND, OR, NOT between words"
+        "search query {query:?} cannot be read: {reason}; put a phrase in double quotes, and use AND, OR, NOT between words"
     )]
     SearchQuery {
         /// The query.
         query: String,
-        /// What SQLite said.
+        /// What is wrong with it, in the query's terms.
         reason: String,
+    },
+    /// `search` found no message (exit status 1, as grep's and rg's).
+    #[error("no message matches {query:?}")]
+    NoMatch {
+        /// The query.
+        query: String,
     },
     /// `restore` found a different file where a transcript goes.
     #[error(
@@ -430,10 +454,14 @@ impl<T> SystemContext<T> for io::Result<T> {
 
 impl Error {
     /// The process's exit status for this error: 2 for a session prefix that names several
-    /// (the candidates are listed), 1 otherwise.
+    /// (the candidates are listed), a search query that cannot be read and an unknown
+    /// `--harness` (so that 1, for a search, means only that nothing matched, as for grep),
+    /// 1 otherwise.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::AmbiguousSession { .. } => 2,
+            Error::AmbiguousSession { .. }
+            | Error::SearchQuery { .. }
+            | Error::UnknownHarness { .. } => 2,
             _ => 1,
         }
     }

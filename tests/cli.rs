@@ -302,3 +302,50 @@ fn the_man_page_is_roff_with_every_command() {
     let shown = String::from_utf8_lossy(&shown.stdout);
     assert!(shown.contains("--raw"), "{shown}");
 }
+
+/// Each size in `status` carries its unit once (the index's line said `MB MB`), and every
+/// time in `status --json` is RFC 3339 (the daemon's caught-up figures gave Unix ms).
+#[test]
+fn status_writes_each_unit_once_and_every_time_in_one_format() {
+    let env = Env::new();
+    env.write("s.jsonl", b"{\"n\":1}\n");
+    let d = Daemon::start(&env, &[], &[], TapReader::Read);
+    d.wait_log("INFO  caught up sources=");
+    let out = (env.cmd().args(["status", "--db"]).arg(&env.db))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let index = (text.lines())
+        .find(|l| l.starts_with("session index:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(index.matches("MB").count(), 1, "{index}");
+    assert!(!text.contains("MB MB"), "{text}");
+
+    let st = env.status();
+    let at = st["caught_up"]["at"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{st}"));
+    assert!(
+        at.len() == 20 && at.ends_with('Z') && at.as_bytes()[10] == b'T',
+        "{at}"
+    );
+    // No time anywhere as a number of milliseconds.
+    fn ms_keys(v: &Value, into: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => o.iter().for_each(|(k, v)| {
+                if k.ends_with("_ms") {
+                    into.push(k.clone());
+                }
+                ms_keys(v, into);
+            }),
+            Value::Array(a) => a.iter().for_each(|v| ms_keys(v, into)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    ms_keys(&st, &mut found);
+    assert!(found.is_empty(), "{found:?} in {st}");
+    let (status, _) = d.terminate();
+    assert!(status.success());
+}

@@ -4,6 +4,7 @@ use crate::util::*;
 use serde_json::Value;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
 use std::process::Output;
 
 /// `doctor --db DB --watch ROOT` plus `extra`.
@@ -148,4 +149,62 @@ fn json_output_parses() {
     assert_eq!(root["level"], "ok");
     assert_eq!(root["path"], env.root.to_str().unwrap());
     assert!(findings.iter().any(|f| f["check"] == "inotify"));
+}
+
+/// An archive this user cannot reach or read is a permission problem of that path, never
+/// "no archive" (whose fix, `run`, would not help), for the commands that read it; and
+/// `doctor` fails on an archive directory it cannot write, where SQLite keeps the WAL.
+#[test]
+fn an_archive_this_user_cannot_read_is_a_permission_error_and_doctor_fails_on_its_directory() {
+    let env = Env::new();
+    env.write("a.jsonl", &lines(&records("a", 1)));
+    env.run_once(&[]);
+    let state = env.db.parent().unwrap().to_owned();
+    let unprivileged = |args: &[&str]| {
+        let mut cmd = env.cmd_unprivileged();
+        cmd.args(args).arg("--db").arg(&env.db);
+        cmd.output().unwrap()
+    };
+    // Its directory of mode 000 (it cannot be reached), or the archive itself.
+    let said_for = |path: &Path, mode: u32, back: u32| {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+        let outs: Vec<Output> = [&["sessions"][..], &["status"], &["export"]]
+            .iter()
+            .map(|args| unprivileged(args))
+            .collect();
+        fs::set_permissions(path, fs::Permissions::from_mode(back)).unwrap();
+        outs
+    };
+    let mut outs = said_for(&state, 0o000, 0o700);
+    outs.extend(said_for(&env.db, 0o000, 0o600));
+    for out in outs {
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(
+            said.contains(&format!(
+                "the archive {} cannot be read by this user",
+                env.db.display()
+            )),
+            "{said}"
+        );
+        assert!(
+            said.contains("Permission denied") && !said.contains("no archive"),
+            "{said}"
+        );
+    }
+    // The directory readable but not writable: doctor fails, naming it and the fix.
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o500)).unwrap();
+    let out = unprivileged(&["doctor", "--watch", env.root.to_str().unwrap()]);
+    fs::set_permissions(&state, fs::Permissions::from_mode(0o700)).unwrap();
+    let report = stdout(&out);
+    let line = line_with(
+        &report,
+        "FAIL",
+        &format!(
+            "the archive's directory {} cannot be written",
+            state.display()
+        ),
+    );
+    assert!(line.contains("fix: sudo chown"), "{line}");
+    assert_eq!(out.status.code(), Some(1), "{report}");
 }

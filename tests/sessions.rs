@@ -236,6 +236,143 @@ fn copies_count_once_and_compactions_and_unreadable_records_are_shown() {
     assert_eq!(raw["message"]["content"], 42, "shown as its raw JSON");
 }
 
+/// Codex writes each prompt twice: the `response_item` user message sent to the model, and
+/// the `event_msg` of type `user_message` (`EventMsg::UserMessage`, persisted by
+/// `codex-rs/core/src/rollout/policy.rs` `should_persist_event_msg`, openai/codex 0.63.0),
+/// in that order; a session may hold the event alone (`codex-events.jsonl`). The prompt
+/// counts once, the same words typed again count again, the event alone is a prompt (title
+/// and search), and neither tool calls nor reasoning are counted as messages; reasoning
+/// with no text (only `encrypted_content`) is not shown.
+#[test]
+fn codex_prompts_count_once_from_either_copy_and_tool_calls_and_reasoning_are_not_messages() {
+    const TWICE: &str = "0199e0c4-1a2b-7c3d-8e4f-5a6b7c8d9e0f";
+    const EVENTS: &str = "0199e0f1-2b3c-7d4e-9f50-6b7c8d9e0f1a";
+    let env = Env::new();
+    Home::write(&env);
+    let day = env.dir.path().join("home/.codex/sessions/2026/12/01");
+    let twice = day.join(format!("rollout-2026-12-01T10-00-00-{TWICE}.jsonl"));
+    let events = day.join(format!("rollout-2026-12-01T11-00-00-{EVENTS}.jsonl"));
+    put(&twice, &fixture("codex-prompts.jsonl"));
+    put(&events, &fixture("codex-events.jsonl"));
+    archive_home(&env);
+
+    let list = json_lines(&env, &["sessions", "--json", "--harness", "codex"]);
+    let counts = |id: &str| {
+        let s = session(&list, id);
+        (
+            s["title"].as_str().map(str::to_owned),
+            s["user_messages"].as_i64(),
+            s["assistant_messages"].as_i64(),
+        )
+    };
+    assert_eq!(
+        counts(TWICE),
+        (
+            Some("Why does the import skip the last row?".into()),
+            Some(3),
+            Some(3)
+        )
+    );
+    assert_eq!(
+        counts(EVENTS),
+        (
+            Some("List the importers and what each reads".into()),
+            Some(1),
+            Some(1)
+        )
+    );
+    let roles: Vec<String> = (conversation(&env, TWICE).into_iter())
+        .map(|(r, _)| r)
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "tool",
+            "tool",
+            "reasoning",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant"
+        ]
+    );
+    let text = stdout_of(&env, &["show", TWICE]);
+    assert_eq!(
+        text.matches("(thinking)").count(),
+        1,
+        "no empty reasoning:\n{text}"
+    );
+    assert!(
+        text.contains("(thinking) **Checking the loop bound**"),
+        "{text}"
+    );
+    let hits = json_lines(&env, &["search", "importers", "--json"]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(
+        (hits[0]["session"].as_str(), hits[0]["role"].as_str()),
+        (Some(EVENTS), Some("user"))
+    );
+}
+
+/// Claude Code keeps more than subagents in a session's folder: a workflow's journal
+/// (`subagents/workflows/<run>/journal.jsonl`, the same name in every session) and tool
+/// results. Each is that session's, never a top-level session (nor one shared by every
+/// session's journal). Times come from the records, else the files' modification times,
+/// never from when they were archived or indexed.
+#[test]
+fn files_in_a_claude_session_folder_are_the_sessions_and_times_fall_back_to_mtime() {
+    const OTHER: &str = "9b2f7c1e-3d4a-4e5f-8a6b-7c8d9e0f1a2b";
+    let env = Env::new();
+    let home = Home::write(&env);
+    let project = home.claude.parent().unwrap().to_owned();
+    let step = br#"{"type":"workflow_step","step":"plan","status":"done"}"#;
+    let at = |secs: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    // 2026-11-28T09:25:00Z and 2026-11-30T12:00:00Z.
+    let (journal_time, cursor_time) = (at(1_795_857_900), at(1_796_040_000));
+    for session in [CLAUDE_ID, OTHER] {
+        let journal = project.join(format!("{session}/subagents/workflows/wf-1/journal.jsonl"));
+        put(&journal, &[&step[..], b"\n"].concat());
+        let file = fs::File::options().write(true).open(&journal).unwrap();
+        file.set_modified(journal_time).unwrap();
+    }
+    let result = project.join(format!("{CLAUDE_ID}/tool-results/toolu_01.jsonl"));
+    put(&result, b"{\"output\":\"a.txt\"}\n");
+    let cursor = fs::File::options().write(true).open(&home.cursor).unwrap();
+    cursor.set_modified(cursor_time).unwrap();
+    archive_home(&env);
+
+    let list = json_lines(&env, &["sessions", "--json"]);
+    let top: Vec<&str> = (list.iter())
+        .filter(|s| s["parent"].is_null())
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        top,
+        [CURSOR_ID, GEMINI_ID, CODEX_ID, CLAUDE_ID],
+        "{list:#?}"
+    );
+    assert_eq!(session(&list, CLAUDE_ID)["subagents"], 3);
+    let journal = session(
+        &list,
+        &format!("{CLAUDE_ID}/subagents/workflows/wf-1/journal"),
+    );
+    assert_eq!(journal["parent"], CLAUDE_ID);
+    assert_eq!(
+        (
+            journal["started"].as_str(),
+            journal["last_activity"].as_str()
+        ),
+        (Some("2026-11-28T09:25:00Z"), Some("2026-11-28T09:25:00Z"))
+    );
+    let other = session(&list, &format!("{OTHER}/subagents/workflows/wf-1/journal"));
+    assert_eq!(other["parent"], OTHER);
+    let cursor = session(&list, CURSOR_ID);
+    assert_eq!(cursor["started"], "2026-11-30T12:00:00Z", "{cursor}");
+}
+
 #[test]
 fn gemini_upserts_replace_messages_and_rewinds_drop_them() {
     let env = Env::new();
@@ -255,8 +392,9 @@ fn gemini_upserts_replace_messages_and_rewinds_drop_them() {
             ),
         ]
     );
-    let rewound = json_lines(&env, &["search", "draft", "--json"]);
-    assert!(rewound.is_empty(), "{rewound:?}");
+    let rewound = cli(&env, &["search", "draft", "--json"]);
+    assert_eq!(rewound.status.code(), Some(1), "{}", stderr(&rewound));
+    assert!(rewound.stdout.is_empty());
 }
 
 #[test]
@@ -323,18 +461,79 @@ fn search_finds_a_phrase_deep_inside_a_tool_result() {
         sessions(&["minutes", "--harness", "gemini-cli"]),
         [GEMINI_ID]
     );
-    assert_eq!(
-        sessions(&["minutes", "--harness", "codex"]),
-        Vec::<String>::new()
-    );
     assert_eq!(sessions(&["src/pdf.rs"]), ["agent-b41c2d"]);
+}
 
-    let bad = cli(&env, &["search", "NOT"]);
-    assert_eq!(bad.status.code(), Some(1));
-    assert!(
-        stderr(&bad).contains("search query \"NOT\" cannot be read"),
-        "{}",
-        stderr(&bad)
+/// As grep and rg: 1 and nothing on stdout when nothing matched, 2 for a query that cannot
+/// be read, explained in the query's terms rather than SQLite's.
+#[test]
+fn search_exits_1_when_nothing_matched_and_2_for_a_query_it_cannot_read() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    for args in [
+        &["minutes", "--harness", "codex"][..],
+        &["draft"],
+        &["nowhere", "--json"],
+    ] {
+        let none = cli(&env, &[&["search"][..], args].concat());
+        assert_eq!(none.status.code(), Some(1), "{args:?}: {}", stderr(&none));
+        assert!(none.stdout.is_empty(), "{args:?}");
+        assert!(
+            stderr(&none).contains("no message matches"),
+            "{}",
+            stderr(&none)
+        );
+    }
+    for (query, why) in [
+        (
+            "NOT",
+            "NOT at character 1 needs a word or a group on each side",
+        ),
+        ("\"lock file", "the `\"` at character 1 is never closed"),
+        ("(xz OR backup", "the `(` at character 1 is never closed"),
+    ] {
+        let bad = cli(&env, &["search", query]);
+        assert_eq!(bad.status.code(), Some(2), "{query}");
+        let said = stderr(&bad);
+        assert!(
+            said.contains(&format!("search query {query:?} cannot be read: {why}")),
+            "{said}"
+        );
+        assert!(
+            !said.contains("fts5") && !said.contains("syntax error"),
+            "{said}"
+        );
+        assert!(bad.stdout.is_empty());
+    }
+}
+
+/// A harness misspelt (`claude` for `claude-code`) listed nothing and exited 0, as if there
+/// were no such sessions; it is an error naming the harnesses there are.
+#[test]
+fn an_unknown_harness_is_an_error_listing_the_known_ones() {
+    let env = Env::new();
+    Home::write(&env);
+    archive_home(&env);
+    for args in [
+        &["sessions", "--harness", "claude"][..],
+        &["search", "backup", "--harness", "claude"],
+    ] {
+        let out = cli(&env, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty());
+        assert!(
+            stderr(&out).contains(
+                "no harness \"claude\"; give one of: claude-code, codex, cursor, gemini-cli, generic"
+            ),
+            "{}",
+            stderr(&out)
+        );
+    }
+    // A known harness without sessions here is no error.
+    assert_eq!(
+        stdout_of(&env, &["sessions", "--harness", "generic", "--json"]),
+        ""
     );
 }
 
@@ -417,6 +616,49 @@ fn show_raw_is_the_main_transcript_byte_for_byte_and_text_reads_as_a_conversatio
 }
 
 /// `show` as a person sees it: on a pseudo-terminal, under `script`.
+/// The table's ID column is what `show` takes: ids that are not UUIDs (the files' names)
+/// get the shortest prefix that names them, which may be more than 8 characters; and the
+/// `[+N subagents]` and `[deleted]` marks stay when a title is cut to the terminal's width.
+#[test]
+fn the_sessions_table_shows_ids_show_takes_and_keeps_its_marks_on_a_narrow_terminal() {
+    let env = Env::new();
+    let home = Home::write(&env);
+    for (name, prompt) in [("alpha", "first scratch"), ("beta", "second scratch")] {
+        let path = home
+            .claude
+            .with_file_name(format!("scratch-session-{name}.jsonl"));
+        let line = format!(
+            r#"{{"type":"user","uuid":"{name}","timestamp":"2026-11-27T10:00:00.000Z","message":{{"content":"{prompt}"}}}}"#
+        );
+        put(&path, format!("{line}\n").as_bytes());
+    }
+    archive_home(&env);
+    fs::remove_file(&home.claude).unwrap();
+    let table = stdout_of(&env, &["sessions"]);
+    for (id, title) in [
+        ("scratch-session-a  ", "first scratch"),
+        ("scratch-session-b  ", "second scratch"),
+        ("7c9e6679           ", "Cent rounding"),
+    ] {
+        assert!(
+            table.lines().any(|l| l.contains(id) && l.contains(title)),
+            "{id:?}:\n{table}"
+        );
+    }
+    let shown = stdout_of(&env, &["show", "scratch-session-b"]);
+    assert!(shown.starts_with("second scratch\n"), "{shown}");
+
+    let command = format!("stty cols 100 && {BIN} sessions --db {}", env.db.display());
+    let screen = on_a_terminal(&env, &command);
+    let claude = (screen.lines())
+        .find(|l| l.contains("7c9e6679"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(
+        claude.ends_with("… [+1 subagent] [deleted]") && claude.contains("Cent"),
+        "{claude:?}"
+    );
+}
+
 #[test]
 fn show_on_a_terminal_is_styled_and_keeps_its_lines() {
     let env = Env::new();
@@ -980,7 +1222,9 @@ fn an_archive_that_kept_its_index_inside_moves_it_to_a_file_of_its_own_and_finds
         ["0"]
     );
     assert!(index_file(&env).is_file());
-    assert!(stdout_of(&env, &["search", "stale", "--json"]).is_empty());
+    let stale = cli(&env, &["search", "stale", "--json"]);
+    assert_eq!(stale.status.code(), Some(1), "{}", stderr(&stale));
+    assert!(stale.stdout.is_empty());
     assert_eq!(stdout_of(&env, &["sessions", "--json"]), listed);
 }
 

@@ -67,6 +67,31 @@ impl Env {
         self.command(BIN)
     }
 
+    /// The binary as a user without root's power to read any file: the test's user, or
+    /// nobody (given the test's tree) when that is root, so that a mode of 000 holds.
+    pub fn cmd_unprivileged(&self) -> Command {
+        if unsafe { libc::geteuid() } != 0 {
+            return self.cmd();
+        }
+        let status = Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(self.dir.path())
+            .status()
+            .expect("run chown");
+        assert!(status.success(), "chown -R nobody {:?}", self.dir.path());
+        let mut cmd = self.command("setpriv");
+        cmd.args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--",
+            BIN,
+        ]);
+        cmd
+    }
+
     /// `program` with the clean environment the binary gets.
     pub fn command(&self, program: &str) -> Command {
         let mut cmd = Command::new(program);

@@ -75,6 +75,11 @@ impl Root {
     }
 }
 
+/// The names of the embedded watchers (the built-in ones and `generic`), sorted.
+pub(crate) fn names() -> impl Iterator<Item = &'static str> {
+    DEFINITIONS.iter().map(|(name, _)| *name)
+}
+
 /// Every embedded watcher definition.
 pub(crate) fn watchers() -> Result<Vec<Watcher>> {
     DEFINITIONS

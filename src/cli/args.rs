@@ -6,7 +6,7 @@ use crate::cli::show::Format;
 use crate::config::{self, Overrides};
 use crate::consumers::sessions::query::{self, Filter};
 use crate::domain::StartAt;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -682,7 +682,20 @@ pub(crate) struct SessionFilter {
 }
 
 impl SessionFilter {
-    pub(crate) fn filter(&self, archive: &Archive) -> Result<Filter> {
+    /// The filter, its harness checked against the built-in watchers' names and those of the
+    /// index's sessions (a configured `[[watch]]` directory's is `generic`, a pulled machine's
+    /// may be one this version lacks): an unknown one is [`Error::UnknownHarness`].
+    pub(crate) fn filter(&self, archive: &mut Archive) -> Result<Filter> {
+        if let Some(name) = &self.harness {
+            let mut known = query::harnesses(archive)?;
+            known.extend(crate::capture::harness::names().map(String::from));
+            known.sort();
+            known.dedup();
+            if !known.contains(name) {
+                let name = name.clone();
+                return Err(Error::UnknownHarness { name, known });
+            }
+        }
         Ok(Filter {
             harness: self.harness.clone(),
             project: self.project.clone(),

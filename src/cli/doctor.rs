@@ -289,19 +289,32 @@ fn sysctl_fix(sysctl: &str, value: u64) -> String {
 }
 
 fn archive_findings(archive: &Path) -> Vec<Finding> {
-    let Ok(meta) = std::fs::metadata(archive) else {
-        let msg = format!(
-            "archive {} does not exist yet; `run` creates it (0600, in a 0700 directory)",
-            archive.display()
-        );
-        return vec![Finding::new(Level::Ok, "archive", msg).at(archive)];
+    let dir = archive.parent().unwrap_or(Path::new("/"));
+    let meta = match std::fs::metadata(archive) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let msg = format!(
+                "archive {} does not exist yet; `run` creates it (0600, in a 0700 directory)",
+                archive.display()
+            );
+            let mut findings = vec![Finding::new(Level::Ok, "archive", msg).at(archive)];
+            findings.extend(writable_dir_finding(dir));
+            return findings;
+        }
+        Err(e) => {
+            let msg = format!(
+                "archive {} cannot be reached by this user ({e})",
+                archive.display()
+            );
+            let finding = Finding::new(Level::Fail, "archive", msg).at(archive);
+            return vec![finding.fix(format!("sudo chown -R \"$(id -un)\" {}", quote(dir)))];
+        }
     };
     let mut findings = Vec::new();
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         findings.push(archive_mode_finding(archive, mode));
     }
-    let dir = archive.parent().unwrap_or(Path::new("/"));
     let dir_mode = std::fs::metadata(dir).map_or(0, |m| m.permissions().mode() & 0o777);
     if dir_mode & 0o077 != 0 {
         let msg = format!(
@@ -315,6 +328,7 @@ fn archive_findings(archive: &Path) -> Vec<Finding> {
         );
     }
     findings.extend(writable_finding(archive));
+    findings.extend(writable_dir_finding(dir));
     findings.extend(network_archive_finding(dir));
     if findings.is_empty() {
         let msg = format!(
@@ -358,6 +372,28 @@ fn writable_finding(archive: &Path) -> Option<Finding> {
         Finding::new(Level::Fail, "archive", msg)
             .at(archive)
             .fix(format!("sudo chown \"$(id -un)\" {}", quote(archive))),
+    )
+}
+
+/// The archive's directory, where it exists, not writable by this user: SQLite creates the
+/// archive's WAL and shared-memory files (and `run` the archive itself) there, so the daemon
+/// cannot open the archive to write.
+fn writable_dir_finding(dir: &Path) -> Option<Finding> {
+    if !dir.is_dir() || crate::platform::sys::can_write_into(dir) {
+        return None;
+    }
+    let msg = format!(
+        "the archive's directory {} cannot be written by this user; SQLite keeps the archive's -wal and -shm files there",
+        dir.display()
+    );
+    Some(
+        Finding::new(Level::Fail, "archive", msg)
+            .at(dir)
+            .fix(format!(
+                "sudo chown \"$(id -un)\" {} && chmod 700 {}",
+                quote(dir),
+                quote(dir)
+            )),
     )
 }
 

@@ -115,14 +115,40 @@ fn shorten_left(text: &str, max: usize) -> String {
     format!("…{tail}")
 }
 
-/// The sessions table: one line each, its title cut to fit `width` columns (none: whole).
+/// How many characters of an id the sessions table shows at least: a UUID's first group.
+const SHORT_ID: usize = 8;
+
+/// The shortest prefix of `id`, of [`SHORT_ID`] characters or more (or the whole id), that
+/// names it among `known` (every id in the index, sorted) as `show` reads a prefix: every other
+/// id it starts is one that extends `id` (a session's folder's files extend its id).
+pub(crate) fn short_id(id: &str, known: &[String]) -> String {
+    let chars: Vec<(usize, char)> = id.char_indices().collect();
+    for n in SHORT_ID..chars.len() {
+        let prefix = &id[..chars[n].0];
+        let from = known.partition_point(|k| k.as_str() < prefix);
+        let others = known[from..].iter().take_while(|k| k.starts_with(prefix));
+        if others.clone().all(|k| k.starts_with(id)) {
+            return prefix.to_owned();
+        }
+    }
+    id.to_owned()
+}
+
+/// The sessions table: one line each, its title cut to fit `width` columns (none: whole);
+/// `known` is every session id in the index, sorted (see [`short_id`]).
 pub(crate) fn write_sessions(
     out: &mut impl Write,
     sessions: &[Session],
+    known: &[String],
     width: Option<usize>,
     home: Option<&Path>,
     now_ms: i64,
 ) -> io::Result<()> {
+    let ids: Vec<String> = sessions.iter().map(|s| short_id(&s.id, known)).collect();
+    let id_width = (ids.iter().map(|i| i.chars().count()))
+        .max()
+        .unwrap_or(0)
+        .max(SHORT_ID);
     // A machine column once another machine's sessions are among them.
     let machines = sessions.iter().any(|s| s.machine_id != 0);
     let machine = |name: &str| match machines {
@@ -131,7 +157,7 @@ pub(crate) fn write_sessions(
     };
     writeln!(
         out,
-        "{:<12} {}{:<11} {:>5}  {:<24} {:<8}  TITLE",
+        "{:<12} {}{:<11} {:>5}  {:<24} {:<id_width$}  TITLE",
         "LAST ACTIVE",
         machine("MACHINE"),
         "HARNESS",
@@ -139,31 +165,32 @@ pub(crate) fn write_sessions(
         "PROJECT",
         "ID"
     )?;
-    for s in sessions {
+    for (s, id) in sessions.iter().zip(&ids) {
         // Another machine's home is not this one's `~`.
         let home = home.filter(|_| s.machine_id == 0);
         let project = tilde(s.project.as_deref().unwrap_or("-"), home);
-        let mut title = s.title.clone().unwrap_or_else(|| "(untitled)".into());
+        let title = s.title.clone().unwrap_or_else(|| "(untitled)".into());
+        let mut marks = String::new();
         if s.subagents > 0 {
             let noun = subagents_noun(s.subagents);
-            title = format!("{title} [+{} {noun}]", s.subagents);
+            marks.push_str(&format!(" [+{} {noun}]", s.subagents));
         }
         if !s.on_disk {
-            title = format!("{title} [deleted]");
+            marks.push_str(" [deleted]");
         }
         let line = format!(
-            "{:<12} {}{:<11} {:>5}  {:<24} {:<8}  ",
+            "{:<12} {}{:<11} {:>5}  {:<24} {id:<id_width$}  ",
             ago(s.last_activity, now_ms),
             machine(&s.machine),
             shorten(&s.harness, 11),
             s.messages,
             shorten_left(&project, 24),
-            s.id.chars().take(8).collect::<String>(),
         );
+        // The marks are never cut: the title gives way to them.
         let room = width.map_or(usize::MAX, |w| {
-            w.saturating_sub(line.chars().count()).max(10)
+            (w.saturating_sub(line.chars().count() + marks.chars().count())).max(10)
         });
-        writeln!(out, "{line}{}", shorten(&title, room))?;
+        writeln!(out, "{line}{}{marks}", shorten(&title, room))?;
     }
     Ok(())
 }
@@ -419,6 +446,25 @@ mod tests {
         assert_eq!(shorten("abcdef", 4), "abc…");
         assert_eq!(shorten_left("/home/u/src/app", 8), "…src/app");
         assert_eq!(tilde("/home/u/app", Some(Path::new("/home/u"))), "~/app");
+    }
+
+    #[test]
+    fn an_id_is_shown_by_its_shortest_unique_prefix_of_eight_characters_or_more() {
+        let mut known: Vec<String> = [
+            "7c9e6679-7425-40de-944b-e07fc1f90ae7",
+            "7c9e6679-7425-40de-944b-e07fc1f90ae7/subagents/workflows/wf-1/journal",
+            "scratch-session-alpha",
+            "scratch-session-beta",
+            "notes",
+        ]
+        .map(String::from)
+        .into();
+        known.sort();
+        let short = |id: &str| short_id(id, &known);
+        assert_eq!(short(&known[0]), "7c9e6679", "its folder's files extend it");
+        assert_eq!(short("scratch-session-alpha"), "scratch-session-a");
+        assert_eq!(short("scratch-session-beta"), "scratch-session-b");
+        assert_eq!(short("notes"), "notes");
     }
 
     #[test]

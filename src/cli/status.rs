@@ -55,7 +55,8 @@ pub(crate) struct Status {
     /// Whether the socket is there (a `run --once` has none).
     pub socket_present: bool,
     /// The running daemon's figures when its initial backfill ended (`sources`, `records`,
-    /// `pid`, `at_ms`); `null` while it is still backfilling or when none runs.
+    /// `pid`, `at`: RFC 3339 as every time here); `null` while it is still backfilling or
+    /// when none runs.
     pub caught_up: Option<serde_json::Value>,
     /// Where the session index stands.
     pub index: IndexStatus,
@@ -200,10 +201,21 @@ pub(crate) fn status(archive: &Archive, socket: &std::path::Path) -> Result<Stat
         storage: archive.storage()?,
         sinks,
         pulled,
-        caught_up: caught_up.and_then(|v| serde_json::from_str(&v).ok()),
+        caught_up: caught_up.as_deref().and_then(caught_up_figures),
         sources,
         totals,
     })
+}
+
+/// The daemon's figures as it recorded them (JSON with `at_ms`), with the time written as
+/// every time of the status is (`at`, RFC 3339); `None` when they cannot be read.
+fn caught_up_figures(recorded: &str) -> Option<serde_json::Value> {
+    let mut figures: serde_json::Value = serde_json::from_str(recorded).ok()?;
+    let object = figures.as_object_mut()?;
+    if let Some(ms) = object.remove("at_ms").and_then(|v| v.as_i64()) {
+        object.insert("at".into(), format_time(ms).into());
+    }
+    Some(figures)
 }
 
 fn pulled_statuses(archive: &Archive) -> Result<Vec<PulledStatus>> {
@@ -369,14 +381,14 @@ pub(crate) fn write_text(out: &mut impl Write, st: &Status, sources: bool) -> io
     match i.behind {
         0 => writeln!(
             out,
-            "session index: up to date at seq {} ({} MB, {})",
+            "session index: up to date at seq {} ({}, {})",
             i.seq,
             megabytes(i.bytes),
             i.path
         )?,
         n => writeln!(
             out,
-            "session index: at seq {}, {n} records to index ({} MB, {})",
+            "session index: at seq {}, {n} records to index ({}, {})",
             i.seq,
             megabytes(i.bytes),
             i.path

@@ -288,11 +288,18 @@ impl Identified {
             project: None,
         };
         match harness {
-            // <project>/<session>/subagents/agent-*.jsonl, or agent-*.jsonl beside sessions
-            // (their records carry the parent's sessionId).
-            "claude-code" if dir.as_deref() == Some("subagents") => {
-                id.parent = name(path.parent().and_then(Path::parent));
+            // Anything in a session's folder is that session's: <project>/<session>/
+            // subagents/agent-*.jsonl, and deeper files (subagents/workflows/*/journal.jsonl,
+            // tool results), whose names repeat from session to session and so are named
+            // by their path inside the folder.
+            "claude-code" if session_folder(path).is_some() => {
+                let (folder, inside) = session_folder(path).expect("checked by the guard");
+                if !(stem.starts_with("agent-") && dir.as_deref() == Some("subagents")) {
+                    id.session = format!("{folder}/{}", inside.with_extension("").display());
+                }
+                id.parent = Some(folder);
             }
+            // agent-*.jsonl beside sessions (their records carry the parent's sessionId).
             "claude-code" if stem.starts_with("agent-") => {
                 id.parent = first.session_id.clone().filter(|s| *s != stem);
             }
@@ -316,6 +323,31 @@ impl Identified {
         }
         id
     }
+}
+
+/// The session folder a Claude Code file is in, if any (`<project>/<session>/`: a folder
+/// named by a UUID, or one holding `subagents/`): the session's id and the file's path
+/// inside the folder.
+fn session_folder(path: &Path) -> Option<(String, PathBuf)> {
+    let dirs: Vec<&Path> = path.ancestors().skip(1).collect();
+    let named =
+        |d: &Path, f: &dyn Fn(&str) -> bool| d.file_name().and_then(|n| n.to_str()).is_some_and(f);
+    // Only a folder in a project (`projects/<project>/<session>/`): the directories above
+    // `projects` may have any names.
+    let at = (0..dirs.len().saturating_sub(2)).find(|&i| {
+        let folder =
+            named(dirs[i], &is_uuid) || (i > 0 && named(dirs[i - 1], &|n| n == "subagents"));
+        folder && named(dirs[i + 2], &|n| n == "projects")
+    })?;
+    let folder = dirs[at];
+    let inside = path.strip_prefix(folder).ok()?.to_path_buf();
+    let name = folder.file_name()?.to_string_lossy().into_owned();
+    Some((name, inside))
+}
+
+/// Whether `name` is a UUID (hex digits in groups of 8-4-4-4-12).
+fn is_uuid(name: &str) -> bool {
+    name.len() == 36 && uuid_suffix(name).is_some()
 }
 
 /// The name of the directory that holds `marker`, on the way up from `path`.
@@ -417,10 +449,17 @@ fn add_message(
     at_ms: Option<i64>,
     message: &parse::Message,
 ) -> rusqlite::Result<()> {
-    let key = match &message.key {
-        Some(k) => k.clone(),
-        None => format!("@{}:{}:{}", row.source, row.generation, row.offset),
+    let place = format!("@{}:{}:{}", row.source, row.generation, row.offset);
+    let key = match (&message.key, message.copy) {
+        (Some(k), _) => k.clone(),
+        (None, Some(copy)) => format!("{}{place}", copy.tag()),
+        (None, None) => place,
     };
+    if let Some(copy) = message.copy
+        && is_twin(tx, session, copy)?
+    {
+        return Ok(());
+    }
     let role = message.role.as_str();
     let sql = if message.upsert {
         "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
@@ -445,6 +484,18 @@ fn add_message(
     tx.prepare_cached("INSERT INTO message_text (rowid, body) VALUES (?1, ?2)")?
         .execute(params![id, body(&message.parts)])?;
     Ok(())
+}
+
+/// Whether `copy` is the twin of the session's latest prompt copy (see [`parse::PromptCopy`]).
+fn is_twin(tx: &Connection, session: i64, copy: parse::PromptCopy) -> rusqlite::Result<bool> {
+    let latest: Option<String> = tx
+        .prepare_cached(
+            "SELECT key FROM messages WHERE session = ?1 AND key GLOB 'prompt:*'
+             ORDER BY ord DESC LIMIT 1",
+        )?
+        .query_row([session], |r| r.get(0))
+        .optional()?;
+    Ok(latest.is_some_and(|k| k.starts_with(&copy.twin_tag())))
 }
 
 /// A record as the index reads it: its long strings cut (see [`INDEXED_STRING`]).
@@ -740,6 +791,20 @@ mod tests {
             br#"{"type":"user","sessionId":"5f1e","message":{"content":"x"}}"#,
         );
         assert_eq!(old.parent.as_deref(), Some("5f1e"));
+        // A workflow's journal, and any other file in a session's folder, is the session's,
+        // named by its path there (every workflow's journal is `journal.jsonl`).
+        let folder = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+        for inside in ["subagents/workflows/wf-1/journal", "tool-results/toolu_01"] {
+            let file = identified(
+                "claude-code",
+                &format!("/h/.claude/projects/-h-app/{folder}/{inside}.jsonl"),
+                b"{}",
+            );
+            assert_eq!(
+                (file.session, file.parent.as_deref()),
+                (format!("{folder}/{inside}"), Some(folder))
+            );
+        }
         let codex = identified(
             "codex",
             "/h/.codex/sessions/2026/11/30/rollout-2026-11-30T10-00-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl",

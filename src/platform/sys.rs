@@ -152,6 +152,13 @@ pub(crate) fn can_read_and_write(path: &Path) -> bool {
     rustix::fs::access(path, Access::READ_OK | Access::WRITE_OK).is_ok()
 }
 
+/// True when this user may create and remove files in the directory `dir`
+/// (`access(W_OK | X_OK)`).
+pub(crate) fn can_write_into(dir: &Path) -> bool {
+    use rustix::fs::Access;
+    rustix::fs::access(dir, Access::WRITE_OK | Access::EXEC_OK).is_ok()
+}
+
 /// The real user id.
 pub(crate) fn uid() -> u32 {
     rustix::process::getuid().as_raw()

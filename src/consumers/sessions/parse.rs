@@ -60,6 +60,47 @@ pub(crate) struct Message {
     pub parts: Vec<Part>,
     /// A later message with the same key replaces this one (else the first copy stays).
     pub upsert: bool,
+    /// Which copy of a prompt this is, for an agent that writes each prompt twice.
+    pub copy: Option<PromptCopy>,
+}
+
+/// One of the two copies Codex writes of each prompt: the `response_item` user message sent
+/// to the model, then the `event_msg` of type `user_message` (both persisted since the
+/// rollout policy kept `EventMsg::UserMessage`; older rollouts hold the item only, and a
+/// session may hold the event only). The index keeps the first copy of a pair: a copy is the
+/// twin of the session's latest copy when that one has the same text and is of the other
+/// kind, so the same words typed twice stay two prompts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PromptCopy {
+    /// Whether this is the event (else the response item).
+    pub event: bool,
+    /// A hash (XXH3) of the prompt's text.
+    pub hash: u64,
+}
+
+impl PromptCopy {
+    fn of(event: bool, parts: &[Part]) -> PromptCopy {
+        let text: Vec<String> = parts.iter().map(Part::text).collect();
+        PromptCopy {
+            event,
+            hash: xxhash_rust::xxh3::xxh3_64(text.join("\n").as_bytes()),
+        }
+    }
+
+    /// This copy's tag: the start of its message key in the index.
+    pub(crate) fn tag(self) -> String {
+        self.tag_of(self.event)
+    }
+
+    /// The tag its twin (the other copy of the same prompt) has.
+    pub(crate) fn twin_tag(self) -> String {
+        self.tag_of(!self.event)
+    }
+
+    fn tag_of(self, event: bool) -> String {
+        let kind = if event { "event" } else { "item" };
+        format!("prompt:{:016x}:{kind}", self.hash)
+    }
 }
 
 /// Who speaks in a message.
@@ -69,8 +110,10 @@ pub(crate) enum Role {
     User,
     /// The model.
     Assistant,
-    /// A tool's result.
+    /// A tool's call or result.
     Tool,
+    /// The model's reasoning, in a record of its own.
+    Reasoning,
     /// The agent itself (injected context, notices, errors).
     System,
     /// A compaction boundary: what came before was summarised.
@@ -86,6 +129,7 @@ impl Role {
             Role::User => "user",
             Role::Assistant => "assistant",
             Role::Tool => "tool",
+            Role::Reasoning => "reasoning",
             Role::System => "system",
             Role::Compact => "compact",
             Role::Unparsed => "unparsed",
@@ -211,6 +255,7 @@ fn unparsed(record: &[u8]) -> Parsed {
             role: Role::Unparsed,
             parts: vec![Part::Raw(String::from_utf8_lossy(record).into_owned())],
             upsert: false,
+            copy: None,
         }),
         ..Parsed::default()
     }
@@ -348,6 +393,7 @@ fn claude(obj: &Map<String, Value>) -> Option<Parsed> {
                 role,
                 parts,
                 upsert: false,
+                copy: None,
             });
         }
         "system" => {
@@ -358,6 +404,7 @@ fn claude(obj: &Map<String, Value>) -> Option<Parsed> {
                 role: if compact { Role::Compact } else { Role::System },
                 parts: vec![Part::Text(text)],
                 upsert: false,
+                copy: None,
             });
         }
         _ => {}
@@ -400,12 +447,31 @@ fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
             parsed.project = string(payload, "cwd");
         }
         "response_item" => parsed.message = codex_item(payload, &mut parsed.prompt)?,
+        // The prompt as the person typed it (`EventMsg::UserMessage`); the other events
+        // (`agent_message`, `agent_reasoning`, `token_count`, …) repeat response items or
+        // are not messages.
+        "event_msg" if payload.get("type").and_then(Value::as_str) == Some("user_message") => {
+            let parts = vec![Part::Text(string(payload, "message")?)];
+            parsed.prompt = typed_prompt(&parts);
+            parsed.message = Some(Message {
+                key: None,
+                role: if parsed.prompt.is_some() {
+                    Role::User
+                } else {
+                    Role::System
+                },
+                copy: Some(PromptCopy::of(true, &parts)),
+                parts,
+                upsert: false,
+            });
+        }
         "compacted" => {
             parsed.message = Some(Message {
                 key: None,
                 role: Role::Compact,
                 parts: vec![Part::Text(string(payload, "message").unwrap_or_default())],
                 upsert: false,
+                copy: None,
             })
         }
         _ => {}
@@ -422,6 +488,7 @@ fn codex_item(item: &Map<String, Value>, prompt: &mut Option<String>) -> Option<
             role,
             parts,
             upsert: false,
+            copy: None,
         }))
     };
     match item.get("type").and_then(Value::as_str)? {
@@ -438,7 +505,15 @@ fn codex_item(item: &Map<String, Value>, prompt: &mut Option<String>) -> Option<
                 "assistant" => Role::Assistant,
                 _ => Role::System,
             };
-            message(role, parts)
+            let copy = (item.get("role").and_then(Value::as_str) == Some("user"))
+                .then(|| PromptCopy::of(false, &parts));
+            Some(Some(Message {
+                key: None,
+                role,
+                parts,
+                upsert: false,
+                copy,
+            }))
         }
         "function_call" | "custom_tool_call" | "local_shell_call" => {
             let name = string(item, "name").unwrap_or_else(|| "shell".into());
@@ -446,15 +521,23 @@ fn codex_item(item: &Map<String, Value>, prompt: &mut Option<String>) -> Option<
                 .iter()
                 .find_map(|k| item.get(*k));
             let input = input_text(input);
-            message(Role::Assistant, vec![Part::ToolCall { name, input }])
+            message(Role::Tool, vec![Part::ToolCall { name, input }])
         }
         "function_call_output" | "custom_tool_call_output" => {
             let output = result_text(item.get("output"));
             message(Role::Tool, vec![Part::ToolResult(output)])
         }
+        // Its summary, else its raw text; most items hold neither (only `encrypted_content`)
+        // and are no message.
         "reasoning" => {
-            let summary = result_text(item.get("summary"));
-            message(Role::Assistant, vec![Part::Thinking(summary)])
+            let text = [item.get("summary"), item.get("content")]
+                .into_iter()
+                .map(|v| result_text(v.filter(|v| !v.is_null())))
+                .find(|t| !t.trim().is_empty());
+            match text {
+                Some(text) => message(Role::Reasoning, vec![Part::Thinking(text)]),
+                None => Some(None),
+            }
         }
         _ => Some(None),
     }
@@ -521,6 +604,7 @@ fn gemini(obj: &Map<String, Value>) -> Option<Parsed> {
         role,
         parts,
         upsert: true,
+        copy: None,
     });
     Some(parsed)
 }
@@ -573,6 +657,7 @@ fn cursor(obj: &Map<String, Value>) -> Option<Parsed> {
             role,
             parts,
             upsert: false,
+            copy: None,
         }),
         ..Parsed::default()
     })
@@ -602,6 +687,7 @@ fn generic(obj: &Map<String, Value>) -> Option<Parsed> {
             role,
             parts: vec![Part::Text(texts.join(" "))],
             upsert: false,
+            copy: None,
         }),
         ..Parsed::default()
     })
@@ -759,6 +845,40 @@ mod tests {
             parse("codex", out).message.unwrap().parts,
             [Part::ToolResult("exit 0".into())]
         );
+    }
+
+    #[test]
+    fn codex_prompt_events_are_prompts_and_reasoning_without_text_is_no_message() {
+        let event = br#"{"type":"event_msg","payload":{"type":"user_message","message":"add a flag","images":[]}}"#;
+        let item = br#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"add a flag"}]}}"#;
+        let (event, item) = (parse("codex", event), parse("codex", item));
+        assert_eq!(event.prompt.as_deref(), Some("add a flag"));
+        let (event, item) = (event.message.unwrap(), item.message.unwrap());
+        assert_eq!((event.role, item.role), (Role::User, Role::User));
+        let (event, item) = (event.copy.unwrap(), item.copy.unwrap());
+        assert_eq!(
+            (event.tag(), item.tag()),
+            (item.twin_tag(), event.twin_tag())
+        );
+        let answer = br#"{"type":"event_msg","payload":{"type":"agent_message","message":"done"}}"#;
+        assert_eq!(
+            parse("codex", answer).message,
+            None,
+            "a copy of a response item"
+        );
+        let hidden = br#"{"type":"response_item","payload":{"type":"reasoning","summary":[],"content":null,"encrypted_content":"gAAA"}}"#;
+        assert_eq!(parse("codex", hidden).message, None);
+        let raw = br#"{"type":"response_item","payload":{"type":"reasoning","summary":[],"content":[{"type":"reasoning_text","text":"check the bound"}]}}"#;
+        let m = parse("codex", raw).message.unwrap();
+        assert_eq!(
+            (m.role, m.parts),
+            (
+                Role::Reasoning,
+                vec![Part::Thinking("check the bound".into())]
+            )
+        );
+        let call = br#"{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"c"}}"#;
+        assert_eq!(parse("codex", call).message.unwrap().role, Role::Tool);
     }
 
     #[test]

@@ -63,7 +63,8 @@ pub(crate) struct Session {
     /// The git branch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<String>,
-    /// The first activity (Unix ms): the records' own times, or when they were archived.
+    /// The first activity (Unix ms): the records' own times, else its files' modification
+    /// times (a pulled file's: when it was first archived), never when it was indexed.
     #[serde(serialize_with = "rfc3339")]
     pub started: Option<i64>,
     /// The last activity.
@@ -121,10 +122,13 @@ fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<
 /// for all sessions (`last` is the last activity), to be followed by its `WHERE`.
 const SESSION: &str = "
     WITH files AS (
-        SELECT session, min(created_ms) AS created, max(last_archived_ms) AS archived,
+        SELECT session, min(created) AS created, max(modified) AS modified,
             sum(records) AS records, group_concat(path, char(0)) AS paths
-        FROM (SELECT ss.session, s.created_ms, s.last_archived_ms, s.records, s.path
-              FROM session_sources ss JOIN sources s ON s.id = ss.source_id ORDER BY s.id)
+        FROM (SELECT ss.session, s.records, s.path,
+                coalesce(c.mtime_ns / 1000000, s.created_ms) AS created,
+                coalesce(c.mtime_ns / 1000000, s.last_archived_ms) AS modified
+              FROM session_sources ss JOIN sources s ON s.id = ss.source_id
+              LEFT JOIN cursors c ON c.source_id = s.id ORDER BY s.id)
         GROUP BY session),
     models AS (
         SELECT session, group_concat(model, char(10)) AS models FROM session_models
@@ -134,7 +138,7 @@ const SESSION: &str = "
         GROUP BY machine, harness, parent)
     SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
         se.branch, coalesce(se.started_ms, f.created) AS started,
-        coalesce(se.last_ms, f.archived) AS last,
+        coalesce(se.last_ms, f.modified) AS last,
         se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
         coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths,
         se.machine, coalesce(se.git_remote, ps.git_remote)
@@ -261,6 +265,26 @@ fn collect(
     archive.db(result)
 }
 
+/// The harness names of the index's sessions (of every machine), sorted, each once.
+pub(crate) fn harnesses(archive: &mut Archive) -> Result<Vec<String>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare_cached("SELECT DISTINCT harness FROM sessions ORDER BY 1")?;
+        stmt.query_map([], |r| r.get(0))?.collect()
+    })();
+    archive.db(result)
+}
+
+/// Every session id in the index (of every machine), sorted, each once.
+pub(crate) fn session_ids(archive: &mut Archive) -> Result<Vec<String>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare_cached("SELECT DISTINCT session FROM sessions ORDER BY 1")?;
+        stmt.query_map([], |r| r.get(0))?.collect()
+    })();
+    archive.db(result)
+}
+
 /// What an id or prefix names.
 pub(crate) enum Found {
     /// One session.
@@ -282,6 +306,14 @@ pub(crate) fn find(archive: &mut Archive, text: &str, machine: Option<i64>) -> R
          ORDER BY se.session = ?1 DESC, 1"
     );
     let mut found = collect(archive, &sql, params![text, machine])?;
+    // A prefix of a session's id starts the ids of the files in its folder too (Claude Code's
+    // `<session>/subagents/workflows/…`), which extend it: it names the session.
+    let shortest = found.iter().map(|s| s.id.clone()).min_by_key(String::len);
+    if let Some(shortest) = shortest
+        && found.iter().all(|s| s.id.starts_with(&shortest))
+    {
+        found.retain(|s| s.id == shortest);
+    }
     let exact = found.iter().filter(|s| s.id == text).count();
     Ok(match found.len() {
         0 => Found::None,
@@ -516,6 +548,12 @@ pub(crate) fn search(
             None
         }
     };
+    if let Some(reason) = query_problem(query) {
+        return Err(Error::SearchQuery {
+            query: query.to_owned(),
+            reason,
+        });
+    }
     let fts = fts_query(query, &mut expand);
     let names = MachineNames::of(archive)?;
     let result = ranked_hits(&records, &fts, filter, marks, RANKED).map(|mut hits| {
@@ -525,10 +563,12 @@ pub(crate) fn search(
         hits
     });
     result.map_err(|e| match e {
+        // What `query_problem` does not foresee, in words of the query rather than SQLite's.
         rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("fts5") => {
+            log::debug!("search query {query:?}: {msg}");
             Error::SearchQuery {
                 query: query.to_owned(),
-                reason: msg,
+                reason: "it is not a combination of words, phrases and operators".into(),
             }
         }
         source => Error::Archive { path, source },
@@ -629,6 +669,83 @@ fn ranked_hits(
         hits.push(hit);
     }
     Ok(hits)
+}
+
+/// One piece of a query as [`fts_query`] reads it, with the place (in characters, from 1)
+/// where it starts.
+#[derive(Clone, Copy, PartialEq)]
+enum Piece<'q> {
+    Open(usize),
+    Close(usize),
+    Operator(&'q str, usize),
+    Term,
+}
+
+/// What makes `query` unreadable, said in its own terms (a quote or parenthesis left open, an
+/// operator without a word on each side), or `None` when FTS5 can read it as [`fts_query`]
+/// writes it.
+fn query_problem(query: &str) -> Option<String> {
+    let mut pieces = Vec::new();
+    let mut depth = Vec::new();
+    let mut chars = query.char_indices().enumerate().peekable();
+    while let Some((n, (at, c))) = chars.next() {
+        let place = n + 1;
+        match c {
+            c if c.is_whitespace() => {}
+            '(' => {
+                depth.push(place);
+                pieces.push(Piece::Open(place));
+            }
+            ')' if depth.pop().is_none() => {
+                return Some(format!("the `)` at character {place} closes no `(`"));
+            }
+            ')' => pieces.push(Piece::Close(place)),
+            '"' => {
+                if !chars.by_ref().any(|(_, (_, c))| c == '"') {
+                    return Some(format!("the `\"` at character {place} is never closed"));
+                }
+                pieces.push(Piece::Term);
+            }
+            _ => {
+                let mut end = at + c.len_utf8();
+                while let Some((_, (i, c))) =
+                    chars.next_if(|(_, (_, c))| !c.is_whitespace() && !"()\"".contains(*c))
+                {
+                    end = i + c.len_utf8();
+                }
+                pieces.push(match &query[at..end] {
+                    op @ ("AND" | "OR" | "NOT") => Piece::Operator(op, place),
+                    _ => Piece::Term,
+                });
+            }
+        }
+    }
+    if let Some(open) = depth.pop() {
+        return Some(format!("the `(` at character {open} is never closed"));
+    }
+    if pieces.is_empty() {
+        return Some("it holds no word".into());
+    }
+    for (i, piece) in pieces.iter().enumerate() {
+        let before = i.checked_sub(1).map(|b| pieces[b]);
+        let after = pieces.get(i + 1).copied();
+        match *piece {
+            Piece::Operator(op, place) => {
+                let left = matches!(before, Some(Piece::Term | Piece::Close(_)));
+                let right = matches!(after, Some(Piece::Term | Piece::Open(_)));
+                if !(left && right) {
+                    return Some(format!(
+                        "{op} at character {place} needs a word or a group on each side, as in \"a {op} b\""
+                    ));
+                }
+            }
+            Piece::Open(place) if matches!(after, Some(Piece::Close(_))) => {
+                return Some(format!("the `()` at character {place} holds nothing"));
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// How many terms a prefix (`pre*`) stands for at most: its commonest.
@@ -961,6 +1078,45 @@ mod tests {
             pieces,
             [(p("/a"), vec![(1, 0), (3, 0)]), (p("/b"), vec![(5, 0)])]
         );
+    }
+
+    #[test]
+    fn an_unreadable_query_is_explained_in_its_own_terms() {
+        let problem = |q: &str| query_problem(q).unwrap_or_default();
+        assert_eq!(
+            problem("\"lock file"),
+            "the `\"` at character 1 is never closed"
+        );
+        assert_eq!(
+            problem("(xz OR zstd"),
+            "the `(` at character 1 is never closed"
+        );
+        assert_eq!(problem("xz) zstd"), "the `)` at character 3 closes no `(`");
+        assert_eq!(problem("a ()"), "the `()` at character 3 holds nothing");
+        assert_eq!(problem("  "), "it holds no word");
+        for (query, op, at) in [
+            ("NOT", "NOT", 1),
+            ("xz OR", "OR", 4),
+            ("a AND NOT b", "AND", 3),
+        ] {
+            assert_eq!(
+                problem(query),
+                format!(
+                    "{op} at character {at} needs a word or a group on each side, as in \"a {op} b\""
+                ),
+                "{query}"
+            );
+        }
+        for fine in [
+            "xz",
+            "\"a phrase\" OR (b NOT c)",
+            "backup NOT xz",
+            "and or not",
+            "ré*",
+            "x\"y\"",
+        ] {
+            assert_eq!(query_problem(fine), None, "{fine}");
+        }
     }
 
     #[test]
