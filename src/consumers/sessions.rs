@@ -153,6 +153,7 @@ impl Indexer {
         let result = (|| {
             // Takes the index file's write lock only: the archive is attached read-only.
             let tx = conn.transaction_with_behavior(Immediate)?;
+            let mut text = PendingText::default();
             let (mut n, mut bytes) = (0, 0);
             for row in rows {
                 // Given cut (see `indexed`) by the follower or `catch_up`.
@@ -165,7 +166,7 @@ impl Indexer {
                         s
                     }
                 };
-                apply(&tx, session, row, &parsed)?;
+                apply(&tx, &mut text, session, row, &parsed)?;
                 n += 1;
                 bytes += row.record.len();
                 if bytes >= TRANSACTION_BYTES || started.elapsed() >= TRANSACTION_TIME {
@@ -173,6 +174,7 @@ impl Indexer {
                 }
             }
             store::set_progress(&tx, rows[n - 1].seq)?;
+            text.write(&tx)?;
             tx.commit().map(|()| n)
         })();
         let n = self.db(result)?;
@@ -339,8 +341,53 @@ fn uuid_suffix(stem: &str) -> Option<String> {
     ok.then(|| tail.to_owned())
 }
 
-/// Applies what one record says to its session and messages.
-fn apply(tx: &Connection, session: i64, row: &ExportRow, parsed: &Parsed) -> rusqlite::Result<()> {
+/// Changes to the full-text index that wait for the end of their transaction, in order.
+///
+/// FTS5 writes the terms it holds in memory to disk, as a new segment, at every statement
+/// savepoint of the transaction, and SQLite opens one for every statement that may write
+/// several rows or abort halfway (inserting a message: its unique key, its trigger). Text
+/// inserted between such statements would make a segment per message, to be sorted, written
+/// and merged again; written after them, a transaction's text makes a few large ones.
+/// Invariant: every statement that reads or deletes `message_text` rows runs after
+/// [`PendingText::write`].
+#[derive(Default)]
+struct PendingText {
+    /// The message's row, and its text to insert (`None`: its text to delete).
+    changes: Vec<(i64, Option<String>)>,
+}
+
+impl PendingText {
+    fn insert(&mut self, id: i64, body: String) {
+        self.changes.push((id, Some(body)));
+    }
+
+    fn delete(&mut self, id: i64) {
+        self.changes.push((id, None));
+    }
+
+    /// Makes the changes held, in the order they were made, and forgets them.
+    fn write(&mut self, tx: &Connection) -> rusqlite::Result<()> {
+        let mut insert =
+            tx.prepare_cached("INSERT INTO message_text (rowid, body) VALUES (?1, ?2)")?;
+        let mut delete = tx.prepare_cached("DELETE FROM message_text WHERE rowid = ?1")?;
+        for (id, body) in self.changes.drain(..) {
+            match body {
+                Some(body) => insert.execute(params![id, body])?,
+                None => delete.execute([id])?,
+            };
+        }
+        Ok(())
+    }
+}
+
+/// Applies what one record says to its session and messages; their text goes to `text`.
+fn apply(
+    tx: &Connection,
+    text: &mut PendingText,
+    session: i64,
+    row: &ExportRow,
+    parsed: &Parsed,
+) -> rusqlite::Result<()> {
     let (title, rank) = match &parsed.title {
         Some((t, r)) => (Some(t.as_str()), *r),
         None => (None, 0),
@@ -373,9 +420,11 @@ fn apply(tx: &Connection, session: i64, row: &ExportRow, parsed: &Parsed) -> rus
             .execute(params![session, model])?;
     }
     if let Some(message) = &parsed.message {
-        add_message(tx, session, row, parsed.at_ms, message)?;
+        add_message(tx, text, session, row, parsed.at_ms, message)?;
     }
     if let Some(id) = &parsed.rewind_to {
+        // Its trigger deletes the messages' text: any still held must be there first.
+        text.write(tx)?;
         tx.prepare_cached(
             "DELETE FROM messages WHERE session = ?1
              AND ord >= (SELECT ord FROM messages WHERE session = ?1 AND key = ?2)",
@@ -409,9 +458,10 @@ fn read_git_remote(tx: &Connection, session: i64) -> rusqlite::Result<()> {
 }
 
 /// Adds a message, or (for an upsert whose key is there) replaces it; a copy of a message
-/// already there is left out.
+/// already there is left out. Its text goes to `text`.
 fn add_message(
     tx: &Connection,
+    text: &mut PendingText,
     session: i64,
     row: &ExportRow,
     at_ms: Option<i64>,
@@ -439,11 +489,9 @@ fn add_message(
         return Ok(());
     };
     if message.upsert {
-        tx.prepare_cached("DELETE FROM message_text WHERE rowid = ?1")?
-            .execute([id])?;
+        text.delete(id);
     }
-    tx.prepare_cached("INSERT INTO message_text (rowid, body) VALUES (?1, ?2)")?
-        .execute(params![id, body(&message.parts)])?;
+    text.insert(id, body(&message.parts));
     Ok(())
 }
 
