@@ -16,6 +16,7 @@
 #[allow(dead_code)]
 mod tree;
 
+mod live;
 mod text;
 
 use rusqlite::{Connection, params};
@@ -37,12 +38,15 @@ struct Subject {
     bin: PathBuf,
     secs: Vec<f64>,
     cpu_secs: Vec<f64>,
+    /// CPU microseconds of the index threads per live record.
+    live_us: Vec<f64>,
 }
 
 fn main() {
     let quick = std::env::var_os("COMPARE_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
     let mb: u64 = env_number("INDEX_MB").unwrap_or(if quick { 32 } else { 256 });
     let runs = env_number("INDEX_RUNS").unwrap_or(3) as usize;
+    let machine = Machine::summary();
     let bench = machine::target_dir().join("bench");
     let corpus = ensure_corpus(&bench.join("index-corpus"), mb);
     let scratch = tempfile::tempdir_in(&bench).expect("creating a scratch directory");
@@ -57,6 +61,7 @@ fn main() {
     let texts = text::of_tree(&corpus);
     let text_bytes: usize = texts.iter().map(String::len).sum();
     let bytes = tree_bytes(&corpus);
+    let lines = live::claude_lines(&corpus);
     let mut fts = Vec::new();
     for round in 1..=runs {
         for s in &mut subjects {
@@ -66,11 +71,25 @@ fn main() {
             s.secs.push(secs);
             println!("round {round}: {} reindex {secs:.2} s", s.label);
         }
+        for s in &mut subjects {
+            let us = live::cpu_per_record(&s.bin, scratch.path(), &lines);
+            s.live_us.push(us);
+            println!(
+                "round {round}: {} live {us:.0} µs of CPU per record",
+                s.label
+            );
+        }
         let secs = bare_fts(scratch.path(), &texts);
         println!("round {round}: bare FTS5 {secs:.2} s");
         fts.push(secs);
     }
-    let md = report(mb, runs, bytes, texts.len(), text_bytes, &subjects, &fts);
+    let corpus = Corpus {
+        mb,
+        bytes,
+        messages: texts.len(),
+        text_bytes,
+    };
+    let md = report(&machine, &corpus, runs, &subjects, &fts);
     println!("\n{md}");
     fs::write(bench.join("index.md"), &md).expect("writing index.md");
 }
@@ -85,6 +104,7 @@ fn subject(label: &str, bin: &str) -> Subject {
         bin: bin.into(),
         secs: Vec::new(),
         cpu_secs: Vec::new(),
+        live_us: Vec::new(),
     }
 }
 
@@ -184,27 +204,28 @@ fn bare_fts(scratch: &Path, texts: &[String]) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
-fn report(
+/// What was indexed.
+struct Corpus {
     mb: u64,
-    runs: usize,
     bytes: u64,
     messages: usize,
     text_bytes: usize,
-    subjects: &[Subject],
-    fts: &[f64],
-) -> String {
+}
+
+fn report(machine: &str, c: &Corpus, runs: usize, subjects: &[Subject], fts: &[f64]) -> String {
     let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
     let mut md = format!(
-        "Taken {started}: a {:.1} MB real-shaped tree (`INDEX_MB={mb}`), {messages} messages \
-         of {:.1} MB of text, {runs} rounds. {}\n\n",
-        bytes as f64 / 1e6,
-        text_bytes as f64 / 1e6,
-        Machine::summary()
+        "Taken {started}: a {:.1} MB real-shaped tree (`INDEX_MB={}`), {} messages of {:.1} MB \
+         of text, {runs} rounds. {machine}\n\n",
+        c.bytes as f64 / 1e6,
+        c.mb,
+        c.messages,
+        c.text_bytes as f64 / 1e6,
     );
     md.push_str("| subject | median s | MB/s of transcript | CPU s (median) | × bare FTS5 |\n");
     md.push_str("|---|---:|---:|---:|---:|\n");
     let fts_secs = median(fts);
-    let mbps = |secs: f64| bytes as f64 / 1e6 / secs;
+    let mbps = |secs: f64| c.bytes as f64 / 1e6 / secs;
     for s in subjects {
         let secs = median(&s.secs);
         let _ = writeln!(
@@ -221,6 +242,15 @@ fn report(
         "| bare FTS5 insert, same text | {fts_secs:.2} | {:.1} | – | 1.00 |",
         mbps(fts_secs)
     );
+    let _ = writeln!(
+        md,
+        "\nThe index threads' CPU per live record ({} records appended at 200/s to one \
+         transcript of a running daemon), median of the rounds:\n",
+        live::RECORDS
+    );
+    for s in subjects {
+        let _ = writeln!(md, "- {}: {:.0} µs", s.label, median(&s.live_us));
+    }
     let _ = writeln!(md, "\nLoad average at end {}.", machine::load());
     md
 }
