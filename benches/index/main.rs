@@ -2,14 +2,15 @@
 //!
 //! `cargo bench --bench index`: writes a real-shaped tree of transcripts (Claude Code sessions
 //! with subagents, and Codex rollouts: real code and prose of this machine, `real_shaped`'s
-//! generator, seed 1) into `target/bench/index-corpus/`, archives it once with `run --once`,
-//! then, in alternation, times `transcript-sync reindex` (the index built again from the
-//! archive's records: the time to searchable) and a bare FTS5 insert of the same messages'
+//! generator, seed 1) into `target/bench/index-corpus/`. Then each round times, in turn:
+//! `run --once` into a new archive (every record committed, then indexed); `transcript-sync
+//! reindex` (the index built again from the archive's records: the time to searchable); the
+//! index threads' CPU per live record (`live`); and a bare FTS5 insert of the same messages'
 //! text (one connection, contentless, the index's tokenizer, transactions of 20,000 rows).
 //!
 //! `INDEX_MB` sets the corpus size (default 256; `COMPARE_QUICK=1` makes it 32), `INDEX_RUNS`
-//! how many rounds (default 3), `INDEX_BASELINE_BIN` another build's binary whose `reindex`
-//! is timed in the same rounds, after this one's. Results: a table on stdout and in
+//! how many rounds (default 3), `INDEX_BASELINE_BIN` another build's binary, measured in the
+//! same rounds right after this one. Results: a table on stdout and in
 //! `target/bench/index.md`.
 
 #[path = "../real_shaped/tree.rs"]
@@ -38,6 +39,8 @@ struct Subject {
     bin: PathBuf,
     secs: Vec<f64>,
     cpu_secs: Vec<f64>,
+    /// Seconds of `run --once` into a new archive: every record committed and indexed.
+    once_secs: Vec<f64>,
     /// CPU microseconds of the index threads per live record.
     live_us: Vec<f64>,
 }
@@ -56,14 +59,18 @@ fn main() {
     if let Some(other) = std::env::var_os("INDEX_BASELINE_BIN") {
         subjects.push(subject("baseline build", &other.to_string_lossy()));
     }
-    let archived = run_secs(&subjects[0].bin, &home, &db, &["run", "--once"]);
-    println!("run --once (archive and index): {archived:.1} s");
     let texts = text::of_tree(&corpus);
     let text_bytes: usize = texts.iter().map(String::len).sum();
     let bytes = tree_bytes(&corpus);
     let lines = live::claude_lines(&corpus);
     let mut fts = Vec::new();
     for round in 1..=runs {
+        for s in &mut subjects {
+            remove_archive(&db);
+            let secs = run_secs(&s.bin, &home, &db, &["run", "--once"]);
+            s.once_secs.push(secs);
+            println!("round {round}: {} run --once {secs:.2} s", s.label);
+        }
         for s in &mut subjects {
             let before = children_cpu_secs();
             let secs = run_secs(&s.bin, &home, &db, &["reindex"]);
@@ -104,6 +111,7 @@ fn subject(label: &str, bin: &str) -> Subject {
         bin: bin.into(),
         secs: Vec::new(),
         cpu_secs: Vec::new(),
+        once_secs: Vec::new(),
         live_us: Vec::new(),
     }
 }
@@ -138,6 +146,21 @@ fn fake_home(scratch: &Path, corpus: &Path) -> PathBuf {
     link("claude", ".claude/projects");
     link("codex", ".codex/sessions");
     home
+}
+
+/// Removes the archive at `db` and its index, with their `-wal`, `-shm` and lock files.
+fn remove_archive(db: &Path) {
+    for suffix in [
+        "",
+        "-wal",
+        "-shm",
+        ".lock",
+        "-index",
+        "-index-wal",
+        "-index-shm",
+    ] {
+        let _ = fs::remove_file(format!("{}{suffix}", db.display()));
+    }
 }
 
 /// Bytes of every transcript in the tree.
@@ -242,6 +265,13 @@ fn report(machine: &str, c: &Corpus, runs: usize, subjects: &[Subject], fts: &[f
         "| bare FTS5 insert, same text | {fts_secs:.2} | {:.1} | – | 1.00 |",
         mbps(fts_secs)
     );
+    md.push_str(
+        "\n`run --once` into a new archive (every record committed, then indexed), median:\n\n",
+    );
+    for s in subjects {
+        let secs = median(&s.once_secs);
+        let _ = writeln!(md, "- {}: {secs:.2} s ({:.1} MB/s)", s.label, mbps(secs));
+    }
     let _ = writeln!(
         md,
         "\nThe index threads' CPU per live record ({} records appended at 200/s to one \
