@@ -153,6 +153,7 @@ impl Indexer {
         let result = (|| {
             // Takes the index file's write lock only: the archive is attached read-only.
             let tx = conn.transaction_with_behavior(Immediate)?;
+            let mut text = PendingText::default();
             let (mut n, mut bytes) = (0, 0);
             for row in rows {
                 // Given cut (see `indexed`) by the follower or `catch_up`.
@@ -165,7 +166,7 @@ impl Indexer {
                         s
                     }
                 };
-                apply(&tx, session, row, &parsed)?;
+                apply(&tx, &mut text, session, row, &parsed)?;
                 n += 1;
                 bytes += row.record.len();
                 if bytes >= TRANSACTION_BYTES || started.elapsed() >= TRANSACTION_TIME {
@@ -173,6 +174,7 @@ impl Indexer {
                 }
             }
             store::set_progress(&tx, rows[n - 1].seq)?;
+            text.write(&tx)?;
             tx.commit().map(|()| n)
         })();
         let n = self.db(result)?;
@@ -371,8 +373,53 @@ fn uuid_suffix(stem: &str) -> Option<String> {
     ok.then(|| tail.to_owned())
 }
 
-/// Applies what one record says to its session and messages.
-fn apply(tx: &Connection, session: i64, row: &ExportRow, parsed: &Parsed) -> rusqlite::Result<()> {
+/// Changes to the full-text index that wait for the end of their transaction, in order.
+///
+/// FTS5 writes the terms it holds in memory to disk, as a new segment, at every statement
+/// savepoint of the transaction, and SQLite opens one for every statement that may write
+/// several rows or abort halfway (inserting a message: its unique key, its trigger). Text
+/// inserted between such statements would make a segment per message, to be sorted, written
+/// and merged again; written after them, a transaction's text makes a few large ones.
+/// Invariant: every statement that reads or deletes `message_text` rows runs after
+/// [`PendingText::write`].
+#[derive(Default)]
+struct PendingText {
+    /// The message's row, and its text to insert (`None`: its text to delete).
+    changes: Vec<(i64, Option<String>)>,
+}
+
+impl PendingText {
+    fn insert(&mut self, id: i64, body: String) {
+        self.changes.push((id, Some(body)));
+    }
+
+    fn delete(&mut self, id: i64) {
+        self.changes.push((id, None));
+    }
+
+    /// Makes the changes held, in the order they were made, and forgets them.
+    fn write(&mut self, tx: &Connection) -> rusqlite::Result<()> {
+        let mut insert =
+            tx.prepare_cached("INSERT INTO message_text (rowid, body) VALUES (?1, ?2)")?;
+        let mut delete = tx.prepare_cached("DELETE FROM message_text WHERE rowid = ?1")?;
+        for (id, body) in self.changes.drain(..) {
+            match body {
+                Some(body) => insert.execute(params![id, body])?,
+                None => delete.execute([id])?,
+            };
+        }
+        Ok(())
+    }
+}
+
+/// Applies what one record says to its session and messages; their text goes to `text`.
+fn apply(
+    tx: &Connection,
+    text: &mut PendingText,
+    session: i64,
+    row: &ExportRow,
+    parsed: &Parsed,
+) -> rusqlite::Result<()> {
     let (title, rank) = match &parsed.title {
         Some((t, r)) => (Some(t.as_str()), *r),
         None => (None, 0),
@@ -405,9 +452,11 @@ fn apply(tx: &Connection, session: i64, row: &ExportRow, parsed: &Parsed) -> rus
             .execute(params![session, model])?;
     }
     if let Some(message) = &parsed.message {
-        add_message(tx, session, row, parsed.at_ms, message)?;
+        add_message(tx, text, session, row, parsed.at_ms, message)?;
     }
     if let Some(id) = &parsed.rewind_to {
+        // Its trigger deletes the messages' text: any still held must be there first.
+        text.write(tx)?;
         tx.prepare_cached(
             "DELETE FROM messages WHERE session = ?1
              AND ord >= (SELECT ord FROM messages WHERE session = ?1 AND key = ?2)",
@@ -441,9 +490,10 @@ fn read_git_remote(tx: &Connection, session: i64) -> rusqlite::Result<()> {
 }
 
 /// Adds a message, or (for an upsert whose key is there) replaces it; a copy of a message
-/// already there is left out.
+/// already there is left out. Its text goes to `text`.
 fn add_message(
     tx: &Connection,
+    text: &mut PendingText,
     session: i64,
     row: &ExportRow,
     at_ms: Option<i64>,
@@ -478,11 +528,9 @@ fn add_message(
         return Ok(());
     };
     if message.upsert {
-        tx.prepare_cached("DELETE FROM message_text WHERE rowid = ?1")?
-            .execute([id])?;
+        text.delete(id);
     }
-    tx.prepare_cached("INSERT INTO message_text (rowid, body) VALUES (?1, ?2)")?
-        .execute(params![id, body(&message.parts)])?;
+    text.insert(id, body(&message.parts));
     Ok(())
 }
 
@@ -768,6 +816,49 @@ mod tests {
         publish(&hub, 4, crate::archive::follow::BULK_BYTES as usize);
         stop.store(true, Ordering::Relaxed);
         assert!(!follower.wait_out_backfill(longest), "the daemon stops");
+    }
+
+    /// Pins why a transaction's text is inserted after its other statements: FTS5 writes
+    /// what it holds as a new segment at every statement savepoint, and inserting a message
+    /// opens one, so text inserted between messages made a segment (a leaf row at least) per
+    /// message, each to be merged again, and indexing took 2–2.4 times as long.
+    #[test]
+    fn a_transaction_writes_its_messages_text_in_a_few_segments_not_one_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("archive.db");
+        drop(Archive::open(&db).unwrap());
+        let mut indexer = Indexer::open(&db).unwrap();
+        let rows: Vec<ExportRow> = (1..=200)
+            .map(|seq| ExportRow {
+                seq,
+                source: 1,
+                harness: "claude-code".into(),
+                path: "/h/.claude/projects/-h-app/5f1e.jsonl".into(),
+                generation: 0,
+                offset: seq as u64 * 100,
+                record: format!(
+                    r#"{{"type":"assistant","uuid":"u{seq}","cwd":"/h/app","gitBranch":"main","sessionId":"5f1e","timestamp":"2026-11-30T10:00:00.000Z","message":{{"model":"m1","content":"word{seq} and more"}}}}"#
+                )
+                .into_bytes(),
+            })
+            .collect();
+        // No crisis merges: every segment written stays to be counted.
+        (indexer.conn)
+            .execute_batch(
+                "INSERT INTO message_text (message_text, rank) VALUES ('crisismerge', 2000)",
+            )
+            .unwrap();
+        // One transaction, without the merge steps that follow it.
+        assert_eq!(indexer.index_some(&rows).unwrap(), rows.len());
+        let count = |sql: &str| -> i64 { indexer.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(count("SELECT count(*) FROM messages"), 200);
+        let hits = "SELECT count(*) FROM message_text WHERE message_text MATCH 'word17'";
+        assert_eq!(count(hits), 1);
+        let data_rows = count("SELECT count(*) FROM message_text_data");
+        assert!(
+            data_rows < 20,
+            "{data_rows} rows of segments for 200 messages"
+        );
     }
 
     fn identified(harness: &str, path: &str, first: &[u8]) -> Identified {

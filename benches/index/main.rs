@@ -1,0 +1,286 @@
+//! How fast the session index makes an archive searchable, beside the FTS5 engine it uses.
+//!
+//! `cargo bench --bench index`: writes a real-shaped tree of transcripts (Claude Code sessions
+//! with subagents, and Codex rollouts: real code and prose of this machine, `real_shaped`'s
+//! generator, seed 1) into `target/bench/index-corpus/`. Then each round times, in turn:
+//! `run --once` into a new archive (every record committed, then indexed); `transcript-sync
+//! reindex` (the index built again from the archive's records: the time to searchable); the
+//! index threads' CPU per live record (`live`); and a bare FTS5 insert of the same messages'
+//! text (one connection, contentless, the index's tokenizer, transactions of 20,000 rows).
+//!
+//! `INDEX_MB` sets the corpus size (default 256; `COMPARE_QUICK=1` makes it 32), `INDEX_RUNS`
+//! how many rounds (default 3), `INDEX_BASELINE_BIN` another build's binary, measured in the
+//! same rounds right after this one. Results: a table on stdout and in
+//! `target/bench/index.md`.
+
+#[path = "../real_shaped/tree.rs"]
+#[allow(dead_code)]
+mod tree;
+
+mod live;
+mod text;
+
+use rusqlite::{Connection, params};
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use testkit::cpu::children_cpu_secs;
+use testkit::machine::{self, Machine};
+use testkit::stats::median;
+
+/// Rows per transaction of the bare FTS5 baseline.
+const FTS_TRANSACTION: usize = 20_000;
+
+/// One build of the daemon, timed.
+struct Subject {
+    label: String,
+    bin: PathBuf,
+    secs: Vec<f64>,
+    cpu_secs: Vec<f64>,
+    /// Seconds of `run --once` into a new archive: every record committed and indexed.
+    once_secs: Vec<f64>,
+    /// CPU microseconds of the index threads per live record.
+    live_us: Vec<f64>,
+}
+
+fn main() {
+    let quick = std::env::var_os("COMPARE_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
+    let mb: u64 = env_number("INDEX_MB").unwrap_or(if quick { 32 } else { 256 });
+    let runs = env_number("INDEX_RUNS").unwrap_or(3) as usize;
+    let machine = Machine::summary();
+    let bench = machine::target_dir().join("bench");
+    let corpus = ensure_corpus(&bench.join("index-corpus"), mb);
+    let scratch = tempfile::tempdir_in(&bench).expect("creating a scratch directory");
+    let home = fake_home(scratch.path(), &corpus);
+    let db = scratch.path().join("archive.db");
+    let mut subjects = vec![subject("this build", env!("CARGO_BIN_EXE_transcript-sync"))];
+    if let Some(other) = std::env::var_os("INDEX_BASELINE_BIN") {
+        subjects.push(subject("baseline build", &other.to_string_lossy()));
+    }
+    let texts = text::of_tree(&corpus);
+    let text_bytes: usize = texts.iter().map(String::len).sum();
+    let bytes = tree_bytes(&corpus);
+    let lines = live::claude_lines(&corpus);
+    let mut fts = Vec::new();
+    for round in 1..=runs {
+        for s in &mut subjects {
+            remove_archive(&db);
+            let secs = run_secs(&s.bin, &home, &db, &["run", "--once"]);
+            s.once_secs.push(secs);
+            println!("round {round}: {} run --once {secs:.2} s", s.label);
+        }
+        for s in &mut subjects {
+            let before = children_cpu_secs();
+            let secs = run_secs(&s.bin, &home, &db, &["reindex"]);
+            s.cpu_secs.push(children_cpu_secs() - before);
+            s.secs.push(secs);
+            println!("round {round}: {} reindex {secs:.2} s", s.label);
+        }
+        for s in &mut subjects {
+            let us = live::cpu_per_record(&s.bin, scratch.path(), &lines);
+            s.live_us.push(us);
+            println!(
+                "round {round}: {} live {us:.0} µs of CPU per record",
+                s.label
+            );
+        }
+        let secs = bare_fts(scratch.path(), &texts);
+        println!("round {round}: bare FTS5 {secs:.2} s");
+        fts.push(secs);
+    }
+    let corpus = Corpus {
+        mb,
+        bytes,
+        messages: texts.len(),
+        text_bytes,
+    };
+    let md = report(&machine, &corpus, runs, &subjects, &fts);
+    println!("\n{md}");
+    fs::write(bench.join("index.md"), &md).expect("writing index.md");
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+fn subject(label: &str, bin: &str) -> Subject {
+    Subject {
+        label: label.into(),
+        bin: bin.into(),
+        secs: Vec::new(),
+        cpu_secs: Vec::new(),
+        once_secs: Vec::new(),
+        live_us: Vec::new(),
+    }
+}
+
+/// The tree of `mb` MB, written once into `cache` and kept for later runs (a file `done`
+/// marks a whole one).
+fn ensure_corpus(cache: &Path, mb: u64) -> PathBuf {
+    let dir = cache.join(format!("{mb}mb-seed1"));
+    if !dir.join("done").exists() {
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("creating the corpus directory");
+        let stats = tree::write_tree(&dir, mb * 1_000_000, 1).expect("writing the corpus");
+        println!(
+            "corpus: {} files, {} records, {:.1} MB",
+            stats.claude.files + stats.codex.files,
+            stats.claude.records + stats.codex.records,
+            stats.bytes() as f64 / 1e6
+        );
+        fs::write(dir.join("done"), b"").expect("marking the corpus done");
+    }
+    dir
+}
+
+/// A HOME whose Claude Code and Codex directories are the tree's.
+fn fake_home(scratch: &Path, corpus: &Path) -> PathBuf {
+    let home = scratch.join("home");
+    fs::create_dir_all(home.join(".claude")).expect("creating the fake home");
+    fs::create_dir_all(home.join(".codex")).expect("creating the fake home");
+    let link = |from: &str, to: &str| {
+        std::os::unix::fs::symlink(corpus.join(from), home.join(to)).expect("linking the tree")
+    };
+    link("claude", ".claude/projects");
+    link("codex", ".codex/sessions");
+    home
+}
+
+/// Removes the archive at `db` and its index, with their `-wal`, `-shm` and lock files.
+fn remove_archive(db: &Path) {
+    for suffix in [
+        "",
+        "-wal",
+        "-shm",
+        ".lock",
+        "-index",
+        "-index-wal",
+        "-index-shm",
+    ] {
+        let _ = fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+}
+
+/// Bytes of every transcript in the tree.
+fn tree_bytes(corpus: &Path) -> u64 {
+    let files = walkdir::WalkDir::new(corpus).into_iter().flatten();
+    let jsonl = files.filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"));
+    jsonl
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
+/// Runs `bin args --db db` under `home`, from spawn to exit; panics if it fails.
+fn run_secs(bin: &Path, home: &Path, db: &Path, args: &[&str]) -> f64 {
+    let _ = Command::new("sync").status();
+    let start = Instant::now();
+    let out = Command::new(bin)
+        .args(args)
+        .arg("--db")
+        .arg(db)
+        .env("HOME", home)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("starting transcript-sync");
+    let secs = start.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\n{}",
+        bin.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    secs
+}
+
+/// Seconds to insert `texts` into a new contentless FTS5 table of the index's tokenizer, in
+/// transactions of [`FTS_TRANSACTION`] rows on one connection, and to commit the last.
+fn bare_fts(scratch: &Path, texts: &[String]) -> f64 {
+    let path = scratch.join("bare-fts.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+    let mut conn = Connection::open(&path).expect("opening the FTS5 baseline");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+         CREATE VIRTUAL TABLE t USING fts5 (body, content = '',
+             tokenize = 'unicode61 remove_diacritics 2');",
+    )
+    .expect("making the FTS5 baseline");
+    let _ = Command::new("sync").status();
+    let start = Instant::now();
+    for (n, chunk) in texts.chunks(FTS_TRANSACTION).enumerate() {
+        let tx = conn.transaction().expect("a transaction");
+        {
+            let mut insert = tx
+                .prepare_cached("INSERT INTO t (rowid, body) VALUES (?1, ?2)")
+                .expect("preparing the insert");
+            for (i, text) in chunk.iter().enumerate() {
+                let rowid = (n * FTS_TRANSACTION + i + 1) as i64;
+                insert.execute(params![rowid, text]).expect("inserting");
+            }
+        }
+        tx.commit().expect("committing");
+    }
+    start.elapsed().as_secs_f64()
+}
+
+/// What was indexed.
+struct Corpus {
+    mb: u64,
+    bytes: u64,
+    messages: usize,
+    text_bytes: usize,
+}
+
+fn report(machine: &str, c: &Corpus, runs: usize, subjects: &[Subject], fts: &[f64]) -> String {
+    let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+    let mut md = format!(
+        "Taken {started}: a {:.1} MB real-shaped tree (`INDEX_MB={}`), {} messages of {:.1} MB \
+         of text, {runs} rounds. {machine}\n\n",
+        c.bytes as f64 / 1e6,
+        c.mb,
+        c.messages,
+        c.text_bytes as f64 / 1e6,
+    );
+    md.push_str("| subject | median s | MB/s of transcript | CPU s (median) | × bare FTS5 |\n");
+    md.push_str("|---|---:|---:|---:|---:|\n");
+    let fts_secs = median(fts);
+    let mbps = |secs: f64| c.bytes as f64 / 1e6 / secs;
+    for s in subjects {
+        let secs = median(&s.secs);
+        let _ = writeln!(
+            md,
+            "| {} `reindex` | {secs:.2} | {:.1} | {:.2} | {:.2} |",
+            s.label,
+            mbps(secs),
+            median(&s.cpu_secs),
+            fts_secs / secs
+        );
+    }
+    let _ = writeln!(
+        md,
+        "| bare FTS5 insert, same text | {fts_secs:.2} | {:.1} | – | 1.00 |",
+        mbps(fts_secs)
+    );
+    md.push_str(
+        "\n`run --once` into a new archive (every record committed, then indexed), median:\n\n",
+    );
+    for s in subjects {
+        let secs = median(&s.once_secs);
+        let _ = writeln!(md, "- {}: {secs:.2} s ({:.1} MB/s)", s.label, mbps(secs));
+    }
+    let _ = writeln!(
+        md,
+        "\nThe index threads' CPU per live record ({} records appended at 200/s to one \
+         transcript of a running daemon), median of the rounds:\n",
+        live::RECORDS
+    );
+    for s in subjects {
+        let _ = writeln!(md, "- {}: {:.0} µs", s.label, median(&s.live_us));
+    }
+    let _ = writeln!(md, "\nLoad average at end {}.", machine::load());
+    md
+}
