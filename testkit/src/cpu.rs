@@ -15,9 +15,11 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
 /// nanosecond resolution (threads that ended are not counted).
 pub fn cpu_time_precise(pid: u32) -> Option<Duration> {
     let mut total = 0u64;
-    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
-        let path = task.ok()?.path().join("schedstat");
-        let text = fs::read_to_string(path).ok()?;
+    for task in fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+        // A thread that ends between the listing and the read is one that ended.
+        let Ok(text) = fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
         total += text.split_whitespace().next()?.parse::<u64>().ok()?;
     }
     Some(Duration::from_nanos(total))

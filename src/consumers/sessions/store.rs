@@ -14,9 +14,11 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The index file's schema; `PRAGMA user_version` is [`VERSION`] once it is made.
+/// The index file's schema; `PRAGMA user_version` is [`VERSION`] once it is made. The version
+/// changes with the schema and with what the index derives from records (which sessions and
+/// messages there are), so that an index built by another build is built again.
 const SCHEMA: &str = include_str!("schema.sql");
-const VERSION: i64 = 1;
+const VERSION: i64 = 2;
 
 /// The name the index takes on an archive's connection.
 const INDEX: &str = "idx";
