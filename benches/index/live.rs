@@ -104,15 +104,8 @@ fn index_cpu(pid: u32) -> Duration {
 /// The first [`RECORDS`] records of the Claude Code transcripts under `corpus`, with their
 /// newlines.
 pub fn claude_lines(corpus: &Path) -> Vec<Vec<u8>> {
-    let mut paths: Vec<_> = walkdir::WalkDir::new(corpus.join("claude"))
-        .into_iter()
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-        .map(|e| e.into_path())
-        .collect();
-    paths.sort();
     let mut lines = Vec::new();
-    for path in paths {
+    for path in crate::text::transcripts(&corpus.join("claude")) {
         let text = fs::read(&path).expect("reading a transcript");
         lines.extend(text.split_inclusive(|b| *b == b'\n').map(<[u8]>::to_vec));
         if lines.len() >= RECORDS {

@@ -12,15 +12,8 @@ use std::path::Path;
 
 /// The text of every message of every transcript under `corpus`, in path order.
 pub fn of_tree(corpus: &Path) -> Vec<String> {
-    let mut paths: Vec<_> = walkdir::WalkDir::new(corpus)
-        .into_iter()
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
-        .map(|e| e.into_path())
-        .collect();
-    paths.sort();
     let mut texts = Vec::new();
-    for path in paths {
+    for path in transcripts(corpus) {
         let codex = path.starts_with(corpus.join("codex"));
         let file = std::fs::File::open(&path).expect("opening a transcript");
         for line in std::io::BufReader::new(file).split(b'\n') {
@@ -111,4 +104,16 @@ fn compact(value: Option<&Value>) -> String {
 
 fn str_of(value: Option<&Value>) -> &str {
     value.and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The `.jsonl` files under `dir`, in path order.
+pub fn transcripts(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut paths: Vec<_> = walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .map(|e| e.into_path())
+        .collect();
+    paths.sort();
+    paths
 }
