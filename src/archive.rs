@@ -683,6 +683,21 @@ impl Archive {
         result.at_archive(&self.path)
     }
 
+    /// The rows of `sql` with `params`, each made by `row`.
+    fn rows<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        row: impl FnMut(&rusqlite::Row) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>> {
+        let rows = (|| {
+            let mut stmt = self.conn.prepare(sql)?;
+            let rows = stmt.query_map(params, row)?;
+            rows.collect::<rusqlite::Result<Vec<T>>>()
+        })();
+        self.db(rows)
+    }
+
     /// The `seq` before the `n`th last record (0 when there are fewer): `export --since-seq`
     /// of it gives the last `n` records.
     pub fn before_last(&self, n: u64) -> Result<i64> {

@@ -299,6 +299,15 @@ fn indexed_archive(db: &Path) -> Result<Archive> {
     Ok(archive)
 }
 
+/// A bar of `len` records labelled `what`, drawn on stderr when it is a terminal.
+fn records_bar(what: &str, len: u64) -> indicatif::ProgressBar {
+    let template = format!("{what} {{bar:30}} {{pos}}/{{len}} records");
+    indicatif::ProgressBar::new(len).with_style(
+        indicatif::ProgressStyle::with_template(&template)
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    )
+}
+
 /// How long a command waits for a running daemon's session index to reach the records
 /// archived when the command started, before it answers from what is indexed.
 const INDEX_WAIT: Duration = Duration::from_secs(60);
@@ -313,11 +322,9 @@ fn wait_for_running_index(db: &Path, last: i64) -> Result<()> {
     log::info!(
         "waiting for the running daemon's session index to reach seq {last} (it is at {first})"
     );
-    let bar = indicatif::ProgressBar::new((last - first).max(0) as u64).with_style(
-        indicatif::ProgressStyle::with_template(
-            "waiting for the session index {bar:30} {pos}/{len} records",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    let bar = records_bar(
+        "waiting for the session index",
+        (last - first).max(0) as u64,
     );
     loop {
         let done = sessions::store::done(db)?;
@@ -347,10 +354,7 @@ fn catch_up_index(db: &Path) -> Result<()> {
     let mut indexer = sessions::Indexer::open(db)?;
     let done = indexer.done()?;
     log::info!("indexing sessions from seq {done}");
-    let bar = indicatif::ProgressBar::new(0).with_style(
-        indicatif::ProgressStyle::with_template("indexing sessions {bar:30} {pos}/{len} records")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let bar = records_bar("indexing sessions", 0);
     let indexed = indexer.catch_up(|at, last| {
         bar.set_length((last - done).max(0) as u64);
         bar.set_position((at - done).max(0) as u64);

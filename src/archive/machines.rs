@@ -141,19 +141,4 @@ impl Archive {
         let found = self.rows(sql, [source], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(found.into_iter().next())
     }
-
-    /// The rows of `sql` with `params`, each made by `row`.
-    fn rows<T>(
-        &self,
-        sql: &str,
-        params: impl rusqlite::Params,
-        row: impl FnMut(&rusqlite::Row) -> rusqlite::Result<T>,
-    ) -> Result<Vec<T>> {
-        let rows = (|| {
-            let mut stmt = self.conn.prepare(sql)?;
-            let rows = stmt.query_map(params, row)?;
-            rows.collect::<rusqlite::Result<Vec<T>>>()
-        })();
-        self.db(rows)
-    }
 }

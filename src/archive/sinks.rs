@@ -33,9 +33,12 @@ pub struct SinkRow {
     pub dead_letters: i64,
 }
 
+/// What a sink's consumer name starts with: the sink's name follows.
+const SINK_CONSUMER: &str = "sink:";
+
 /// The consumer name under which sink `name` keeps its cursor.
 pub(crate) fn sink_consumer(name: &str) -> String {
-    format!("sink:{name}")
+    format!("{SINK_CONSUMER}{name}")
 }
 
 /// A record a sink's destination refused for good, kept with the destination's answer.
@@ -72,22 +75,15 @@ impl Archive {
     /// Every sink that ever ran on this archive, by name, with its cursor and dead letters.
     pub fn sink_rows(&self) -> Result<Vec<SinkRow>> {
         // An archive of an earlier schema, opened without upgrading it, has no sinks yet.
-        let exists = (self.conn).query_row(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'sinks'",
-            [],
-            |r| r.get::<_, i64>(0),
-        );
-        if self.db(exists)? == 0 {
+        if !self.has_table("sinks")? {
             return Ok(Vec::new());
         }
-        let mut stmt = self.db(self.conn.prepare(
-            "SELECT s.name, s.kind, s.target, coalesce(c.seq, 0), s.last_ok_ms, s.caught_up_ms,
-                    s.last_error, s.last_error_ms, s.failing_since_ms,
+        let sql = "SELECT s.name, s.kind, s.target, coalesce(c.seq, 0), s.last_ok_ms,
+                    s.caught_up_ms, s.last_error, s.last_error_ms, s.failing_since_ms,
                     (SELECT count(*) FROM dead_letters d WHERE d.sink = s.name)
-             FROM sinks s LEFT JOIN consumers c ON c.name = 'sink:' || s.name
-             ORDER BY s.name",
-        ))?;
-        let rows = stmt.query_map([], |r| {
+             FROM sinks s LEFT JOIN consumers c ON c.name = ?1 || s.name
+             ORDER BY s.name";
+        self.rows(sql, [SINK_CONSUMER], |r| {
             Ok(SinkRow {
                 name: r.get(0)?,
                 kind: r.get(1)?,
@@ -100,8 +96,7 @@ impl Archive {
                 failing_since_ms: r.get(8)?,
                 dead_letters: r.get(9)?,
             })
-        });
-        self.db(rows.and_then(|rows| rows.collect()))
+        })
     }
 
     /// The dead letters of sink `name`, oldest first, each with its id and its record.

@@ -294,17 +294,19 @@ impl Identified {
             // subagents/agent-*.jsonl, and deeper files (subagents/workflows/*/journal.jsonl,
             // tool results), whose names repeat from session to session and so are named
             // by their path inside the folder.
-            "claude-code" if session_folder(path).is_some() => {
-                let (folder, inside) = session_folder(path).expect("checked by the guard");
-                if !(stem.starts_with("agent-") && dir.as_deref() == Some("subagents")) {
-                    id.session = format!("{folder}/{}", inside.with_extension("").display());
+            "claude-code" => match session_folder(path) {
+                Some((folder, inside)) => {
+                    if !(stem.starts_with("agent-") && dir.as_deref() == Some("subagents")) {
+                        id.session = format!("{folder}/{}", inside.with_extension("").display());
+                    }
+                    id.parent = Some(folder);
                 }
-                id.parent = Some(folder);
-            }
-            // agent-*.jsonl beside sessions (their records carry the parent's sessionId).
-            "claude-code" if stem.starts_with("agent-") => {
-                id.parent = first.session_id.clone().filter(|s| *s != stem);
-            }
+                // agent-*.jsonl beside sessions (their records carry the parent's sessionId).
+                None if stem.starts_with("agent-") => {
+                    id.parent = first.session_id.clone().filter(|s| *s != stem);
+                }
+                None => {}
+            },
             // rollout-<time>-<uuid>.jsonl, the uuid being the session_meta's id.
             "codex" => {
                 id.session = (first.session_id.clone())
@@ -553,7 +555,7 @@ pub(crate) fn indexed(record: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 
 /// The searchable text of a message's parts, cut at [`BODY_LIMIT`].
 pub(crate) fn body(parts: &[Part]) -> String {
-    let mut text = parts.iter().map(Part::text).collect::<Vec<_>>().join("\n");
+    let mut text = Part::joined(parts);
     if text.len() > BODY_LIMIT {
         let mut cut = BODY_LIMIT;
         while !text.is_char_boundary(cut) {

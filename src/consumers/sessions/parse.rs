@@ -80,10 +80,9 @@ pub(crate) struct PromptCopy {
 
 impl PromptCopy {
     fn of(event: bool, parts: &[Part]) -> PromptCopy {
-        let text: Vec<String> = parts.iter().map(Part::text).collect();
         PromptCopy {
             event,
-            hash: xxhash_rust::xxh3::xxh3_64(text.join("\n").as_bytes()),
+            hash: xxhash_rust::xxh3::xxh3_64(Part::joined(parts).as_bytes()),
         }
     }
 
@@ -164,6 +163,11 @@ impl Part {
             Part::Text(t) | Part::Thinking(t) | Part::ToolResult(t) | Part::Raw(t) => t.clone(),
             Part::ToolCall { name, input } => format!("{name} {input}"),
         }
+    }
+
+    /// The text of `parts`, as searched, one part a line.
+    pub(crate) fn joined(parts: &[Part]) -> String {
+        parts.iter().map(Part::text).collect::<Vec<_>>().join("\n")
     }
 }
 

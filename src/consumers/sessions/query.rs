@@ -267,19 +267,18 @@ fn collect(
 
 /// The harness names of the index's sessions (of every machine), sorted, each once.
 pub(crate) fn harnesses(archive: &mut Archive) -> Result<Vec<String>> {
-    let result = (|| {
-        let conn = archive.connection();
-        let mut stmt = conn.prepare_cached("SELECT DISTINCT harness FROM sessions ORDER BY 1")?;
-        stmt.query_map([], |r| r.get(0))?.collect()
-    })();
-    archive.db(result)
+    strings(archive, "SELECT DISTINCT harness FROM sessions ORDER BY 1")
 }
 
 /// Every session id in the index (of every machine), sorted, each once.
 pub(crate) fn session_ids(archive: &mut Archive) -> Result<Vec<String>> {
+    strings(archive, "SELECT DISTINCT session FROM sessions ORDER BY 1")
+}
+
+/// The text values `sql` selects, in its order.
+fn strings(archive: &mut Archive, sql: &str) -> Result<Vec<String>> {
     let result = (|| {
-        let conn = archive.connection();
-        let mut stmt = conn.prepare_cached("SELECT DISTINCT session FROM sessions ORDER BY 1")?;
+        let mut stmt = archive.connection().prepare_cached(sql)?;
         stmt.query_map([], |r| r.get(0))?.collect()
     })();
     archive.db(result)
