@@ -462,6 +462,13 @@ fn search_finds_a_phrase_deep_inside_a_tool_result() {
         [GEMINI_ID]
     );
     assert_eq!(sessions(&["src/pdf.rs"]), ["agent-b41c2d"]);
+
+    // A word finds exactly itself, or with --stem the words of its stem.
+    let singular = cli(&env, &["search", "minute"]);
+    assert_eq!(singular.status.code(), Some(1), "{}", stderr(&singular));
+    let minutes = sessions(&["minutes"]);
+    assert!(!minutes.is_empty());
+    assert_eq!(sessions(&["minute", "--stem"]), minutes);
 }
 
 /// As grep and rg: 1 and nothing on stdout when nothing matched, 2 for a query that cannot

@@ -7,6 +7,7 @@
 //! reindex` (the index built again from the archive's records: the time to searchable); the
 //! index threads' CPU per live record (`live`); and a bare FTS5 insert of the same messages'
 //! text (one connection, contentless, the index's tokenizer, transactions of 20,000 rows).
+//! Last, what `search --stem` adds for twenty common words (`stem`).
 //!
 //! `INDEX_MB` sets the corpus size (default 256; `COMPARE_QUICK=1` makes it 32), `INDEX_RUNS`
 //! how many rounds (default 3), `INDEX_BASELINE_BIN` another build's binary, measured in the
@@ -18,6 +19,7 @@
 mod tree;
 
 mod live;
+mod stem;
 mod text;
 
 use rusqlite::{Connection, params};
@@ -96,7 +98,12 @@ fn main() {
         messages: texts.len(),
         text_bytes,
     };
-    let md = report(&machine, &corpus, runs, &subjects, &fts);
+    let mut md = report(&machine, &corpus, runs, &subjects, &fts);
+    // The archive and index the last `reindex` of this build left.
+    let this = &subjects[0];
+    run_secs(&this.bin, &home, &db, &["reindex"]);
+    md.push_str("\n`search --stem`, on this corpus:\n\n");
+    md.push_str(&stem::report(&this.bin, &home, &db));
     println!("\n{md}");
     fs::write(bench.join("index.md"), &md).expect("writing index.md");
 }

@@ -782,6 +782,10 @@ pub struct SearchArgs {
     pub(crate) archive: ArchiveArg,
     /// What to look for: words, "phrases", prefix*, AND, OR, NOT, parentheses.
     pub(crate) query: String,
+    /// Let each word find the words of its English stem too (`fail`: fails, failed,
+    /// failing); words in "phrases" and prefixes are searched as written.
+    #[arg(long)]
+    pub(crate) stem: bool,
     #[command(flatten)]
     pub(crate) filter: SessionFilter,
     /// Print one JSON object per hit.

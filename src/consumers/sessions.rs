@@ -12,7 +12,7 @@
 use crate::archive::follow::{Follower, Hub, Start};
 use crate::archive::{Archive, ExportRow};
 use crate::domain::SourceId;
-use crate::error::{Result, error_chain};
+use crate::error::{Result, SystemContext, error_chain};
 use rusqlite::TransactionBehavior::Immediate;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
@@ -43,18 +43,11 @@ const GATHER: Duration = Duration::from_millis(200);
 /// An index transaction ends after this long, or once it has indexed records of
 /// [`TRANSACTION_BYTES`]: each transaction flushes a new segment of the full-text index, which
 /// later merges write again, so fewer and larger ones index a backlog faster (a gigabyte of
-/// records in 41 s rather than 58 s, BENCHMARKS.md). A stopping daemon waits for the
+/// records in 41 s rather than 58 s, docs/benchmarks-log.md). Merging is FTS5's own
+/// (`automerge`): inside each transaction, work in proportion to the pages it wrote. A stopping daemon waits for the
 /// transaction in hand, so at most this long.
 const TRANSACTION_TIME: Duration = Duration::from_secs(2);
 const TRANSACTION_BYTES: usize = BATCH_BYTES;
-
-/// How many pages of full-text index segments one merge step writes at most. FTS5's automatic
-/// merging is off (the index's schema): it would merge as much as a level needs inside
-/// whichever transaction tips it over. Instead, after each index transaction, small merge
-/// steps run in transactions of their own until there is nothing to merge or [`MERGE_TIME`]
-/// has passed, so that a stop waits for one step at most.
-const MERGE_PAGES: i64 = 32;
-const MERGE_TIME: Duration = Duration::from_millis(100);
 
 /// The searchable text of one message is cut at this many bytes.
 const BODY_LIMIT: usize = 1 << 20;
@@ -107,37 +100,11 @@ impl Indexer {
 
     /// Indexes `rows` (in `seq` order, past [`Indexer::done`]), recording how far it is with
     /// each transaction: `Err` leaves the index as its last transaction left it.
-    pub(crate) fn index(&mut self, rows: &[ExportRow]) -> Result<()> {
+    pub(crate) fn index(&mut self, rows: &[Ready]) -> Result<()> {
         let mut rest = rows;
         while !rest.is_empty() {
             let n = self.index_some(rest)?;
             rest = &rest[n..];
-            self.merge()?;
-        }
-        Ok(())
-    }
-
-    /// Merges full-text index segments in small steps, each its own transaction, until there
-    /// is nothing to merge or [`MERGE_TIME`] has passed.
-    fn merge(&mut self) -> Result<()> {
-        let started = Instant::now();
-        while started.elapsed() < MERGE_TIME {
-            let conn = &mut self.conn;
-            let before = conn.total_changes();
-            let step = (|| {
-                let tx = conn.transaction_with_behavior(Immediate)?;
-                tx.execute(
-                    "INSERT INTO message_text (message_text, rank) VALUES ('merge', ?1)",
-                    [MERGE_PAGES],
-                )?;
-                tx.commit()
-            })();
-            // FTS5's documented test: fewer than two changes, and there was nothing to merge.
-            let merged = conn.total_changes() - before >= 2;
-            self.db(step)?;
-            if !merged {
-                break;
-            }
         }
         Ok(())
     }
@@ -145,7 +112,7 @@ impl Indexer {
     /// Indexes a first part of `rows` in one transaction (at least one row; no longer than
     /// [`TRANSACTION_TIME`] or [`TRANSACTION_BYTES`]), and records the last one done. Returns
     /// how many.
-    fn index_some(&mut self, rows: &[ExportRow]) -> Result<usize> {
+    fn index_some(&mut self, rows: &[Ready]) -> Result<usize> {
         let started = Instant::now();
         let mut decided = Vec::new();
         let known = &self.sessions;
@@ -154,26 +121,26 @@ impl Indexer {
             // Takes the index file's write lock only: the archive is attached read-only.
             let tx = conn.transaction_with_behavior(Immediate)?;
             let mut text = PendingText::default();
+            let mut changes = SessionChanges::default();
             let (mut n, mut bytes) = (0, 0);
-            for row in rows {
-                // Given cut (see `indexed`) by the follower or `catch_up`.
-                let parsed = parse(&row.harness, &row.record);
+            for Ready { row, parsed } in rows {
                 let session = match known.get(&row.source) {
                     Some(s) => *s,
                     None => {
-                        let s = session_of(&tx, row, &parsed)?;
+                        let s = session_of(&tx, row, parsed)?;
                         decided.push((row.source, s));
                         s
                     }
                 };
-                apply(&tx, &mut text, session, row, &parsed)?;
+                apply(&tx, &mut text, &mut changes, session, row, parsed)?;
                 n += 1;
                 bytes += row.record.len();
                 if bytes >= TRANSACTION_BYTES || started.elapsed() >= TRANSACTION_TIME {
                     break;
                 }
             }
-            store::set_progress(&tx, rows[n - 1].seq)?;
+            changes.write(&tx)?;
+            store::set_progress(&tx, rows[n - 1].row.seq)?;
             text.write(&tx)?;
             tx.commit().map(|()| n)
         })();
@@ -184,29 +151,84 @@ impl Indexer {
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
     /// pages; `progress(done, last)` is called after each page. Returns how many were indexed.
+    ///
+    /// The pages are read, cut and parsed on a thread of their own, a page ahead: on a machine
+    /// with a core to spare, the index's thread only writes.
     pub(crate) fn catch_up(&mut self, mut progress: impl FnMut(i64, i64)) -> Result<u64> {
         let last = self.archive.last_seq()?;
-        let mut done = self.done()?;
-        let mut count = 0;
-        while done < last {
-            let mut page = self
-                .archive
-                .records_page(done, last, BATCH, BATCH_BYTES as u64)?;
-            for row in &mut page {
+        let done = self.done()?;
+        if done >= last {
+            return Ok(0);
+        }
+        let archive = Archive::open_existing(self.archive.path())?;
+        let (pages, read) = crossbeam_channel::bounded(1);
+        std::thread::scope(|scope| {
+            let reader = std::thread::Builder::new()
+                .name("index reader".into())
+                .spawn_scoped(scope, move || read_pages(&archive, done, last, &pages))
+                .starting("index reader")?;
+            let mut count = 0;
+            for page in read {
+                let page = page?;
+                let Some(end) = page.last().map(|r| r.row.seq) else {
+                    break;
+                };
+                self.index(&page)?;
+                count += page.len() as u64;
+                progress(end, last);
+            }
+            drop(reader);
+            Ok(count)
+        })
+    }
+}
+
+/// Reads the records after `done` through `last` in pages, ready to index, into `pages`,
+/// until every one is read, an error is sent, or nobody receives any more.
+fn read_pages(
+    archive: &Archive,
+    mut done: i64,
+    last: i64,
+    pages: &crossbeam_channel::Sender<Result<Vec<Ready>>>,
+) {
+    while done < last {
+        let page = archive.records_page(done, last, BATCH, BATCH_BYTES as u64);
+        let page = page.map(|rows| {
+            let rows = rows.into_iter().map(|mut row| {
                 if let std::borrow::Cow::Owned(cut) = indexed(&row.record) {
                     row.record = cut;
                 }
-            }
-            let Some(end) = page.last().map(|r| r.seq) else {
-                break;
-            };
-            self.index(&page)?;
-            count += page.len() as u64;
-            done = end;
-            progress(done, last);
+                row
+            });
+            ready(rows)
+        });
+        let next = match &page {
+            Ok(rows) => rows.last().map(|r| r.row.seq),
+            Err(_) => None,
+        };
+        if pages.send(page).is_err() {
+            return;
         }
-        Ok(count)
+        match next {
+            Some(end) => done = end,
+            None => return,
+        }
     }
+}
+
+/// A record ready to index: cut (see [`indexed`]) and parsed.
+pub(crate) struct Ready {
+    row: ExportRow,
+    parsed: Parsed,
+}
+
+/// Parses `rows`, given cut (see [`indexed`]).
+pub(crate) fn ready(rows: impl IntoIterator<Item = ExportRow>) -> Vec<Ready> {
+    let parse = |row: ExportRow| Ready {
+        parsed: parse(&row.harness, &row.record),
+        row,
+    };
+    rows.into_iter().map(parse).collect()
 }
 
 /// The session of `row`'s source: the one its source was given, else the one of an earlier
@@ -414,45 +436,100 @@ impl PendingText {
     }
 }
 
-/// Applies what one record says to its session and messages; their text goes to `text`.
-fn apply(
+/// What a transaction's records say about their sessions (project, branch, title, first
+/// prompt, times, models), gathered record by record and written once per session at the
+/// end of the transaction ([`SessionChanges::write`]): a session's row is updated once per
+/// transaction rather than once per record. Folded as the records would have been applied
+/// one by one: the first project and prompt, the last branch, the last title of a rank at
+/// least that of every one before it, the earliest and latest times.
+#[derive(Default)]
+struct SessionChanges<'a> {
+    changes: HashMap<i64, Change<'a>>,
+}
+
+#[derive(Default)]
+struct Change<'a> {
+    project: Option<&'a str>,
+    branch: Option<&'a str>,
+    title: Option<(&'a str, i64)>,
+    prompt: Option<&'a str>,
+    first_ms: Option<i64>,
+    last_ms: Option<i64>,
+    models: Vec<&'a str>,
+}
+
+impl<'a> SessionChanges<'a> {
+    fn add(&mut self, session: i64, parsed: &'a Parsed) {
+        let c = self.changes.entry(session).or_default();
+        c.project = c.project.or(parsed.project.as_deref());
+        c.branch = parsed.branch.as_deref().or(c.branch);
+        if let Some((title, rank)) = &parsed.title
+            && c.title.is_none_or(|(_, before)| *rank >= before)
+        {
+            c.title = Some((title, *rank));
+        }
+        c.prompt = c.prompt.or(parsed.prompt.as_deref());
+        if let Some(at) = parsed.at_ms {
+            c.first_ms = Some(c.first_ms.map_or(at, |t| t.min(at)));
+            c.last_ms = Some(c.last_ms.map_or(at, |t| t.max(at)));
+        }
+        if let Some(model) = parsed.model.as_deref()
+            && !c.models.contains(&model)
+        {
+            c.models.push(model);
+        }
+    }
+
+    /// Writes what was gathered, and forgets it.
+    fn write(&mut self, tx: &Connection) -> rusqlite::Result<()> {
+        for (session, c) in self.changes.drain() {
+            let (title, rank) = c.title.unzip();
+            tx.prepare_cached(
+                "UPDATE sessions SET
+                    project = coalesce(project, ?2),
+                    branch = coalesce(?3, branch),
+                    agent_title = CASE WHEN ?4 IS NOT NULL AND ?5 >= title_rank THEN ?4 ELSE agent_title END,
+                    title_rank = CASE WHEN ?4 IS NOT NULL AND ?5 >= title_rank THEN ?5 ELSE title_rank END,
+                    first_prompt = coalesce(first_prompt, ?6),
+                    started_ms = min(coalesce(started_ms, ?7), coalesce(?7, started_ms)),
+                    last_ms = max(coalesce(last_ms, ?8), coalesce(?8, last_ms))
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                session,
+                c.project,
+                c.branch,
+                title,
+                rank.unwrap_or(0),
+                c.prompt,
+                c.first_ms,
+                c.last_ms
+            ])?;
+            if c.project.is_some() {
+                read_git_remote(tx, session)?;
+            }
+            for model in c.models {
+                tx.prepare_cached(
+                    "INSERT OR IGNORE INTO session_models (session, model) VALUES (?1, ?2)",
+                )?
+                .execute(params![session, model])?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Applies what one record says to its session's messages (their text goes to `text`), and
+/// gathers what it says of the session in `changes`.
+fn apply<'a>(
     tx: &Connection,
     text: &mut PendingText,
+    changes: &mut SessionChanges<'a>,
     session: i64,
     row: &ExportRow,
-    parsed: &Parsed,
+    parsed: &'a Parsed,
 ) -> rusqlite::Result<()> {
-    let (title, rank) = match &parsed.title {
-        Some((t, r)) => (Some(t.as_str()), *r),
-        None => (None, 0),
-    };
-    tx.prepare_cached(
-        "UPDATE sessions SET
-            project = coalesce(project, ?2),
-            branch = coalesce(?3, branch),
-            agent_title = CASE WHEN ?4 IS NOT NULL AND ?5 >= title_rank THEN ?4 ELSE agent_title END,
-            title_rank = CASE WHEN ?4 IS NOT NULL AND ?5 >= title_rank THEN ?5 ELSE title_rank END,
-            first_prompt = coalesce(first_prompt, ?6),
-            started_ms = min(coalesce(started_ms, ?7), coalesce(?7, started_ms)),
-            last_ms = max(coalesce(last_ms, ?7), coalesce(?7, last_ms))
-         WHERE id = ?1",
-    )?
-    .execute(params![
-        session,
-        parsed.project,
-        parsed.branch,
-        title,
-        rank,
-        parsed.prompt,
-        parsed.at_ms
-    ])?;
-    if parsed.project.is_some() {
-        read_git_remote(tx, session)?;
-    }
-    if let Some(model) = &parsed.model {
-        tx.prepare_cached("INSERT OR IGNORE INTO session_models (session, model) VALUES (?1, ?2)")?
-            .execute(params![session, model])?;
-    }
+    changes.add(session, parsed);
     if let Some(message) = &parsed.message {
         add_message(tx, text, session, row, parsed.at_ms, message)?;
     }
@@ -656,7 +733,7 @@ impl IndexFollower<'_> {
             if !wait(self) {
                 break;
             }
-            share.index(batch)?;
+            share.index(ready(batch))?;
             progress.update(follower.done(), self.hub.published());
         }
         let (done, published) = (follower.done(), self.hub.published());
@@ -844,13 +921,14 @@ mod tests {
                 .into_bytes(),
             })
             .collect();
-        // No crisis merges: every segment written stays to be counted.
+        // No merges: every segment written stays to be counted.
         (indexer.conn)
             .execute_batch(
-                "INSERT INTO message_text (message_text, rank) VALUES ('crisismerge', 2000)",
+                "INSERT INTO message_text (message_text, rank) VALUES ('automerge', 0);
+                 INSERT INTO message_text (message_text, rank) VALUES ('crisismerge', 2000);",
             )
             .unwrap();
-        // One transaction, without the merge steps that follow it.
+        let rows = ready(rows);
         assert_eq!(indexer.index_some(&rows).unwrap(), rows.len());
         let count = |sql: &str| -> i64 { indexer.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
         assert_eq!(count("SELECT count(*) FROM messages"), 200);
@@ -861,6 +939,71 @@ mod tests {
             data_rows < 20,
             "{data_rows} rows of segments for 200 messages"
         );
+    }
+
+    /// A session's row is written once per transaction, from what its records said folded
+    /// in order: the same as had each record been applied on its own.
+    #[test]
+    fn a_session_folded_over_a_transaction_is_as_if_each_record_were_applied_alone() {
+        let records = [
+            r#"{"type":"summary","summary":"First summary"}"#,
+            r#"{"type":"user","uuid":"u1","sessionId":"5f1e","cwd":"/h/app","gitBranch":"main","timestamp":"2026-11-30T10:05:00.000Z","message":{"role":"user","content":"fix the build"}}"#,
+            r#"{"type":"custom-title","customTitle":"Given by the user"}"#,
+            r#"{"type":"assistant","uuid":"a1","sessionId":"5f1e","cwd":"/h/other","gitBranch":"fix","timestamp":"2026-11-30T10:01:00.000Z","message":{"model":"m1","content":"on it"}}"#,
+            r#"{"type":"ai-title","aiTitle":"Lower rank, later"}"#,
+            r#"{"type":"user","uuid":"u2","sessionId":"5f1e","cwd":"/h/app","timestamp":"2026-11-30T10:09:00.000Z","message":{"role":"user","content":"and the tests"}}"#,
+            r#"{"type":"custom-title","customTitle":"Renamed"}"#,
+            r#"{"type":"assistant","uuid":"a2","sessionId":"5f1e","timestamp":"2026-11-30T10:08:00.000Z","message":{"model":"m2","content":"done"}}"#,
+            r#"{"type":"assistant","uuid":"a3","sessionId":"5f1e","message":{"model":"m1","content":"again"}}"#,
+        ];
+        let rows = || {
+            let rows = records.iter().zip(1..).map(|(record, seq)| ExportRow {
+                seq,
+                source: 1,
+                harness: "claude-code".into(),
+                path: "/h/.claude/projects/-h-app/5f1e.jsonl".into(),
+                generation: 0,
+                offset: seq as u64 * 1000,
+                record: record.as_bytes().to_vec(),
+            });
+            ready(rows)
+        };
+        let sessions = |one_by_one: bool| {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("archive.db");
+            drop(Archive::open(&db).unwrap());
+            let mut indexer = Indexer::open(&db).unwrap();
+            let rows = rows();
+            if one_by_one {
+                for row in rows.chunks(1) {
+                    assert_eq!(indexer.index_some(row).unwrap(), 1);
+                }
+            } else {
+                assert_eq!(indexer.index_some(&rows).unwrap(), rows.len());
+            }
+            let row: Vec<String> = (indexer.conn)
+                .query_row(
+                    "SELECT project, branch, agent_title, title_rank, first_prompt, started_ms,
+                        last_ms, user_messages, assistant_messages,
+                        (SELECT group_concat(model) FROM session_models)
+                     FROM sessions",
+                    [],
+                    |r| {
+                        (0..10)
+                            .map(|i| {
+                                r.get::<_, rusqlite::types::Value>(i)
+                                    .map(|v| format!("{v:?}"))
+                            })
+                            .collect()
+                    },
+                )
+                .unwrap();
+            row
+        };
+        let alone = sessions(true);
+        assert_eq!(alone[2], r#"Text("Renamed")"#, "{alone:?}");
+        assert_eq!(alone[1], r#"Text("fix")"#, "{alone:?}");
+        assert_eq!(sessions(false), alone);
     }
 
     fn identified(harness: &str, path: &str, first: &[u8]) -> Identified {

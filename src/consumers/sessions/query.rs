@@ -531,21 +531,30 @@ const MATCHES: &str = "
 /// parentheses; other punctuation is taken literally), best first, newest first among equals;
 /// when more than [`RANKED`] match, the newest of them. Matches are marked with `open` and
 /// `close` in the snippet.
+///
+/// With `stem`, a word stands for the indexed words of its stem as well (see [`stem_terms`]).
 pub(crate) fn search(
     archive: &mut Archive,
     query: &str,
+    stem: bool,
     filter: &Filter,
     marks: (&str, &str),
 ) -> Result<Vec<Hit>> {
     let path = archive.path().to_owned();
     let records = archive.records_reader();
     let conn = records.connection();
-    let mut expand = |stem: &str| match prefix_terms(conn, stem) {
-        Ok(terms) => terms,
-        Err(e) => {
-            log::warn!("cannot list the terms {stem}* stands for ({e}); searching it as a prefix");
+    let mut expand = |word: Word| match word {
+        Word::Prefix(prefix) => prefix_terms(conn, prefix).unwrap_or_else(|e| {
+            log::warn!(
+                "cannot list the terms {prefix}* stands for ({e}); searching it as a prefix"
+            );
             None
-        }
+        }),
+        Word::Whole(word) if stem => stem_terms(conn, word).unwrap_or_else(|e| {
+            log::warn!("cannot list the words of {word}'s stem ({e}); searching the word only");
+            None
+        }),
+        Word::Whole(_) => None,
     };
     if let Some(reason) = query_problem(query) {
         return Err(Error::SearchQuery {
@@ -554,6 +563,7 @@ pub(crate) fn search(
         });
     }
     let fts = fts_query(query, &mut expand);
+    log::debug!("search {query:?} as the FTS5 query {fts:?}");
     let names = MachineNames::of(archive)?;
     let result = ranked_hits(&records, &fts, filter, marks, RANKED).map(|mut hits| {
         for hit in &mut hits {
@@ -750,11 +760,20 @@ fn query_problem(query: &str) -> Option<String> {
 /// How many terms a prefix (`pre*`) stands for at most: its commonest.
 const PREFIX_TERMS: usize = 256;
 
+/// A word of a query, as [`fts_query`] asks what it stands for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Word<'a> {
+    /// `pre*`, without its `*`.
+    Prefix(&'a str),
+    /// A word of letters and digits only.
+    Whole(&'a str),
+}
+
 /// `query` in FTS5's syntax: operators, parentheses and "phrases" pass as they are; a word
 /// holding punctuation (`exit-code`, `foo.rs`), which FTS5 would refuse, becomes a phrase of
-/// its own; a prefix `pre*` becomes what `expand` makes of it (the terms it stands for), or
-/// stays a prefix.
-fn fts_query(query: &str, expand: &mut dyn FnMut(&str) -> Option<String>) -> String {
+/// its own; a prefix `pre*` or a word becomes what `expand` makes of it (the terms it stands
+/// for), or stays as it is.
+fn fts_query(query: &str, expand: &mut dyn FnMut(Word) -> Option<String>) -> String {
     let mut out = Vec::new();
     let mut chars = query.chars().peekable();
     while let Some(&c) = chars.peek() {
@@ -779,7 +798,7 @@ fn fts_query(query: &str, expand: &mut dyn FnMut(&str) -> Option<String>) -> Str
     out.join(" ")
 }
 
-fn fts_word(word: &str, expand: &mut dyn FnMut(&str) -> Option<String>) -> String {
+fn fts_word(word: &str, expand: &mut dyn FnMut(Word) -> Option<String>) -> String {
     if matches!(word, "AND" | "OR" | "NOT") {
         return word.to_owned();
     }
@@ -789,8 +808,8 @@ fn fts_word(word: &str, expand: &mut dyn FnMut(&str) -> Option<String>) -> Strin
     };
     let bare = (stem.chars()).all(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii());
     match (bare, star) {
-        (true, "*") => expand(stem).unwrap_or_else(|| format!("{stem}*")),
-        (true, _) => stem.to_owned(),
+        (true, "*") => expand(Word::Prefix(stem)).unwrap_or_else(|| format!("{stem}*")),
+        (true, _) => expand(Word::Whole(stem)).unwrap_or_else(|| stem.to_owned()),
         (false, _) => format!("\"{}\"{star}", stem.replace('"', "")),
     }
 }
@@ -819,11 +838,83 @@ fn prefix_terms(conn: &Connection, stem: &str) -> rusqlite::Result<Option<String
     if terms.is_empty() {
         return Ok(None);
     }
+    Ok(Some(or_of(terms.iter().map(String::as_str))))
+}
+
+/// The indexed words that share `word`'s stem (`running`: run, runs, running), as an OR of
+/// them, the [`PREFIX_TERMS`] commonest when there are more; `None` when `word` is not one
+/// term or no other indexed word shares its stem. The stem is Porter's English one, taken
+/// from SQLite's own `porter` tokenizer; the index itself keeps words unstemmed, so a search
+/// without `--stem` finds exactly the word.
+fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<String>> {
+    let Some(folded) = fold(conn, word)? else {
+        return Ok(None);
+    };
+    let Some(stem) = stems(conn, std::slice::from_ref(&folded))?.pop() else {
+        return Ok(None);
+    };
+    // Porter's stems are the word's start, bar a last letter changed (happy: happi): the
+    // words of a stem are among those that start as both do.
+    let common: String = (folded.chars().zip(stem.chars()))
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    if common.chars().count() < 2 {
+        return Ok(None);
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT term FROM message_vocab WHERE term >= ?1 AND term < ?2 ORDER BY doc DESC, term",
+    )?;
+    let end = format!("{common}\u{10FFFF}");
+    let rows = stmt.query_map(params![common, end], |r| r.get(0))?;
+    let candidates: Vec<String> = rows.collect::<rusqlite::Result<_>>()?;
+    let mut terms: Vec<&String> = (candidates.iter().zip(stems(conn, &candidates)?))
+        .filter(|(_, s)| *s == stem)
+        .map(|(t, _)| t)
+        .collect();
+    if terms.len() > PREFIX_TERMS {
+        log::warn!(
+            "the stem of {word} stands for more than {PREFIX_TERMS} words; searching the {PREFIX_TERMS} commonest"
+        );
+        terms.truncate(PREFIX_TERMS);
+    }
+    if !terms.iter().any(|t| **t != folded) {
+        return Ok(None);
+    }
+    Ok(Some(or_of(terms.into_iter().map(String::as_str))))
+}
+
+/// The Porter stem of each of `terms` (each one term, as the index folds them), in order.
+fn stems(conn: &Connection, terms: &[String]) -> rusqlite::Result<Vec<String>> {
+    conn.execute_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem
+             USING fts5 (t, tokenize = 'porter unicode61 remove_diacritics 2');
+         CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_terms
+             USING fts5vocab (temp, stem, instance);
+         DELETE FROM temp.stem;",
+    )?;
+    let mut insert = conn.prepare_cached("INSERT INTO temp.stem (rowid, t) VALUES (?1, ?2)")?;
+    for (i, term) in terms.iter().enumerate() {
+        insert.execute(params![i as i64, term])?;
+    }
+    let mut out = vec![String::new(); terms.len()];
+    let mut stmt = conn.prepare_cached("SELECT doc, term FROM temp.stem_terms")?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        let doc: i64 = row.get(0)?;
+        if let Some(slot) = usize::try_from(doc).ok().and_then(|d| out.get_mut(d)) {
+            *slot = row.get(1)?;
+        }
+    }
+    Ok(out)
+}
+
+/// `terms` quoted, as an OR in parentheses.
+fn or_of<'a>(terms: impl Iterator<Item = &'a str>) -> String {
     let quoted: Vec<String> = terms
-        .iter()
         .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
         .collect();
-    Ok(Some(format!("({})", quoted.join(" OR "))))
+    format!("({})", quoted.join(" OR "))
 }
 
 /// `text` as the index's tokenizer makes it a term (lower case, diacritics removed), by having
@@ -1053,10 +1144,56 @@ mod tests {
             None,
             "two terms are no prefix"
         );
-        let query = fts_query("rés* AND other", &mut |s| {
-            prefix_terms(conn, s).ok().flatten()
+        let query = fts_query("rés* AND other", &mut |w| match w {
+            Word::Prefix(p) => prefix_terms(conn, p).unwrap(),
+            Word::Whole(_) => None,
         });
         assert_eq!(query, r#"("result" OR "resume") AND other"#);
+    }
+
+    #[test]
+    fn with_stems_a_word_stands_for_the_indexed_words_of_its_stem() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        drop(Archive::open(&db).unwrap());
+        let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
+        let conn = &index;
+        let bodies = [
+            (1, "the build failed"),
+            (2, "Failing tests, failed again"),
+            (3, "a failure"),
+            (4, "it fails"),
+            (5, "happy path"),
+            (6, "happiness"),
+            (7, "fail"),
+        ];
+        for (id, body) in bodies {
+            conn.execute(
+                "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
+                params![id, body],
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            stem_terms(conn, "Fails").unwrap().unwrap(),
+            r#"("failed" OR "fail" OR "failing" OR "fails")"#,
+            "commonest first; `failure` is another stem"
+        );
+        assert_eq!(
+            stem_terms(conn, "happy").unwrap().unwrap(),
+            r#"("happiness" OR "happy")"#,
+            "a stem that is not the word's start (happi)"
+        );
+        assert_eq!(stem_terms(conn, "failure").unwrap(), None, "alone");
+        assert_eq!(stem_terms(conn, "a-b").unwrap(), None, "two terms");
+        let query = fts_query(r#"fails AND "failed build" fail*"#, &mut |w| match w {
+            Word::Whole(w) => stem_terms(conn, w).unwrap(),
+            Word::Prefix(_) => None,
+        });
+        assert_eq!(
+            query, r#"("failed" OR "fail" OR "failing" OR "fails") AND "failed build" fail*"#,
+            "phrases and prefixes are searched as written"
+        );
     }
 
     #[test]

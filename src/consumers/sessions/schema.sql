@@ -1,8 +1,8 @@
--- The session index's file (`<archive>-index`), version 1 (`PRAGMA user_version`). Everything
--- here is derived from the archive's records: a file of another version, or of another
--- archive, is emptied and built again from seq 0 (`store.rs`). Sources and records are the
--- archive's, attached read-only as `archive`; `source_id` names an archive source, which
--- SQLite cannot check across files.
+-- The session index's file (`<archive>-index`), of the version `store.rs` names (`PRAGMA
+-- user_version`). Everything here is derived from the archive's records: a file of another
+-- version, or of another archive, is emptied and built again from seq 0 (`store.rs`). Sources
+-- and records are the archive's, attached read-only as `archive`; `source_id` names an archive
+-- source, which SQLite cannot check across files.
 
 -- Which archive this index is of (its `machine_id`), and the last seq indexed; one row.
 CREATE TABLE progress (
@@ -81,9 +81,10 @@ CREATE VIRTUAL TABLE message_text USING fts5 (
     contentless_delete = 1,
     tokenize = 'unicode61 remove_diacritics 2'
 );
--- Segments are merged a bounded amount after each index transaction (`sessions.rs`), not all
--- at once inside whichever one tips a level over.
-INSERT INTO message_text (message_text, rank) VALUES ('automerge', 0);
+-- Segments are merged by FTS5 itself (`automerge`, 4 by default): each transaction does merge
+-- work in proportion to the pages it wrote. (Version 2 merged in steps of 32 pages after each
+-- transaction instead, each a transaction of its own: slower to index and to follow live,
+-- docs/benchmarks-log.md.)
 -- Its terms, with how many messages hold each (a prefix search reads them).
 CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
 

@@ -7,7 +7,7 @@
 //! - But on a machine that other programs keep busy, the idle class gets almost nothing (a
 //!   weight of 3, against 1,024 for each busy thread), and the index fell behind for as long
 //!   as the machine stayed busy: `search` missed what had been archived.
-//! - So each job on the helper (one transaction of records, or the merge steps after it) is
+//! - So each job on the helper (one transaction of records) is
 //!   timed. One that waited for a core for at least 100 ms and half its time ([`starved`])
 //!   sends the next ones to the index's own thread, in the batch class: a fair share of the
 //!   cores, and wake-ups that preempt nobody. The helper is tried again after
@@ -17,11 +17,11 @@
 //!   machine.)
 //! - Where that wait cannot be read (no `/proc/thread-self/schedstat`: not Linux, or a kernel
 //!   without scheduler statistics), there is no helper: nothing would tell that it starves.
-//! - Reading the records to index (from the archive, when the index catches up) is done on
-//!   the index's own thread.
+//! - Reading and parsing the records to index is done on the index's own thread, before a
+//!   job is given out (a `reindex` reads and parses on a reader thread instead, a page ahead:
+//!   [`super::Indexer::catch_up`]).
 
-use super::Indexer;
-use crate::archive::ExportRow;
+use super::{Indexer, Ready};
 use crate::error::{Result, SystemContext};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::thread::JoinHandle;
@@ -126,22 +126,20 @@ impl Share {
         }
     }
 
-    /// Indexes `rows` (as [`Indexer::index`] does): each transaction, and the merge steps
-    /// after it, where [`Place`] says.
-    pub(super) fn index(&mut self, mut rows: Vec<ExportRow>) -> Result<()> {
+    /// Indexes `rows` (as [`Indexer::index`] does): each transaction where [`Place`] says.
+    pub(super) fn index(&mut self, mut rows: Vec<Ready>) -> Result<()> {
         let mut from = 0;
         while from < rows.len() {
             let n;
-            (rows, n) = self.run(Job::Index(rows, from));
+            (rows, n) = self.run(Job { rows, from });
             from += n?;
-            self.run(Job::Merge).1?;
         }
         Ok(())
     }
 
     /// Runs `job` where [`Place`] says, and decides where the next goes; gives the job's rows
     /// back.
-    fn run(&mut self, job: Job) -> (Vec<ExportRow>, Result<usize>) {
+    fn run(&mut self, job: Job) -> (Vec<Ready>, Result<usize>) {
         let helper = match self.helper.as_mut() {
             Some(h) if self.place.on_helper(Instant::now()) => h,
             _ => return job.run(self.indexer.as_mut().expect("the indexer is back")),
@@ -164,29 +162,23 @@ impl Share {
     }
 }
 
-/// One piece of the index's work, each a transaction or a few short ones: a starved helper
-/// holds up one at a time.
-enum Job {
-    /// Indexes a first part of the rows from this one on, in one transaction; how many.
-    Index(Vec<ExportRow>, usize),
-    /// Merges full-text segments in small steps.
-    Merge,
+/// One piece of the index's work, a transaction: a starved helper holds up one at a time.
+struct Job {
+    rows: Vec<Ready>,
+    /// The rows from this one on are to index.
+    from: usize,
 }
 
 impl Job {
-    fn run(self, indexer: &mut Indexer) -> (Vec<ExportRow>, Result<usize>) {
-        match self {
-            Job::Index(rows, from) => {
-                let n = indexer.index_some(&rows[from..]);
-                (rows, n)
-            }
-            Job::Merge => (Vec::new(), indexer.merge().map(|()| 0)),
-        }
+    /// Indexes a first part of the rows from `from` on, in one transaction; how many.
+    fn run(self, indexer: &mut Indexer) -> (Vec<Ready>, Result<usize>) {
+        let n = indexer.index_some(&self.rows[self.from..]);
+        (self.rows, n)
     }
 }
 
 /// What the helper gives back: the indexer, the job's rows, its result and its time.
-type Done = (Indexer, Vec<ExportRow>, Result<usize>, Option<Timed>);
+type Done = (Indexer, Vec<Ready>, Result<usize>, Option<Timed>);
 
 /// The thread in the idle class that runs the jobs it is given. Dropped, it ends on its own: a
 /// stop does not wait for a thread that a busy machine may give no core for a while, and it
