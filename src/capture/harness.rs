@@ -17,6 +17,7 @@ const DEFINITIONS: &[(&str, &str)] = &[
     ("cursor", include_str!("../../watchers/cursor.toml")),
     ("gemini-cli", include_str!("../../watchers/gemini-cli.toml")),
     ("generic", include_str!("../../watchers/generic.toml")),
+    ("pi", include_str!("../../watchers/pi.toml")),
 ];
 
 /// The harness name of directories given with `--watch`.
@@ -197,6 +198,7 @@ mod tests {
             "HOME" => Some("/home/u".to_owned()),
             "CODEX_HOME" => Some("/data/codex".to_owned()),
             "GEMINI_CLI_HOME" => Some("/g".to_owned()),
+            "PI_CODING_AGENT_DIR" => Some("/p/agent".to_owned()),
             _ => None,
         };
         let roots: Vec<_> = builtin_roots(&env)
@@ -218,6 +220,7 @@ mod tests {
                 ),
                 ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
                 ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
+                ("pi".into(), PathBuf::from("/p/agent/sessions")),
             ]
         );
     }

@@ -345,6 +345,12 @@ impl Identified {
             }
             // projects/<project>/agent-transcripts/[<id>/]<id>.jsonl
             "cursor" => id.project = dir_before(path, "agent-transcripts"),
+            // sessions/--<cwd>--/<time>_<uuid>.jsonl, the uuid being the header's id.
+            "pi" => {
+                id.session = (first.session_id.clone())
+                    .or_else(|| uuid_suffix(&stem))
+                    .unwrap_or(stem);
+            }
             _ => {}
         }
         id
