@@ -1,5 +1,6 @@
 //! Integration tests: the real binary on real files in temp directories.
 
+mod agents;
 mod archive;
 mod chaos;
 mod cli;

@@ -345,10 +345,19 @@ fn content_parts(content: &Value) -> Option<Vec<Part>> {
     Some(parts.collect())
 }
 
-/// The role of a message whose parts are all tool results.
+/// The role of a message by its parts: one whose parts are all tool calls and results is a
+/// tool's, one of thinking only is reasoning (Claude Code writes each content block of a
+/// reply as a record of its own: a reply of text and a tool call is one assistant message and
+/// one tool message); else `role`.
 fn role_of(role: Role, parts: &[Part]) -> Role {
-    let results = !parts.is_empty() && parts.iter().all(|p| matches!(p, Part::ToolResult(_)));
-    if results { Role::Tool } else { role }
+    let all = |f: fn(&Part) -> bool| !parts.is_empty() && parts.iter().all(f);
+    if all(|p| matches!(p, Part::ToolResult(_) | Part::ToolCall { .. })) {
+        Role::Tool
+    } else if all(|p| matches!(p, Part::Thinking(_))) {
+        Role::Reasoning
+    } else {
+        role
+    }
 }
 
 /// A prompt a person typed: text that is not the agent's own markup (commands, caveats,
@@ -388,14 +397,14 @@ fn claude(obj: &Map<String, Value>) -> Option<Parsed> {
             let meta = obj.get("isMeta").and_then(Value::as_bool) == Some(true)
                 || obj.get("isCompactSummary").and_then(Value::as_bool) == Some(true);
             let role = match (kind, meta) {
-                ("assistant", _) => Role::Assistant,
+                ("assistant", _) => role_of(Role::Assistant, &parts),
                 (_, true) => Role::System,
                 _ => role_of(Role::User, &parts),
             };
             if role == Role::User {
                 parsed.prompt = typed_prompt(&parts);
             }
-            if role == Role::Assistant {
+            if kind == "assistant" {
                 parsed.model = string(message, "model").filter(|m| !m.starts_with('<'));
             }
             parsed.message = Some(Message {

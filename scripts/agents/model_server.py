@@ -1,0 +1,251 @@
+#!/usr/bin/env python3
+"""A scripted model on loopback, so that real coding agents write real transcripts offline.
+
+It answers the Anthropic Messages API (`POST /v1/messages`, streamed or not, and
+`/v1/messages/count_tokens`) and the OpenAI Chat Completions API (`POST .../chat/completions`,
+streamed or not), always with the same short conversation:
+
+- a request that offers a shell tool and holds no tool result yet: a line of text and a call
+  of that tool running `echo scripted-tool-output`;
+- a request that holds a tool result: a final text, `Scripted answer: done.`;
+- any other request (titles, summaries, side questions): a short text, `Scripted title`.
+
+Every response carries usage figures (fixed, so fixtures hold known numbers). Each request is
+appended to the JSON Lines file named by `--log` (its path and body), so a test can check what
+an agent sent, such as the history a resumed session carried.
+
+Usage: model_server.py --port-file FILE [--port N] [--log FILE]. It prints nothing; the port
+it listens on is written to FILE once it is listening.
+"""
+
+import argparse
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "execute_command")
+TOOL_COMMAND = "echo scripted-tool-output"
+FIRST_TEXT = "Scripted plan: I will run a command."
+FINAL_TEXT = "Scripted answer: done."
+OTHER_TEXT = "Scripted title"
+USAGE = {"input": 120, "output": 30, "cache_read": 40, "cache_write": 10}
+
+LOG_LOCK = threading.Lock()
+
+
+def tool_names(body):
+    """The names of the tools a request offers, in either API's shape."""
+    names = []
+    for tool in body.get("tools") or []:
+        if "function" in tool:
+            names.append(tool["function"].get("name"))
+        else:
+            names.append(tool.get("name"))
+    return [n for n in names if n]
+
+
+def has_tool_result(body):
+    """Whether the request's last message holds a tool's result."""
+    messages = body.get("messages") or []
+    if not messages:
+        return False
+    last = messages[-1]
+    if last.get("role") == "tool":
+        return True
+    content = last.get("content")
+    if isinstance(content, list):
+        return any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    return False
+
+
+def plan(body):
+    """What to answer: ("tool", text, tool name) or ("text", text, None)."""
+    offered = tool_names(body)
+    shell = next((t for t in SHELL_TOOLS if t in offered), None)
+    if has_tool_result(body):
+        return ("text", FINAL_TEXT, None)
+    if shell:
+        return ("tool", FIRST_TEXT, shell)
+    return ("text", OTHER_TEXT, None)
+
+
+def tool_input(name):
+    if name == "Bash":
+        return {"command": TOOL_COMMAND, "description": "Print a scripted line"}
+    return {"command": TOOL_COMMAND}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    counter = 0
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        # Model lists, health checks: an empty list is enough for the agents driven here.
+        self.send_json(200, {"object": "list", "data": []})
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        self.record(body)
+        path = self.path.split("?")[0]
+        if path.endswith("/count_tokens"):
+            self.send_json(200, {"input_tokens": USAGE["input"]})
+        elif path.endswith("/messages"):
+            self.anthropic(body)
+        elif path.endswith("/chat/completions"):
+            self.openai(body)
+        else:
+            self.send_json(404, {"error": {"message": f"no scripted answer for {path}"}})
+
+    def record(self, body):
+        log = self.server.log_path
+        if not log:
+            return
+        with LOG_LOCK, open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"path": self.path, "body": body}) + "\n")
+
+    def next_id(self, prefix):
+        with LOG_LOCK:
+            Handler.counter += 1
+            return f"{prefix}_scripted_{Handler.counter:04d}"
+
+    def send_json(self, status, value):
+        data = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def start_stream(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def event(self, name, data):
+        head = f"event: {name}\n" if name else ""
+        self.wfile.write(f"{head}data: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+    # The Anthropic Messages API.
+    def anthropic(self, body):
+        kind, text, tool = plan(body)
+        model = body.get("model") or "scripted-model"
+        blocks = [{"type": "text", "text": text}]
+        if kind == "tool":
+            blocks.append(
+                {"type": "tool_use", "id": self.next_id("toolu"), "name": tool,
+                 "input": tool_input(tool)}
+            )
+        stop = "tool_use" if kind == "tool" else "end_turn"
+        usage = {
+            "input_tokens": USAGE["input"],
+            "output_tokens": USAGE["output"],
+            "cache_read_input_tokens": USAGE["cache_read"],
+            "cache_creation_input_tokens": USAGE["cache_write"],
+        }
+        message = {"id": self.next_id("msg"), "type": "message", "role": "assistant",
+                   "model": model, "content": blocks, "stop_reason": stop,
+                   "stop_sequence": None, "usage": usage}
+        if not body.get("stream"):
+            self.send_json(200, message)
+            return
+        self.start_stream()
+        start = dict(message, content=[], stop_reason=None, usage=dict(usage, output_tokens=1))
+        self.event("message_start", {"type": "message_start", "message": start})
+        for i, block in enumerate(blocks):
+            if block["type"] == "text":
+                self.event("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": {"type": "text", "text": ""}})
+                self.event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": "text_delta",
+                                                             "text": block["text"]}})
+            else:
+                empty = dict(block, input={})
+                self.event("content_block_start", {"type": "content_block_start", "index": i,
+                                                   "content_block": empty})
+                self.event("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                   "delta": {"type": "input_json_delta",
+                                                             "partial_json":
+                                                                 json.dumps(block["input"])}})
+            self.event("content_block_stop", {"type": "content_block_stop", "index": i})
+        self.event("message_delta", {"type": "message_delta",
+                                     "delta": {"stop_reason": stop, "stop_sequence": None},
+                                     "usage": {"output_tokens": USAGE["output"]}})
+        self.event("message_stop", {"type": "message_stop"})
+
+    # The OpenAI Chat Completions API.
+    def openai(self, body):
+        kind, text, tool = plan(body)
+        model = body.get("model") or "scripted-model"
+        calls = []
+        if kind == "tool":
+            calls.append({"id": self.next_id("call"), "type": "function",
+                          "function": {"name": tool, "arguments": json.dumps(tool_input(tool))}})
+        finish = "tool_calls" if calls else "stop"
+        usage = {"prompt_tokens": USAGE["input"] + USAGE["cache_read"],
+                 "completion_tokens": USAGE["output"],
+                 "total_tokens": USAGE["input"] + USAGE["cache_read"] + USAGE["output"],
+                 "prompt_tokens_details": {"cached_tokens": USAGE["cache_read"]}}
+        ident = self.next_id("chatcmpl")
+        if not body.get("stream"):
+            message = {"role": "assistant", "content": text}
+            if calls:
+                message["tool_calls"] = calls
+            self.send_json(200, {"id": ident, "object": "chat.completion", "created": 0,
+                                 "model": model, "usage": usage,
+                                 "choices": [{"index": 0, "message": message,
+                                              "finish_reason": finish}]})
+            return
+        self.start_stream()
+
+        def chunk(delta, finish_reason=None, **extra):
+            value = {"id": ident, "object": "chat.completion.chunk", "created": 0,
+                     "model": model,
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+            value.update(extra)
+            self.event(None, value)
+
+        chunk({"role": "assistant", "content": ""})
+        chunk({"content": text})
+        for i, call in enumerate(calls):
+            chunk({"tool_calls": [dict(call, index=i)]})
+        chunk({}, finish)
+        self.event(None, {"id": ident, "object": "chat.completion.chunk", "created": 0,
+                          "model": model, "choices": [], "usage": usage})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--port-file", required=True)
+    parser.add_argument("--log")
+    args = parser.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.log_path = args.log
+    with open(args.port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    import os
+    os.replace(args.port_file + ".tmp", args.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+//! Every agent, checked on what the agent itself wrote: the transcripts in
+//! `tests/fixtures/agents/<agent>/` were recorded by running the real agent offline against
+//! the scripted model (`scripts/agents/record`, which names each agent's version in
+//! `RECORDED`): one prompt, one shell tool call, one final answer.
+
+use crate::util::{Env, stderr};
+use serde_json::Value;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// The prompt, the tool's output and the final answer `scripts/agents/record` scripts.
+const PROMPT: &str = "Run the scripted command, please.";
+const TOOL_OUTPUT: &str = "scripted-tool-output";
+const ANSWER: &str = "Scripted answer: done.";
+/// Where the recording ran each agent.
+const PROJECT: &str = "/tmp/transcript-sync-agents/project";
+
+/// The agents recorded, by watcher name (the fixture folder's name too).
+const AGENTS: [&str; 2] = ["claude-code", "pi"];
+
+fn fixtures(agent: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agents")
+        .join(agent)
+}
+
+/// Copies `from` into `to`, directories and files alike; returns the files, as paths below `to`.
+fn copy_tree(from: &Path, to: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().unwrap().is_dir() {
+            fs::create_dir_all(&dst).unwrap();
+            files.extend(copy_tree(&src, &dst));
+        } else if entry.file_name() != "RECORDED" {
+            fs::copy(&src, &dst).unwrap();
+            files.push(dst);
+        }
+    }
+    files
+}
+
+fn cli(env: &Env, args: &[&str]) -> Output {
+    (env.cmd().args(args).arg("--db").arg(&env.db))
+        .output()
+        .unwrap()
+}
+
+fn stdout_of(env: &Env, args: &[&str]) -> String {
+    let out = cli(env, args);
+    assert!(out.status.success(), "{args:?} failed:\n{}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The earliest and latest `timestamp` of the transcript, to the second, as `sessions` prints.
+fn time_span(transcript: &Path) -> (String, String) {
+    let text = fs::read_to_string(transcript).unwrap();
+    let mut times: Vec<String> = (text.lines())
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|r| r["timestamp"].as_str().map(|t| format!("{}Z", &t[..19])))
+        .collect();
+    times.sort();
+    (times[0].clone(), times[times.len() - 1].clone())
+}
+
+/// Listed with the prompt as title, the project, the times of the records and one user
+/// message and two replies; found by its prompt and its tool's output; shown as a
+/// conversation; restored byte for byte once deleted.
+#[test]
+fn each_recorded_agent_is_listed_searched_shown_and_restored() {
+    for agent in AGENTS {
+        let env = Env::new();
+        let files = copy_tree(&fixtures(agent), &env.dir.path().join("home"));
+        let [transcript] = &files[..] else {
+            panic!("{agent}: one transcript recorded, found {files:?}")
+        };
+        env.run_once_home();
+
+        let listed = stdout_of(&env, &["sessions", "--json"]);
+        let sessions: Vec<Value> = (listed.lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let [session] = &sessions[..] else {
+            panic!("{agent}: one session, listed {listed}")
+        };
+        let (first, last) = time_span(transcript);
+        let got = |k: &str| session[k].clone();
+        assert_eq!(got("harness"), agent);
+        assert_eq!(got("title"), PROMPT, "{agent}: {session}");
+        assert_eq!(got("project"), PROJECT, "{agent}");
+        assert_eq!(
+            (got("started"), got("last_activity")),
+            (first.into(), last.into())
+        );
+        assert_eq!(
+            (got("user_messages"), got("assistant_messages")),
+            (1.into(), 2.into()),
+            "{agent}: the prompt, then the reply with its tool call and the answer: {session}"
+        );
+        let id = session["id"].as_str().unwrap();
+
+        for query in [&format!("\"{PROMPT}\""), TOOL_OUTPUT] {
+            let hits = stdout_of(&env, &["search", query, "--json"]);
+            assert!(
+                hits.lines().any(|h| h.contains(id)),
+                "{agent}: {query} not found: {hits}"
+            );
+        }
+        let shown = stdout_of(&env, &["show", id, "--no-pager"]);
+        for said in [PROMPT, TOOL_OUTPUT, ANSWER] {
+            assert!(shown.contains(said), "{agent}: {said} not shown:\n{shown}");
+        }
+
+        let recorded = fs::read(transcript).unwrap();
+        fs::remove_file(transcript).unwrap();
+        env.run_once_home();
+        stdout_of(&env, &["restore", id]);
+        assert!(
+            fs::read(transcript).unwrap() == recorded,
+            "{agent}: {} is not restored byte for byte",
+            transcript.display()
+        );
+    }
+}
