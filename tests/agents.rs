@@ -1,13 +1,15 @@
 //! Every agent, checked on what the agent itself wrote: the transcripts in
 //! `tests/fixtures/agents/<agent>/` were recorded by running the real agent offline against
 //! the scripted model (`scripts/agents/record`, which names each agent's version in
-//! `RECORDED`): one prompt, one shell tool call, one final answer.
+//! `RECORDED`): one prompt, one shell tool call, one final answer. The agents themselves
+//! (installed from npm at the pinned versions) then take back what `restore` wrote.
 
 use crate::util::{Env, stderr};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Output, Stdio};
+use testkit::agents::{self, ModelServer};
 
 /// The prompt, the tool's output and the final answer `scripts/agents/record` scripts.
 const PROMPT: &str = "Run the scripted command, please.";
@@ -121,6 +123,94 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             fs::read(transcript).unwrap() == recorded,
             "{agent}: {} is not restored byte for byte",
             transcript.display()
+        );
+    }
+}
+
+/// What the resumed session is asked.
+const AGAIN: &str = "Once more.";
+
+/// `agent` run offline against `model` in `project`: on [`PROMPT`] in a new session, or on
+/// [`AGAIN`] in the session `resume` names.
+fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume: Option<&str>) {
+    let bin = agents::install(agent);
+    let mut cmd = env.command(&bin.to_string_lossy());
+    cmd.current_dir(project).stdin(Stdio::null());
+    match agent {
+        "claude-code" => {
+            cmd.env("ANTHROPIC_BASE_URL", model.url())
+                .env("ANTHROPIC_API_KEY", "sk-scripted")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .env("DISABLE_AUTOUPDATER", "1")
+                .args(["--allowedTools", "Bash(echo:*)"]);
+            if let Some(id) = resume {
+                cmd.args(["--resume", id]);
+            }
+        }
+        "pi" => {
+            let dir = env.dir.path().join("home/.pi/agent");
+            fs::create_dir_all(&dir).unwrap();
+            let models = serde_json::json!({"providers": {"scripted": {
+                "baseUrl": format!("{}/v1", model.url()),
+                "api": "openai-completions",
+                "apiKey": "sk-scripted",
+                "compat": {"supportsDeveloperRole": false, "supportsReasoningEffort": false},
+                "models": [{"id": "scripted-model"}],
+            }}});
+            fs::write(dir.join("models.json"), models.to_string()).unwrap();
+            cmd.args(["--provider", "scripted", "--model", "scripted-model"]);
+            if let Some(id) = resume {
+                cmd.args(["--session", id]);
+            }
+        }
+        other => panic!("no way known to run {other}"),
+    }
+    cmd.args(["-p", resume.map_or(PROMPT, |_| AGAIN)]);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{agent} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+}
+
+/// The real agent writes a session (offline, against the scripted model); deleted, it is
+/// restored byte for byte, and the agent's own resume takes it: the model is then sent the
+/// restored conversation's prompt with the new one.
+#[test]
+fn each_agent_resumes_a_session_restored_after_its_deletion() {
+    for agent in AGENTS {
+        let env = Env::new();
+        let model = ModelServer::start(env.dir.path());
+        let project = env.dir.path().join("project");
+        fs::create_dir_all(&project).unwrap();
+        run_agent(&env, agent, &model, &project, None);
+        env.run_once_home();
+        let listed = stdout_of(&env, &["sessions", "--json"]);
+        let session: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
+        let id = session["id"].as_str().unwrap();
+        let transcript = PathBuf::from(session["files"][0].as_str().unwrap());
+
+        let written = fs::read(&transcript).unwrap();
+        fs::remove_file(&transcript).unwrap();
+        stdout_of(&env, &["restore", id]);
+        assert!(
+            fs::read(&transcript).unwrap() == written,
+            "{agent}: not byte for byte"
+        );
+
+        let before = model.requests().len();
+        run_agent(&env, agent, &model, &project, Some(id));
+        let sent = model.requests()[before..]
+            .iter()
+            .map(|r| r["body"].to_string())
+            .find(|body| body.contains(AGAIN));
+        let sent =
+            sent.unwrap_or_else(|| panic!("{agent}: the resumed prompt never reached the model"));
+        assert!(
+            sent.contains(PROMPT) && sent.contains(TOOL_OUTPUT),
+            "{agent}: the resumed request does not carry the restored conversation: {sent}"
         );
     }
 }

@@ -6,6 +6,9 @@
 //! binary's path comes from the caller (`env!("CARGO_BIN_EXE_transcript-sync")` is only
 //! defined in the main package's tests and benches), inside the `Command` it hands over.
 //!
+//! Real agents: [`agents`] installs a pinned coding agent from npm and runs the scripted
+//! model it is pointed at.
+//!
 //! What the daemon talks to: [`postgres`] (a cluster of the caller's own), [`collector`]
 //! (an HTTP server receiving sink batches), [`ports`] (free loopback ports for them).
 //!
@@ -18,6 +21,7 @@
 //! (such a corpus read into memory), [`appends`] (the indexed records the live-latency
 //! benchmarks append).
 
+pub mod agents;
 pub mod appends;
 pub mod collector;
 pub mod corpus;

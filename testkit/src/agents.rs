@@ -1,0 +1,127 @@
+//! Real coding agents as test parts: each installed from npm at the version
+//! `scripts/agents/versions` pins (into `target/agents`, once for all tests and runs), and the
+//! scripted model they are pointed at (`scripts/agents/model_server.py`, on loopback).
+
+use serde_json::Value;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// One line of `scripts/agents/versions`.
+struct Pinned {
+    package: String,
+    version: String,
+    bin: String,
+}
+
+fn pinned(agent: &str) -> Pinned {
+    let path = repo().join("scripts/agents/versions");
+    let text = fs::read_to_string(&path).expect("reading scripts/agents/versions");
+    let line = (text.lines())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() == 4 && f[0] == agent)
+        .unwrap_or_else(|| panic!("{agent} is not in {}", path.display()));
+    Pinned {
+        package: line[1].into(),
+        version: line[2].into(),
+        bin: line[3].into(),
+    }
+}
+
+/// The agent's executable, installed first when `target/agents` does not hold its pinned
+/// version (`npm install`, under a lock that tests running at once share). Panics, saying
+/// why, when npm cannot install it.
+pub fn install(agent: &str) -> PathBuf {
+    let p = pinned(agent);
+    let prefix = crate::machine::target_dir().join("agents");
+    fs::create_dir_all(&prefix).expect("creating target/agents");
+    let lock = File::create(prefix.join(".lock")).expect("creating target/agents/.lock");
+    lock.lock().expect("locking target/agents");
+    let manifest = prefix
+        .join("node_modules")
+        .join(&p.package)
+        .join("package.json");
+    let installed = fs::read_to_string(&manifest)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .is_some_and(|m| m["version"] == p.version.as_str());
+    if !installed {
+        let out = Command::new("npm")
+            .args(["install", "--no-audit", "--no-fund", "--prefix"])
+            .arg(&prefix)
+            .arg(format!("{}@{}", p.package, p.version))
+            .output()
+            .expect("running npm (Node.js's package manager) to install an agent");
+        assert!(
+            out.status.success(),
+            "npm install {}@{} failed:\n{}",
+            p.package,
+            p.version,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    prefix.join("node_modules/.bin").join(&p.bin)
+}
+
+/// The scripted model, listening on a loopback port until dropped.
+pub struct ModelServer {
+    child: Child,
+    pub port: u16,
+    log: PathBuf,
+}
+
+impl ModelServer {
+    /// Starts it, keeping its port file and request log in `dir`.
+    pub fn start(dir: &Path) -> ModelServer {
+        let (port_file, log) = (dir.join("model-port"), dir.join("model-requests.jsonl"));
+        let child = Command::new("python3")
+            .arg(repo().join("scripts/agents/model_server.py"))
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--log")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("starting scripts/agents/model_server.py with python3");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let port = loop {
+            if let Some(port) = fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|p| p.parse().ok())
+            {
+                break port;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the scripted model did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        ModelServer { child, port, log }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The requests it received, in order: each `{"path": …, "body": …}`.
+    pub fn requests(&self) -> Vec<Value> {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        (text.lines())
+            .map(|l| serde_json::from_str(l).expect("a request line"))
+            .collect()
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
