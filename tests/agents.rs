@@ -19,7 +19,7 @@ const ANSWER: &str = "Scripted answer: done.";
 const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 
 /// The agents recorded, by watcher name (the fixture folder's name too).
-const AGENTS: [&str; 2] = ["claude-code", "pi"];
+const AGENTS: [&str; 3] = ["claude-code", "codex", "pi"];
 
 fn fixtures(agent: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -146,6 +146,26 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             if let Some(id) = resume {
                 cmd.args(["--resume", id]);
             }
+        }
+        "codex" => {
+            let dir = env.dir.path().join("home/.codex");
+            fs::create_dir_all(&dir).unwrap();
+            let config = format!(
+                "model = \"scripted-model\"\nmodel_provider = \"scripted\"\n\
+                 [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"{}/v1\"\n\
+                 wire_api = \"responses\"\nenv_key = \"SCRIPTED_API_KEY\"\n",
+                model.url()
+            );
+            fs::write(dir.join("config.toml"), config).unwrap();
+            cmd.env("SCRIPTED_API_KEY", "sk-scripted")
+                .args(["exec", "--skip-git-repo-check"]);
+            if let Some(id) = resume {
+                cmd.args(["resume", id]);
+            }
+            cmd.arg(resume.map_or(PROMPT, |_| AGAIN));
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "codex failed:\n{}", stderr(&out));
+            return;
         }
         "pi" => {
             let dir = env.dir.path().join("home/.pi/agent");

@@ -2,8 +2,9 @@
 """A scripted model on loopback, so that real coding agents write real transcripts offline.
 
 It answers the Anthropic Messages API (`POST /v1/messages`, streamed or not, and
-`/v1/messages/count_tokens`) and the OpenAI Chat Completions API (`POST .../chat/completions`,
-streamed or not), always with the same short conversation:
+`/v1/messages/count_tokens`), the OpenAI Chat Completions API (`POST .../chat/completions`)
+and the OpenAI Responses API (`POST .../responses`), streamed or not, always with the same
+short conversation:
 
 - a request that offers a shell tool and holds no tool result yet: a line of text and a call
   of that tool running `echo scripted-tool-output`;
@@ -23,7 +24,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "execute_command")
+SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "execute_command")
 TOOL_COMMAND = "echo scripted-tool-output"
 FIRST_TEXT = "Scripted plan: I will run a command."
 FINAL_TEXT = "Scripted answer: done."
@@ -46,6 +47,9 @@ def tool_names(body):
 
 def has_tool_result(body):
     """Whether the request's last message holds a tool's result."""
+    items = body.get("input")
+    if isinstance(items, list) and items:
+        return items[-1].get("type") in ("function_call_output", "custom_tool_call_output")
     messages = body.get("messages") or []
     if not messages:
         return False
@@ -72,6 +76,8 @@ def plan(body):
 def tool_input(name):
     if name == "Bash":
         return {"command": TOOL_COMMAND, "description": "Print a scripted line"}
+    if name == "exec_command":
+        return {"cmd": TOOL_COMMAND}
     return {"command": TOOL_COMMAND}
 
 
@@ -106,6 +112,8 @@ class Handler(BaseHTTPRequestHandler):
             self.anthropic(body)
         elif path.endswith("/chat/completions"):
             self.openai(body)
+        elif path.endswith("/responses"):
+            self.openai_responses(body)
         else:
             self.send_json(404, {"error": {"message": f"no scripted answer for {path}"}})
 
@@ -188,6 +196,41 @@ class Handler(BaseHTTPRequestHandler):
                                      "delta": {"stop_reason": stop, "stop_sequence": None},
                                      "usage": {"output_tokens": USAGE["output"]}})
         self.event("message_stop", {"type": "message_stop"})
+
+    # The OpenAI Responses API.
+    def openai_responses(self, body):
+        kind, text, tool = plan(body)
+        model = body.get("model") or "scripted-model"
+        items = [{"type": "message", "id": self.next_id("msg"), "role": "assistant",
+                  "status": "completed",
+                  "content": [{"type": "output_text", "text": text, "annotations": []}]}]
+        if kind == "tool":
+            items.append({"type": "function_call", "id": self.next_id("fc"),
+                          "call_id": self.next_id("call"), "name": tool,
+                          "arguments": json.dumps(tool_input(tool)), "status": "completed"})
+        usage = {"input_tokens": USAGE["input"] + USAGE["cache_read"],
+                 "input_tokens_details": {"cached_tokens": USAGE["cache_read"]},
+                 "output_tokens": USAGE["output"],
+                 "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": USAGE["input"] + USAGE["cache_read"] + USAGE["output"]}
+        response = {"id": self.next_id("resp"), "object": "response", "created_at": 0,
+                    "model": model, "status": "completed", "output": items, "usage": usage}
+        if not body.get("stream"):
+            self.send_json(200, response)
+            return
+        self.start_stream()
+        begun = dict(response, status="in_progress", output=[], usage=None)
+        self.event("response.created", {"type": "response.created", "response": begun})
+        for i, item in enumerate(items):
+            self.event("response.output_item.added",
+                       {"type": "response.output_item.added", "output_index": i, "item": item})
+            if item["type"] == "message":
+                self.event("response.output_text.delta",
+                           {"type": "response.output_text.delta", "item_id": item["id"],
+                            "output_index": i, "content_index": 0, "delta": text})
+            self.event("response.output_item.done",
+                       {"type": "response.output_item.done", "output_index": i, "item": item})
+        self.event("response.completed", {"type": "response.completed", "response": response})
 
     # The OpenAI Chat Completions API.
     def openai(self, body):
