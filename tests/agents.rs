@@ -19,7 +19,7 @@ const ANSWER: &str = "Scripted answer: done.";
 const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 
 /// The agents recorded, by watcher name (the fixture folder's name too).
-const AGENTS: [&str; 3] = ["claude-code", "codex", "pi"];
+const AGENTS: [&str; 4] = ["claude-code", "codex", "gemini-cli", "pi"];
 
 fn fixtures(agent: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -75,7 +75,10 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
     for agent in AGENTS {
         let env = Env::new();
         let files = copy_tree(&fixtures(agent), &env.dir.path().join("home"));
-        let [transcript] = &files[..] else {
+        let transcripts: Vec<&PathBuf> = (files.iter())
+            .filter(|f| f.extension().is_some_and(|e| e == "jsonl"))
+            .collect();
+        let [transcript] = transcripts[..] else {
             panic!("{agent}: one transcript recorded, found {files:?}")
         };
         env.run_once_home();
@@ -166,6 +169,21 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             let out = cmd.output().unwrap();
             assert!(out.status.success(), "codex failed:\n{}", stderr(&out));
             return;
+        }
+        "gemini-cli" => {
+            let dir = env.dir.path().join("home/.gemini");
+            fs::create_dir_all(&dir).unwrap();
+            let settings = serde_json::json!({"security": {
+                "auth": {"selectedType": "gemini-api-key"},
+                "folderTrust": {"enabled": false},
+            }});
+            fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+            cmd.env("GEMINI_API_KEY", "sk-scripted")
+                .env("GOOGLE_GEMINI_BASE_URL", model.url())
+                .args(["--approval-mode", "yolo", "-m", "scripted-model"]);
+            if let Some(id) = resume {
+                cmd.args(["--resume", id]);
+            }
         }
         "pi" => {
             let dir = env.dir.path().join("home/.pi/agent");

@@ -3,8 +3,9 @@
 
 It answers the Anthropic Messages API (`POST /v1/messages`, streamed or not, and
 `/v1/messages/count_tokens`), the OpenAI Chat Completions API (`POST .../chat/completions`)
-and the OpenAI Responses API (`POST .../responses`), streamed or not, always with the same
-short conversation:
+the OpenAI Responses API (`POST .../responses`) and the Gemini API
+(`POST .../models/M:generateContent` and `:streamGenerateContent`), streamed or not, always
+with the same short conversation:
 
 - a request that offers a shell tool and holds no tool result yet: a line of text and a call
   of that tool running `echo scripted-tool-output`;
@@ -35,10 +36,12 @@ LOG_LOCK = threading.Lock()
 
 
 def tool_names(body):
-    """The names of the tools a request offers, in either API's shape."""
+    """The names of the tools a request offers, in any of the APIs' shapes."""
     names = []
     for tool in body.get("tools") or []:
-        if "function" in tool:
+        if "functionDeclarations" in tool:
+            names.extend(f.get("name") for f in tool["functionDeclarations"])
+        elif "function" in tool:
             names.append(tool["function"].get("name"))
         else:
             names.append(tool.get("name"))
@@ -47,6 +50,9 @@ def tool_names(body):
 
 def has_tool_result(body):
     """Whether the request's last message holds a tool's result."""
+    contents = body.get("contents")
+    if isinstance(contents, list) and contents:
+        return any("functionResponse" in p for p in contents[-1].get("parts") or [])
     items = body.get("input")
     if isinstance(items, list) and items:
         return items[-1].get("type") in ("function_call_output", "custom_tool_call_output")
@@ -114,6 +120,8 @@ class Handler(BaseHTTPRequestHandler):
             self.openai(body)
         elif path.endswith("/responses"):
             self.openai_responses(body)
+        elif ":generateContent" in path or ":streamGenerateContent" in path:
+            self.gemini(body, path)
         else:
             self.send_json(404, {"error": {"message": f"no scripted answer for {path}"}})
 
@@ -231,6 +239,26 @@ class Handler(BaseHTTPRequestHandler):
             self.event("response.output_item.done",
                        {"type": "response.output_item.done", "output_index": i, "item": item})
         self.event("response.completed", {"type": "response.completed", "response": response})
+
+    # The Gemini API (`models/M:generateContent`, `:streamGenerateContent?alt=sse`).
+    def gemini(self, body, path):
+        kind, text, tool = plan(body)
+        parts = [{"text": text}]
+        if kind == "tool":
+            parts.append({"functionCall": {"name": tool, "args": tool_input(tool)}})
+        usage = {"promptTokenCount": USAGE["input"] + USAGE["cache_read"],
+                 "cachedContentTokenCount": USAGE["cache_read"],
+                 "candidatesTokenCount": USAGE["output"],
+                 "totalTokenCount": USAGE["input"] + USAGE["cache_read"] + USAGE["output"]}
+        answer = {"candidates": [{"content": {"role": "model", "parts": parts},
+                                  "finishReason": "STOP", "index": 0}],
+                  "usageMetadata": usage, "modelVersion": "scripted-model",
+                  "responseId": self.next_id("gemini")}
+        if ":streamGenerateContent" not in path:
+            self.send_json(200, answer)
+            return
+        self.start_stream()
+        self.event(None, answer)
 
     # The OpenAI Chat Completions API.
     def openai(self, body):

@@ -341,7 +341,7 @@ impl Identified {
                 if dir.as_deref() != Some("chats") {
                     id.parent = dir;
                 }
-                id.project = dir_before(path, "chats");
+                id.project = dir_before(path, "chats").map(|name| gemini_project(path, name));
             }
             // projects/<project>/agent-transcripts/[<id>/]<id>.jsonl
             "cursor" => id.project = dir_before(path, "agent-transcripts"),
@@ -380,6 +380,26 @@ fn session_folder(path: &Path) -> Option<(String, PathBuf)> {
 /// Whether `name` is a UUID (hex digits in groups of 8-4-4-4-12).
 fn is_uuid(name: &str) -> bool {
     name.len() == 36 && uuid_suffix(name).is_some()
+}
+
+/// The directory a Gemini CLI project `name` (its folder under `.gemini/tmp/`) stands for, as
+/// `.gemini/projects.json` maps them (`{"projects": {"/path": "name"}}`, as Gemini CLI 0.61.0
+/// keeps it); `name` itself when the file does not say (a hash, in older releases; another
+/// machine's session).
+fn gemini_project(path: &Path, name: String) -> String {
+    let Some(gemini) = path
+        .ancestors()
+        .find(|a| a.file_name() == Some(".gemini".as_ref()))
+    else {
+        return name;
+    };
+    let projects = std::fs::read(gemini.join("projects.json")).ok();
+    let map = projects.and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    let found = (map.as_ref())
+        .and_then(|m| m.get("projects")?.as_object())
+        .and_then(|p| p.iter().find(|(_, n)| n.as_str() == Some(name.as_str())))
+        .map(|(dir, _)| dir.clone());
+    found.unwrap_or(name)
 }
 
 /// The name of the directory that holds `marker`, on the way up from `path`.

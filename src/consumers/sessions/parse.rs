@@ -610,7 +610,7 @@ fn gemini(obj: &Map<String, Value>) -> Option<Parsed> {
         }
     }
     let role = match obj.get("type").and_then(Value::as_str)? {
-        "user" => Role::User,
+        "user" => role_of(Role::User, &parts),
         "gemini" => Role::Assistant,
         _ => Role::System,
     };
@@ -628,16 +628,26 @@ fn gemini(obj: &Map<String, Value>) -> Option<Parsed> {
     Some(parsed)
 }
 
-/// Gemini's content: a string, a part (`{text}`), or a list of them.
+/// Gemini's content: a string, a part (`{text}`, `{functionCall}`, `{functionResponse}`: a
+/// user message of function responses carries the tools' results back), or a list of them.
 fn gemini_content(content: &Value) -> Option<Vec<Part>> {
-    let text_of = |v: &Value| match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Object(o) => string(o, "text"),
+    let part_of = |v: &Value| match v {
+        Value::String(s) => Some(Part::Text(s.clone())),
+        Value::Object(o) if o.contains_key("functionResponse") => {
+            Some(Part::ToolResult(gemini_result(v)))
+        }
+        Value::Object(o) => match o.get("functionCall").and_then(Value::as_object) {
+            Some(call) => Some(Part::ToolCall {
+                name: string(call, "name").unwrap_or_default(),
+                input: input_text(call.get("args")),
+            }),
+            None => string(o, "text").map(Part::Text),
+        },
         _ => None,
     };
     Some(match content {
-        Value::Array(items) => items.iter().filter_map(text_of).map(Part::Text).collect(),
-        other => vec![Part::Text(text_of(other)?)],
+        Value::Array(items) => items.iter().filter_map(part_of).collect(),
+        other => vec![part_of(other)?],
     })
 }
 
