@@ -19,7 +19,7 @@ const ANSWER: &str = "Scripted answer: done.";
 const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 
 /// The agents recorded, by watcher name (the fixture folder's name too).
-const AGENTS: [&str; 4] = ["claude-code", "codex", "gemini-cli", "pi"];
+const AGENTS: [&str; 5] = ["claude-code", "codex", "gemini-cli", "pi", "qwen-code"];
 
 fn fixtures(agent: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -138,7 +138,9 @@ const AGAIN: &str = "Once more.";
 fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume: Option<&str>) {
     let bin = agents::install(agent);
     let mut cmd = env.command(&bin.to_string_lossy());
-    cmd.current_dir(project).stdin(Stdio::null());
+    cmd.current_dir(project)
+        .stdin(Stdio::null())
+        .env("PATH", agents::path_with_node());
     match agent {
         "claude-code" => {
             cmd.env("ANTHROPIC_BASE_URL", model.url())
@@ -181,6 +183,15 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             cmd.env("GEMINI_API_KEY", "sk-scripted")
                 .env("GOOGLE_GEMINI_BASE_URL", model.url())
                 .args(["--approval-mode", "yolo", "-m", "scripted-model"]);
+            if let Some(id) = resume {
+                cmd.args(["--resume", id]);
+            }
+        }
+        "qwen-code" => {
+            cmd.env("OPENAI_API_KEY", "sk-scripted")
+                .env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
+                .env("OPENAI_MODEL", "scripted-model")
+                .args(["--yolo", "--auth-type", "openai"]);
             if let Some(id) = resume {
                 cmd.args(["--resume", id]);
             }

@@ -38,12 +38,19 @@ fn config_check_prints_the_resolved_configuration() {
         .collect();
     assert_eq!(
         harnesses,
-        ["claude-code", "cursor", "gemini-cli", "pi", "generic"],
+        [
+            "claude-code",
+            "cursor",
+            "gemini-cli",
+            "pi",
+            "qwen-code",
+            "generic"
+        ],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[4]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[4]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[4]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[5]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[5]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[5]["start_at"].as_str(), Some("end"));
 }
 
 #[test]

@@ -18,6 +18,7 @@ const DEFINITIONS: &[(&str, &str)] = &[
     ("gemini-cli", include_str!("../../watchers/gemini-cli.toml")),
     ("generic", include_str!("../../watchers/generic.toml")),
     ("pi", include_str!("../../watchers/pi.toml")),
+    ("qwen-code", include_str!("../../watchers/qwen-code.toml")),
 ];
 
 /// The harness name of directories given with `--watch`.
@@ -199,6 +200,7 @@ mod tests {
             "CODEX_HOME" => Some("/data/codex".to_owned()),
             "GEMINI_CLI_HOME" => Some("/g".to_owned()),
             "PI_CODING_AGENT_DIR" => Some("/p/agent".to_owned()),
+            "QWEN_HOME" => Some("/q".to_owned()),
             _ => None,
         };
         let roots: Vec<_> = builtin_roots(&env)
@@ -221,6 +223,7 @@ mod tests {
                 ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
                 ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
                 ("pi".into(), PathBuf::from("/p/agent/sessions")),
+                ("qwen-code".into(), PathBuf::from("/q/projects")),
             ]
         );
     }

@@ -592,6 +592,7 @@ fn resume_command(session: &Session, to: Option<&Path>) -> String {
         ("claude-code", _) => format!("{cd}{}claude --resume {id}", home("CLAUDE_CONFIG_DIR")),
         ("codex", _) => format!("{}codex resume {id}", home("CODEX_HOME")),
         ("pi", _) => format!("{cd}{}pi --session {id}", home("PI_CODING_AGENT_DIR")),
+        ("qwen-code", None) => format!("{cd}qwen --resume {id}"),
         ("gemini-cli", None) => format!("gemini --resume {id}   (from the project's directory)"),
         ("cursor", None) => {
             format!("cursor-agent --resume {id}   (from the project's directory)")

@@ -345,6 +345,8 @@ impl Identified {
             }
             // projects/<project>/agent-transcripts/[<id>/]<id>.jsonl
             "cursor" => id.project = dir_before(path, "agent-transcripts"),
+            // projects/<cwd>/chats/<session id>.jsonl
+            "qwen-code" => id.session = first.session_id.clone().unwrap_or(stem),
             // sessions/--<cwd>--/<time>_<uuid>.jsonl, the uuid being the header's id.
             "pi" => {
                 id.session = (first.session_id.clone())

@@ -68,6 +68,16 @@ pub fn install(agent: &str) -> PathBuf {
     prefix.join("node_modules/.bin").join(&p.bin)
 }
 
+/// A `PATH` that finds the pinned Node.js first (installed as [`install`] installs an
+/// agent): the agents run on it.
+pub fn path_with_node() -> std::ffi::OsString {
+    let node = install("node");
+    let dir = node.parent().expect("node_modules/.bin").to_owned();
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest)))
+        .expect("a PATH of paths without colons")
+}
+
 /// The scripted model, listening on a loopback port until dropped.
 pub struct ModelServer {
     child: Child,
