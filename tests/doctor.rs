@@ -33,6 +33,23 @@ fn line_with<'a>(report: &'a str, level: &str, needle: &str) -> &'a str {
     line
 }
 
+/// With seven agents' watchers on by default, most are of agents a person does not use: their
+/// missing directories are reported as such, not as warnings with a fix.
+#[test]
+fn an_agent_not_used_here_is_listed_without_a_warning() {
+    let env = Env::new();
+    fs::create_dir_all(env.dir.path().join("home/.qwen/projects/-p/chats")).unwrap();
+    let out = (env.cmd().args(["doctor", "--db"]).arg(&env.db))
+        .output()
+        .unwrap();
+    let report = stdout(&out);
+    let pi = line_with(&report, "ok", "(pi)");
+    assert!(pi.contains("no pi sessions here"), "{pi}");
+    assert!(!pi.contains("fix:"), "{pi}");
+    let qwen = line_with(&report, "ok", "(qwen-code)");
+    assert!(qwen.contains("3 directories"), "{qwen}");
+}
+
 #[test]
 fn a_missing_root_is_reported_with_its_path() {
     let env = Env::new();

@@ -143,6 +143,18 @@ fn root_finding(scan: &RootScan) -> Finding {
     let p = &scan.root.path;
     let name = format!("root {} ({})", p.display(), scan.root.harness);
     let finding = match &scan.state {
+        // A built-in watcher's directory is missing where that agent is not used: nothing to
+        // fix, and the daemon starts watching it once the agent makes it.
+        RootState::Missing if scan.root.harness != crate::capture::harness::GENERIC => {
+            Finding::new(
+                Level::Ok,
+                "roots",
+                format!(
+                    "{name}: no {} sessions here (no such directory); watched once it appears",
+                    scan.root.harness
+                ),
+            )
+        }
         RootState::Missing => Finding::new(
             Level::Warn,
             "roots",
