@@ -4,11 +4,11 @@
 //! `RECORDED`): one prompt, one shell tool call, one final answer. The agents themselves
 //! (installed from npm at the pinned versions) then take back what `restore` wrote.
 
-use crate::util::{Env, stderr};
+use crate::util::{Env, stderr, stdout_of};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::Stdio;
 use testkit::agents::{self, ModelServer};
 
 /// The prompt, the tool's output and the final answer `scripts/agents/record` scripts.
@@ -42,18 +42,6 @@ fn copy_tree(from: &Path, to: &Path) -> Vec<PathBuf> {
         }
     }
     files
-}
-
-fn cli(env: &Env, args: &[&str]) -> Output {
-    (env.cmd().args(args).arg("--db").arg(&env.db))
-        .output()
-        .unwrap()
-}
-
-fn stdout_of(env: &Env, args: &[&str]) -> String {
-    let out = cli(env, args);
-    assert!(out.status.success(), "{args:?} failed:\n{}", stderr(&out));
-    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The earliest and latest `timestamp` of the transcript, to the second, as `sessions` prints.

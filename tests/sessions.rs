@@ -3,7 +3,8 @@
 //! `tests/fixtures/sessions/`, written in the agents' formats).
 
 use crate::util::{
-    BIN, Daemon, Env, EnvDaemon, TapReader, on_a_terminal, raw_record, stderr, wait_until,
+    BIN, Daemon, Env, EnvDaemon, TapReader, cli, on_a_terminal, raw_record, stderr, stdout_of,
+    wait_until,
 };
 use serde_json::Value;
 use std::fs;
@@ -63,21 +64,6 @@ impl Home {
 /// `run --once` with the built-in watchers under the env's HOME.
 fn archive_home(env: &Env) {
     env.run_once_home();
-}
-
-fn cli(env: &Env, args: &[&str]) -> Output {
-    env.cmd()
-        .args(args)
-        .arg("--db")
-        .arg(&env.db)
-        .output()
-        .unwrap()
-}
-
-fn stdout_of(env: &Env, args: &[&str]) -> String {
-    let out = cli(env, args);
-    assert!(out.status.success(), "{args:?} failed:\n{}", stderr(&out));
-    String::from_utf8(out.stdout).unwrap()
 }
 
 fn json_lines(env: &Env, args: &[&str]) -> Vec<Value> {

@@ -286,6 +286,20 @@ pub fn on_a_terminal(env: &Env, command: &str) -> String {
     String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n")
 }
 
+/// The binary, with the clean environment of `env`, run with `args` on its archive (`--db`).
+pub fn cli(env: &Env, args: &[&str]) -> Output {
+    (env.cmd().args(args).arg("--db").arg(&env.db))
+        .output()
+        .unwrap()
+}
+
+/// What [`cli`] prints on stdout; it must succeed.
+pub fn stdout_of(env: &Env, args: &[&str]) -> String {
+    let out = cli(env, args);
+    assert!(out.status.success(), "{args:?} failed:\n{}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
