@@ -1,0 +1,60 @@
+//! Claude Code's records: `user`, `assistant` (a record per content block), `system`, titles.
+
+use super::*;
+
+pub(super) fn claude(obj: &Map<String, Value>) -> Option<Parsed> {
+    let kind = obj.get("type").and_then(Value::as_str)?;
+    let mut parsed = Parsed {
+        project: string(obj, "cwd"),
+        branch: string(obj, "gitBranch").filter(|b| !b.is_empty()),
+        at_ms: obj
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(time_ms),
+        session_id: string(obj, "sessionId"),
+        ..Parsed::default()
+    };
+    let key = string(obj, "uuid");
+    match kind {
+        "summary" => parsed.title = Some((title_of(&string(obj, "summary")?), 1)),
+        "ai-title" => parsed.title = Some((title_of(&string(obj, "aiTitle")?), 2)),
+        "custom-title" => parsed.title = Some((title_of(&string(obj, "customTitle")?), 3)),
+        "user" | "assistant" => {
+            let message = obj.get("message")?.as_object()?;
+            let parts = content_parts(message.get("content")?)?;
+            let meta = obj.get("isMeta").and_then(Value::as_bool) == Some(true)
+                || obj.get("isCompactSummary").and_then(Value::as_bool) == Some(true);
+            let role = match (kind, meta) {
+                ("assistant", _) => role_of(Role::Assistant, &parts),
+                (_, true) => Role::System,
+                _ => role_of(Role::User, &parts),
+            };
+            if role == Role::User {
+                parsed.prompt = typed_prompt(&parts);
+            }
+            if kind == "assistant" {
+                parsed.model = string(message, "model").filter(|m| !m.starts_with('<'));
+            }
+            parsed.message = Some(Message {
+                key,
+                role,
+                parts,
+                upsert: false,
+                copy: None,
+            });
+        }
+        "system" => {
+            let compact = obj.get("subtype").and_then(Value::as_str) == Some("compact_boundary");
+            let text = string(obj, "content").unwrap_or_else(|| "conversation compacted".into());
+            parsed.message = Some(Message {
+                key,
+                role: if compact { Role::Compact } else { Role::System },
+                parts: vec![Part::Text(text)],
+                upsert: false,
+                copy: None,
+            });
+        }
+        _ => {}
+    }
+    Some(parsed)
+}

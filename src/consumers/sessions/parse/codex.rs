@@ -1,0 +1,134 @@
+//! Codex CLI's rollout records: `session_meta`, `turn_context`, `response_item`, `event_msg`.
+
+use super::*;
+
+pub(super) fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
+    let at_ms = obj
+        .get("timestamp")
+        .and_then(Value::as_str)
+        .and_then(time_ms);
+    let (kind, payload) = match obj.get("payload") {
+        Some(payload) => (
+            obj.get("type").and_then(Value::as_str)?,
+            payload.as_object()?,
+        ),
+        // A rollout from before the envelope: its first line is the session, then bare items.
+        None if obj.contains_key("id") && !obj.contains_key("type") => ("session_meta", obj),
+        None => ("response_item", obj),
+    };
+    let mut parsed = Parsed {
+        at_ms,
+        ..Parsed::default()
+    };
+    match kind {
+        "session_meta" => {
+            let meta = payload
+                .get("meta")
+                .and_then(Value::as_object)
+                .unwrap_or(payload);
+            parsed.session_id = string(meta, "id");
+            parsed.project = string(meta, "cwd");
+            let git = meta.get("git").and_then(Value::as_object);
+            parsed.branch = git.and_then(|g| string(g, "branch"));
+            parsed.at_ms = at_ms.or_else(|| string(meta, "timestamp").as_deref().and_then(time_ms));
+        }
+        "turn_context" => {
+            parsed.model = string(payload, "model");
+            parsed.project = string(payload, "cwd");
+        }
+        "response_item" => parsed.message = codex_item(payload, &mut parsed.prompt)?,
+        // The prompt as the person typed it (`EventMsg::UserMessage`); the other events
+        // (`agent_message`, `agent_reasoning`, `token_count`, …) repeat response items or
+        // are not messages.
+        "event_msg" if payload.get("type").and_then(Value::as_str) == Some("user_message") => {
+            let parts = vec![Part::Text(string(payload, "message")?)];
+            parsed.prompt = typed_prompt(&parts);
+            parsed.message = Some(Message {
+                key: None,
+                role: if parsed.prompt.is_some() {
+                    Role::User
+                } else {
+                    Role::System
+                },
+                copy: Some(PromptCopy::of(true, &parts)),
+                parts,
+                upsert: false,
+            });
+        }
+        "compacted" => {
+            parsed.message = Some(Message {
+                key: None,
+                role: Role::Compact,
+                parts: vec![Part::Text(string(payload, "message").unwrap_or_default())],
+                upsert: false,
+                copy: None,
+            })
+        }
+        _ => {}
+    }
+    Some(parsed)
+}
+
+/// A Codex response item as a message (`Ok(None)` for items that are not one); `prompt` gets
+/// the text of a user message a person typed.
+fn codex_item(item: &Map<String, Value>, prompt: &mut Option<String>) -> Option<Option<Message>> {
+    let message = |role, parts| {
+        Some(Some(Message {
+            key: None,
+            role,
+            parts,
+            upsert: false,
+            copy: None,
+        }))
+    };
+    match item.get("type").and_then(Value::as_str)? {
+        "message" => {
+            let parts = content_parts(item.get("content")?)?;
+            let role = match item.get("role").and_then(Value::as_str)? {
+                "user" => match typed_prompt(&parts) {
+                    Some(text) => {
+                        *prompt = Some(text);
+                        Role::User
+                    }
+                    None => Role::System,
+                },
+                "assistant" => Role::Assistant,
+                _ => Role::System,
+            };
+            let copy = (item.get("role").and_then(Value::as_str) == Some("user"))
+                .then(|| PromptCopy::of(false, &parts));
+            Some(Some(Message {
+                key: None,
+                role,
+                parts,
+                upsert: false,
+                copy,
+            }))
+        }
+        "function_call" | "custom_tool_call" | "local_shell_call" => {
+            let name = string(item, "name").unwrap_or_else(|| "shell".into());
+            let input = ["arguments", "input", "action"]
+                .iter()
+                .find_map(|k| item.get(*k));
+            let input = input_text(input);
+            message(Role::Tool, vec![Part::ToolCall { name, input }])
+        }
+        "function_call_output" | "custom_tool_call_output" => {
+            let output = result_text(item.get("output"));
+            message(Role::Tool, vec![Part::ToolResult(output)])
+        }
+        // Its summary, else its raw text; most items hold neither (only `encrypted_content`)
+        // and are no message.
+        "reasoning" => {
+            let text = [item.get("summary"), item.get("content")]
+                .into_iter()
+                .map(|v| result_text(v.filter(|v| !v.is_null())))
+                .find(|t| !t.trim().is_empty());
+            match text {
+                Some(text) => message(Role::Reasoning, vec![Part::Thinking(text)]),
+                None => Some(None),
+            }
+        }
+        _ => Some(None),
+    }
+}

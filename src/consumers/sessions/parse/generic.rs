@@ -1,0 +1,46 @@
+//! Records of any other watcher: a role where there is one, every string as text.
+
+use super::*;
+
+/// Any other watcher's records: a role from `role` or `type` where there is one, and every
+/// string in the record as its text.
+pub(super) fn generic(obj: &Map<String, Value>) -> Option<Parsed> {
+    let role = match obj
+        .get("role")
+        .or_else(|| obj.get("type"))
+        .and_then(Value::as_str)
+    {
+        Some("user") => Role::User,
+        Some("assistant") => Role::Assistant,
+        _ => Role::System,
+    };
+    let mut texts = Vec::new();
+    collect_strings(&Value::Object(obj.clone()), &mut texts);
+    Some(Parsed {
+        at_ms: obj
+            .get("timestamp")
+            .and_then(Value::as_str)
+            .and_then(time_ms),
+        message: Some(Message {
+            key: None,
+            role,
+            parts: vec![Part::Text(texts.join(" "))],
+            upsert: false,
+            copy: None,
+        }),
+        ..Parsed::default()
+    })
+}
+
+/// A string this long without a space is data (base64, a hash, a signature), not text.
+const DATA_RUN: usize = 1024;
+
+fn collect_strings(value: &Value, into: &mut Vec<String>) {
+    match value {
+        Value::String(s) if s.len() > DATA_RUN && !s.contains(char::is_whitespace) => {}
+        Value::String(s) => into.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| collect_strings(v, into)),
+        Value::Object(map) => map.values().for_each(|v| collect_strings(v, into)),
+        _ => {}
+    }
+}

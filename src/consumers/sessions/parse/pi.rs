@@ -1,0 +1,91 @@
+//! Pi's session entries: a header, then a tree of messages and events.
+
+use super::*;
+
+/// Pi's entries (pi's docs/session-format.md, version 3): a `session` header names the
+/// session and its directory; a `message` holds one agent message (`user`, `assistant`,
+/// `toolResult`, `bashExecution`, `custom`, `branchSummary`, `compactionSummary`), keyed by
+/// the entry's `id`; `compaction` marks a compaction; `session_info` is the name the user gave
+/// the session; `model_change` the model. Other entries (`thinking_level_change`, `label`,
+/// `custom`) are no messages.
+pub(super) fn pi(obj: &Map<String, Value>) -> Option<Parsed> {
+    let kind = obj.get("type").and_then(Value::as_str)?;
+    let mut parsed = Parsed {
+        at_ms: (obj.get("timestamp").and_then(Value::as_str)).and_then(time_ms),
+        ..Parsed::default()
+    };
+    let said = |role, text: Option<String>| Message {
+        key: string(obj, "id"),
+        role,
+        parts: vec![Part::Text(text.unwrap_or_default())],
+        upsert: false,
+        copy: None,
+    };
+    match kind {
+        "session" => {
+            parsed.session_id = string(obj, "id");
+            parsed.project = string(obj, "cwd");
+        }
+        "model_change" => parsed.model = string(obj, "modelId"),
+        "session_info" => parsed.title = string(obj, "name").map(|n| (title_of(&n), 3)),
+        "compaction" => parsed.message = Some(said(Role::Compact, string(obj, "summary"))),
+        "branch_summary" => parsed.message = Some(said(Role::System, string(obj, "summary"))),
+        "message" => {
+            let message = obj.get("message")?.as_object()?;
+            parsed.message = Some(pi_message(message, string(obj, "id"), &mut parsed)?);
+        }
+        "custom_message" => {
+            let parts = content_parts(obj.get("content")?)?;
+            parsed.message = Some(Message {
+                parts,
+                ..said(Role::System, None)
+            });
+        }
+        _ => {}
+    }
+    Some(parsed)
+}
+
+/// One of Pi's agent messages; `parsed` takes its prompt or its model.
+fn pi_message(
+    message: &Map<String, Value>,
+    key: Option<String>,
+    parsed: &mut Parsed,
+) -> Option<Message> {
+    let role = message.get("role").and_then(Value::as_str)?;
+    let summary = || vec![Part::Text(string(message, "summary").unwrap_or_default())];
+    let (role, parts) = match role {
+        "user" => (Role::User, content_parts(message.get("content")?)?),
+        "assistant" => (Role::Assistant, content_parts(message.get("content")?)?),
+        "toolResult" => (
+            Role::Tool,
+            vec![Part::ToolResult(result_text(message.get("content")))],
+        ),
+        // A command the person ran with `!`.
+        "bashExecution" => (
+            Role::Tool,
+            vec![
+                Part::ToolCall {
+                    name: "bash".into(),
+                    input: string(message, "command").unwrap_or_default(),
+                },
+                Part::ToolResult(string(message, "output").unwrap_or_default()),
+            ],
+        ),
+        "compactionSummary" => (Role::Compact, summary()),
+        "branchSummary" => (Role::System, summary()),
+        _ => (Role::System, content_parts(message.get("content")?)?),
+    };
+    match role {
+        Role::User => parsed.prompt = typed_prompt(&parts),
+        Role::Assistant => parsed.model = string(message, "model"),
+        _ => {}
+    }
+    Some(Message {
+        key,
+        role,
+        parts,
+        upsert: false,
+        copy: None,
+    })
+}

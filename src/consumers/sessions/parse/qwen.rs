@@ -1,0 +1,42 @@
+//! Qwen Code's records: Claude Code's envelope around Gemini's parts.
+
+use super::*;
+
+/// Qwen Code's records: Claude Code's envelope (`uuid`, `sessionId`, `cwd`, `timestamp`,
+/// `type`) around a message of Gemini's parts. `system` records are the agent's bookkeeping
+/// (telemetry, snapshots), no messages, but for a `chat_compression`.
+pub(super) fn qwen(obj: &Map<String, Value>) -> Option<Parsed> {
+    let mut parsed = Parsed {
+        session_id: string(obj, "sessionId"),
+        project: string(obj, "cwd"),
+        at_ms: (obj.get("timestamp").and_then(Value::as_str)).and_then(time_ms),
+        ..Parsed::default()
+    };
+    let kind = obj.get("type").and_then(Value::as_str)?;
+    let subtype = obj.get("subtype").and_then(Value::as_str);
+    let role = match (kind, subtype) {
+        ("user", _) => Role::User,
+        ("assistant", _) => Role::Assistant,
+        ("tool_result", _) => Role::Tool,
+        ("system", Some("chat_compression")) => Role::Compact,
+        _ => return Some(parsed),
+    };
+    let parts = match obj.get("message").and_then(|m| m.get("parts")) {
+        Some(parts) => gemini_content(parts)?,
+        None => vec![Part::Text(subtype.unwrap_or_default().replace('_', " "))],
+    };
+    let role = role_of(role, &parts);
+    match role {
+        Role::User => parsed.prompt = typed_prompt(&parts),
+        Role::Assistant => parsed.model = string(obj, "model"),
+        _ => {}
+    }
+    parsed.message = Some(Message {
+        key: string(obj, "uuid"),
+        role,
+        parts,
+        upsert: false,
+        copy: None,
+    });
+    Some(parsed)
+}
