@@ -19,7 +19,14 @@ const ANSWER: &str = "Scripted answer: done.";
 const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 
 /// The agents recorded, by watcher name (the fixture folder's name too).
-const AGENTS: [&str; 5] = ["claude-code", "codex", "gemini-cli", "pi", "qwen-code"];
+const AGENTS: [&str; 6] = [
+    "claude-code",
+    "codex",
+    "copilot-cli",
+    "gemini-cli",
+    "pi",
+    "qwen-code",
+];
 
 fn fixtures(agent: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -173,6 +180,16 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
                 .args(["--approval-mode", "yolo", "-m", "scripted-model"]);
             if let Some(id) = resume {
                 cmd.args(["--resume", id]);
+            }
+        }
+        "copilot-cli" => {
+            cmd.env("COPILOT_AUTO_UPDATE", "false")
+                .env("COPILOT_PROVIDER_BASE_URL", format!("{}/v1", model.url()))
+                .env("COPILOT_PROVIDER_API_KEY", "sk-scripted")
+                .env("COPILOT_MODEL", "scripted-model")
+                .arg("--allow-all-tools");
+            if let Some(id) = resume {
+                cmd.arg(format!("--resume={id}"));
             }
         }
         "qwen-code" => {

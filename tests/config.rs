@@ -40,6 +40,7 @@ fn config_check_prints_the_resolved_configuration() {
         harnesses,
         [
             "claude-code",
+            "copilot-cli",
             "cursor",
             "gemini-cli",
             "pi",
@@ -48,9 +49,9 @@ fn config_check_prints_the_resolved_configuration() {
         ],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[5]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[5]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[5]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[6]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[6]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[6]["start_at"].as_str(), Some("end"));
 }
 
 #[test]
@@ -99,7 +100,7 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     let err = stderr(&check(&env));
     assert!(err.contains("config.toml:2:1"), "{err}");
     assert!(
-        err.contains("claude-code, codex, cursor, gemini-cli"),
+        err.contains("claude-code, codex, copilot-cli, cursor, gemini-cli"),
         "{err}"
     );
 }

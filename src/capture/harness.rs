@@ -14,6 +14,10 @@ const DEFINITIONS: &[(&str, &str)] = &[
         include_str!("../../watchers/claude-code.toml"),
     ),
     ("codex", include_str!("../../watchers/codex.toml")),
+    (
+        "copilot-cli",
+        include_str!("../../watchers/copilot-cli.toml"),
+    ),
     ("cursor", include_str!("../../watchers/cursor.toml")),
     ("gemini-cli", include_str!("../../watchers/gemini-cli.toml")),
     ("generic", include_str!("../../watchers/generic.toml")),
@@ -199,6 +203,7 @@ mod tests {
             "HOME" => Some("/home/u".to_owned()),
             "CODEX_HOME" => Some("/data/codex".to_owned()),
             "GEMINI_CLI_HOME" => Some("/g".to_owned()),
+            "COPILOT_HOME" => Some("/c".to_owned()),
             "PI_CODING_AGENT_DIR" => Some("/p/agent".to_owned()),
             "QWEN_HOME" => Some("/q".to_owned()),
             _ => None,
@@ -220,6 +225,7 @@ mod tests {
                     "codex".into(),
                     PathBuf::from("/data/codex/archived_sessions")
                 ),
+                ("copilot-cli".into(), PathBuf::from("/c/session-state")),
                 ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
                 ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
                 ("pi".into(), PathBuf::from("/p/agent/sessions")),

@@ -345,6 +345,12 @@ impl Identified {
             }
             // projects/<project>/agent-transcripts/[<id>/]<id>.jsonl
             "cursor" => id.project = dir_before(path, "agent-transcripts"),
+            // session-state/<session id>/events.jsonl
+            "copilot-cli" => {
+                id.session = (first.session_id.clone())
+                    .or_else(|| dir.clone())
+                    .unwrap_or(stem);
+            }
             // projects/<cwd>/chats/<session id>.jsonl
             "qwen-code" => id.session = first.session_id.clone().unwrap_or(stem),
             // sessions/--<cwd>--/<time>_<uuid>.jsonl, the uuid being the header's id.

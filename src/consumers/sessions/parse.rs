@@ -20,6 +20,8 @@
 //! - Pi: a `session` header, then entries (`message`, `model_change`, `compaction`, …) of a
 //!   tree linked by `id`/`parentId`.
 //! - Qwen Code: Claude Code's envelope around a message of Gemini's parts.
+//! - GitHub Copilot CLI: events `{type, data, id, timestamp}` (`session.start`,
+//!   `user.message`, `assistant.message`, `tool.execution_complete`, …).
 //!
 //! Each agent's reader is a module of its own (`parse/`); what they share is here.
 
@@ -29,6 +31,7 @@ use std::borrow::Cow;
 
 mod claude;
 mod codex;
+mod copilot;
 mod cursor;
 mod gemini;
 mod generic;
@@ -37,6 +40,7 @@ mod qwen;
 
 use claude::claude;
 use codex::codex;
+use copilot::copilot;
 use cursor::cursor;
 use gemini::{gemini, gemini_content};
 use generic::generic;
@@ -267,6 +271,7 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
         ("gemini-cli", Some(obj)) => gemini(obj),
         ("cursor", Some(obj)) => cursor(obj),
         ("pi", Some(obj)) => pi(obj),
+        ("copilot-cli", Some(obj)) => copilot(obj),
         ("qwen-code", Some(obj)) => qwen(obj),
         (_, Some(obj)) => generic(obj),
         (_, None) => None,

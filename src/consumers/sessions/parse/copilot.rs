@@ -1,0 +1,54 @@
+//! GitHub Copilot CLI's session events: `{type, data, id, timestamp, parentId}`.
+
+use super::*;
+
+/// `session.start` names the session, its directory and model; `user.message`,
+/// `assistant.message` (with its tool requests) and `tool.execution_complete` are messages,
+/// keyed by the event's `id`; the other events (turns, usage, the system prompt, shutdown)
+/// are the agent's bookkeeping.
+pub(super) fn copilot(obj: &Map<String, Value>) -> Option<Parsed> {
+    let kind = obj.get("type").and_then(Value::as_str)?;
+    let data = obj.get("data").and_then(Value::as_object)?;
+    let mut parsed = Parsed {
+        at_ms: (obj.get("timestamp").and_then(Value::as_str)).and_then(time_ms),
+        ..Parsed::default()
+    };
+    let (role, parts) = match kind {
+        "session.start" => {
+            parsed.session_id = string(data, "sessionId");
+            parsed.project =
+                (data.get("context").and_then(Value::as_object)).and_then(|c| string(c, "cwd"));
+            parsed.model = string(data, "selectedModel");
+            return Some(parsed);
+        }
+        "user.message" => (Role::User, vec![Part::Text(string(data, "content")?)]),
+        "assistant.message" => {
+            let mut parts = vec![Part::Text(string(data, "content").unwrap_or_default())];
+            let requests = data.get("toolRequests").and_then(Value::as_array);
+            for request in requests.into_iter().flatten().filter_map(Value::as_object) {
+                parts.push(Part::ToolCall {
+                    name: string(request, "name").unwrap_or_default(),
+                    input: input_text(request.get("arguments")),
+                });
+            }
+            parsed.model = string(data, "model");
+            (Role::Assistant, parts)
+        }
+        "tool.execution_complete" => {
+            let result = data.get("result").and_then(|r| r.get("content"));
+            (Role::Tool, vec![Part::ToolResult(result_text(result))])
+        }
+        _ => return Some(parsed),
+    };
+    if role == Role::User {
+        parsed.prompt = typed_prompt(&parts);
+    }
+    parsed.message = Some(Message {
+        key: string(obj, "id"),
+        role,
+        parts,
+        upsert: false,
+        copy: None,
+    });
+    Some(parsed)
+}
