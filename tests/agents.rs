@@ -19,11 +19,12 @@ const ANSWER: &str = "Scripted answer: done.";
 const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 
 /// The agents recorded, by watcher name (the fixture folder's name too).
-const AGENTS: [&str; 6] = [
+const AGENTS: [&str; 7] = [
     "claude-code",
     "codex",
     "copilot-cli",
     "gemini-cli",
+    "gptme",
     "pi",
     "qwen-code",
 ];
@@ -191,6 +192,16 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             if let Some(id) = resume {
                 cmd.arg(format!("--resume={id}"));
             }
+        }
+        "gptme" => {
+            cmd.env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
+                .env("OPENAI_API_KEY", "sk-scripted")
+                .args(["-n", "-m", "local/scripted-model"])
+                .args(["--name", resume.unwrap_or("scripted-session")]);
+            cmd.arg(resume.map_or(PROMPT, |_| AGAIN));
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "gptme failed:\n{}", stderr(&out));
+            return;
         }
         "qwen-code" => {
             cmd.env("OPENAI_API_KEY", "sk-scripted")

@@ -43,15 +43,16 @@ fn config_check_prints_the_resolved_configuration() {
             "copilot-cli",
             "cursor",
             "gemini-cli",
+            "gptme",
             "pi",
             "qwen-code",
             "generic"
         ],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[6]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[6]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[6]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[7]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[7]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[7]["start_at"].as_str(), Some("end"));
 }
 
 #[test]

@@ -9,7 +9,8 @@ with the same short conversation:
 
 - a request that offers a shell tool and holds no tool result yet: a line of text and a call
   of that tool running `echo scripted-tool-output`;
-- a request that holds a tool result: a final text, `Scripted answer: done.`;
+- a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
+  the `complete` tool, for an agent that offers one to end its run);
 - any other request (titles, summaries, side questions): a short text, `Scripted title`.
 
 Every response carries usage figures (fixed, so fixtures hold known numbers). Each request is
@@ -73,6 +74,9 @@ def plan(body):
     offered = tool_names(body)
     shell = next((t for t in SHELL_TOOLS if t in offered), None)
     if has_tool_result(body):
+        # An agent that runs until told the task is done (gptme) is told so.
+        if "complete" in offered:
+            return ("tool", FINAL_TEXT, "complete")
         return ("text", FINAL_TEXT, None)
     if shell:
         return ("tool", FIRST_TEXT, shell)
@@ -80,6 +84,8 @@ def plan(body):
 
 
 def tool_input(name):
+    if name == "complete":
+        return {}
     if name == "Bash":
         return {"command": TOOL_COMMAND, "description": "Print a scripted line"}
     if name == "exec_command":

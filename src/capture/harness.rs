@@ -21,6 +21,7 @@ const DEFINITIONS: &[(&str, &str)] = &[
     ("cursor", include_str!("../../watchers/cursor.toml")),
     ("gemini-cli", include_str!("../../watchers/gemini-cli.toml")),
     ("generic", include_str!("../../watchers/generic.toml")),
+    ("gptme", include_str!("../../watchers/gptme.toml")),
     ("pi", include_str!("../../watchers/pi.toml")),
     ("qwen-code", include_str!("../../watchers/qwen-code.toml")),
 ];
@@ -204,6 +205,7 @@ mod tests {
             "CODEX_HOME" => Some("/data/codex".to_owned()),
             "GEMINI_CLI_HOME" => Some("/g".to_owned()),
             "COPILOT_HOME" => Some("/c".to_owned()),
+            "XDG_DATA_HOME" => Some("/x".to_owned()),
             "PI_CODING_AGENT_DIR" => Some("/p/agent".to_owned()),
             "QWEN_HOME" => Some("/q".to_owned()),
             _ => None,
@@ -228,6 +230,7 @@ mod tests {
                 ("copilot-cli".into(), PathBuf::from("/c/session-state")),
                 ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
                 ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
+                ("gptme".into(), PathBuf::from("/x/gptme/logs")),
                 ("pi".into(), PathBuf::from("/p/agent/sessions")),
                 ("qwen-code".into(), PathBuf::from("/q/projects")),
             ]

@@ -345,6 +345,8 @@ impl Identified {
             }
             // projects/<project>/agent-transcripts/[<id>/]<id>.jsonl
             "cursor" => id.project = dir_before(path, "agent-transcripts"),
+            // logs/<conversation name>/conversation.jsonl
+            "gptme" => id.session = dir.clone().unwrap_or(stem),
             // session-state/<session id>/events.jsonl
             "copilot-cli" => {
                 id.session = (first.session_id.clone())

@@ -1,4 +1,4 @@
-//! Real coding agents as test parts: each installed from npm at the version
+//! Real coding agents as test parts: each installed from npm (or PyPI) at the version
 //! `scripts/agents/versions` pins (into `target/agents`, once for all tests and runs), and the
 //! scripted model they are pointed at (`scripts/agents/model_server.py`, on loopback).
 
@@ -46,6 +46,9 @@ pub fn install(agent: &str) -> PathBuf {
         .join("node_modules")
         .join(&p.package)
         .join("package.json");
+    if let Some(name) = p.package.strip_prefix("pypi:") {
+        return pip_install(&prefix, name, &p.version, &p.bin);
+    }
     let installed = fs::read_to_string(&manifest)
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
@@ -66,6 +69,40 @@ pub fn install(agent: &str) -> PathBuf {
         );
     }
     prefix.join("node_modules/.bin").join(&p.bin)
+}
+
+/// `name==version` from PyPI, into the virtual environment `prefix/venv` (made first when
+/// missing); its executable `bin`.
+fn pip_install(prefix: &Path, name: &str, version: &str, bin: &str) -> PathBuf {
+    let venv = prefix.join("venv");
+    let run = |program: &Path, args: &[&str]| {
+        let out = Command::new(program).args(args).output();
+        let out = out.unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+        assert!(
+            out.status.success(),
+            "{} {args:?} failed:\n{}",
+            program.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let pip = venv.join("bin/pip");
+    if !pip.exists() {
+        run(
+            Path::new("python3"),
+            &["-m", "venv", &venv.to_string_lossy()],
+        );
+    }
+    let shown = Command::new(&pip).args(["show", name]).output();
+    let installed = shown.is_ok_and(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .any(|l| l == format!("Version: {version}"))
+    });
+    if !installed {
+        run(&pip, &["install", "-q", &format!("{name}=={version}")]);
+    }
+    venv.join("bin").join(bin)
 }
 
 /// A `PATH` that finds the pinned Node.js first (installed as [`install`] installs an

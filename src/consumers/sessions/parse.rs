@@ -20,6 +20,7 @@
 //! - Pi: a `session` header, then entries (`message`, `model_change`, `compaction`, …) of a
 //!   tree linked by `id`/`parentId`.
 //! - Qwen Code: Claude Code's envelope around a message of Gemini's parts.
+//! - gptme: `{role, content, timestamp}`, tool calls written in the assistant's text.
 //! - GitHub Copilot CLI: events `{type, data, id, timestamp}` (`session.start`,
 //!   `user.message`, `assistant.message`, `tool.execution_complete`, …).
 //!
@@ -35,6 +36,7 @@ mod copilot;
 mod cursor;
 mod gemini;
 mod generic;
+mod gptme;
 mod pi;
 mod qwen;
 
@@ -44,6 +46,7 @@ use copilot::copilot;
 use cursor::cursor;
 use gemini::{gemini, gemini_content};
 use generic::generic;
+use gptme::gptme;
 use pi::pi;
 use qwen::qwen;
 
@@ -272,6 +275,7 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
         ("cursor", Some(obj)) => cursor(obj),
         ("pi", Some(obj)) => pi(obj),
         ("copilot-cli", Some(obj)) => copilot(obj),
+        ("gptme", Some(obj)) => gptme(obj),
         ("qwen-code", Some(obj)) => qwen(obj),
         (_, Some(obj)) => generic(obj),
         (_, None) => None,

@@ -1,0 +1,67 @@
+//! gptme's conversation log: one message per line, `{role, content, timestamp}`.
+
+use super::*;
+
+/// A message of gptme's log. Tool calls are written inside the assistant's text, one per line,
+/// as `@tool(call id): {json}`; a tool's result is a `system` message with that `call_id`. The
+/// bootstrap prompts (`hide`) are no messages, but the one that says the working directory
+/// names the project.
+pub(super) fn gptme(obj: &Map<String, Value>) -> Option<Parsed> {
+    let content = string(obj, "content")?;
+    let mut parsed = Parsed {
+        at_ms: (obj.get("timestamp").and_then(Value::as_str)).and_then(time_ms),
+        ..Parsed::default()
+    };
+    let hidden = obj.get("hide").and_then(Value::as_bool) == Some(true);
+    let (role, parts) = match obj.get("role").and_then(Value::as_str)? {
+        "user" => (Role::User, vec![Part::Text(content)]),
+        "assistant" => (Role::Assistant, assistant_parts(&content)),
+        "system" if obj.contains_key("call_id") => (Role::Tool, vec![Part::ToolResult(content)]),
+        "system" if hidden => {
+            parsed.project = (content.lines())
+                .find_map(|l| l.strip_prefix("**Working Directory:** "))
+                .map(|d| d.trim().to_owned());
+            return Some(parsed);
+        }
+        _ => (Role::System, vec![Part::Text(content)]),
+    };
+    match role {
+        Role::User => parsed.prompt = typed_prompt(&parts),
+        Role::Assistant => {
+            let meta = obj.get("metadata").and_then(Value::as_object);
+            parsed.model = meta.and_then(|m| string(m, "model"));
+        }
+        _ => {}
+    }
+    parsed.message = Some(Message {
+        key: None,
+        role,
+        parts,
+        upsert: false,
+        copy: None,
+    });
+    Some(parsed)
+}
+
+/// The assistant's text, its `@tool(call id): input` lines as tool calls.
+fn assistant_parts(content: &str) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let mut text = Vec::new();
+    for line in content.lines() {
+        let call = (line.strip_prefix('@'))
+            .and_then(|rest| rest.split_once("): "))
+            .and_then(|(head, input)| Some((head.split_once('(')?.0, input)));
+        match call {
+            Some((name, input)) if !name.is_empty() => parts.push(Part::ToolCall {
+                name: name.to_owned(),
+                input: input.to_owned(),
+            }),
+            _ => text.push(line),
+        }
+    }
+    let text = text.join("\n").trim().to_owned();
+    if !text.is_empty() {
+        parts.insert(0, Part::Text(text));
+    }
+    parts
+}
