@@ -44,8 +44,8 @@ const GATHER: Duration = Duration::from_millis(200);
 /// [`TRANSACTION_BYTES`]: each transaction flushes a new segment of the full-text index, which
 /// later merges write again, so fewer and larger ones index a backlog faster (a gigabyte of
 /// records in 41 s rather than 58 s, docs/benchmarks-log.md). Merging is FTS5's own
-/// (`automerge`): inside each transaction, work in proportion to the pages it wrote. A stopping daemon waits for the
-/// transaction in hand, so at most this long.
+/// (`automerge`): inside each transaction, work in proportion to the pages it wrote. A
+/// stopping daemon waits for the transaction in hand, so at most this long.
 const TRANSACTION_TIME: Duration = Duration::from_secs(2);
 const TRANSACTION_BYTES: usize = BATCH_BYTES;
 
@@ -161,6 +161,8 @@ impl Indexer {
             return Ok(0);
         }
         let archive = Archive::open_existing(self.archive.path())?;
+        // One page waits while another is indexed: the reader blocks on a full channel, so a
+        // catch-up holds two pages of records at most.
         let (pages, read) = crossbeam_channel::bounded(1);
         std::thread::scope(|scope| {
             let reader = std::thread::Builder::new()
