@@ -517,7 +517,8 @@ fn an_unknown_harness_is_an_error_listing_the_known_ones() {
         assert!(out.stdout.is_empty());
         assert!(
             stderr(&out).contains(
-                "no harness \"claude\"; give one of: claude-code, codex, cursor, gemini-cli, generic"
+                "no harness \"claude\"; give one of: claude-code, codex, copilot-cli, cursor, \
+                 gemini-cli, generic, gptme, pi, qwen-code"
             ),
             "{}",
             stderr(&out)
