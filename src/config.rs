@@ -784,7 +784,7 @@ mod tests {
     fn flags_win_over_the_file_and_the_file_over_defaults() {
         let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
         let text = "archive = \"~/a.db\"\nrecord_limit = \"1M\"\nbatch_bytes = 4096\n\
-                    rescan_interval = \"5s\"\n[watchers]\ncodex = false\ncopilot-cli = false\ncursor = false\n\
+                    rescan_interval = \"5s\"\n[watchers]\ncodex = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
                     gemini-cli = false\ngptme = false\npi = false\nqwen-code = false\n\
                     [[watch]]\npath = \"/w\"\nstart_at = \"end\"\n";
         let file = parse(Path::new("/c.toml"), text).unwrap();

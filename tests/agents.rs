@@ -19,10 +19,11 @@ const ANSWER: &str = "Scripted answer: done.";
 const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 
 /// The agents recorded, by watcher name (the fixture folder's name too).
-const AGENTS: [&str; 7] = [
+const AGENTS: [&str; 8] = [
     "claude-code",
     "codex",
     "copilot-cli",
+    "droid",
     "gemini-cli",
     "gptme",
     "pi",
@@ -125,6 +126,18 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         );
     }
 }
+
+/// The agents whose own resume takes a session offline. Not Droid: `droid exec -s ID` exits 1
+/// without a word here even on the session it has just written (with a custom model, offline).
+const RESUMED: [&str; 7] = [
+    "claude-code",
+    "codex",
+    "copilot-cli",
+    "gemini-cli",
+    "gptme",
+    "pi",
+    "qwen-code",
+];
 
 /// What the resumed session is asked.
 const AGAIN: &str = "Once more.";
@@ -245,7 +258,7 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
 /// restored conversation's prompt with the new one.
 #[test]
 fn each_agent_resumes_a_session_restored_after_its_deletion() {
-    for agent in AGENTS {
+    for agent in RESUMED {
         let env = Env::new();
         let model = ModelServer::start(env.dir.path());
         let project = env.dir.path().join("project");

@@ -42,6 +42,7 @@ fn config_check_prints_the_resolved_configuration() {
             "claude-code",
             "copilot-cli",
             "cursor",
+            "droid",
             "gemini-cli",
             "gptme",
             "pi",
@@ -50,9 +51,9 @@ fn config_check_prints_the_resolved_configuration() {
         ],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[7]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[7]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[7]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[8]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[8]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[8]["start_at"].as_str(), Some("end"));
 }
 
 #[test]
@@ -101,7 +102,10 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     let err = stderr(&check(&env));
     assert!(err.contains("config.toml:2:1"), "{err}");
     assert!(
-        err.contains("claude-code, codex, copilot-cli, cursor, gemini-cli"),
+        err.contains(
+            "the built-in watchers are claude-code, codex, copilot-cli, cursor, droid, \
+             gemini-cli, gptme, pi, qwen-code"
+        ),
         "{err}"
     );
 }

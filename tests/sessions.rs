@@ -518,7 +518,7 @@ fn an_unknown_harness_is_an_error_listing_the_known_ones() {
         assert!(
             stderr(&out).contains(
                 "no harness \"claude\"; give one of: claude-code, codex, copilot-cli, cursor, \
-                 gemini-cli, generic, gptme, pi, qwen-code"
+                 droid, gemini-cli, generic, gptme, pi, qwen-code"
             ),
             "{}",
             stderr(&out)

@@ -26,7 +26,8 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "execute_command")
+SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "Execute",
+               "execute_command")
 TOOL_COMMAND = "echo scripted-tool-output"
 FIRST_TEXT = "Scripted plan: I will run a command."
 FINAL_TEXT = "Scripted answer: done."
@@ -90,6 +91,9 @@ def tool_input(name):
         return {"command": TOOL_COMMAND, "description": "Print a scripted line"}
     if name == "exec_command":
         return {"cmd": TOOL_COMMAND}
+    if name == "Execute":
+        return {"command": TOOL_COMMAND, "summary": "Print a scripted line",
+                "riskLevelReason": "It only prints a line.", "riskLevel": "low"}
     return {"command": TOOL_COMMAND}
 
 

@@ -593,6 +593,7 @@ fn resume_command(session: &Session, to: Option<&Path>) -> String {
         ("codex", _) => format!("{}codex resume {id}", home("CODEX_HOME")),
         ("pi", _) => format!("{cd}{}pi --session {id}", home("PI_CODING_AGENT_DIR")),
         ("qwen-code", None) => format!("{cd}qwen --resume {id}"),
+        ("droid", None) => format!("{cd}droid --resume {id}"),
         ("gptme", _) => format!("{cd}{}gptme --name {id}", home("XDG_DATA_HOME")),
         ("copilot-cli", _) => format!("{cd}{}copilot --resume={id}", home("COPILOT_HOME")),
         ("gemini-cli", None) => format!("gemini --resume {id}   (from the project's directory)"),

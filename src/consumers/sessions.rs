@@ -347,6 +347,8 @@ impl Identified {
             }
             // projects/<project>/agent-transcripts/[<id>/]<id>.jsonl
             "cursor" => id.project = dir_before(path, "agent-transcripts"),
+            // sessions/<cwd>/<session id>.jsonl
+            "droid" => id.session = first.session_id.clone().unwrap_or(stem),
             // logs/<conversation name>/conversation.jsonl
             "gptme" => id.session = dir.clone().unwrap_or(stem),
             // session-state/<session id>/events.jsonl

@@ -20,6 +20,7 @@
 //! - Pi: a `session` header, then entries (`message`, `model_change`, `compaction`, …) of a
 //!   tree linked by `id`/`parentId`.
 //! - Qwen Code: Claude Code's envelope around a message of Gemini's parts.
+//! - Factory Droid: a `session_start` line, then `message`s of Anthropic-style blocks.
 //! - gptme: `{role, content, timestamp}`, tool calls written in the assistant's text.
 //! - GitHub Copilot CLI: events `{type, data, id, timestamp}` (`session.start`,
 //!   `user.message`, `assistant.message`, `tool.execution_complete`, …).
@@ -34,6 +35,7 @@ mod claude;
 mod codex;
 mod copilot;
 mod cursor;
+mod droid;
 mod gemini;
 mod generic;
 mod gptme;
@@ -44,6 +46,7 @@ use claude::claude;
 use codex::codex;
 use copilot::copilot;
 use cursor::cursor;
+use droid::droid;
 use gemini::{gemini, gemini_content};
 use generic::generic;
 use gptme::gptme;
@@ -276,6 +279,7 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
         ("pi", Some(obj)) => pi(obj),
         ("copilot-cli", Some(obj)) => copilot(obj),
         ("gptme", Some(obj)) => gptme(obj),
+        ("droid", Some(obj)) => droid(obj),
         ("qwen-code", Some(obj)) => qwen(obj),
         (_, Some(obj)) => generic(obj),
         (_, None) => None,
