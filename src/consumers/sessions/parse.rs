@@ -95,6 +95,19 @@ pub(crate) struct Message {
     pub copy: Option<PromptCopy>,
 }
 
+impl Message {
+    /// A message that is no upsert and no prompt copy.
+    fn new(key: Option<String>, role: Role, parts: Vec<Part>) -> Message {
+        Message {
+            key,
+            role,
+            parts,
+            upsert: false,
+            copy: None,
+        }
+    }
+}
+
 /// One of the two copies Codex writes of each prompt: the `response_item` user message sent
 /// to the model, then the `event_msg` of type `user_message` (both persisted since the
 /// rollout policy kept `EventMsg::UserMessage`; older rollouts hold the item only, and a
@@ -290,13 +303,11 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
 /// A record shown as its raw JSON.
 fn unparsed(record: &[u8]) -> Parsed {
     Parsed {
-        message: Some(Message {
-            key: None,
-            role: Role::Unparsed,
-            parts: vec![Part::Raw(String::from_utf8_lossy(record).into_owned())],
-            upsert: false,
-            copy: None,
-        }),
+        message: Some(Message::new(
+            None,
+            Role::Unparsed,
+            vec![Part::Raw(String::from_utf8_lossy(record).into_owned())],
+        )),
         ..Parsed::default()
     }
 }
@@ -316,6 +327,13 @@ pub(crate) fn time_ms(text: &str) -> Option<i64> {
     let t = humantime::parse_rfc3339_weak(text.trim_end_matches('Z')).ok()?;
     let ms = t.duration_since(std::time::UNIX_EPOCH).ok()?.as_millis();
     Some(ms as i64)
+}
+
+/// The record's `timestamp` (RFC 3339) as Unix ms.
+fn timestamp_ms(obj: &Map<String, Value>) -> Option<i64> {
+    obj.get("timestamp")
+        .and_then(Value::as_str)
+        .and_then(time_ms)
 }
 
 /// A tool input as compact JSON (a string as itself).

@@ -7,10 +7,7 @@ pub(super) fn claude(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed {
         project: string(obj, "cwd"),
         branch: string(obj, "gitBranch").filter(|b| !b.is_empty()),
-        at_ms: obj
-            .get("timestamp")
-            .and_then(Value::as_str)
-            .and_then(time_ms),
+        at_ms: timestamp_ms(obj),
         session_id: string(obj, "sessionId"),
         ..Parsed::default()
     };
@@ -35,24 +32,16 @@ pub(super) fn claude(obj: &Map<String, Value>) -> Option<Parsed> {
             if kind == "assistant" {
                 parsed.model = string(message, "model").filter(|m| !m.starts_with('<'));
             }
-            parsed.message = Some(Message {
-                key,
-                role,
-                parts,
-                upsert: false,
-                copy: None,
-            });
+            parsed.message = Some(Message::new(key, role, parts));
         }
         "system" => {
             let compact = obj.get("subtype").and_then(Value::as_str) == Some("compact_boundary");
             let text = string(obj, "content").unwrap_or_else(|| "conversation compacted".into());
-            parsed.message = Some(Message {
+            parsed.message = Some(Message::new(
                 key,
-                role: if compact { Role::Compact } else { Role::System },
-                parts: vec![Part::Text(text)],
-                upsert: false,
-                copy: None,
-            });
+                if compact { Role::Compact } else { Role::System },
+                vec![Part::Text(text)],
+            ));
         }
         _ => {}
     }

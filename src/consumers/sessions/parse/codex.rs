@@ -3,10 +3,7 @@
 use super::*;
 
 pub(super) fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
-    let at_ms = obj
-        .get("timestamp")
-        .and_then(Value::as_str)
-        .and_then(time_ms);
+    let at_ms = timestamp_ms(obj);
     let (kind, payload) = match obj.get("payload") {
         Some(payload) => (
             obj.get("type").and_then(Value::as_str)?,
@@ -56,13 +53,11 @@ pub(super) fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
             });
         }
         "compacted" => {
-            parsed.message = Some(Message {
-                key: None,
-                role: Role::Compact,
-                parts: vec![Part::Text(string(payload, "message").unwrap_or_default())],
-                upsert: false,
-                copy: None,
-            })
+            parsed.message = Some(Message::new(
+                None,
+                Role::Compact,
+                vec![Part::Text(string(payload, "message").unwrap_or_default())],
+            ))
         }
         _ => {}
     }
@@ -72,15 +67,7 @@ pub(super) fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
 /// A Codex response item as a message (`Ok(None)` for items that are not one); `prompt` gets
 /// the text of a user message a person typed.
 fn codex_item(item: &Map<String, Value>, prompt: &mut Option<String>) -> Option<Option<Message>> {
-    let message = |role, parts| {
-        Some(Some(Message {
-            key: None,
-            role,
-            parts,
-            upsert: false,
-            copy: None,
-        }))
-    };
+    let message = |role, parts| Some(Some(Message::new(None, role, parts)));
     match item.get("type").and_then(Value::as_str)? {
         "message" => {
             let parts = content_parts(item.get("content")?)?;

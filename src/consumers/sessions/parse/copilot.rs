@@ -10,7 +10,7 @@ pub(super) fn copilot(obj: &Map<String, Value>) -> Option<Parsed> {
     let kind = obj.get("type").and_then(Value::as_str)?;
     let data = obj.get("data").and_then(Value::as_object)?;
     let mut parsed = Parsed {
-        at_ms: (obj.get("timestamp").and_then(Value::as_str)).and_then(time_ms),
+        at_ms: timestamp_ms(obj),
         ..Parsed::default()
     };
     let (role, parts) = match kind {
@@ -43,12 +43,6 @@ pub(super) fn copilot(obj: &Map<String, Value>) -> Option<Parsed> {
     if role == Role::User {
         parsed.prompt = typed_prompt(&parts);
     }
-    parsed.message = Some(Message {
-        key: string(obj, "id"),
-        role,
-        parts,
-        upsert: false,
-        copy: None,
-    });
+    parsed.message = Some(Message::new(string(obj, "id"), role, parts));
     Some(parsed)
 }

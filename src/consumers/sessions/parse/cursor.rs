@@ -16,13 +16,7 @@ pub(super) fn cursor(obj: &Map<String, Value>) -> Option<Parsed> {
     let prompt = (role == Role::User).then(|| typed_prompt(&parts)).flatten();
     Some(Parsed {
         prompt,
-        message: Some(Message {
-            key: None,
-            role,
-            parts,
-            upsert: false,
-            copy: None,
-        }),
+        message: Some(Message::new(None, role, parts)),
         ..Parsed::default()
     })
 }

@@ -8,7 +8,7 @@ use super::*;
 /// agent's bookkeeping.
 pub(super) fn droid(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed {
-        at_ms: (obj.get("timestamp").and_then(Value::as_str)).and_then(time_ms),
+        at_ms: timestamp_ms(obj),
         ..Parsed::default()
     };
     match obj.get("type").and_then(Value::as_str)? {
@@ -29,22 +29,17 @@ pub(super) fn droid(obj: &Map<String, Value>) -> Option<Parsed> {
                 "assistant" => role_of(Role::Assistant, &parts),
                 _ => Role::System,
             };
+            let prompt = (role == Role::User).then(|| typed_prompt(&parts)).flatten();
             let role = match role {
-                Role::User if typed_prompt(&parts).is_none() => Role::System,
+                Role::User if prompt.is_none() => Role::System,
+                Role::Assistant => {
+                    parsed.model = string(message, "model");
+                    role
+                }
                 other => other,
             };
-            match role {
-                Role::User => parsed.prompt = typed_prompt(&parts),
-                Role::Assistant => parsed.model = string(message, "model"),
-                _ => {}
-            }
-            parsed.message = Some(Message {
-                key: string(obj, "id"),
-                role,
-                parts,
-                upsert: false,
-                copy: None,
-            });
+            parsed.prompt = prompt;
+            parsed.message = Some(Message::new(string(obj, "id"), role, parts));
         }
         _ => {}
     }

@@ -21,10 +21,7 @@ pub(super) fn gemini(obj: &Map<String, Value>) -> Option<Parsed> {
         parsed.at_ms = time.as_deref().and_then(time_ms);
         return Some(parsed);
     }
-    parsed.at_ms = obj
-        .get("timestamp")
-        .and_then(Value::as_str)
-        .and_then(time_ms);
+    parsed.at_ms = timestamp_ms(obj);
     let mut parts = gemini_content(obj.get("content")?)?;
     for thought in obj
         .get("thoughts")

@@ -17,17 +17,8 @@ pub(super) fn generic(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut texts = Vec::new();
     collect_strings(&Value::Object(obj.clone()), &mut texts);
     Some(Parsed {
-        at_ms: obj
-            .get("timestamp")
-            .and_then(Value::as_str)
-            .and_then(time_ms),
-        message: Some(Message {
-            key: None,
-            role,
-            parts: vec![Part::Text(texts.join(" "))],
-            upsert: false,
-            copy: None,
-        }),
+        at_ms: timestamp_ms(obj),
+        message: Some(Message::new(None, role, vec![Part::Text(texts.join(" "))])),
         ..Parsed::default()
     })
 }

@@ -9,7 +9,7 @@ use super::*;
 pub(super) fn gptme(obj: &Map<String, Value>) -> Option<Parsed> {
     let content = string(obj, "content")?;
     let mut parsed = Parsed {
-        at_ms: (obj.get("timestamp").and_then(Value::as_str)).and_then(time_ms),
+        at_ms: timestamp_ms(obj),
         ..Parsed::default()
     };
     let hidden = obj.get("hide").and_then(Value::as_bool) == Some(true);
@@ -33,13 +33,7 @@ pub(super) fn gptme(obj: &Map<String, Value>) -> Option<Parsed> {
         }
         _ => {}
     }
-    parsed.message = Some(Message {
-        key: None,
-        role,
-        parts,
-        upsert: false,
-        copy: None,
-    });
+    parsed.message = Some(Message::new(None, role, parts));
     Some(parsed)
 }
 

@@ -11,15 +11,15 @@ use super::*;
 pub(super) fn pi(obj: &Map<String, Value>) -> Option<Parsed> {
     let kind = obj.get("type").and_then(Value::as_str)?;
     let mut parsed = Parsed {
-        at_ms: (obj.get("timestamp").and_then(Value::as_str)).and_then(time_ms),
+        at_ms: timestamp_ms(obj),
         ..Parsed::default()
     };
-    let said = |role, text: Option<String>| Message {
-        key: string(obj, "id"),
-        role,
-        parts: vec![Part::Text(text.unwrap_or_default())],
-        upsert: false,
-        copy: None,
+    let said = |role, text: Option<String>| {
+        Message::new(
+            string(obj, "id"),
+            role,
+            vec![Part::Text(text.unwrap_or_default())],
+        )
     };
     match kind {
         "session" => {
@@ -36,10 +36,7 @@ pub(super) fn pi(obj: &Map<String, Value>) -> Option<Parsed> {
         }
         "custom_message" => {
             let parts = content_parts(obj.get("content")?)?;
-            parsed.message = Some(Message {
-                parts,
-                ..said(Role::System, None)
-            });
+            parsed.message = Some(Message::new(string(obj, "id"), Role::System, parts));
         }
         _ => {}
     }
@@ -81,11 +78,5 @@ fn pi_message(
         Role::Assistant => parsed.model = string(message, "model"),
         _ => {}
     }
-    Some(Message {
-        key,
-        role,
-        parts,
-        upsert: false,
-        copy: None,
-    })
+    Some(Message::new(key, role, parts))
 }

@@ -9,7 +9,7 @@ pub(super) fn qwen(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed {
         session_id: string(obj, "sessionId"),
         project: string(obj, "cwd"),
-        at_ms: (obj.get("timestamp").and_then(Value::as_str)).and_then(time_ms),
+        at_ms: timestamp_ms(obj),
         ..Parsed::default()
     };
     let kind = obj.get("type").and_then(Value::as_str)?;
@@ -31,12 +31,6 @@ pub(super) fn qwen(obj: &Map<String, Value>) -> Option<Parsed> {
         Role::Assistant => parsed.model = string(obj, "model"),
         _ => {}
     }
-    parsed.message = Some(Message {
-        key: string(obj, "uuid"),
-        role,
-        parts,
-        upsert: false,
-        copy: None,
-    });
+    parsed.message = Some(Message::new(string(obj, "uuid"), role, parts));
     Some(parsed)
 }
