@@ -150,7 +150,8 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
     cmd.current_dir(project)
         .stdin(Stdio::null())
         .env("PATH", agents::path_with_node());
-    match agent {
+    // Whether the prompt is given with `-p` (else as the last argument).
+    let with_flag = match agent {
         "claude-code" => {
             cmd.env("ANTHROPIC_BASE_URL", model.url())
                 .env("ANTHROPIC_API_KEY", "sk-scripted")
@@ -160,6 +161,7 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             if let Some(id) = resume {
                 cmd.args(["--resume", id]);
             }
+            true
         }
         "codex" => {
             let dir = env.dir.path().join("home/.codex");
@@ -176,10 +178,7 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             if let Some(id) = resume {
                 cmd.args(["resume", id]);
             }
-            cmd.arg(resume.map_or(PROMPT, |_| AGAIN));
-            let out = cmd.output().unwrap();
-            assert!(out.status.success(), "codex failed:\n{}", stderr(&out));
-            return;
+            false
         }
         "gemini-cli" => {
             let dir = env.dir.path().join("home/.gemini");
@@ -195,6 +194,7 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             if let Some(id) = resume {
                 cmd.args(["--resume", id]);
             }
+            true
         }
         "copilot-cli" => {
             cmd.env("COPILOT_AUTO_UPDATE", "false")
@@ -205,16 +205,14 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             if let Some(id) = resume {
                 cmd.arg(format!("--resume={id}"));
             }
+            true
         }
         "gptme" => {
             cmd.env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
                 .env("OPENAI_API_KEY", "sk-scripted")
                 .args(["-n", "-m", "local/scripted-model"])
                 .args(["--name", resume.unwrap_or("scripted-session")]);
-            cmd.arg(resume.map_or(PROMPT, |_| AGAIN));
-            let out = cmd.output().unwrap();
-            assert!(out.status.success(), "gptme failed:\n{}", stderr(&out));
-            return;
+            false
         }
         "qwen-code" => {
             cmd.env("OPENAI_API_KEY", "sk-scripted")
@@ -224,6 +222,7 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             if let Some(id) = resume {
                 cmd.args(["--resume", id]);
             }
+            true
         }
         "pi" => {
             let dir = env.dir.path().join("home/.pi/agent");
@@ -240,10 +239,15 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             if let Some(id) = resume {
                 cmd.args(["--session", id]);
             }
+            true
         }
         other => panic!("no way known to run {other}"),
-    }
-    cmd.args(["-p", resume.map_or(PROMPT, |_| AGAIN)]);
+    };
+    let prompt = resume.map_or(PROMPT, |_| AGAIN);
+    match with_flag {
+        true => cmd.args(["-p", prompt]),
+        false => cmd.arg(prompt),
+    };
     let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
