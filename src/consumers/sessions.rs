@@ -165,7 +165,8 @@ impl Indexer {
         // catch-up holds two pages of records at most.
         let (pages, read) = crossbeam_channel::bounded(1);
         std::thread::scope(|scope| {
-            let reader = std::thread::Builder::new()
+            // Joined when the scope ends.
+            std::thread::Builder::new()
                 .name("index reader".into())
                 .spawn_scoped(scope, move || read_pages(&archive, done, last, &pages))
                 .starting("index reader")?;
@@ -179,7 +180,6 @@ impl Indexer {
                 count += page.len() as u64;
                 progress(end, last);
             }
-            drop(reader);
             Ok(count)
         })
     }
