@@ -9,6 +9,7 @@ pub(crate) mod follow;
 pub(crate) mod lock;
 pub(crate) mod machines;
 pub(crate) mod sinks;
+pub(crate) mod snapshots;
 pub(crate) mod wal_checkpoint;
 pub(crate) mod write_turn;
 pub(crate) mod writer;
@@ -58,6 +59,7 @@ const MIGRATIONS: &[&str] = &[
     include_str!("archive/schema_v7.sql"),
     include_str!("archive/schema_v8.sql"),
     include_str!("archive/schema_v9.sql"),
+    include_str!("archive/schema_v10.sql"),
 ];
 
 /// One archived record as exported.
@@ -745,6 +747,17 @@ impl Archive {
         Ok(bytes as i64)
     }
 
+    /// The latest captured state of snapshot source `source` (a file rewritten whole), if it
+    /// has one.
+    pub(crate) fn latest_snapshot(&self, source: SourceId) -> Result<Option<Vec<u8>>> {
+        self.db(snapshots::latest(&self.conn, source))
+    }
+
+    /// The captured states of snapshot source `source`, oldest first.
+    pub(crate) fn snapshots(&self, source: SourceId) -> Result<Vec<snapshots::SnapshotRow>> {
+        self.db(snapshots::list(&self.conn, source))
+    }
+
     /// Calls `each` with the bytes of every record of `source`'s `generation` up to seq
     /// `through`, in `seq` order; an `Err` from `each` stops and is returned.
     pub fn source_records(
@@ -1181,6 +1194,7 @@ impl Tx<'_> {
             } => self.update_source(*id, *identity, path, *generation, *gone),
             Op::PutCursor { id, cursor } => self.put_cursor(*id, cursor),
             Op::Records(r) => self.insert_records(r, seqs),
+            Op::Snapshot { id, bytes } => self.db(snapshots::store(&self.tx, *id, bytes)).map(drop),
             Op::Rejects {
                 id,
                 generation,
@@ -1517,6 +1531,14 @@ pub enum Op {
     /// Appends records; they take the next `seq` numbers, returned by [`Archive::apply`] in
     /// the order of [`Commit::records`].
     Records(RecordBatch),
+    /// Keeps `bytes` as the latest state of snapshot source `id` (a file rewritten whole),
+    /// unless it is that already (`snapshots`).
+    Snapshot {
+        /// The source.
+        id: SourceId,
+        /// The file's bytes as captured.
+        bytes: Vec<u8>,
+    },
     /// Records rejected lines, whole (up to the record limit), and counts them on the source.
     Rejects {
         /// The source.

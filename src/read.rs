@@ -7,6 +7,7 @@
 
 pub(crate) mod open;
 pub(crate) mod record;
+pub(crate) mod snapshot;
 
 use crate::domain::fingerprint::{MARKER_WINDOW, Markers, Window};
 use crate::domain::{Position, ReadLimits, Record, Reject};

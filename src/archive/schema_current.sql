@@ -1,4 +1,4 @@
--- The archive's schema after every migration (schema_v1.sql to schema_v9.sql).
+-- The archive's schema after every migration (schema_v1.sql to schema_v10.sql).
 -- Written by the test schema_current_is_what_every_migration_makes; do not edit.
 
 CREATE TABLE consumers (
@@ -150,6 +150,17 @@ CREATE TABLE sinks (
     failing_since_ms INTEGER
 );
 
+CREATE TABLE snapshots (
+    id INTEGER PRIMARY KEY,
+    source_id INTEGER NOT NULL REFERENCES sources (id),
+    taken_ms INTEGER NOT NULL,
+    -- The state's length, and the xxh3-128 of its bytes.
+    size INTEGER NOT NULL,
+    hash BLOB NOT NULL,
+    base INTEGER REFERENCES snapshots (id),
+    bytes BLOB NOT NULL
+);
+
 CREATE TABLE sources (
     id INTEGER PRIMARY KEY,
     dev INTEGER NOT NULL,
@@ -169,6 +180,8 @@ CREATE TABLE state (
     value TEXT NOT NULL,
     updated_ms INTEGER NOT NULL
 );
+
+CREATE INDEX snapshots_source ON snapshots (source_id, id);
 
 CREATE INDEX sources_identity ON sources (dev, ino);
 

@@ -80,7 +80,7 @@ fn scan(index: usize, root: &Root, walk: WalkDir, found: &mut Discovery) {
             .path()
             .strip_prefix(&root.path)
             .unwrap_or(entry.path());
-        if entry.file_type().is_dir() || !root.glob.is_match(relative) {
+        if entry.file_type().is_dir() || !root.matches_relative(relative) {
             continue;
         }
         match entry.metadata() {

@@ -3,9 +3,11 @@
 
 use crate::domain::StartAt;
 use crate::error::{Error, Result};
+use crate::read::snapshot::Spec;
 use globset::{Glob, GlobMatcher};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The embedded definitions, sorted by name.
 const DEFINITIONS: &[(&str, &str)] = &[
@@ -54,6 +56,24 @@ pub(crate) struct Watcher {
     /// Whether `run` without `--watch` uses it.
     #[serde(default = "yes")]
     pub builtin: bool,
+    /// Files under the roots that the agent rewrites whole, and where they keep messages.
+    #[serde(default)]
+    pub snapshot: Option<SnapshotDef>,
+}
+
+/// A watcher's `[snapshot]` table: which files are JSON documents rewritten whole (not
+/// appended), and where each keeps its list of messages.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SnapshotDef {
+    /// Which files under a root are such documents, relative to the root.
+    pub glob: String,
+    /// JSON pointer to the list of messages; empty for a document that is the list.
+    #[serde(default)]
+    pub messages: String,
+    /// JSON pointer, inside a message, to its id; empty to key messages by their place.
+    #[serde(default)]
+    pub key: String,
 }
 
 fn yes() -> bool {
@@ -73,13 +93,37 @@ pub struct Root {
     pub glob: GlobMatcher,
     /// Where files present at this root's first scan start.
     pub start_at: StartAt,
+    /// Files under it that are rewritten whole (not appended), and how to read them.
+    pub snapshot: Option<Arc<SnapshotRoot>>,
+}
+
+/// The snapshot files of a root: which, and where their messages are.
+#[derive(Debug)]
+pub struct SnapshotRoot {
+    /// Matches their paths relative to the root.
+    pub glob: GlobMatcher,
+    /// Where a document keeps its messages.
+    pub spec: Spec,
 }
 
 impl Root {
     /// True when `path` lies under this root and matches its glob.
     pub fn matches(&self, path: &Path) -> bool {
-        path.strip_prefix(&self.path)
-            .is_ok_and(|relative| self.glob.is_match(relative))
+        (path.strip_prefix(&self.path)).is_ok_and(|relative| self.matches_relative(relative))
+    }
+
+    /// True when `relative`, a path under this root, is a transcript or a snapshot file.
+    pub(crate) fn matches_relative(&self, relative: &Path) -> bool {
+        self.glob.is_match(relative)
+            || (self.snapshot.as_ref()).is_some_and(|s| s.glob.is_match(relative))
+    }
+
+    /// How to read `path` when it is a snapshot file of this root (a document rewritten
+    /// whole); `None` for an appended transcript.
+    pub(crate) fn snapshot_of(&self, path: &Path) -> Option<&Spec> {
+        let relative = path.strip_prefix(&self.path).ok()?;
+        let snapshot = self.snapshot.as_ref()?;
+        snapshot.glob.is_match(relative).then_some(&snapshot.spec)
     }
 }
 
@@ -147,17 +191,32 @@ fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<Pat
 }
 
 fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
-    let compiled = Glob::new(glob).map_err(|source| Error::Glob {
-        glob: glob.to_owned(),
-        source,
-    })?;
+    let snapshot = match &watcher.snapshot {
+        Some(def) => Some(Arc::new(SnapshotRoot {
+            glob: matcher(&def.glob)?,
+            spec: Spec {
+                messages: def.messages.clone(),
+                key: def.key.clone(),
+            },
+        })),
+        None => None,
+    };
     Ok(Root {
         path,
         harness: watcher.name.clone(),
         description: watcher.description.clone(),
-        glob: compiled.compile_matcher(),
+        glob: matcher(glob)?,
         start_at: StartAt::default(),
+        snapshot,
     })
+}
+
+fn matcher(glob: &str) -> Result<GlobMatcher> {
+    let compiled = Glob::new(glob).map_err(|source| Error::Glob {
+        glob: glob.to_owned(),
+        source,
+    })?;
+    Ok(compiled.compile_matcher())
 }
 
 /// `path` made absolute against the working directory, without resolving symlinks.
