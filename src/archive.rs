@@ -753,11 +753,6 @@ impl Archive {
         self.db(snapshots::latest(&self.conn, source))
     }
 
-    /// The captured states of snapshot source `source`, oldest first.
-    pub(crate) fn snapshots(&self, source: SourceId) -> Result<Vec<snapshots::SnapshotRow>> {
-        self.db(snapshots::list(&self.conn, source))
-    }
-
     /// Calls `each` with the bytes of every record of `source`'s `generation` up to seq
     /// `through`, in `seq` order; an `Err` from `each` stops and is returned.
     pub fn source_records(

@@ -248,7 +248,8 @@ pub(crate) fn run_live(
             return Err(e);
         }
     };
-    let engine = engine.with_stop(stop);
+    let mut engine = engine.with_stop(stop);
+    engine.settle_snapshots(SNAPSHOT_SETTLE);
     let stop = engine.stop_flag();
     let wakeups = Wakeups::new(Arc::clone(&bell));
     let writer_gone = threads.writer_gone.clone();
@@ -329,7 +330,9 @@ impl Daemon {
                 index,
             ];
             let next = timers.into_iter().flatten().map(Every::left);
-            self.wait(next.chain(status_due).min())?;
+            let settled = (self.engine.next_settled())
+                .map(|at| at.saturating_duration_since(Instant::now()));
+            self.wait(next.chain(status_due).chain(settled).min())?;
             if signals.stop.try_recv().is_ok() {
                 break;
             }
@@ -340,6 +343,7 @@ impl Daemon {
                 self.on_reload()?;
             }
             self.on_wake()?;
+            self.on_settled()?;
             if self.rescan.due() {
                 self.on_rescan()?;
             }
@@ -484,6 +488,17 @@ impl Daemon {
         };
         log::debug!("sync complete {report}");
         self.report_status(false);
+        Ok(())
+    }
+
+    /// Looks again at the snapshot files that were waiting to settle and are due.
+    fn on_settled(&mut self) -> Result<()> {
+        let due = self.engine.take_settled();
+        if !due.is_empty() {
+            let report = self.engine.sync_paths(&self.settings.roots, due)?;
+            log::debug!("settled snapshots read {report}");
+            self.report_status(false);
+        }
         Ok(())
     }
 
@@ -654,6 +669,10 @@ impl Daemon {
 }
 
 /// How often the daemon looks whether the session index has caught up with the backfill.
+/// How long a snapshot file (one its agent rewrites whole) must go unmodified before it is
+/// captured: an agent that rewrites it at every token is captured once it pauses.
+const SNAPSHOT_SETTLE: Duration = Duration::from_millis(500);
+
 const INDEX_CHECK: Duration = Duration::from_millis(250);
 
 /// A periodic job's next time.

@@ -10,6 +10,7 @@ pub(crate) mod plan;
 pub(crate) mod progress;
 pub(crate) mod sample;
 pub(crate) mod seed;
+pub(crate) mod snapshot;
 pub(crate) mod sources;
 
 use crate::archive::{Archive, Commit, Committer, Op};
@@ -164,6 +165,12 @@ pub struct Engine {
     stop: Arc<AtomicBool>,
     progress: Progress,
     observer: Option<Observer>,
+    /// How long a snapshot file must go unmodified to be captured; `None`: at once.
+    settle: Option<std::time::Duration>,
+    /// Snapshot files waiting to settle.
+    unsettled: HashMap<PathBuf, snapshot::Unsettled>,
+    /// What each snapshot source's last captured state held, once read or captured.
+    snapshot_states: HashMap<SourceId, crate::read::snapshot::State>,
 }
 
 /// Called with the pass's progress after every step of its queue.
@@ -208,6 +215,9 @@ impl Engine {
             stop: Arc::new(AtomicBool::new(false)),
             progress: Progress::default(),
             observer: None,
+            settle: None,
+            unsettled: HashMap::new(),
+            snapshot_states: HashMap::new(),
         })
     }
 
@@ -439,6 +449,10 @@ impl Engine {
         root: &Root,
         first_scan: bool,
     ) -> Result<Option<(String, u64)>> {
+        if root.snapshot_of(&work.path).is_some() {
+            // Read whole, not from a cursor in bytes; not lines to sample.
+            return Ok(None);
+        }
         let (harness, from) = match work.plan {
             Plan::Known(id) | Plan::PathMatch(id) => {
                 let src = self.source(id);
@@ -531,6 +545,11 @@ impl Engine {
             );
             self.report.errors += 1;
             return Ok(Step::Done);
+        }
+        let root = &roots[work.root];
+        if let Some(spec) = root.snapshot_of(&work.path) {
+            let (spec, harness) = (spec.clone(), root.harness.clone());
+            return self.step_snapshot(work, &spec, &harness);
         }
         match work.plan {
             Plan::Known(id) => self.step_known(work, id),

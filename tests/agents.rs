@@ -18,17 +18,32 @@ const ANSWER: &str = "Scripted answer: done.";
 /// Where the recording ran each agent.
 const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 
-/// The agents recorded, by watcher name (the fixture folder's name too).
-const AGENTS: [&str; 8] = [
+/// The agents recorded, by fixture folder: the watcher's name, or the watcher's name and what
+/// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
+/// rewritten whole).
+const AGENTS: [&str; 9] = [
     "claude-code",
     "codex",
     "copilot-cli",
     "droid",
     "gemini-cli",
+    "gemini-cli-json",
     "gptme",
     "pi",
     "qwen-code",
 ];
+
+/// The watcher that reads `agent`'s sessions.
+fn harness_of(agent: &str) -> &str {
+    agent.strip_suffix("-json").unwrap_or(agent)
+}
+
+/// True for a transcript: JSONL appended to, or a chat document rewritten whole
+/// (`session-*.json`).
+fn is_transcript(file: &Path) -> bool {
+    let name = file.file_name().unwrap().to_string_lossy();
+    name.ends_with(".jsonl") || (name.starts_with("session-") && name.ends_with(".json"))
+}
 
 fn fixtures(agent: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -53,11 +68,17 @@ fn copy_tree(from: &Path, to: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The earliest and latest `timestamp` of the transcript, to the second, as `sessions` prints.
+/// The earliest and latest `timestamp` of the transcript's records (or of its messages, for a
+/// chat document), to the second, as `sessions` prints.
 fn time_span(transcript: &Path) -> (String, String) {
     let text = fs::read_to_string(transcript).unwrap();
-    let mut times: Vec<String> = (text.lines())
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+    let records: Vec<Value> = match serde_json::from_str::<Value>(&text) {
+        Ok(document) => document["messages"].as_array().unwrap().clone(),
+        Err(_) => (text.lines())
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect(),
+    };
+    let mut times: Vec<String> = (records.iter())
         .filter_map(|r| r["timestamp"].as_str().map(|t| format!("{}Z", &t[..19])))
         .collect();
     times.sort();
@@ -72,9 +93,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
     for agent in AGENTS {
         let env = Env::new();
         let files = copy_tree(&fixtures(agent), &env.dir.path().join("home"));
-        let transcripts: Vec<&PathBuf> = (files.iter())
-            .filter(|f| f.extension().is_some_and(|e| e == "jsonl"))
-            .collect();
+        let transcripts: Vec<&PathBuf> = files.iter().filter(|f| is_transcript(f)).collect();
         let [transcript] = transcripts[..] else {
             panic!("{agent}: one transcript recorded, found {files:?}")
         };
@@ -89,7 +108,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         };
         let (first, last) = time_span(transcript);
         let got = |k: &str| session[k].clone();
-        assert_eq!(got("harness"), agent);
+        assert_eq!(got("harness"), harness_of(agent));
         assert_eq!(got("title"), PROMPT, "{agent}: {session}");
         assert_eq!(got("project"), PROJECT, "{agent}");
         assert_eq!(
@@ -129,11 +148,12 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
 
 /// The agents whose own resume takes a session offline. Not Droid: `droid exec -s ID` exits 1
 /// without a word here even on the session it has just written (with a custom model, offline).
-const RESUMED: [&str; 7] = [
+const RESUMED: [&str; 8] = [
     "claude-code",
     "codex",
     "copilot-cli",
     "gemini-cli",
+    "gemini-cli-json",
     "gptme",
     "pi",
     "qwen-code",
@@ -180,7 +200,7 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             }
             false
         }
-        "gemini-cli" => {
+        "gemini-cli" | "gemini-cli-json" => {
             let dir = env.dir.path().join("home/.gemini");
             fs::create_dir_all(&dir).unwrap();
             let settings = serde_json::json!({"security": {

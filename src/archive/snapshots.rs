@@ -15,8 +15,9 @@ use zstd::zstd_safe::{CCtx, CParameter, DCtx, DParameter};
 const LEVEL: i32 = 3;
 
 /// One stored state of a source.
+#[cfg(test)]
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SnapshotRow {
+struct SnapshotRow {
     /// Its id (ascending in the order captured).
     pub id: i64,
     /// When it was captured (Unix ms).
@@ -61,7 +62,8 @@ pub(crate) fn store(conn: &Connection, source: SourceId, bytes: &[u8]) -> rusqli
 }
 
 /// The states of source `source`, oldest first.
-pub(crate) fn list(conn: &Connection, source: SourceId) -> rusqlite::Result<Vec<SnapshotRow>> {
+#[cfg(test)]
+ fn list(conn: &Connection, source: SourceId) -> rusqlite::Result<Vec<SnapshotRow>> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, taken_ms, size, length(bytes) FROM snapshots WHERE source_id = ?1 ORDER BY id",
     )?;

@@ -101,9 +101,9 @@ pub struct Root {
 #[derive(Debug)]
 pub struct SnapshotRoot {
     /// Matches their paths relative to the root.
-    pub glob: GlobMatcher,
+    pub(crate) glob: GlobMatcher,
     /// Where a document keeps its messages.
-    pub spec: Spec,
+    pub(crate) spec: Spec,
 }
 
 impl Root {

@@ -52,6 +52,9 @@ struct Planned {
     bytes: Vec<u8>,
     /// What is at the target now.
     state: Target,
+    /// A snapshot source's state (a file the agent rewrites whole): the daemon compares it
+    /// with the state it captured last, so it needs no prefix mark.
+    is_snapshot: bool,
 }
 
 #[derive(PartialEq)]
@@ -88,8 +91,12 @@ pub(crate) fn restore(
                 Some(m) => pulled_target(&file.path, request, &s.harness, m)?,
                 None => target_of(&file.path, request, &s.harness),
             };
-            let mut bytes = Vec::new();
-            query::write_records(archive, &file, None, &mut bytes)?.at_path(&target)?;
+            let snapshot = query::snapshot_of(archive, &file)?;
+            let is_snapshot = snapshot.is_some();
+            let mut bytes = snapshot.unwrap_or_default();
+            if !is_snapshot {
+                query::write_records(archive, &file, None, &mut bytes)?.at_path(&target)?;
+            }
             if let Some(Move {
                 from: Some(from),
                 to,
@@ -105,6 +112,7 @@ pub(crate) fn restore(
                 target,
                 bytes,
                 state,
+                is_snapshot,
             });
         }
     }
@@ -451,7 +459,8 @@ fn write_marked(archive: &mut Archive, p: &Planned, request: &Request) -> Result
     write_temp(&temp, &p.bytes)?;
     // The temporary name matches no watcher's glob; the mark follows the file's identity
     // through the rename.
-    if roots.iter().any(|r| r.matches(&p.target))
+    if !p.is_snapshot
+        && roots.iter().any(|r| r.matches(&p.target))
         && let Err(e) = mark_on_an_untracked_inode(archive, &temp, p)
     {
         let _ = fs::remove_file(&temp);

@@ -36,6 +36,23 @@ pub(crate) enum Change {
         /// The bytes held back past the cursor, up to the record limit.
         held_back: Vec<u8>,
     },
+    /// A state of a snapshot source (a file rewritten whole) was captured: the records of its
+    /// new and changed entries, or the reject of a state that is not a document of messages,
+    /// the cursor past them, and the state's bytes to keep unless it is the latest kept.
+    Captured {
+        /// Where the file was read.
+        path: PathBuf,
+        /// The records, in document order.
+        records: Vec<Record>,
+        /// The state, when it is not a document of messages.
+        rejects: Vec<Reject>,
+        /// The cursor past the records, with the state's fingerprint.
+        cursor: Cursor,
+        /// The state's bytes, when they are to be kept.
+        snapshot: Option<Vec<u8>>,
+        /// How many messages of the state before are no longer in the file.
+        dropped: usize,
+    },
     /// The same bytes under a new identity: an atomic save that only appended, or a device
     /// number that changed across a reboot.
     Continued {
@@ -105,6 +122,23 @@ pub(crate) fn apply(sources: &mut Sources, tx: &mut Commit, id: SourceId, change
             cursor,
             held_back,
         } => batch_read(tx, src, path, records, rejects, cursor, held_back),
+        Change::Captured {
+            path,
+            records,
+            rejects,
+            cursor,
+            snapshot,
+            dropped,
+        } => {
+            if dropped > 0 {
+                let detail = format!("{dropped} messages no longer in the file; their records stay");
+                tx.push(Op::event(Some(id), "snapshot_dropped", &path, &detail));
+            }
+            if let Some(bytes) = snapshot {
+                tx.push(Op::Snapshot { id, bytes });
+            }
+            batch_read(tx, src, path, records, rejects, cursor, Vec::new())
+        }
         Change::Continued {
             identity,
             path,

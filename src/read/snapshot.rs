@@ -15,29 +15,29 @@ use xxhash_rust::xxh3::xxh3_64;
 
 /// Where a document keeps its messages, from the watcher definition's `[snapshot]` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Spec {
+pub(crate) struct Spec {
     /// JSON pointer (RFC 6901) to the list of messages; empty for a document that is the
     /// list.
-    pub messages: String,
+    pub(crate) messages: String,
     /// JSON pointer, inside a message, to its id (a string or a number); empty to key each
     /// message by its place in the list.
-    pub key: String,
+    pub(crate) key: String,
 }
 
 /// One value taken out of a document: the document around the list (`key` `None`), or a
 /// message.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The message's key; `None` for the document around the list.
-    pub key: Option<String>,
+    pub(crate) key: Option<String>,
     /// The record: the value's bytes on one line.
-    pub record: Vec<u8>,
+    pub(crate) record: Vec<u8>,
 }
 
 /// Splits a document into its entries: the document around the list first (when the list
 /// is not the document), then the messages in list order. `Err` says why the bytes are not
 /// such a document.
-pub fn derive(doc: &[u8], spec: &Spec) -> Result<Vec<Entry>, String> {
+pub(crate) fn derive(doc: &[u8], spec: &Spec) -> Result<Vec<Entry>, String> {
     let text = std::str::from_utf8(doc).map_err(|e| format!("not UTF-8: {e}"))?;
     let root: &RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let mut at = root;
@@ -108,7 +108,7 @@ fn message_key(message: &RawValue, pointer: &str) -> Option<String> {
 
 /// `json` without the white space between its tokens (inside strings it is kept: a line
 /// break in a string is always escaped, so none is left).
-pub fn minify(json: &str) -> Vec<u8> {
+pub(crate) fn minify(json: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(json.len());
     let (mut in_string, mut escaped) = (false, false);
     for &b in json.as_bytes() {
@@ -132,26 +132,26 @@ pub fn minify(json: &str) -> Vec<u8> {
 /// What the last captured state of a source held: a hash of each entry by key, and of the
 /// whole document.
 #[derive(Debug, Default, Clone)]
-pub struct State {
+pub(crate) struct State {
     entries: HashMap<Option<String>, u64>,
     /// xxh3-64 of the whole document; `None` before any state.
-    pub document: Option<u64>,
+    pub(crate) document: Option<u64>,
 }
 
 /// What a new state adds to the one before it.
 #[derive(Debug)]
-pub struct Changes {
+pub(crate) struct Changes {
     /// The records to archive: the entries that are new or differ, in document order.
-    pub records: Vec<Vec<u8>>,
+    pub(crate) records: Vec<Vec<u8>>,
     /// How many messages of the state before are no longer in the document.
-    pub dropped: usize,
+    pub(crate) dropped: usize,
     /// The state to compare the next one with.
-    pub state: State,
+    pub(crate) state: State,
 }
 
 impl State {
     /// The state of `doc`, split into `entries`.
-    pub fn of(doc: &[u8], entries: &[Entry]) -> State {
+    pub(crate) fn of(doc: &[u8], entries: &[Entry]) -> State {
         State {
             entries: (entries.iter())
                 .map(|e| (e.key.clone(), xxh3_64(&e.record)))
@@ -161,7 +161,7 @@ impl State {
     }
 
     /// What `entries` (of `doc`) add to this state.
-    pub fn changes(&self, doc: &[u8], entries: Vec<Entry>) -> Changes {
+    pub(crate) fn changes(&self, doc: &[u8], entries: Vec<Entry>) -> Changes {
         let state = State::of(doc, &entries);
         let dropped = (self.entries.keys())
             .filter(|k| k.is_some() && !state.entries.contains_key(*k))

@@ -17,19 +17,26 @@ struct Pinned {
     package: String,
     version: String,
     bin: String,
+    /// An earlier line pins another version of the same package: this one is installed
+    /// into a directory of its own, `target/agents/<agent>`.
+    apart: bool,
 }
 
 fn pinned(agent: &str) -> Pinned {
     let path = repo().join("scripts/agents/versions");
     let text = fs::read_to_string(&path).expect("reading scripts/agents/versions");
-    let line = (text.lines())
+    let lines: Vec<Vec<&str>> = (text.lines())
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .find(|f| f.len() == 4 && f[0] == agent)
+        .filter(|f| f.len() == 4)
+        .collect();
+    let at = (lines.iter().position(|f| f[0] == agent))
         .unwrap_or_else(|| panic!("{agent} is not in {}", path.display()));
+    let line = &lines[at];
     Pinned {
         package: line[1].into(),
         version: line[2].into(),
         bin: line[3].into(),
+        apart: lines[..at].iter().any(|f| f[1] == line[1]),
     }
 }
 
@@ -38,10 +45,11 @@ fn pinned(agent: &str) -> Pinned {
 /// why, when npm cannot install it.
 pub fn install(agent: &str) -> PathBuf {
     let p = pinned(agent);
-    let prefix = crate::machine::target_dir().join("agents");
-    fs::create_dir_all(&prefix).expect("creating target/agents");
-    let lock = File::create(prefix.join(".lock")).expect("creating target/agents/.lock");
+    let agents = crate::machine::target_dir().join("agents");
+    fs::create_dir_all(&agents).expect("creating target/agents");
+    let lock = File::create(agents.join(".lock")).expect("creating target/agents/.lock");
     lock.lock().expect("locking target/agents");
+    let prefix = if p.apart { agents.join(agent) } else { agents };
     let manifest = prefix
         .join("node_modules")
         .join(&p.package)

@@ -450,15 +450,32 @@ fn assemble(sources: Vec<(PathBuf, (i64, i64), Option<i64>)>) -> Vec<SessionFile
     files
 }
 
+/// The latest captured state of `file`, when it is a snapshot source (a file its agent
+/// rewrites whole).
+pub(crate) fn snapshot_of(archive: &Archive, file: &SessionFile) -> Result<Option<Vec<u8>>> {
+    match file.pieces.last() {
+        Some(&(source, _)) => archive.latest_snapshot(source),
+        None => Ok(None),
+    }
+}
+
 /// Writes the records of `file` to `out`, piece by piece, each piece's latest generation in
-/// file order, each record with its `\n`: the transcript as archived. Returns the bytes
-/// written; the inner `Err` is `out`'s.
+/// file order, each record with its `\n`: the transcript as archived. A snapshot source (a
+/// file its agent rewrites whole) is written as its latest captured state instead: the file
+/// as the agent last kept it. Returns the bytes written; the inner `Err` is `out`'s.
 pub(crate) fn write_records(
     archive: &mut Archive,
     file: &SessionFile,
     redactor: Option<&Redactor>,
     out: &mut impl std::io::Write,
 ) -> Result<std::io::Result<u64>> {
+    if let Some(state) = snapshot_of(archive, file)? {
+        let state = match redactor {
+            Some(redactor) => redactor.redact_record(&state),
+            None => std::borrow::Cow::Borrowed(&state[..]),
+        };
+        return Ok(out.write_all(&state).map(|()| state.len() as u64));
+    }
     let records = archive.records_reader();
     let result = (|| {
         let mut stmt = records.connection().prepare_cached(

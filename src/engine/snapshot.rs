@@ -1,0 +1,324 @@
+//! Snapshot sources in the engine: a file that its agent rewrites whole is captured once it
+//! has settled (not modified for the settle time, or changing for longer than [`MAX_WAIT`]),
+//! read whole from an owned handle and checked unchanged across the read, split into records
+//! (only what is new or changed since the state before, `read::snapshot`), and kept whole by
+//! difference (`archive::snapshots`), in one commit with its cursor. A snapshot source's
+//! cursor counts the records derived from it: their offsets are their places in that count.
+
+use super::*;
+use crate::domain::{Record, Reject};
+use crate::read::snapshot::{self, Spec, State};
+use std::time::{Duration, Instant, SystemTime};
+
+/// The longest a snapshot file that keeps changing waits for a capture: a file rewritten
+/// more often than it settles is still captured this often.
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(10);
+
+/// The largest snapshot file captured; a larger one is reported and not read.
+const MAX_SNAPSHOT: u64 = 256 << 20;
+
+/// A snapshot file seen changing and not captured yet.
+pub(crate) struct Unsettled {
+    /// When it was first seen so.
+    first: Instant,
+    /// When to look at it again.
+    due: Instant,
+}
+
+impl Engine {
+    /// Captures a snapshot file only once it has not been modified for `settle` (an agent
+    /// that rewrites its file at every token is captured once it pauses, or every
+    /// [`MAX_WAIT`]); without it, at once. Files that wait are given back by
+    /// [`Engine::take_settled`].
+    pub fn settle_snapshots(&mut self, settle: Duration) {
+        self.settle = Some(settle);
+    }
+
+    /// When the next snapshot file waiting to settle is due to be looked at.
+    pub fn next_settled(&self) -> Option<Instant> {
+        self.unsettled.values().map(|u| u.due).min()
+    }
+
+    /// The snapshot files due to be looked at again (to give to [`Engine::sync_paths`]).
+    pub fn take_settled(&mut self) -> Vec<PathBuf> {
+        let now = Instant::now();
+        // One that is gone is not waited for (a pass finds whatever took its place).
+        (self.unsettled).retain(|p, _| p.symlink_metadata().is_ok());
+        let due: Vec<PathBuf> = (self.unsettled.iter())
+            .filter(|(_, u)| u.due <= now)
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in &due {
+            if let Some(u) = self.unsettled.get_mut(p) {
+                // Looked at again after another wait unless it settles or is captured.
+                u.due = now + MAX_WAIT;
+            }
+        }
+        due
+    }
+
+    /// One turn for a snapshot file: captured whole, or left to settle.
+    pub(super) fn step_snapshot(
+        &mut self,
+        mut work: Work,
+        spec: &Spec,
+        harness: &str,
+    ) -> Result<Step> {
+        if let Plan::Known(id) = work.plan {
+            let src = self.source(id);
+            if !src.gone && up_to_date(src, &work.meta) {
+                let src = src.clone();
+                self.report.unchanged += 1;
+                self.unsettled.remove(&work.path);
+                self.follow_move(&src, &work.path)?;
+                return Ok(Step::Done);
+            }
+        }
+        let (file, meta) = match self.open_owned(&mut work)? {
+            Opened::File(file, meta) => (file, meta),
+            Opened::Skip => return Ok(Step::Done),
+            Opened::Replanned => return Ok(Step::Again(Box::new(work))),
+        };
+        if self.wait_to_settle(&work.path, &meta) {
+            return Ok(Step::Done);
+        }
+        let bytes = match read_whole(&file, &meta) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(self.changed_while_read(work)),
+            Err(e) => return self.read_failed(&work, &e),
+        };
+        let identity = Identity::of(&meta);
+        let id = match work.plan {
+            Plan::Known(id) => id,
+            Plan::PathMatch(old) => {
+                // Rewritten whole under a new inode: the agent's atomic save.
+                let src = self.source(old);
+                let detail = format!(
+                    "identity {} -> {}; a snapshot file saved anew",
+                    show(src.identity),
+                    show(identity)
+                );
+                log::debug!("continued path={:?} source={old} {detail}", work.path);
+                let path = work.path.clone();
+                let change = Change::Continued {
+                    identity,
+                    path,
+                    detail,
+                };
+                self.change(old, change)?;
+                old
+            }
+            Plan::New | Plan::Marked(_) => {
+                if let Some(id) = self.sources.live_by_identity(identity, &work.path) {
+                    work.plan = Plan::Known(id);
+                    return Ok(Step::Again(Box::new(work)));
+                }
+                match self.gone_at(&work.path, harness) {
+                    // The file deleted and written again (by `restore`, or the agent): its
+                    // state is compared with the one captured last.
+                    Some(old) => {
+                        let detail = format!("a snapshot file found again at its path, {}", show(identity));
+                        let path = work.path.clone();
+                        let change = Change::Continued {
+                            identity,
+                            path,
+                            detail,
+                        };
+                        self.change(old, change)?;
+                        old
+                    }
+                    None => self.create_snapshot_source(&work.path, identity, harness)?,
+                }
+            }
+        };
+        self.unsettled.remove(&work.path);
+        self.capture(&work.path, id, &meta, bytes, spec)?;
+        Ok(Step::Done)
+    }
+
+    /// True when the file was modified less than the settle time ago (and has not waited
+    /// [`MAX_WAIT`] already): it is looked at again once it may have settled.
+    fn wait_to_settle(&mut self, path: &Path, meta: &Metadata) -> bool {
+        let Some(settle) = self.settle else {
+            return false;
+        };
+        let now = Instant::now();
+        // A modification time ahead of the clock counts as now.
+        let age = (meta.modified().ok())
+            .and_then(|m| SystemTime::now().duration_since(m).ok())
+            .unwrap_or_default();
+        let waiting = self.unsettled.entry(path.to_owned()).or_insert(Unsettled {
+            first: now,
+            due: now,
+        });
+        if age >= settle || now.duration_since(waiting.first) >= MAX_WAIT {
+            return false;
+        }
+        waiting.due = now + (settle - age);
+        log::debug!(
+            "snapshot not settled path={path:?}: modified {age:?} ago; looked at again in {:?}",
+            settle - age
+        );
+        true
+    }
+
+    /// The file changed while it was read: looked at again once it settles, or (capturing at
+    /// once) in another turn, a few times.
+    fn changed_while_read(&mut self, mut work: Work) -> Step {
+        let path = work.path.clone();
+        if self.settle.is_some() {
+            let now = Instant::now();
+            let waiting = self.unsettled.entry(path.clone()).or_insert(Unsettled {
+                first: now,
+                due: now,
+            });
+            waiting.due = now;
+            log::debug!("snapshot changed while it was read path={path:?}; read again");
+            return Step::Done;
+        }
+        work.attempts += 1;
+        if work.attempts >= MAX_ATTEMPTS {
+            log::warn!("kept changing while being read path={path:?}; retried next pass");
+            self.report.errors += 1;
+            return Step::Done;
+        }
+        Step::Again(Box::new(work))
+    }
+
+    /// The latest gone source of `harness` whose file was at `path`.
+    fn gone_at(&self, path: &Path, harness: &str) -> Option<SourceId> {
+        (self.sources.iter())
+            .filter(|s| s.gone && s.path == path && s.harness == harness)
+            .map(|s| s.id)
+            .max()
+    }
+
+    fn create_snapshot_source(
+        &mut self,
+        path: &Path,
+        identity: Identity,
+        harness: &str,
+    ) -> Result<SourceId> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let row = SourceRow::new(id, identity, path.to_owned(), harness.to_owned());
+        let detail = "snapshot source: each settled state is captured".to_owned();
+        log::info!("seeded path={path:?} {detail}");
+        let change = Change::Seeded {
+            row,
+            detail,
+            mark: MarkUse::None,
+        };
+        self.change(id, change)?;
+        self.report.new_sources += 1;
+        Ok(id)
+    }
+
+    /// Commits what state `bytes` of source `id` adds: the records of its new and changed
+    /// entries, the state itself (unless it is the latest already), and the cursor.
+    fn capture(
+        &mut self,
+        path: &Path,
+        id: SourceId,
+        meta: &Metadata,
+        bytes: Vec<u8>,
+        spec: &Spec,
+    ) -> Result<()> {
+        let src = self.source(id).clone();
+        let before = self.snapshot_state(id, spec)?;
+        let mut cursor = src.cursor.clone();
+        cursor.fingerprint = Some(Fingerprint::of(meta));
+        self.report.bytes_read += bytes.len() as u64;
+        let at = cursor.position.offset;
+        let (records, rejects, dropped, state) = match snapshot::derive(&bytes, spec) {
+            Ok(entries) => {
+                let changes = before.changes(&bytes, entries);
+                let records: Vec<Record> = (changes.records.into_iter().enumerate())
+                    .map(|(i, bytes)| Record {
+                        offset: at + i as u64,
+                        bytes,
+                    })
+                    .collect();
+                (records, Vec::new(), changes.dropped, changes.state)
+            }
+            Err(why) => {
+                let reason = format!("not a document of messages: {why}");
+                log::warn!(
+                    "rejected path={path:?} length={} reason={reason}; captured again when it \
+                     changes",
+                    bytes.len()
+                );
+                let keep = bytes.len().min(self.options.limits.record_limit as usize);
+                let reject = Reject {
+                    offset: at,
+                    length: bytes.len() as u64,
+                    reason,
+                    raw: bytes[..keep].to_vec(),
+                };
+                (Vec::new(), vec![reject], 0, before.clone())
+            }
+        };
+        cursor.position.offset += records.len() as u64;
+        let snapshot = (rejects.is_empty() && state.document != before.document).then_some(bytes);
+        if dropped > 0 {
+            log::info!(
+                "snapshot path={path:?}: {dropped} messages are no longer in the file; their \
+                 records stay"
+            );
+        }
+        log::debug!(
+            "captured path={path:?} records={} stored={}",
+            records.len(),
+            snapshot.is_some()
+        );
+        self.report.records += records.len() as u64;
+        self.snapshot_states.insert(id, state);
+        let change = Change::Captured {
+            path: path.to_owned(),
+            records,
+            rejects,
+            cursor,
+            snapshot,
+            dropped,
+        };
+        self.change(id, change)
+    }
+
+    /// What source `id`'s last captured state held: kept since its last capture, or read from
+    /// the archive's latest state of it.
+    fn snapshot_state(&mut self, id: SourceId, spec: &Spec) -> Result<State> {
+        if let Some(state) = self.snapshot_states.get(&id) {
+            return Ok(state.clone());
+        }
+        let state = match self.reads.latest_snapshot(id)? {
+            Some(doc) => match snapshot::derive(&doc, spec) {
+                Ok(entries) => State::of(&doc, &entries),
+                Err(_) => State::default(),
+            },
+            None => State::default(),
+        };
+        Ok(state)
+    }
+}
+
+/// The whole file, read from `file` whose metadata was `meta`; `None` when it changed while
+/// it was read (another size or modification time after the read).
+fn read_whole(file: &File, meta: &Metadata) -> io::Result<Option<Vec<u8>>> {
+    let size = meta.size();
+    if size > MAX_SNAPSHOT {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("{size} bytes, more than the {MAX_SNAPSHOT} a snapshot file may have"),
+        ));
+    }
+    let mut bytes = vec![0; size as usize];
+    match file.read_exact_at(&mut bytes, 0) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let after = file.metadata()?;
+    let same = after.size() == size
+        && (after.mtime(), after.mtime_nsec()) == (meta.mtime(), meta.mtime_nsec());
+    Ok(same.then_some(bytes))
+}
