@@ -330,8 +330,8 @@ impl Daemon {
                 index,
             ];
             let next = timers.into_iter().flatten().map(Every::left);
-            let settled = (self.engine.next_settled())
-                .map(|at| at.saturating_duration_since(Instant::now()));
+            let settled =
+                (self.engine.next_settled()).map(|at| at.saturating_duration_since(Instant::now()));
             self.wait(next.chain(status_due).chain(settled).min())?;
             if signals.stop.try_recv().is_ok() {
                 break;

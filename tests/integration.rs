@@ -19,6 +19,7 @@ mod seeding;
 mod service;
 mod sessions;
 mod ship;
+mod snapshots;
 mod supervision;
 mod tail;
 mod team;

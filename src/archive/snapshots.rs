@@ -63,7 +63,7 @@ pub(crate) fn store(conn: &Connection, source: SourceId, bytes: &[u8]) -> rusqli
 
 /// The states of source `source`, oldest first.
 #[cfg(test)]
- fn list(conn: &Connection, source: SourceId) -> rusqlite::Result<Vec<SnapshotRow>> {
+fn list(conn: &Connection, source: SourceId) -> rusqlite::Result<Vec<SnapshotRow>> {
     let mut stmt = conn.prepare_cached(
         "SELECT id, taken_ms, size, length(bytes) FROM snapshots WHERE source_id = ?1 ORDER BY id",
     )?;
@@ -147,7 +147,8 @@ fn decompress(frame: &[u8], size: usize, prefix: &[u8]) -> rusqlite::Result<Vec<
     let log = window_log(size + prefix.len());
     (dctx.set_parameter(DParameter::WindowLogMax(log))).map_err(|_| failed("window".into()))?;
     if !prefix.is_empty() {
-        dctx.ref_prefix(prefix).map_err(|_| failed("prefix".into()))?;
+        dctx.ref_prefix(prefix)
+            .map_err(|_| failed("prefix".into()))?;
     }
     let mut out = Vec::with_capacity(size);
     let n = (dctx.decompress(&mut out, frame))
@@ -177,7 +178,9 @@ mod tests {
         let mut doc = String::from("{\"messages\": [\n");
         for i in 0..messages {
             let text = format!("message {i} about {} things", i * 7919 % 1013);
-            doc.push_str(&format!("  {{\"id\": \"m{i}\", \"content\": \"{text}\"}},\n"));
+            doc.push_str(&format!(
+                "  {{\"id\": \"m{i}\", \"content\": \"{text}\"}},\n"
+            ));
         }
         doc.push_str("  {}\n]}\n");
         doc.into_bytes()

@@ -131,7 +131,8 @@ pub(crate) fn apply(sources: &mut Sources, tx: &mut Commit, id: SourceId, change
             dropped,
         } => {
             if dropped > 0 {
-                let detail = format!("{dropped} messages no longer in the file; their records stay");
+                let detail =
+                    format!("{dropped} messages no longer in the file; their records stay");
                 tx.push(Op::event(Some(id), "snapshot_dropped", &path, &detail));
             }
             if let Some(bytes) = snapshot {

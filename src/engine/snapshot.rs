@@ -117,7 +117,10 @@ impl Engine {
                     // The file deleted and written again (by `restore`, or the agent): its
                     // state is compared with the one captured last.
                     Some(old) => {
-                        let detail = format!("a snapshot file found again at its path, {}", show(identity));
+                        let detail = format!(
+                            "a snapshot file found again at its path, {}",
+                            show(identity)
+                        );
                         let path = work.path.clone();
                         let change = Change::Continued {
                             identity,

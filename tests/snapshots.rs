@@ -1,0 +1,187 @@
+//! Snapshot sources: chat files that the agent rewrites whole (Gemini CLI before 0.39 keeps
+//! each chat as one JSON document, `chats/session-*.json`). Each message is archived once per
+//! version of it, what the agent drops stays, a state that is not JSON is a reject, `restore`
+//! writes the file back as the agent last kept it, and the daemon captures a file rewritten
+//! many times a second once it settles.
+
+use crate::util::{Daemon, Env, EnvDaemon, TapReader, stdout_of, wait_until_else};
+use serde_json::{Value, json};
+use std::fs;
+use std::path::PathBuf;
+
+const SESSION: &str = "5b0c7e52-9d51-4a53-8f1c-0d8a3e6f2a11";
+
+/// Where Gemini CLI 0.38 keeps the chat, under the test's HOME.
+fn chat_path(env: &Env) -> PathBuf {
+    (env.dir.path()).join("home/.gemini/tmp/proj/chats/session-2026-12-03T10-00-5b0c7e52.json")
+}
+
+/// A chat document as Gemini CLI 0.38 writes it (two-space indents), of `messages`: (id,
+/// type, text).
+fn chat(messages: &[(&str, &str, &str)], updated: &str) -> Vec<u8> {
+    let messages: Vec<Value> = (messages.iter().enumerate())
+        .map(|(i, (id, kind, text))| {
+            json!({
+                "id": id,
+                "timestamp": format!("2026-12-03T10:00:{i:02}.000Z"),
+                "type": kind,
+                "content": text,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "sessionId": SESSION,
+        "projectHash": "9f1e",
+        "startTime": "2026-12-03T10:00:00.000Z",
+        "lastUpdated": updated,
+        "messages": messages,
+    });
+    serde_json::to_vec_pretty(&doc).unwrap()
+}
+
+fn write(env: &Env, bytes: &[u8]) {
+    let path = chat_path(env);
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let temp = path.with_extension("tmp");
+    fs::write(&temp, bytes).unwrap();
+    fs::rename(&temp, &path).unwrap();
+}
+
+fn count(env: &Env, sql: &str) -> u64 {
+    env.sql(sql)[0].parse().unwrap()
+}
+
+#[test]
+fn a_chat_rewritten_whole_is_archived_by_message_once_and_restored_as_last_kept() {
+    let env = Env::new();
+    let first = [
+        ("m1", "user", "first question alpha"),
+        ("m2", "gemini", "first answer bravo"),
+    ];
+    write(&env, &chat(&first, "2026-12-03T10:00:01.000Z"));
+    env.run_once_home();
+    // The document around the messages, then each message.
+    assert_eq!(env.records().len(), 3);
+
+    // The same chat written again, compactly: the same messages, nothing new to archive, but
+    // these bytes are the file now.
+    let doc: Value = serde_json::from_slice(&chat(&first, "2026-12-03T10:00:01.000Z")).unwrap();
+    write(&env, doc.to_string().as_bytes());
+    env.run_once_home();
+    assert_eq!(env.records().len(), 3);
+    assert_eq!(count(&env, "SELECT count(*) FROM snapshots"), 2);
+
+    // The agent drops m1 (a compression, a rewind), grows m2 and adds m3.
+    let second = [
+        ("m2", "gemini", "first answer bravo, longer now"),
+        ("m3", "user", "second question charlie"),
+    ];
+    let last = chat(&second, "2026-12-03T10:00:09.000Z");
+    write(&env, &last);
+    env.run_once_home();
+    let records = env.records();
+    assert_eq!(records.len(), 6, "{records:#?}");
+    assert!(records[3].contains("10:00:09") && records[3].contains("\"messages\":[]"));
+    assert!(records[4].contains("longer now") && records[5].contains("charlie"));
+    let dropped = "SELECT count(*) FROM events WHERE kind = 'snapshot_dropped'";
+    assert_eq!(count(&env, dropped), 1);
+
+    // What the agent dropped is still the session's; m2 is shown as it is now.
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let session: Value = serde_json::from_str(listed.trim()).unwrap();
+    assert_eq!(session["id"], SESSION);
+    assert_eq!(session["title"], "first question alpha");
+    assert_eq!(
+        (&session["user_messages"], &session["assistant_messages"]),
+        (&json!(2), &json!(1))
+    );
+    let hits = stdout_of(&env, &["search", "alpha", "--json"]);
+    assert!(hits.contains(SESSION), "{hits}");
+    let shown = stdout_of(&env, &["show", SESSION, "--no-pager"]);
+    assert!(shown.contains("first question alpha") && shown.contains("longer now"));
+    assert!(!shown.contains("first answer bravo\n"), "{shown}");
+
+    // Deleted: written back as the agent last kept it, and nothing archived again.
+    fs::remove_file(chat_path(&env)).unwrap();
+    env.run_once_home();
+    stdout_of(&env, &["restore", SESSION]);
+    assert!(fs::read(chat_path(&env)).unwrap() == last);
+    let raw = stdout_of(&env, &["show", SESSION, "--format", "raw"]);
+    assert!(raw.as_bytes() == last);
+    env.run_once_home();
+    assert_eq!(env.records().len(), 6);
+    assert_eq!(count(&env, "SELECT count(*) FROM sources"), 1);
+}
+
+#[test]
+fn a_chat_that_is_not_json_is_a_reject_and_read_again_once_it_is() {
+    let env = Env::new();
+    let cut = br#"{"sessionId": "5b0c7e52", "messages": [{"id": "m1", "#;
+    write(&env, cut);
+    env.run_once_home();
+    let rejects = env.rejects(&[]);
+    assert_eq!(rejects.len(), 1, "{rejects:?}");
+    let reason = rejects[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("not a document of messages"), "{reason}");
+    assert!(env.reject_raw(&rejects[0]["id"]) == cut);
+    assert!(env.records().is_empty());
+
+    write(
+        &env,
+        &chat(&[("m1", "user", "hello")], "2026-12-03T10:00:01Z"),
+    );
+    env.run_once_home();
+    assert_eq!(env.records().len(), 2);
+}
+
+/// An agent that rewrites its chat at every token: 50 states in a burst are one capture,
+/// made once the file has gone unmodified for the settle time, with every message in it.
+#[test]
+fn a_chat_rewritten_many_times_a_second_is_captured_once_it_settles() {
+    let env = Env::new();
+    let mut cmd = env.cmd();
+    cmd.args([
+        "run",
+        "--sink",
+        "stdout",
+        "--rescan-interval",
+        "3600",
+        "--db",
+    ])
+    .arg(&env.db)
+    .env("RUST_LOG", "info,transcript_sync::engine::snapshot=debug");
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    daemon.wait_log("caught up");
+
+    let texts: Vec<String> = (0..50).map(|i| format!("streamed token {i}")).collect();
+    for n in 1..=texts.len() {
+        let ids: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+        let messages: Vec<(&str, &str, &str)> = (0..n)
+            .map(|i| (ids[i].as_str(), "gemini", texts[i].as_str()))
+            .collect();
+        write(&env, &chat(&messages, &format!("2026-12-03T10:01:{n:02}Z")));
+    }
+    let mut tapped = String::new();
+    wait_until_else(
+        "the last state's messages on the tap",
+        || {
+            while let Ok(line) = daemon.tap.try_recv() {
+                tapped.push_str(&line.text);
+                tapped.push('\n');
+            }
+            tapped.contains("streamed token 49")
+        },
+        || daemon.log(),
+    );
+    let log = daemon.log();
+    let captured = count(&env, "SELECT count(*) FROM snapshots");
+    assert!(
+        captured <= 2,
+        "{captured} states captured of a burst of 50:\n{log}"
+    );
+    assert!(log.contains("snapshot not settled"), "{log}");
+    for text in &texts {
+        assert!(tapped.contains(&format!("\\\"{text}\\\"")) || tapped.contains(text));
+    }
+    daemon.terminate();
+}
