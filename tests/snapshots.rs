@@ -4,7 +4,7 @@
 //! writes the file back as the agent last kept it, and the daemon captures a file rewritten
 //! many times a second once it settles.
 
-use crate::util::{Daemon, Env, EnvDaemon, TapReader, stdout_of, wait_until_else};
+use crate::util::{Daemon, Env, TapReader, stdout_of, wait_until_else};
 use serde_json::{Value, json};
 use std::fs;
 use std::path::PathBuf;
