@@ -144,3 +144,15 @@ pub enum StartAt {
     /// files and generations that appear later still start at 0.
     End,
 }
+
+/// Where a snapshot file (a JSON document its agent rewrites whole) keeps its messages, from
+/// the watcher definition's `[snapshot]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SnapshotSpec {
+    /// JSON pointer (RFC 6901) to the list of messages; empty for a document that is the
+    /// list.
+    pub(crate) messages: String,
+    /// JSON pointer, inside a message, to its id (a string or a number); empty to key each
+    /// message by its place in the list.
+    pub(crate) key: String,
+}

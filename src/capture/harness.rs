@@ -1,9 +1,8 @@
 //! Watcher definitions: one `watchers/NAME.toml` per agent harness, embedded at build time,
 //! resolved into the roots a pass scans.
 
-use crate::domain::StartAt;
+use crate::domain::{SnapshotSpec as Spec, StartAt};
 use crate::error::{Error, Result};
-use crate::read::snapshot::Spec;
 use globset::{Glob, GlobMatcher};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};

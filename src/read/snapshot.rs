@@ -9,20 +9,10 @@
 //! taken out (a record is one line): key order, numbers and escapes are as the agent wrote
 //! them.
 
+pub(crate) use crate::domain::SnapshotSpec as Spec;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use xxhash_rust::xxh3::xxh3_64;
-
-/// Where a document keeps its messages, from the watcher definition's `[snapshot]` table.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Spec {
-    /// JSON pointer (RFC 6901) to the list of messages; empty for a document that is the
-    /// list.
-    pub(crate) messages: String,
-    /// JSON pointer, inside a message, to its id (a string or a number); empty to key each
-    /// message by its place in the list.
-    pub(crate) key: String,
-}
 
 /// One value taken out of a document: the document around the list (`key` `None`), or a
 /// message.
