@@ -591,7 +591,12 @@ struct SinkView {
 struct RootView {
     path: String,
     harness: String,
+    /// Transcripts appended to; none for a watcher of snapshot files only.
+    #[serde(skip_serializing_if = "String::is_empty")]
     glob: String,
+    /// Files rewritten whole (snapshot sources).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    snapshots: Vec<String>,
     start_at: StartAt,
 }
 
@@ -601,6 +606,11 @@ impl RootView {
             path: r.path.display().to_string(),
             harness: r.harness.clone(),
             glob: r.glob.glob().to_string(),
+            snapshots: r
+                .snapshot
+                .iter()
+                .map(|s| s.glob.glob().to_string())
+                .collect(),
             start_at: r.start_at,
         }
     }
@@ -784,7 +794,7 @@ mod tests {
     fn flags_win_over_the_file_and_the_file_over_defaults() {
         let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
         let text = "archive = \"~/a.db\"\nrecord_limit = \"1M\"\nbatch_bytes = 4096\n\
-                    rescan_interval = \"5s\"\n[watchers]\ncodex = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
+                    rescan_interval = \"5s\"\n[watchers]\ncline = false\ncodex = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
                     gemini-cli = false\ngptme = false\npi = false\nqwen-code = false\n\
                     [[watch]]\npath = \"/w\"\nstart_at = \"end\"\n";
         let file = parse(Path::new("/c.toml"), text).unwrap();
@@ -812,7 +822,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("unknown watcher \"claude\""), "{err}");
-        assert!(err.contains("claude-code, codex"), "{err}");
+        assert!(err.contains("claude-code, cline, codex"), "{err}");
     }
 
     #[test]

@@ -149,9 +149,9 @@ pub enum StartAt {
 /// the watcher definition's `[snapshot]` table.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct SnapshotSpec {
-    /// JSON pointer (RFC 6901) to the list of messages; empty for a document that is the
-    /// list.
-    pub(crate) messages: String,
+    /// JSON pointer (RFC 6901) to the list of messages (empty for a document that is the
+    /// list); `None` for a document that is one record as a whole (a session's manifest).
+    pub(crate) messages: Option<String>,
     /// JSON pointer, inside a message, to its id (a string or a number); empty to key each
     /// message by its place in the list.
     pub(crate) key: String,

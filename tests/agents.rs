@@ -20,9 +20,12 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 
 /// The agents recorded, by fixture folder: the watcher's name, or the watcher's name and what
 /// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
-/// rewritten whole).
-const AGENTS: [&str; 9] = [
+/// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
+/// keeps too).
+const AGENTS: [&str; 11] = [
     "claude-code",
+    "cline",
+    "cline-tasks",
     "codex",
     "copilot-cli",
     "droid",
@@ -35,14 +38,21 @@ const AGENTS: [&str; 9] = [
 
 /// The watcher that reads `agent`'s sessions.
 fn harness_of(agent: &str) -> &str {
-    agent.strip_suffix("-json").unwrap_or(agent)
+    match agent {
+        "gemini-cli-json" => "gemini-cli",
+        "cline-tasks" => "cline",
+        _ => agent,
+    }
 }
 
-/// True for a transcript: JSONL appended to, or a chat document rewritten whole
-/// (`session-*.json`).
+/// True for a file the session is archived from: JSONL appended to, or a document rewritten
+/// whole (a Gemini chat, Cline's session files and task folder).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
-    name.ends_with(".jsonl") || (name.starts_with("session-") && name.ends_with(".json"))
+    let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
+    name.ends_with(".jsonl")
+        || (name.starts_with("session-") && name.ends_with(".json"))
+        || (cline && name.ends_with(".json"))
 }
 
 fn fixtures(agent: &str) -> PathBuf {
@@ -68,18 +78,34 @@ fn copy_tree(from: &Path, to: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// The earliest and latest `timestamp` of the transcript's records (or of its messages, for a
-/// chat document), to the second, as `sessions` prints.
-fn time_span(transcript: &Path) -> (String, String) {
-    let text = fs::read_to_string(transcript).unwrap();
-    let records: Vec<Value> = match serde_json::from_str::<Value>(&text) {
-        Ok(document) => document["messages"].as_array().unwrap().clone(),
-        Err(_) => (text.lines())
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect(),
+/// The earliest and latest time of the transcripts' messages (their `timestamp`, or Cline's
+/// `ts` in ms), to the second, as `sessions` prints. What Cline's extension showed
+/// (`ui_messages.json`) is not the conversation.
+fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
+    let mut records: Vec<Value> = Vec::new();
+    for t in transcripts
+        .iter()
+        .filter(|t| !t.ends_with("ui_messages.json"))
+    {
+        let text = fs::read_to_string(t).unwrap();
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Array(list)) => records.extend(list),
+            Ok(document) => {
+                records.extend(document["messages"].as_array().cloned().unwrap_or_default())
+            }
+            Err(_) => records.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok())),
+        }
+    }
+    let second = |ms: i64| {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms as u64);
+        humantime::format_rfc3339_seconds(t).to_string()
     };
     let mut times: Vec<String> = (records.iter())
-        .filter_map(|r| r["timestamp"].as_str().map(|t| format!("{}Z", &t[..19])))
+        .filter_map(|r| match (r["timestamp"].as_str(), r["ts"].as_i64()) {
+            (Some(t), _) => Some(format!("{}Z", &t[..19])),
+            (None, Some(ms)) => Some(second(ms)),
+            _ => None,
+        })
         .collect();
     times.sort();
     (times[0].clone(), times[times.len() - 1].clone())
@@ -94,9 +120,10 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let env = Env::new();
         let files = copy_tree(&fixtures(agent), &env.dir.path().join("home"));
         let transcripts: Vec<&PathBuf> = files.iter().filter(|f| is_transcript(f)).collect();
-        let [transcript] = transcripts[..] else {
-            panic!("{agent}: one transcript recorded, found {files:?}")
-        };
+        assert!(
+            !transcripts.is_empty(),
+            "{agent}: no transcript in {files:?}"
+        );
         env.run_once_home();
 
         let listed = stdout_of(&env, &["sessions", "--json"]);
@@ -106,7 +133,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let [session] = &sessions[..] else {
             panic!("{agent}: one session, listed {listed}")
         };
-        let (first, last) = time_span(transcript);
+        let (first, last) = time_span(&transcripts);
         let got = |k: &str| session[k].clone();
         assert_eq!(got("harness"), harness_of(agent));
         assert_eq!(got("title"), PROMPT, "{agent}: {session}");
@@ -134,22 +161,29 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             assert!(shown.contains(said), "{agent}: {said} not shown:\n{shown}");
         }
 
-        let recorded = fs::read(transcript).unwrap();
-        fs::remove_file(transcript).unwrap();
+        let recorded: Vec<Vec<u8>> = transcripts.iter().map(|t| fs::read(t).unwrap()).collect();
+        for t in &transcripts {
+            fs::remove_file(t).unwrap();
+        }
         env.run_once_home();
         stdout_of(&env, &["restore", id]);
-        assert!(
-            fs::read(transcript).unwrap() == recorded,
-            "{agent}: {} is not restored byte for byte",
-            transcript.display()
-        );
+        for (t, bytes) in transcripts.iter().zip(&recorded) {
+            let back = fs::read(t).unwrap_or_default();
+            assert!(
+                &back == bytes,
+                "{agent}: {} is not restored byte for byte",
+                t.display()
+            );
+        }
     }
 }
 
 /// The agents whose own resume takes a session offline. Not Droid: `droid exec -s ID` exits 1
-/// without a word here even on the session it has just written (with a custom model, offline).
-const RESUMED: [&str; 8] = [
+/// without a word here even on the session it has just written (with a custom model, offline);
+/// not Cline's CLI 3, which resumes a session by id only in its terminal interface or over ACP.
+const RESUMED: [&str; 9] = [
     "claude-code",
+    "cline-tasks",
     "codex",
     "copilot-cli",
     "gemini-cli",
@@ -227,6 +261,25 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             }
             true
         }
+        "cline-tasks" => {
+            let dir = env.dir.path().join("home/.cline/data");
+            fs::create_dir_all(&dir).unwrap();
+            let state = serde_json::json!({
+                "actModeApiProvider": "anthropic",
+                "planModeApiProvider": "anthropic",
+                "actModeApiModelId": "claude-sonnet-4-5-20250929",
+                "planModeApiModelId": "claude-sonnet-4-5-20250929",
+                "anthropicBaseUrl": model.url(),
+                "welcomeViewCompleted": true,
+            });
+            fs::write(dir.join("globalState.json"), state.to_string()).unwrap();
+            fs::write(dir.join("secrets.json"), r#"{"apiKey": "sk-scripted"}"#).unwrap();
+            cmd.env("CLINE_NO_AUTO_UPDATE", "1").args(["-y", "--json"]);
+            if let Some(id) = resume {
+                cmd.args(["-T", id]);
+            }
+            false
+        }
         "gptme" => {
             cmd.env("OPENAI_BASE_URL", format!("{}/v1", model.url()))
                 .env("OPENAI_API_KEY", "sk-scripted")
@@ -292,15 +345,19 @@ fn each_agent_resumes_a_session_restored_after_its_deletion() {
         let listed = stdout_of(&env, &["sessions", "--json"]);
         let session: Value = serde_json::from_str(listed.lines().next().unwrap()).unwrap();
         let id = session["id"].as_str().unwrap();
-        let transcript = PathBuf::from(session["files"][0].as_str().unwrap());
+        let files: Vec<PathBuf> = (session["files"].as_array().unwrap().iter())
+            .map(|f| PathBuf::from(f.as_str().unwrap()))
+            .collect();
 
-        let written = fs::read(&transcript).unwrap();
-        fs::remove_file(&transcript).unwrap();
+        let written: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
+        for f in &files {
+            fs::remove_file(f).unwrap();
+        }
         stdout_of(&env, &["restore", id]);
-        assert!(
-            fs::read(&transcript).unwrap() == written,
-            "{agent}: not byte for byte"
-        );
+        for (f, bytes) in files.iter().zip(&written) {
+            let back = fs::read(f).unwrap_or_default();
+            assert!(&back == bytes, "{agent}: {} not byte for byte", f.display());
+        }
 
         let before = model.requests().len();
         run_agent(&env, agent, &model, &project, Some(id));

@@ -40,6 +40,8 @@ fn config_check_prints_the_resolved_configuration() {
         harnesses,
         [
             "claude-code",
+            "cline",
+            "cline",
             "copilot-cli",
             "cursor",
             "droid",
@@ -51,9 +53,9 @@ fn config_check_prints_the_resolved_configuration() {
         ],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[8]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[8]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[8]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[10]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[10]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[10]["start_at"].as_str(), Some("end"));
 }
 
 #[test]
@@ -103,7 +105,7 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     assert!(err.contains("config.toml:2:1"), "{err}");
     assert!(
         err.contains(
-            "the built-in watchers are claude-code, codex, copilot-cli, cursor, droid, \
+            "the built-in watchers are claude-code, cline, codex, copilot-cli, cursor, droid, \
              gemini-cli, gptme, pi, qwen-code"
         ),
         "{err}"

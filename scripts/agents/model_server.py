@@ -27,7 +27,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "Execute",
-               "execute_command")
+               "execute_command", "run_commands")
 TOOL_COMMAND = "echo scripted-tool-output"
 FIRST_TEXT = "Scripted plan: I will run a command."
 FINAL_TEXT = "Scripted answer: done."
@@ -78,6 +78,9 @@ def plan(body):
         # An agent that runs until told the task is done (gptme) is told so.
         if "complete" in offered:
             return ("tool", FINAL_TEXT, "complete")
+        # Cline (2.x) ends a task only with a call of `attempt_completion`.
+        if "attempt_completion" in offered:
+            return ("tool", FINAL_TEXT, "attempt_completion")
         return ("text", FINAL_TEXT, None)
     if shell:
         return ("tool", FIRST_TEXT, shell)
@@ -89,6 +92,12 @@ def tool_input(name):
         return {}
     if name == "Bash":
         return {"command": TOOL_COMMAND, "description": "Print a scripted line"}
+    if name == "attempt_completion":
+        return {"result": FINAL_TEXT}
+    if name == "execute_command":
+        return {"command": TOOL_COMMAND, "requires_approval": False}
+    if name == "run_commands":
+        return {"commands": [TOOL_COMMAND]}
     if name == "exec_command":
         return {"cmd": TOOL_COMMAND}
     if name == "Execute":

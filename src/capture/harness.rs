@@ -14,6 +14,7 @@ const DEFINITIONS: &[(&str, &str)] = &[
         "claude-code",
         include_str!("../../watchers/claude-code.toml"),
     ),
+    ("cline", include_str!("../../watchers/cline.toml")),
     ("codex", include_str!("../../watchers/codex.toml")),
     (
         "copilot-cli",
@@ -50,14 +51,17 @@ pub(crate) struct Watcher {
     pub home_default: Option<String>,
     /// Directories under the home that hold transcripts.
     pub roots: Vec<String>,
-    /// Which files under a root are transcripts, relative to the root.
-    pub glob: String,
+    /// Which files under a root are transcripts appended to, relative to the root; none when
+    /// the agent keeps only snapshot files.
+    #[serde(default)]
+    pub glob: Option<String>,
     /// Whether `run` without `--watch` uses it.
     #[serde(default = "yes")]
     pub builtin: bool,
-    /// Files under the roots that the agent rewrites whole, and where they keep messages.
+    /// Files under the roots that the agent rewrites whole, and where they keep messages:
+    /// the first table whose glob matches a file says how it is read.
     #[serde(default)]
-    pub snapshot: Option<SnapshotDef>,
+    pub snapshot: Vec<SnapshotDef>,
 }
 
 /// A watcher's `[snapshot]` table: which files are JSON documents rewritten whole (not
@@ -67,9 +71,10 @@ pub(crate) struct Watcher {
 pub(crate) struct SnapshotDef {
     /// Which files under a root are such documents, relative to the root.
     pub glob: String,
-    /// JSON pointer to the list of messages; empty for a document that is the list.
+    /// JSON pointer to the list of messages (empty for a document that is the list); none
+    /// for a document that is one record as a whole (a session's manifest).
     #[serde(default)]
-    pub messages: String,
+    pub messages: Option<String>,
     /// JSON pointer, inside a message, to its id; empty to key messages by their place.
     #[serde(default)]
     pub key: String,
@@ -93,7 +98,7 @@ pub struct Root {
     /// Where files present at this root's first scan start.
     pub start_at: StartAt,
     /// Files under it that are rewritten whole (not appended), and how to read them.
-    pub snapshot: Option<Arc<SnapshotRoot>>,
+    pub snapshot: Arc<Vec<SnapshotRoot>>,
 }
 
 /// The snapshot files of a root: which, and where their messages are.
@@ -113,16 +118,15 @@ impl Root {
 
     /// True when `relative`, a path under this root, is a transcript or a snapshot file.
     pub(crate) fn matches_relative(&self, relative: &Path) -> bool {
-        self.glob.is_match(relative)
-            || (self.snapshot.as_ref()).is_some_and(|s| s.glob.is_match(relative))
+        self.glob.is_match(relative) || self.snapshot.iter().any(|s| s.glob.is_match(relative))
     }
 
     /// How to read `path` when it is a snapshot file of this root (a document rewritten
     /// whole); `None` for an appended transcript.
     pub(crate) fn snapshot_of(&self, path: &Path) -> Option<&Spec> {
         let relative = path.strip_prefix(&self.path).ok()?;
-        let snapshot = self.snapshot.as_ref()?;
-        snapshot.glob.is_match(relative).then_some(&snapshot.spec)
+        let snapshot = self.snapshot.iter().find(|s| s.glob.is_match(relative))?;
+        Some(&snapshot.spec)
     }
 }
 
@@ -159,7 +163,9 @@ pub(crate) fn builtin_roots_where(
     for w in chosen.filter(|w| enabled(&w.name, w.builtin)) {
         let home = watcher_home(&w, env)?;
         for dir in &w.roots {
-            roots.push(root(home.join(dir), &w, &w.glob)?);
+            // No appended transcripts: a glob that no file under the root matches.
+            let glob = w.glob.as_deref().unwrap_or("");
+            roots.push(root(home.join(dir), &w, glob)?);
         }
     }
     Ok(roots)
@@ -190,23 +196,24 @@ fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<Pat
 }
 
 fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
-    let snapshot = match &watcher.snapshot {
-        Some(def) => Some(Arc::new(SnapshotRoot {
-            glob: matcher(&def.glob)?,
-            spec: Spec {
-                messages: def.messages.clone(),
-                key: def.key.clone(),
-            },
-        })),
-        None => None,
-    };
+    let snapshot = (watcher.snapshot.iter())
+        .map(|def| {
+            Ok(SnapshotRoot {
+                glob: matcher(&def.glob)?,
+                spec: Spec {
+                    messages: def.messages.clone(),
+                    key: def.key.clone(),
+                },
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
     Ok(Root {
         path,
         harness: watcher.name.clone(),
         description: watcher.description.clone(),
         glob: matcher(glob)?,
         start_at: StartAt::default(),
-        snapshot,
+        snapshot: Arc::new(snapshot),
     })
 }
 
@@ -235,7 +242,7 @@ mod tests {
         for (w, (stem, _)) in all.iter().zip(DEFINITIONS) {
             assert_eq!(&w.name, stem);
             assert!(names.insert(w.name.clone()), "duplicate watcher {}", w.name);
-            Glob::new(&w.glob).unwrap();
+            Glob::new(w.glob.as_deref().unwrap_or("")).unwrap();
         }
         let stems: Vec<_> = DEFINITIONS.iter().map(|(s, _)| *s).collect();
         let mut sorted = stems.clone();
@@ -280,6 +287,11 @@ mod tests {
                 (
                     "claude-code".into(),
                     PathBuf::from("/home/u/.claude/projects")
+                ),
+                ("cline".into(), PathBuf::from("/home/u/.cline/data")),
+                (
+                    "cline".into(),
+                    PathBuf::from("/home/u/.config/Code/User/globalStorage/saoudrizwan.claude-dev")
                 ),
                 ("codex".into(), PathBuf::from("/data/codex/sessions")),
                 (

@@ -602,6 +602,10 @@ fn resume_command(session: &Session, to: Option<&Path>) -> String {
         ("codex", _) => format!("{}codex resume {id}", home("CODEX_HOME")),
         ("pi", _) => format!("{cd}{}pi --session {id}", home("PI_CODING_AGENT_DIR")),
         ("qwen-code", None) => format!("{cd}qwen --resume {id}"),
+        // A task of Cline's CLI 2 or VS Code extension (its id a time in ms), or a session of
+        // its CLI 3.
+        ("cline", None) if id.bytes().all(|b| b.is_ascii_digit()) => format!("{cd}cline -T {id}"),
+        ("cline", None) => format!("{cd}cline --id {id}"),
         ("droid", None) => format!("{cd}droid --resume {id}"),
         ("gptme", _) => format!("{cd}{}gptme --name {id}", home("XDG_DATA_HOME")),
         ("copilot-cli", _) => format!("{cd}{}copilot --resume={id}", home("COPILOT_HOME")),

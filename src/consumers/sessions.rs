@@ -345,6 +345,8 @@ impl Identified {
                 }
                 id.project = dir_before(path, "chats").map(|name| gemini_project(path, name));
             }
+            // sessions/<id>/<id>[.messages].json, tasks/<id>/api_conversation_history.json
+            "cline" => id.session = dir.clone().unwrap_or(stem),
             // projects/<project>/agent-transcripts/[<id>/]<id>.jsonl
             "cursor" => id.project = dir_before(path, "agent-transcripts"),
             // sessions/<cwd>/<session id>.jsonl

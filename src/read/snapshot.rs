@@ -25,22 +25,27 @@ pub(crate) struct Entry {
 }
 
 /// Splits a document into its entries: the document around the list first (when the list
-/// is not the document), then the messages in list order. `Err` says why the bytes are not
-/// such a document.
+/// is not the document), then the messages in list order; a document without a list (the
+/// spec names none) is one entry. A key that repeats in a document is told apart by its
+/// occurrence (`key#2`). `Err` says why the bytes are not such a document.
 pub(crate) fn derive(doc: &[u8], spec: &Spec) -> Result<Vec<Entry>, String> {
     let text = std::str::from_utf8(doc).map_err(|e| format!("not UTF-8: {e}"))?;
     let root: &RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let Some(pointer) = &spec.messages else {
+        let record = minify(root.get());
+        return Ok(vec![Entry { key: None, record }]);
+    };
     let mut at = root;
     let mut path = String::new();
-    for token in pointer_tokens(&spec.messages) {
+    for token in pointer_tokens(pointer) {
         path.push('/');
         path.push_str(&token);
         at = child(at, &token).ok_or_else(|| format!("no value at {path:?}"))?;
     }
     let messages: Vec<&RawValue> = serde_json::from_str(at.get())
-        .map_err(|_| format!("the value at {:?} is not a list", spec.messages))?;
+        .map_err(|_| format!("the value at {pointer:?} is not a list"))?;
     let mut entries = Vec::with_capacity(messages.len() + 1);
-    if !spec.messages.is_empty() {
+    if !pointer.is_empty() {
         // The document with its list emptied: its place is where its bytes are in `text`.
         let start = at.get().as_ptr() as usize - text.as_ptr() as usize;
         let end = start + at.get().len();
@@ -52,8 +57,14 @@ pub(crate) fn derive(doc: &[u8], spec: &Spec) -> Result<Vec<Entry>, String> {
             record: around,
         });
     }
+    let mut seen: HashMap<String, usize> = HashMap::new();
     for (place, message) in messages.into_iter().enumerate() {
-        let key = message_key(message, &spec.key).unwrap_or_else(|| format!("#{place}"));
+        let mut key = message_key(message, &spec.key).unwrap_or_else(|| format!("#{place}"));
+        let n = seen.entry(key.clone()).or_default();
+        *n += 1;
+        if *n > 1 {
+            key = format!("{key}#{n}");
+        }
         entries.push(Entry {
             key: Some(key),
             record: minify(message.get()),
@@ -174,7 +185,7 @@ mod tests {
 
     fn gemini() -> Spec {
         Spec {
-            messages: "/messages".into(),
+            messages: Some("/messages".into()),
             key: "/id".into(),
         }
     }
@@ -212,12 +223,32 @@ mod tests {
     fn a_list_document_is_keyed_by_place_without_surroundings() {
         let doc = br#"[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]"#;
         let spec = Spec {
-            messages: String::new(),
+            messages: Some(String::new()),
             key: String::new(),
         };
         let entries = derive(doc, &spec).unwrap();
         let keys: Vec<_> = entries.iter().map(|e| e.key.clone()).collect();
         assert_eq!(keys, vec![Some("#0".into()), Some("#1".into())]);
+    }
+
+    #[test]
+    fn a_repeated_key_is_told_apart_and_a_document_without_a_list_is_one_record() {
+        let doc = br#"[{"ts":5,"c":"a"},{"ts":5,"c":"b"},{"c":"c"}]"#;
+        let spec = Spec {
+            messages: Some(String::new()),
+            key: "/ts".into(),
+        };
+        let keys: Vec<_> = (derive(doc, &spec).unwrap().into_iter())
+            .map(|e| e.key.unwrap())
+            .collect();
+        assert_eq!(keys, ["5", "5#2", "#2"]);
+        let manifest = Spec {
+            messages: None,
+            key: String::new(),
+        };
+        let entries = derive(b"{ \"cwd\": \"/p\" }", &manifest).unwrap();
+        assert_eq!(records(&entries), [r#"{"cwd":"/p"}"#]);
+        assert_eq!(entries[0].key, None);
     }
 
     #[test]

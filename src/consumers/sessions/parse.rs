@@ -32,6 +32,7 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 mod claude;
+mod cline;
 mod codex;
 mod copilot;
 mod cursor;
@@ -43,6 +44,7 @@ mod pi;
 mod qwen;
 
 use claude::claude;
+use cline::cline;
 use codex::codex;
 use copilot::copilot;
 use cursor::cursor;
@@ -286,6 +288,7 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
     };
     let parsed = match (harness, value.as_object()) {
         ("claude-code", Some(obj)) => claude(obj),
+        ("cline", Some(obj)) => cline(obj),
         ("codex", Some(obj)) => codex(obj),
         ("gemini-cli", Some(obj)) => gemini(obj),
         ("cursor", Some(obj)) => cursor(obj),
