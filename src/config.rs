@@ -597,6 +597,9 @@ struct RootView {
     /// Files rewritten whole (snapshot sources).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     snapshots: Vec<String>,
+    /// The agent's SQLite databases.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    databases: Vec<String>,
     start_at: StartAt,
 }
 
@@ -611,6 +614,7 @@ impl RootView {
                 .iter()
                 .map(|s| s.glob.glob().to_string())
                 .collect(),
+            databases: r.database.iter().map(|g| g.glob().to_string()).collect(),
             start_at: r.start_at,
         }
     }
@@ -795,7 +799,7 @@ mod tests {
         let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
         let text = "archive = \"~/a.db\"\nrecord_limit = \"1M\"\nbatch_bytes = 4096\n\
                     rescan_interval = \"5s\"\n[watchers]\ncline = false\ncodex = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
-                    gemini-cli = false\ngptme = false\npi = false\nqwen-code = false\n\
+                    gemini-cli = false\ngptme = false\nopencode = false\npi = false\nqwen-code = false\n\
                     [[watch]]\npath = \"/w\"\nstart_at = \"end\"\n";
         let file = parse(Path::new("/c.toml"), text).unwrap();
         let flags = Overrides {

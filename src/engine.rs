@@ -5,6 +5,7 @@
 //! in turns: each turn reads at most one batch from one file and commits it, and a file with
 //! more to read goes to the back of the queue.
 
+pub(crate) mod database;
 pub(crate) mod lifecycle;
 pub(crate) mod plan;
 pub(crate) mod progress;
@@ -300,6 +301,8 @@ impl Engine {
         self.kept.close_idle();
         let mut candidates = Vec::new();
         for path in paths {
+            // A database's `-wal` or `-shm` changed: the database did.
+            let path = (roots.iter().find_map(|r| r.database_of(&path))).unwrap_or(path);
             let Some(root) = roots.iter().position(|r| r.matches(&path)) else {
                 continue;
             };
@@ -449,7 +452,7 @@ impl Engine {
         root: &Root,
         first_scan: bool,
     ) -> Result<Option<(String, u64)>> {
-        if root.snapshot_of(&work.path).is_some() {
+        if root.snapshot_of(&work.path).is_some() || root.is_database(&work.path) {
             // Read whole, not from a cursor in bytes; not lines to sample.
             return Ok(None);
         }
@@ -525,6 +528,10 @@ impl Engine {
             .sources
             .iter()
             .filter(|s| !s.gone && s.invalid.is_none() && !claimed.contains(&s.id))
+            // A database's sessions are gone when it no longer holds them, or is gone.
+            .filter(|s| {
+                s.identity.dev != database::SESSION_DEVICE || !self.database_claimed(s, claimed)
+            })
             .filter(|s| roots.iter().any(|r| s.path.starts_with(&r.path)))
             .filter(|s| !unlisted.iter().any(|u| s.path.starts_with(u)))
             .map(|s| s.id)
@@ -533,6 +540,12 @@ impl Engine {
             self.end_source(id, "source_gone", "no longer found under its root")?;
         }
         Ok(())
+    }
+
+    /// True when the database that session source `s` is in was found by the scan.
+    fn database_claimed(&self, s: &SourceRow, claimed: &HashSet<SourceId>) -> bool {
+        let db = s.path.parent().and_then(|db| self.sources.live_by_path(db));
+        db.is_some_and(|id| claimed.contains(&id))
     }
 
     fn step(&mut self, work: Work, first_scan: &[bool], roots: &[Root]) -> Result<Step> {
@@ -547,6 +560,10 @@ impl Engine {
             return Ok(Step::Done);
         }
         let root = &roots[work.root];
+        if root.is_database(&work.path) {
+            let harness = root.harness.clone();
+            return self.step_database(work, &harness);
+        }
         if let Some(spec) = root.snapshot_of(&work.path) {
             let (spec, harness) = (spec.clone(), root.harness.clone());
             return self.step_snapshot(work, &spec, &harness);

@@ -6,6 +6,7 @@
 //! that were archived.
 
 pub(crate) mod open;
+pub(crate) mod opencode;
 pub(crate) mod record;
 pub(crate) mod snapshot;
 

@@ -22,7 +22,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too).
-const AGENTS: [&str; 11] = [
+const AGENTS: [&str; 12] = [
     "claude-code",
     "cline",
     "cline-tasks",
@@ -32,6 +32,7 @@ const AGENTS: [&str; 11] = [
     "gemini-cli",
     "gemini-cli-json",
     "gptme",
+    "opencode",
     "pi",
     "qwen-code",
 ];
@@ -51,6 +52,7 @@ fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
     name.ends_with(".jsonl")
+        || name.ends_with(".db")
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
 }
@@ -87,6 +89,13 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
         .iter()
         .filter(|t| !t.ends_with("ui_messages.json"))
     {
+        if t.extension().is_some_and(|e| e == "db") {
+            let db = rusqlite::Connection::open(t).unwrap();
+            let mut stmt = db.prepare("SELECT time_created FROM message").unwrap();
+            let times = stmt.query_map([], |r| r.get::<_, i64>(0)).unwrap();
+            records.extend(times.map(|t| serde_json::json!({"ts": t.unwrap()})));
+            continue;
+        }
         let text = fs::read_to_string(t).unwrap();
         match serde_json::from_str::<Value>(&text) {
             Ok(Value::Array(list)) => records.extend(list),
@@ -136,7 +145,13 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let (first, last) = time_span(&transcripts);
         let got = |k: &str| session[k].clone();
         assert_eq!(got("harness"), harness_of(agent));
-        assert_eq!(got("title"), PROMPT, "{agent}: {session}");
+        // OpenCode has the model name the session: the scripted model's title.
+        let title = if agent == "opencode" {
+            "Scripted title"
+        } else {
+            PROMPT
+        };
+        assert_eq!(got("title"), title, "{agent}: {session}");
         assert_eq!(got("project"), PROJECT, "{agent}");
         assert_eq!(
             (got("started"), got("last_activity")),
@@ -161,6 +176,20 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             assert!(shown.contains(said), "{agent}: {said} not shown:\n{shown}");
         }
 
+        if agent == "opencode" {
+            // Its database is the agent's: never written into; the session is given as JSON.
+            let out = crate::util::cli(&env, &["restore", id]);
+            assert!(!out.status.success());
+            assert!(
+                stderr(&out).contains("never writes into"),
+                "{}",
+                stderr(&out)
+            );
+            let raw = stdout_of(&env, &["show", id, "--format", "raw"]);
+            let doc: Value = serde_json::from_str(&raw).unwrap();
+            assert_eq!(doc["messages"].as_array().unwrap().len(), 3, "{raw}");
+            continue;
+        }
         let recorded: Vec<Vec<u8>> = transcripts.iter().map(|t| fs::read(t).unwrap()).collect();
         for t in &transcripts {
             fs::remove_file(t).unwrap();
@@ -314,20 +343,89 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             }
             true
         }
+        "opencode" => {
+            let dir = env.dir.path().join("home/.config/opencode");
+            fs::create_dir_all(&dir).unwrap();
+            let config = serde_json::json!({
+                "autoupdate": false, "share": "disabled",
+                "model": "scripted/scripted-model", "small_model": "scripted/scripted-model",
+                "permission": {"bash": "allow", "edit": "allow", "webfetch": "deny"},
+                "provider": {"scripted": {"npm": "@ai-sdk/openai-compatible", "name": "Scripted",
+                    "options": {"baseURL": format!("{}/v1", model.url()), "apiKey": "sk-scripted"},
+                    "models": {"scripted-model": {"name": "Scripted Model"}}}},
+            });
+            fs::write(dir.join("opencode.json"), config.to_string()).unwrap();
+            // Its plugin install is pointed at a registry that refuses at once.
+            cmd.env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+                .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+                .env("npm_config_registry", "http://127.0.0.1:9/")
+                .arg("run");
+            if let Some(id) = resume {
+                cmd.args(["--session", id]);
+            }
+            // `run` quotes a prompt given as one argument: it is given on stdin.
+            cmd.stdin(Stdio::piped());
+            false
+        }
         other => panic!("no way known to run {other}"),
     };
     let prompt = resume.map_or(PROMPT, |_| AGAIN);
-    match with_flag {
-        true => cmd.args(["-p", prompt]),
-        false => cmd.arg(prompt),
+    let on_stdin = agent == "opencode";
+    match (with_flag, on_stdin) {
+        (_, true) => &mut cmd,
+        (true, false) => cmd.args(["-p", prompt]),
+        (false, false) => cmd.arg(prompt),
     };
-    let out = cmd.output().unwrap();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(mut stdin) = child.stdin.take().filter(|_| on_stdin) {
+        use std::io::Write;
+        stdin.write_all(prompt.as_bytes()).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
         "{agent} failed:\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
         stderr(&out)
     );
+}
+
+/// OpenCode writes its sessions into its SQLite database: a session it writes is archived from
+/// it, and when the agent goes on in the same session, only what it adds is archived (each
+/// message once: the session's counts add up), read while the agent keeps the database.
+#[test]
+fn opencode_sessions_are_followed_in_its_database() {
+    let env = Env::new();
+    let model = ModelServer::start(env.dir.path());
+    let project = env.dir.path().join("project");
+    fs::create_dir_all(&project).unwrap();
+    run_agent(&env, "opencode", &model, &project, None);
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let session: Value = serde_json::from_str(listed.trim()).unwrap();
+    let id = session["id"].as_str().unwrap().to_owned();
+    let counts = |s: &Value| (s["user_messages"].clone(), s["assistant_messages"].clone());
+    assert_eq!(counts(&session), (1.into(), 2.into()), "{session}");
+    assert_eq!(session["project"].as_str(), project.to_str());
+    let records = env.records().len();
+
+    run_agent(&env, "opencode", &model, &project, Some(&id));
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let session: Value = serde_json::from_str(listed.trim()).unwrap();
+    assert_eq!(session["id"], id.as_str());
+    assert_eq!(counts(&session), (2.into(), 4.into()), "{session}");
+    let hits = stdout_of(&env, &["search", "\"Once more\"", "--json"]);
+    assert!(hits.contains(&id), "{hits}");
+    // The second run added its messages (and the session row again); nothing else.
+    let added = env.records().len() - records;
+    assert!((3..=5).contains(&added), "{added} records added");
+    env.run_once_home();
+    assert_eq!(env.records().len(), records + added);
 }
 
 /// The real agent writes a session (offline, against the scripted model); deleted, it is

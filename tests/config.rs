@@ -47,15 +47,16 @@ fn config_check_prints_the_resolved_configuration() {
             "droid",
             "gemini-cli",
             "gptme",
+            "opencode",
             "pi",
             "qwen-code",
             "generic"
         ],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[10]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[10]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[10]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[11]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[11]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[11]["start_at"].as_str(), Some("end"));
 }
 
 #[test]
@@ -106,7 +107,7 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     assert!(
         err.contains(
             "the built-in watchers are claude-code, cline, codex, copilot-cli, cursor, droid, \
-             gemini-cli, gptme, pi, qwen-code"
+             gemini-cli, gptme, opencode, pi, qwen-code"
         ),
         "{err}"
     );

@@ -25,6 +25,7 @@ const DEFINITIONS: &[(&str, &str)] = &[
     ("gemini-cli", include_str!("../../watchers/gemini-cli.toml")),
     ("generic", include_str!("../../watchers/generic.toml")),
     ("gptme", include_str!("../../watchers/gptme.toml")),
+    ("opencode", include_str!("../../watchers/opencode.toml")),
     ("pi", include_str!("../../watchers/pi.toml")),
     ("qwen-code", include_str!("../../watchers/qwen-code.toml")),
 ];
@@ -62,6 +63,21 @@ pub(crate) struct Watcher {
     /// the first table whose glob matches a file says how it is read.
     #[serde(default)]
     pub snapshot: Vec<SnapshotDef>,
+    /// SQLite databases under the roots that the agent keeps its sessions in, and how to read
+    /// them.
+    #[serde(default)]
+    pub database: Vec<DatabaseDef>,
+}
+
+/// A watcher's `[[database]]` table: which files are the agent's SQLite databases, and which
+/// reader knows their tables.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DatabaseDef {
+    /// Which files under a root are such databases, relative to the root.
+    pub glob: String,
+    /// The reader (`opencode`).
+    pub reader: String,
 }
 
 /// A watcher's `[snapshot]` table: which files are JSON documents rewritten whole (not
@@ -99,6 +115,8 @@ pub struct Root {
     pub start_at: StartAt,
     /// Files under it that are rewritten whole (not appended), and how to read them.
     pub snapshot: Arc<Vec<SnapshotRoot>>,
+    /// The agent's SQLite databases under it (matched by these globs).
+    pub database: Arc<Vec<GlobMatcher>>,
 }
 
 /// The snapshot files of a root: which, and where their messages are.
@@ -118,7 +136,24 @@ impl Root {
 
     /// True when `relative`, a path under this root, is a transcript or a snapshot file.
     pub(crate) fn matches_relative(&self, relative: &Path) -> bool {
-        self.glob.is_match(relative) || self.snapshot.iter().any(|s| s.glob.is_match(relative))
+        self.glob.is_match(relative)
+            || self.snapshot.iter().any(|s| s.glob.is_match(relative))
+            || self.database.iter().any(|g| g.is_match(relative))
+    }
+
+    /// True when `path` is one of this root's databases (not its `-wal` or `-shm`).
+    pub(crate) fn is_database(&self, path: &Path) -> bool {
+        (path.strip_prefix(&self.path)).is_ok_and(|r| self.database.iter().any(|g| g.is_match(r)))
+    }
+
+    /// The database that `path`, a database's `-wal` file, belongs to: a change to it is a
+    /// change to the database (in WAL mode, writes reach the database file itself only at a
+    /// checkpoint).
+    pub(crate) fn database_of(&self, path: &Path) -> Option<PathBuf> {
+        let name = path.file_name()?.to_str()?;
+        let main = name.strip_suffix("-wal")?;
+        let main = path.with_file_name(main);
+        self.is_database(&main).then_some(main)
     }
 
     /// How to read `path` when it is a snapshot file of this root (a document rewritten
@@ -146,6 +181,14 @@ pub(crate) fn watchers() -> Result<Vec<Watcher>> {
             })
         })
         .collect()
+}
+
+/// The database `harness` keeps its sessions in, when it keeps them in one (by its watcher's
+/// `[[database]]` glob), for a message that names it.
+pub(crate) fn database_of_harness(harness: &str) -> Option<String> {
+    let watchers = watchers().ok()?;
+    let w = watchers.into_iter().find(|w| w.name == harness)?;
+    w.database.first().map(|d| d.glob.clone())
 }
 
 /// The roots of the built-in watchers, resolved against the environment.
@@ -207,6 +250,12 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    let database = (watcher.database.iter())
+        .map(|def| match def.reader.as_str() {
+            "opencode" => matcher(&def.glob),
+            other => panic!("watchers/{}.toml names no reader {other:?}", watcher.name),
+        })
+        .collect::<Result<Vec<_>>>()?;
     Ok(Root {
         path,
         harness: watcher.name.clone(),
@@ -214,6 +263,7 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
         glob: matcher(glob)?,
         start_at: StartAt::default(),
         snapshot: Arc::new(snapshot),
+        database: Arc::new(database),
     })
 }
 
@@ -303,6 +353,7 @@ mod tests {
                 ("droid".into(), PathBuf::from("/home/u/.factory/sessions")),
                 ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
                 ("gptme".into(), PathBuf::from("/x/gptme/logs")),
+                ("opencode".into(), PathBuf::from("/x/opencode")),
                 ("pi".into(), PathBuf::from("/p/agent/sessions")),
                 ("qwen-code".into(), PathBuf::from("/q/projects")),
             ]

@@ -72,6 +72,14 @@ pub(crate) fn restore(
     request: &Request,
     out: &mut impl Write,
 ) -> Result<()> {
+    if let Some(db) = crate::capture::harness::database_of_harness(&session.harness) {
+        return Err(Error::RestoreRefused(format!(
+            "session {} is kept in {}'s database ({db}), which transcript-sync never writes \
+             into (the agent may have it open); `transcript-sync show {} --format raw` gives \
+             the session as archived, as JSON",
+            session.id, session.harness, session.id
+        )));
+    }
     let moved = match session.machine_id {
         0 if request.project_dir.is_some() || request.rewrite_cwd => {
             return Err(Error::RestoreRefused(format!(

@@ -135,13 +135,13 @@ impl Engine {
             }
         };
         self.unsettled.remove(&work.path);
-        self.capture(&work.path, id, &meta, bytes, spec)?;
+        self.capture(&work.path, id, Some(Fingerprint::of(&meta)), bytes, spec)?;
         Ok(Step::Done)
     }
 
     /// True when the file was modified less than the settle time ago (and has not waited
     /// [`MAX_WAIT`] already): it is looked at again once it may have settled.
-    fn wait_to_settle(&mut self, path: &Path, meta: &Metadata) -> bool {
+    pub(super) fn wait_to_settle(&mut self, path: &Path, meta: &Metadata) -> bool {
         let Some(settle) = self.settle else {
             return false;
         };
@@ -189,14 +189,14 @@ impl Engine {
     }
 
     /// The latest gone source of `harness` whose file was at `path`.
-    fn gone_at(&self, path: &Path, harness: &str) -> Option<SourceId> {
+    pub(super) fn gone_at(&self, path: &Path, harness: &str) -> Option<SourceId> {
         (self.sources.iter())
             .filter(|s| s.gone && s.path == path && s.harness == harness)
             .map(|s| s.id)
             .max()
     }
 
-    fn create_snapshot_source(
+    pub(super) fn create_snapshot_source(
         &mut self,
         path: &Path,
         identity: Identity,
@@ -218,19 +218,20 @@ impl Engine {
     }
 
     /// Commits what state `bytes` of source `id` adds: the records of its new and changed
-    /// entries, the state itself (unless it is the latest already), and the cursor.
-    fn capture(
+    /// entries, the state itself (unless it is the latest already), and the cursor with the
+    /// file's `fingerprint`.
+    pub(super) fn capture(
         &mut self,
         path: &Path,
         id: SourceId,
-        meta: &Metadata,
+        fingerprint: Option<Fingerprint>,
         bytes: Vec<u8>,
         spec: &Spec,
     ) -> Result<()> {
         let src = self.source(id).clone();
         let before = self.snapshot_state(id, spec)?;
         let mut cursor = src.cursor.clone();
-        cursor.fingerprint = Some(Fingerprint::of(meta));
+        cursor.fingerprint = fingerprint;
         self.report.bytes_read += bytes.len() as u64;
         let at = cursor.position.offset;
         let (records, rejects, dropped, state) = match snapshot::derive(&bytes, spec) {

@@ -40,6 +40,7 @@ mod droid;
 mod gemini;
 mod generic;
 mod gptme;
+mod opencode;
 mod pi;
 mod qwen;
 
@@ -52,6 +53,7 @@ use droid::droid;
 use gemini::{gemini, gemini_content};
 use generic::generic;
 use gptme::gptme;
+use opencode::opencode;
 use pi::pi;
 use qwen::qwen;
 
@@ -295,6 +297,7 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
         ("pi", Some(obj)) => pi(obj),
         ("copilot-cli", Some(obj)) => copilot(obj),
         ("gptme", Some(obj)) => gptme(obj),
+        ("opencode", Some(obj)) => opencode(obj),
         ("droid", Some(obj)) => droid(obj),
         ("qwen-code", Some(obj)) => qwen(obj),
         (_, Some(obj)) => generic(obj),

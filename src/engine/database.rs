@@ -1,0 +1,131 @@
+//! Database sources in the engine: an agent's SQLite database (OpenCode's `opencode.db`) is
+//! read once it has settled (its file and its `-wal` unmodified for the settle time), through
+//! a read-only connection, from the mark its own source keeps (`read::opencode`). Each session
+//! in it is a source of its own, at `<database>/<session id>` (no file is there: its identity
+//! is a device no file has), captured as a document rewritten whole (`engine::snapshot`). A
+//! session no longer in the database is gone; its records stay.
+
+use super::*;
+use crate::read::opencode;
+use xxhash_rust::xxh3::xxh3_64;
+
+/// The device of a session's source: no file has it.
+pub(crate) const SESSION_DEVICE: u64 = u64::MAX;
+
+impl Engine {
+    /// One turn for a database: the sessions changed since its mark, each captured.
+    pub(super) fn step_database(&mut self, mut work: Work, harness: &str) -> Result<Step> {
+        let (file, meta) = match self.open_owned(&mut work)? {
+            Opened::File(file, meta) => (file, meta),
+            Opened::Skip => return Ok(Step::Done),
+            Opened::Replanned => return Ok(Step::Again(Box::new(work))),
+        };
+        drop(file);
+        // Its writes land in its `-wal` until a checkpoint: the later of the two is when it
+        // last changed.
+        let wal = PathBuf::from(format!("{}-wal", work.path.display()));
+        let newer =
+            (std::fs::metadata(&wal).ok()).filter(|w| w.modified().ok() > meta.modified().ok());
+        if self.wait_to_settle(&work.path, newer.as_ref().unwrap_or(&meta)) {
+            return Ok(Step::Done);
+        }
+        let identity = Identity::of(&meta);
+        let id = match work.plan {
+            Plan::Known(id) => id,
+            Plan::PathMatch(old) => {
+                let detail = format!("identity -> {}; a database saved anew", show(identity));
+                let path = work.path.clone();
+                self.change(
+                    old,
+                    Change::Continued {
+                        identity,
+                        path,
+                        detail,
+                    },
+                )?;
+                old
+            }
+            Plan::New | Plan::Marked(_) => {
+                if let Some(id) = self.sources.live_by_identity(identity, &work.path) {
+                    work.plan = Plan::Known(id);
+                    return Ok(Step::Again(Box::new(work)));
+                }
+                self.create_snapshot_source(&work.path, identity, harness)?
+            }
+        };
+        self.unsettled.remove(&work.path);
+        let since = self.source(id).cursor.position.offset as i64;
+        let read = opencode::open(&work.path).and_then(|conn| opencode::changed(&conn, since));
+        let changed = match read {
+            Ok(changed) => changed,
+            Err(e) => return self.read_failed(&work, &io::Error::other(e)),
+        };
+        let spec = opencode::spec();
+        for (session, doc) in changed.documents {
+            self.report.bytes_read += doc.len() as u64;
+            let path = work.path.join(&session);
+            let sid = self.session_source(&path, harness)?;
+            self.capture(&path, sid, None, doc, &spec)?;
+        }
+        self.end_sessions_gone(&work.path, &changed.sessions)?;
+        let src = self.source(id).clone();
+        let mut cursor = src.cursor.clone();
+        cursor.position.offset = changed.mark.max(0) as u64;
+        cursor.fingerprint = Some(Fingerprint::of(&meta));
+        let change = Change::Captured {
+            path: work.path.clone(),
+            records: Vec::new(),
+            rejects: Vec::new(),
+            cursor,
+            snapshot: None,
+            dropped: 0,
+        };
+        self.change(id, change)?;
+        Ok(Step::Done)
+    }
+
+    /// The source of the session at `path` (`<database>/<session id>`): its live one, the one
+    /// it had before it went, or a new one.
+    fn session_source(&mut self, path: &Path, harness: &str) -> Result<SourceId> {
+        if let Some(id) = self.sources.live_by_path(path) {
+            return Ok(id);
+        }
+        let identity = Identity {
+            dev: SESSION_DEVICE,
+            ino: xxh3_64(path.as_os_str().as_encoded_bytes()),
+        };
+        if let Some(old) = self.gone_at(path, harness) {
+            let detail = "its session is in the database again".to_owned();
+            let path = path.to_owned();
+            self.change(
+                old,
+                Change::Continued {
+                    identity,
+                    path,
+                    detail,
+                },
+            )?;
+            return Ok(old);
+        }
+        self.create_snapshot_source(path, identity, harness)
+    }
+
+    /// Ends the live sessions of the database at `db` that it no longer holds.
+    fn end_sessions_gone(&mut self, db: &Path, sessions: &HashSet<String>) -> Result<()> {
+        let gone: Vec<SourceId> = (self.sources.iter())
+            .filter(|s| !s.gone && s.identity.dev == SESSION_DEVICE && s.path.parent() == Some(db))
+            .filter(|s| {
+                (s.path.file_name()).is_none_or(|n| !sessions.contains(&*n.to_string_lossy()))
+            })
+            .map(|s| s.id)
+            .collect();
+        for id in gone {
+            self.end_source(
+                id,
+                "source_gone",
+                "its session is no longer in the database",
+            )?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,279 @@
+//! OpenCode's SQLite database (OpenCode 1.2 and later: `opencode.db`), read as one JSON
+//! document per session, which the engine captures as it captures a file rewritten whole
+//! (`read::snapshot`): the session's row, then its messages in order, each with its parts, in
+//! OpenCode's own shape (`{"info": {...}, "parts": [...]}`).
+//!
+//! The database is opened read-only and read in one read transaction (a consistent snapshot;
+//! in WAL mode a reader never blocks OpenCode's writes). What changed since the last read is
+//! found through OpenCode's own log of changes (`event`, whose rowid only grows), or, in a
+//! database without one, through the sessions' and messages' `time_updated`.
+
+use crate::domain::SnapshotSpec;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::time::Duration;
+
+/// How a session's document keeps its messages.
+pub(crate) fn spec() -> SnapshotSpec {
+    SnapshotSpec {
+        messages: Some("/messages".into()),
+        key: "/info/id".into(),
+    }
+}
+
+/// A read-only connection to the database at `path`, waiting up to a second for a lock.
+pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)?;
+    conn.busy_timeout(Duration::from_secs(1))?;
+    Ok(conn)
+}
+
+/// What changed since mark `since` (0: everything).
+#[derive(Debug, Default)]
+pub(crate) struct Changed {
+    /// The sessions whose rows, messages or parts changed, and their documents now, in id
+    /// order.
+    pub documents: Vec<(String, Vec<u8>)>,
+    /// Every session the database holds.
+    pub sessions: HashSet<String>,
+    /// The mark to give the next read.
+    pub mark: i64,
+}
+
+/// The documents of the sessions changed since `since`, read in one read transaction.
+pub(crate) fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
+    conn.execute_batch("BEGIN")?;
+    let read = read_changed(conn, since);
+    conn.execute_batch("COMMIT")?;
+    read
+}
+
+fn read_changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
+    let has_events: bool = conn.query_row(
+        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'event'",
+        [],
+        |r| r.get(0),
+    )?;
+    let mut changed = Changed::default();
+    let ids: Vec<String> = if has_events {
+        let last: i64 = conn.query_row("SELECT coalesce(max(rowid), 0) FROM event", [], |r| {
+            r.get(0)
+        })?;
+        // A mark past the log's end is not a rowid of it (the log was emptied, or the mark
+        // came from a database without one): everything is read again.
+        let since = if since > last { 0 } else { since };
+        changed.mark = last;
+        match since {
+            0 => column(conn, "SELECT id FROM session", [])?,
+            _ => column(
+                conn,
+                "SELECT DISTINCT aggregate_id FROM event WHERE rowid > ?1
+                 AND aggregate_id IN (SELECT id FROM session)",
+                [since],
+            )?,
+        }
+    } else {
+        changed.mark = conn.query_row(
+            "SELECT max(coalesce((SELECT max(time_updated) FROM session), 0),
+                        coalesce((SELECT max(time_updated) FROM message), 0))",
+            [],
+            |r| r.get(0),
+        )?;
+        // Changes within the mark's millisecond may have come after it: read again.
+        column(
+            conn,
+            "SELECT id FROM session WHERE time_updated >= ?1
+             UNION SELECT session_id FROM message WHERE time_updated >= ?1",
+            [since],
+        )?
+    };
+    let mut ids = ids;
+    ids.sort();
+    ids.dedup();
+    for id in ids {
+        if let Some(doc) = document(conn, &id)? {
+            changed.documents.push((id, doc));
+        }
+    }
+    changed.sessions = column(conn, "SELECT id FROM session", [])?
+        .into_iter()
+        .collect();
+    Ok(changed)
+}
+
+fn column(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = conn.prepare(sql)?;
+    let rows = stmt.query_map(p, |r| r.get(0))?;
+    rows.collect()
+}
+
+/// Session `id`'s document: its row, then its messages (by creation, then id) with their
+/// parts (by id: OpenCode's ids grow with time); `None` when there is no such session.
+fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    let mut stmt = conn.prepare_cached("SELECT * FROM session WHERE id = ?1")?;
+    let names: Vec<String> = stmt.column_names().map(String::from).collect();
+    let session = stmt
+        .query_row([id], |r| {
+            let mut row = Map::new();
+            for (i, name) in names.iter().enumerate() {
+                row.insert(name.clone(), column_value(r.get_ref(i)?));
+            }
+            Ok(row)
+        })
+        .optional()?;
+    let Some(session) = session else {
+        return Ok(None);
+    };
+    let mut parts: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, message_id, data FROM part WHERE session_id = ?1 ORDER BY message_id, id",
+    )?;
+    let mut rows = stmt.query(params![id])?;
+    while let Some(r) = rows.next()? {
+        let (part, message): (String, String) = (r.get(0)?, r.get(1)?);
+        let mut data = object(r.get_ref(2)?);
+        data.insert("id".into(), part.into());
+        data.insert("messageID".into(), message.clone().into());
+        parts.entry(message).or_default().push(Value::Object(data));
+    }
+    let mut messages = Vec::new();
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, data FROM message WHERE session_id = ?1 ORDER BY time_created, id",
+    )?;
+    let mut rows = stmt.query(params![id])?;
+    while let Some(r) = rows.next()? {
+        let message: String = r.get(0)?;
+        let mut info = object(r.get_ref(1)?);
+        info.insert("id".into(), message.clone().into());
+        info.insert("sessionID".into(), id.into());
+        let parts = parts.remove(&message).unwrap_or_default();
+        messages.push(serde_json::json!({"info": info, "parts": parts}));
+    }
+    let doc = serde_json::json!({"session": session, "messages": messages});
+    Ok(Some(
+        serde_json::to_vec(&doc).expect("a JSON value serialises"),
+    ))
+}
+
+/// A column's value as JSON: text that holds a JSON object or list (OpenCode's JSON columns)
+/// as that value, other text as a string.
+fn column_value(v: rusqlite::types::ValueRef<'_>) -> Value {
+    use rusqlite::types::ValueRef;
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => i.into(),
+        ValueRef::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        ValueRef::Text(t) => {
+            let text = String::from_utf8_lossy(t);
+            let json = (text.starts_with('{') || text.starts_with('['))
+                .then(|| serde_json::from_str::<Value>(&text).ok())
+                .flatten();
+            json.unwrap_or_else(|| Value::String(text.into_owned()))
+        }
+        ValueRef::Blob(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
+    }
+}
+
+/// A `data` column's JSON object; anything else kept under `data`.
+fn object(v: rusqlite::types::ValueRef<'_>) -> Map<String, Value> {
+    match column_value(v) {
+        Value::Object(map) => map,
+        other => Map::from_iter([("data".to_owned(), other)]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tables OpenCode 1.18 reads and writes here, reduced to the columns read.
+    fn database(dir: &Path, events: bool) -> Connection {
+        let conn = Connection::open(dir.join("opencode.db")).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, title TEXT,
+                 model TEXT, time_created INTEGER, time_updated INTEGER);
+             CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER,
+                 time_updated INTEGER, data TEXT);
+             CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT,
+                 time_created INTEGER, time_updated INTEGER, data TEXT);",
+        )
+        .unwrap();
+        if events {
+            conn.execute_batch(
+                "CREATE TABLE event (id TEXT PRIMARY KEY, aggregate_id TEXT, seq INTEGER,
+                     type TEXT, data TEXT);",
+            )
+            .unwrap();
+        }
+        conn
+    }
+
+    fn add(conn: &Connection, session: &str, message: &str, text: &str, at: i64, events: bool) {
+        conn.execute(
+            "INSERT OR REPLACE INTO session VALUES (?1, '/w', 'T', '{\"id\":\"m\"}', 1, ?2)",
+            params![session, at],
+        )
+        .unwrap();
+        let data = serde_json::json!({"role": "user", "time": {"created": at}}).to_string();
+        conn.execute(
+            "INSERT INTO message VALUES (?1, ?2, ?3, ?3, ?4)",
+            params![message, session, at, data],
+        )
+        .unwrap();
+        let part = serde_json::json!({"type": "text", "text": text}).to_string();
+        conn.execute(
+            "INSERT INTO part VALUES (?1, ?2, ?3, ?4, ?4, ?5)",
+            params![format!("prt_{message}"), message, session, at, part],
+        )
+        .unwrap();
+        if events {
+            conn.execute(
+                "INSERT INTO event VALUES (?1, ?2, 1, 'message.updated.1', '{}')",
+                params![format!("evt_{message}"), session],
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_session_is_its_row_then_its_messages_each_with_its_parts() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = database(dir.path(), true);
+        add(&conn, "ses_a", "msg_1", "hello", 10, true);
+        let read = changed(&open(&dir.path().join("opencode.db")).unwrap(), 0).unwrap();
+        let [(id, doc)] = &read.documents[..] else {
+            panic!("{read:?}")
+        };
+        assert_eq!(id, "ses_a");
+        let doc: Value = serde_json::from_slice(doc).unwrap();
+        assert_eq!(doc["session"]["model"]["id"], "m");
+        assert_eq!(doc["session"]["directory"], "/w");
+        let message = &doc["messages"][0];
+        assert_eq!(message["info"]["id"], "msg_1");
+        assert_eq!(message["info"]["sessionID"], "ses_a");
+        assert_eq!(message["parts"][0]["text"], "hello");
+        assert_eq!(message["parts"][0]["messageID"], "msg_1");
+    }
+
+    #[test]
+    fn only_sessions_changed_since_the_mark_are_read_by_the_log_or_by_time() {
+        for events in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let conn = database(dir.path(), events);
+            add(&conn, "ses_a", "msg_1", "one", 10, events);
+            add(&conn, "ses_b", "msg_2", "two", 20, events);
+            let reader = open(&dir.path().join("opencode.db")).unwrap();
+            let first = changed(&reader, 0).unwrap();
+            assert_eq!(first.documents.len(), 2);
+            add(&conn, "ses_b", "msg_3", "three", 30, events);
+            let next = changed(&reader, first.mark).unwrap();
+            let ids: Vec<&str> = next.documents.iter().map(|(id, _)| id.as_str()).collect();
+            assert_eq!(ids, ["ses_b"], "events: {events}");
+            assert_eq!(next.sessions.len(), 2);
+        }
+    }
+}
