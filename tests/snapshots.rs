@@ -185,3 +185,62 @@ fn a_chat_rewritten_many_times_a_second_is_captured_once_it_settles() {
     }
     daemon.terminate();
 }
+
+/// An agent's SQLite database in WAL mode (OpenCode's tables, reduced to the columns read):
+/// its writes go to the `-wal` file, which the daemon follows as the database itself, while
+/// the agent keeps it open (no checkpoint touches the database file).
+#[test]
+fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open() {
+    let env = Env::new();
+    let dir = env.dir.path().join("home/.local/share/opencode");
+    fs::create_dir_all(&dir).unwrap();
+    let agent = rusqlite::Connection::open(dir.join("opencode.db")).unwrap();
+    agent
+        .execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+             CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, title TEXT,
+                 time_created INTEGER, time_updated INTEGER);
+             CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER,
+                 time_updated INTEGER, data TEXT);
+             CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT,
+                 time_created INTEGER, time_updated INTEGER, data TEXT);
+             CREATE TABLE event (id TEXT PRIMARY KEY, aggregate_id TEXT, seq INTEGER,
+                 type TEXT, data TEXT);",
+        )
+        .unwrap();
+    let db_file = || {
+        fs::metadata(dir.join("opencode.db"))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let mut cmd = env.cmd();
+    cmd.args(["run", "--rescan-interval", "3600", "--db"])
+        .arg(&env.db);
+    let daemon = Daemon::spawn(cmd, TapReader::Read);
+    // Read once it has settled, with no session yet: the one change left to see is below.
+    daemon.wait_log("database source");
+    let before = db_file();
+    agent
+        .execute_batch(
+            r#"INSERT INTO session VALUES ('ses_1', '/w/app', 'Fix the build', 1, 2);
+               INSERT INTO message VALUES ('msg_1', 'ses_1', 1, 1,
+                   '{"role":"user","time":{"created":1796300000000}}');
+               INSERT INTO part VALUES ('prt_1', 'msg_1', 'ses_1', 1, 1,
+                   '{"type":"text","text":"fix the build please"}');
+               INSERT INTO event VALUES ('evt_1', 'ses_1', 1, 'message.updated.1', '{}');"#,
+        )
+        .unwrap();
+    let listed = || stdout_of(&env, &["sessions", "--json"]);
+    wait_until_else(
+        "the session in the database listed",
+        || listed().contains("ses_1"),
+        || daemon.log(),
+    );
+    assert_eq!(db_file(), before, "the database file itself was written");
+    let session: Value = serde_json::from_str(listed().trim()).unwrap();
+    assert_eq!(session["title"], "Fix the build");
+    assert_eq!(session["project"], "/w/app");
+    assert_eq!(session["user_messages"], 1);
+    daemon.terminate();
+}

@@ -50,7 +50,8 @@ impl Engine {
                     work.plan = Plan::Known(id);
                     return Ok(Step::Again(Box::new(work)));
                 }
-                self.create_snapshot_source(&work.path, identity, harness)?
+                let detail = "database source: read from its change log once settled";
+                self.create_snapshot_source(&work.path, identity, harness, detail)?
             }
         };
         self.unsettled.remove(&work.path);
@@ -107,7 +108,8 @@ impl Engine {
             )?;
             return Ok(old);
         }
-        self.create_snapshot_source(path, identity, harness)
+        let detail = "a session in a database: captured as a document of its messages";
+        self.create_snapshot_source(path, identity, harness, detail)
     }
 
     /// Ends the live sessions of the database at `db` that it no longer holds.

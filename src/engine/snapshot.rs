@@ -130,7 +130,10 @@ impl Engine {
                         self.change(old, change)?;
                         old
                     }
-                    None => self.create_snapshot_source(&work.path, identity, harness)?,
+                    None => {
+                        let detail = "snapshot source: each settled state is captured";
+                        self.create_snapshot_source(&work.path, identity, harness, detail)?
+                    }
                 }
             }
         };
@@ -196,20 +199,22 @@ impl Engine {
             .max()
     }
 
+    /// Adds a source that is not read from a byte offset (a snapshot file, a database, a
+    /// session in one); `detail` says which, for its `seeded` event.
     pub(super) fn create_snapshot_source(
         &mut self,
         path: &Path,
         identity: Identity,
         harness: &str,
+        detail: &str,
     ) -> Result<SourceId> {
         let id = self.next_id;
         self.next_id += 1;
         let row = SourceRow::new(id, identity, path.to_owned(), harness.to_owned());
-        let detail = "snapshot source: each settled state is captured".to_owned();
         log::info!("seeded path={path:?} {detail}");
         let change = Change::Seeded {
             row,
-            detail,
+            detail: detail.to_owned(),
             mark: MarkUse::None,
         };
         self.change(id, change)?;
