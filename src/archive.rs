@@ -747,6 +747,15 @@ impl Archive {
         Ok(bytes as i64)
     }
 
+    /// The sources that have captured states (snapshot files, and sessions in databases).
+    pub(crate) fn snapshot_sources(&self) -> Result<std::collections::HashSet<SourceId>> {
+        let mut stmt = self.db(self
+            .conn
+            .prepare("SELECT DISTINCT source_id FROM snapshots"))?;
+        let ids = self.db(stmt.query_map([], |r| r.get(0)))?;
+        self.db(ids.collect())
+    }
+
     /// The latest captured state of snapshot source `source` (a file rewritten whole), if it
     /// has one.
     pub(crate) fn latest_snapshot(&self, source: SourceId) -> Result<Option<Vec<u8>>> {

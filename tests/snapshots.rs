@@ -62,6 +62,10 @@ fn a_chat_rewritten_whole_is_archived_by_message_once_and_restored_as_last_kept(
     env.run_once_home();
     // The document around the messages, then each message.
     assert_eq!(env.records().len(), 3);
+    // Captured whole: no byte cursor lags behind the file.
+    let status = env.status();
+    assert_eq!(status["sources"][0]["lag"], Value::Null, "{status}");
+    assert_eq!(status["totals"]["lag"], 0, "{status}");
 
     // The same chat written again, compactly: the same messages, nothing new to archive, but
     // these bytes are the file now.

@@ -186,9 +186,13 @@ pub(crate) fn watchers() -> Result<Vec<Watcher>> {
 /// The database `harness` keeps its sessions in, when it keeps them in one (by its watcher's
 /// `[[database]]` glob), for a message that names it.
 pub(crate) fn database_of_harness(harness: &str) -> Option<String> {
-    let watchers = watchers().ok()?;
-    let w = watchers.into_iter().find(|w| w.name == harness)?;
-    w.database.first().map(|d| d.glob.clone())
+    static DATABASES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    let databases = DATABASES.get_or_init(|| {
+        let all = watchers().unwrap_or_default().into_iter();
+        all.filter_map(|w| Some((w.name, w.database.first()?.glob.clone())))
+            .collect()
+    });
+    (databases.iter()).find_map(|(name, glob)| (name == harness).then(|| glob.clone()))
 }
 
 /// The roots of the built-in watchers, resolved against the environment.

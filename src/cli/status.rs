@@ -162,7 +162,16 @@ pub(crate) struct Totals {
 
 /// Gathers the status of `archive`, whose daemon listens at `socket`.
 pub(crate) fn status(archive: &Archive, socket: &std::path::Path) -> Result<Status> {
-    let sources: Vec<SourceStatus> = archive.sources()?.iter().map(source_status).collect();
+    // Sources read whole (snapshot files, databases and their sessions) have no byte cursor
+    // to lag behind.
+    let snapshots = archive.snapshot_sources()?;
+    let whole = |s: &SourceRow| {
+        snapshots.contains(&s.id)
+            || crate::capture::harness::database_of_harness(&s.harness).is_some()
+    };
+    let sources: Vec<SourceStatus> = (archive.sources()?.iter())
+        .map(|s| source_status(s, whole(s)))
+        .collect();
     let events = archive.event_count()?;
     let mut totals = Totals {
         sources: sources.len() as u64,
@@ -267,7 +276,7 @@ fn sink_statuses(archive: &Archive) -> Result<Vec<SinkStatus>> {
     Ok(sinks)
 }
 
-fn source_status(s: &SourceRow) -> SourceStatus {
+fn source_status(s: &SourceRow, whole: bool) -> SourceStatus {
     let size = std::fs::symlink_metadata(&s.path)
         .ok()
         .filter(|m| Identity::of(m) == s.identity && !s.gone)
@@ -280,7 +289,9 @@ fn source_status(s: &SourceRow) -> SourceStatus {
         generation: s.generation,
         cursor,
         size,
-        lag: size.map(|size| size.saturating_sub(cursor)),
+        lag: size
+            .filter(|_| !whole)
+            .map(|size| size.saturating_sub(cursor)),
         held_back: s.cursor.held_back,
         records: s.records,
         rejects: s.rejects,
