@@ -172,6 +172,8 @@ pub struct Engine {
     unsettled: HashMap<PathBuf, snapshot::Unsettled>,
     /// What each snapshot source's last captured state held, once read or captured.
     snapshot_states: HashMap<SourceId, crate::read::snapshot::State>,
+    /// Each database's file and `-wal` as they were when it was last read.
+    databases_seen: HashMap<PathBuf, (database::Written, Option<database::Written>)>,
 }
 
 /// Called with the pass's progress after every step of its queue.
@@ -219,6 +221,7 @@ impl Engine {
             settle: None,
             unsettled: HashMap::new(),
             snapshot_states: HashMap::new(),
+            databases_seen: HashMap::new(),
         })
     }
 

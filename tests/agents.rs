@@ -415,9 +415,7 @@ fn opencode_sessions_are_followed_in_its_database() {
     assert_eq!(records, 4, "the session's row and its three messages");
 
     // The daemon follows the database as the agent writes it (into its `-wal`): no rescan.
-    let mut cmd = env.cmd();
-    cmd.args(["run", "--rescan-interval", "3600", "--db"])
-        .arg(&env.db);
+    let cmd = crate::util::home_daemon_cmd(&env);
     let daemon = crate::util::Daemon::spawn(cmd, crate::util::TapReader::Read);
     daemon.wait_log("caught up");
     run_agent(&env, "opencode", &model, &project, Some(&id));

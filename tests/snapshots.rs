@@ -4,7 +4,7 @@
 //! writes the file back as the agent last kept it, and the daemon captures a file rewritten
 //! many times a second once it settles.
 
-use crate::util::{Daemon, Env, TapReader, stdout_of, wait_until_else};
+use crate::util::{Daemon, Env, TapReader, home_daemon_cmd, stdout_of, wait_until_else};
 use serde_json::{Value, json};
 use std::fs;
 use std::path::PathBuf;
@@ -143,17 +143,8 @@ fn a_chat_that_is_not_json_is_a_reject_and_read_again_once_it_is() {
 #[test]
 fn a_chat_rewritten_many_times_a_second_is_captured_once_it_settles() {
     let env = Env::new();
-    let mut cmd = env.cmd();
-    cmd.args([
-        "run",
-        "--sink",
-        "stdout",
-        "--rescan-interval",
-        "3600",
-        "--db",
-    ])
-    .arg(&env.db)
-    .env("RUST_LOG", "info,transcript_sync::engine::snapshot=debug");
+    let mut cmd = home_daemon_cmd(&env);
+    cmd.env("RUST_LOG", "info,transcript_sync::engine::snapshot=debug");
     let daemon = Daemon::spawn(cmd, TapReader::Read);
     daemon.wait_log("caught up");
 
@@ -218,12 +209,11 @@ fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open(
             .modified()
             .unwrap()
     };
-    let mut cmd = env.cmd();
-    cmd.args(["run", "--rescan-interval", "3600", "--db"])
-        .arg(&env.db);
+    let mut cmd = home_daemon_cmd(&env);
+    cmd.env("RUST_LOG", "info,transcript_sync::engine::database=debug");
     let daemon = Daemon::spawn(cmd, TapReader::Read);
     // Read once it has settled, with no session yet: the one change left to see is below.
-    daemon.wait_log("database source");
+    daemon.wait_log("database: each settled state is captured");
     let before = db_file();
     agent
         .execute_batch(
@@ -246,5 +236,12 @@ fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open(
     assert_eq!(session["title"], "Fix the build");
     assert_eq!(session["project"], "/w/app");
     assert_eq!(session["user_messages"], 1);
+    // Reading it raises events (SQLite changes the owner or mode of the `-wal` and `-shm` it
+    // opens), which must not make it read again: a read that leads to another would go on
+    // for ever, and open the database hundreds of times a second under the agent.
+    let reads = || daemon.log().matches("database read").count();
+    let settled = reads();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert_eq!(reads(), settled, "{}", daemon.log());
     daemon.terminate();
 }

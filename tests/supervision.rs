@@ -56,17 +56,7 @@ fn tagged(line: &str, tag: &str) -> bool {
 }
 
 fn daemon_cmd(env: &Env) -> Command {
-    let mut cmd = env.cmd();
-    cmd.args([
-        "run",
-        "--sink",
-        "stdout",
-        "--rescan-interval",
-        "3600",
-        "--db",
-    ])
-    .arg(&env.db);
-    cmd
+    crate::util::home_daemon_cmd(env)
 }
 
 #[test]

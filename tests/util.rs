@@ -394,6 +394,22 @@ impl EnvDaemon for Daemon {
     }
 }
 
+/// `run` with the built-in watchers under the env's HOME (no `--watch`), its tap on stdout,
+/// rescanning hourly (only events deliver in time).
+pub fn home_daemon_cmd(env: &Env) -> Command {
+    let mut cmd = env.cmd();
+    cmd.args([
+        "run",
+        "--sink",
+        "stdout",
+        "--rescan-interval",
+        "3600",
+        "--db",
+    ])
+    .arg(&env.db);
+    cmd
+}
+
 /// Waits until `cond` holds, checking every few milliseconds.
 pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
     wait_until_else(what, cond, String::new);

@@ -21,38 +21,25 @@ impl Engine {
             Opened::Replanned => return Ok(Step::Again(Box::new(work))),
         };
         drop(file);
-        // Its writes land in its `-wal` until a checkpoint: the later of the two is when it
-        // last changed.
+        // Its writes land in its `-wal` until a checkpoint: the two together say whether it
+        // changed, and the later of the two when. Reading it changes neither's size or
+        // modification time (SQLite may change the owner or mode of the `-wal` and `-shm` it
+        // opens, which is an event and a new change time), so a read leads to no other.
         let wal = PathBuf::from(format!("{}-wal", work.path.display()));
-        let newer =
-            (std::fs::metadata(&wal).ok()).filter(|w| w.modified().ok() > meta.modified().ok());
+        let wal_meta = std::fs::metadata(&wal).ok();
+        let seen = (written(&meta), wal_meta.as_ref().map(written));
+        if self.databases_seen.get(&work.path) == Some(&seen) {
+            self.report.unchanged += 1;
+            self.unsettled.remove(&work.path);
+            return Ok(Step::Done);
+        }
+        let newer = wal_meta.filter(|w| w.modified().ok() > meta.modified().ok());
         if self.wait_to_settle(&work.path, newer.as_ref().unwrap_or(&meta)) {
             return Ok(Step::Done);
         }
         let identity = Identity::of(&meta);
-        let id = match work.plan {
-            Plan::Known(id) => id,
-            Plan::PathMatch(old) => {
-                let detail = format!("identity -> {}; a database saved anew", show(identity));
-                let path = work.path.clone();
-                self.change(
-                    old,
-                    Change::Continued {
-                        identity,
-                        path,
-                        detail,
-                    },
-                )?;
-                old
-            }
-            Plan::New | Plan::Marked(_) => {
-                if let Some(id) = self.sources.live_by_identity(identity, &work.path) {
-                    work.plan = Plan::Known(id);
-                    return Ok(Step::Again(Box::new(work)));
-                }
-                let detail = "database source: read from its change log once settled";
-                self.create_snapshot_source(&work.path, identity, harness, detail)?
-            }
+        let Some(id) = self.whole_source(&mut work, identity, harness, "database")? else {
+            return Ok(Step::Again(Box::new(work)));
         };
         self.unsettled.remove(&work.path);
         let since = self.source(id).cursor.position.offset as i64;
@@ -61,6 +48,12 @@ impl Engine {
             Ok(changed) => changed,
             Err(e) => return self.read_failed(&work, &io::Error::other(e)),
         };
+        log::debug!(
+            "database read path={:?} from={since} to={} sessions_changed={}",
+            work.path,
+            changed.mark,
+            changed.documents.len()
+        );
         let spec = opencode::spec();
         for (session, doc) in changed.documents {
             self.report.bytes_read += doc.len() as u64;
@@ -69,6 +62,8 @@ impl Engine {
             self.capture(&path, sid, None, doc, &spec)?;
         }
         self.end_sessions_gone(&work.path, &changed.sessions)?;
+        // As they were before the read: a change made during it is read again.
+        self.databases_seen.insert(work.path.clone(), seen);
         let src = self.source(id).clone();
         let mut cursor = src.cursor.clone();
         cursor.position.offset = changed.mark.max(0) as u64;
@@ -97,16 +92,7 @@ impl Engine {
         };
         if let Some(old) = self.gone_at(path, harness) {
             let detail = "its session is in the database again".to_owned();
-            let path = path.to_owned();
-            self.change(
-                old,
-                Change::Continued {
-                    identity,
-                    path,
-                    detail,
-                },
-            )?;
-            return Ok(old);
+            return self.continue_source(old, identity, path, detail);
         }
         let detail = "a session in a database: captured as a document of its messages";
         self.create_snapshot_source(path, identity, harness, detail)
@@ -130,4 +116,16 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// A file's identity, size and modification time: what a write changes.
+pub(crate) type Written = (Identity, u64, i64, i64);
+
+fn written(meta: &Metadata) -> Written {
+    (
+        Identity::of(meta),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    )
 }

@@ -88,54 +88,8 @@ impl Engine {
             Err(e) => return self.read_failed(&work, &e),
         };
         let identity = Identity::of(&meta);
-        let id = match work.plan {
-            Plan::Known(id) => id,
-            Plan::PathMatch(old) => {
-                // Rewritten whole under a new inode: the agent's atomic save.
-                let src = self.source(old);
-                let detail = format!(
-                    "identity {} -> {}; a snapshot file saved anew",
-                    show(src.identity),
-                    show(identity)
-                );
-                log::debug!("continued path={:?} source={old} {detail}", work.path);
-                let path = work.path.clone();
-                let change = Change::Continued {
-                    identity,
-                    path,
-                    detail,
-                };
-                self.change(old, change)?;
-                old
-            }
-            Plan::New | Plan::Marked(_) => {
-                if let Some(id) = self.sources.live_by_identity(identity, &work.path) {
-                    work.plan = Plan::Known(id);
-                    return Ok(Step::Again(Box::new(work)));
-                }
-                match self.gone_at(&work.path, harness) {
-                    // The file deleted and written again (by `restore`, or the agent): its
-                    // state is compared with the one captured last.
-                    Some(old) => {
-                        let detail = format!(
-                            "a snapshot file found again at its path, {}",
-                            show(identity)
-                        );
-                        let path = work.path.clone();
-                        let change = Change::Continued {
-                            identity,
-                            path,
-                            detail,
-                        };
-                        self.change(old, change)?;
-                        old
-                    }
-                    None => {
-                        let detail = "snapshot source: each settled state is captured";
-                        self.create_snapshot_source(&work.path, identity, harness, detail)?
-                    }
-                }
-            }
+        let Some(id) = self.whole_source(&mut work, identity, harness, "snapshot file")? else {
+            return Ok(Step::Again(Box::new(work)));
         };
         self.unsettled.remove(&work.path);
         self.capture(&work.path, id, Some(Fingerprint::of(&meta)), bytes, spec)?;
@@ -189,6 +143,66 @@ impl Engine {
             return Step::Done;
         }
         Step::Again(Box::new(work))
+    }
+
+    /// The source of `work`'s file, read whole (a snapshot file, a database: `what`): the one
+    /// planned, the one whose path it took by an atomic save, or the one gone from its path
+    /// (a file written again by `restore` or the agent, whose state is then compared with the
+    /// one captured last); else a new one. `None` when its identity is another live source's:
+    /// the work is planned again.
+    pub(super) fn whole_source(
+        &mut self,
+        work: &mut Work,
+        identity: Identity,
+        harness: &str,
+        what: &str,
+    ) -> Result<Option<SourceId>> {
+        let path = work.path.clone();
+        let id = match work.plan {
+            Plan::Known(id) => id,
+            Plan::PathMatch(old) => {
+                let detail = format!("{what} saved anew, {}", show(identity));
+                self.continue_source(old, identity, &path, detail)?
+            }
+            Plan::New | Plan::Marked(_) => {
+                if let Some(id) = self.sources.live_by_identity(identity, &path) {
+                    work.plan = Plan::Known(id);
+                    return Ok(None);
+                }
+                match self.gone_at(&path, harness) {
+                    Some(old) => {
+                        let detail = format!("{what} found again at its path, {}", show(identity));
+                        self.continue_source(old, identity, &path, detail)?
+                    }
+                    None => {
+                        let detail = format!("{what}: each settled state is captured");
+                        self.create_snapshot_source(&path, identity, harness, &detail)?
+                    }
+                }
+            }
+        };
+        Ok(Some(id))
+    }
+
+    /// Source `id` goes on as the file `identity` at `path`; returns `id`.
+    pub(super) fn continue_source(
+        &mut self,
+        id: SourceId,
+        identity: Identity,
+        path: &Path,
+        detail: String,
+    ) -> Result<SourceId> {
+        log::debug!("continued path={path:?} source={id} {detail}");
+        let path = path.to_owned();
+        self.change(
+            id,
+            Change::Continued {
+                identity,
+                path,
+                detail,
+            },
+        )?;
+        Ok(id)
     }
 
     /// The latest gone source of `harness` whose file was at `path`.
