@@ -43,25 +43,37 @@ impl Engine {
         };
         self.unsettled.remove(&work.path);
         let since = self.source(id).cursor.position.offset as i64;
-        let read = opencode::open(&work.path).and_then(|conn| opencode::changed(&conn, since));
-        let changed = match read {
-            Ok(changed) => changed,
+        let read = opencode::open(&work.path)
+            .and_then(|conn| Ok((opencode::changed(&conn, since)?, conn)));
+        let (changed, conn) = match read {
+            Ok(read) => read,
             Err(e) => return self.read_failed(&work, &io::Error::other(e)),
         };
         log::debug!(
             "database read path={:?} from={since} to={} sessions_changed={}",
             work.path,
             changed.mark,
-            changed.documents.len()
+            changed.sessions.len()
         );
         let spec = opencode::spec();
-        for (session, doc) in changed.documents {
+        // One session in memory at a time, however large the database.
+        for session in &changed.sessions {
+            if self.stop.load(Ordering::Relaxed) {
+                // Its mark is not moved: the next start reads these sessions again.
+                return Ok(Step::Done);
+            }
+            let doc = match opencode::document(&conn, session) {
+                Ok(Some(doc)) => doc,
+                Ok(None) => continue,
+                Err(e) => return self.read_failed(&work, &io::Error::other(e)),
+            };
             self.report.bytes_read += doc.len() as u64;
-            let path = work.path.join(&session);
+            let path = work.path.join(session);
             let sid = self.session_source(&path, harness)?;
             self.capture(&path, sid, None, doc, &spec)?;
         }
-        self.end_sessions_gone(&work.path, &changed.sessions)?;
+        drop(conn);
+        self.end_sessions_gone(&work.path, &changed.all)?;
         // As they were before the read: a change made during it is read again.
         self.databases_seen.insert(work.path.clone(), seen);
         let src = self.source(id).clone();

@@ -34,21 +34,29 @@ pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
 /// What changed since mark `since` (0: everything).
 #[derive(Debug, Default)]
 pub(crate) struct Changed {
-    /// The sessions whose rows, messages or parts changed, and their documents now, in id
-    /// order.
-    pub documents: Vec<(String, Vec<u8>)>,
+    /// The sessions whose rows, messages or parts changed, in id order: each is read with
+    /// [`document`], one at a time.
+    pub sessions: Vec<String>,
     /// Every session the database holds.
-    pub sessions: HashSet<String>,
-    /// The mark to give the next read.
+    pub all: HashSet<String>,
+    /// The mark to give the next read: taken before any document is read, so that what
+    /// changes while they are read is read again (and found the same where it is).
     pub mark: i64,
 }
 
-/// The documents of the sessions changed since `since`, read in one read transaction.
+/// The sessions changed since `since`, read in one read transaction.
 pub(crate) fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
+    in_read_transaction(conn, || read_changed(conn, since))
+}
+
+fn in_read_transaction<T>(
+    conn: &Connection,
+    read: impl FnOnce() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
     conn.execute_batch("BEGIN")?;
-    let read = read_changed(conn, since);
+    let result = read();
     conn.execute_batch("COMMIT")?;
-    read
+    result
 }
 
 fn read_changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
@@ -90,15 +98,10 @@ fn read_changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
             [since],
         )?
     };
-    let mut ids = ids;
-    ids.sort();
-    ids.dedup();
-    for id in ids {
-        if let Some(doc) = document(conn, &id)? {
-            changed.documents.push((id, doc));
-        }
-    }
-    changed.sessions = column(conn, "SELECT id FROM session", [])?
+    changed.sessions = ids;
+    changed.sessions.sort();
+    changed.sessions.dedup();
+    changed.all = column(conn, "SELECT id FROM session", [])?
         .into_iter()
         .collect();
     Ok(changed)
@@ -110,9 +113,14 @@ fn column(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::R
     rows.collect()
 }
 
-/// Session `id`'s document: its row, then its messages (by creation, then id) with their
-/// parts (by id: OpenCode's ids grow with time); `None` when there is no such session.
-fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+/// Session `id`'s document, read in one read transaction: its row, then its messages (by
+/// creation, then id) with their parts (by id: OpenCode's ids grow with time); `None` when
+/// there is no such session (any more).
+pub(crate) fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    in_read_transaction(conn, || read_document(conn, id))
+}
+
+fn read_document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
     let mut stmt = conn.prepare_cached("SELECT * FROM session WHERE id = ?1")?;
     let names: Vec<String> = stmt.column_names().map(String::from).collect();
     let session = stmt
@@ -244,12 +252,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let conn = database(dir.path(), true);
         add(&conn, "ses_a", "msg_1", "hello", 10, true);
-        let read = changed(&open(&dir.path().join("opencode.db")).unwrap(), 0).unwrap();
-        let [(id, doc)] = &read.documents[..] else {
-            panic!("{read:?}")
-        };
-        assert_eq!(id, "ses_a");
-        let doc: Value = serde_json::from_slice(doc).unwrap();
+        let reader = open(&dir.path().join("opencode.db")).unwrap();
+        let read = changed(&reader, 0).unwrap();
+        assert_eq!(read.sessions, ["ses_a"]);
+        let doc = document(&reader, "ses_a").unwrap().unwrap();
+        let doc: Value = serde_json::from_slice(&doc).unwrap();
         assert_eq!(doc["session"]["model"]["id"], "m");
         assert_eq!(doc["session"]["directory"], "/w");
         let message = &doc["messages"][0];
@@ -268,12 +275,12 @@ mod tests {
             add(&conn, "ses_b", "msg_2", "two", 20, events);
             let reader = open(&dir.path().join("opencode.db")).unwrap();
             let first = changed(&reader, 0).unwrap();
-            assert_eq!(first.documents.len(), 2);
+            assert_eq!(first.sessions, ["ses_a", "ses_b"]);
             add(&conn, "ses_b", "msg_3", "three", 30, events);
             let next = changed(&reader, first.mark).unwrap();
-            let ids: Vec<&str> = next.documents.iter().map(|(id, _)| id.as_str()).collect();
-            assert_eq!(ids, ["ses_b"], "events: {events}");
-            assert_eq!(next.sessions.len(), 2);
+            assert_eq!(next.sessions, ["ses_b"], "events: {events}");
+            assert_eq!(next.all.len(), 2);
+            assert!(document(&reader, "ses_x").unwrap().is_none());
         }
     }
 }
