@@ -304,7 +304,7 @@ impl Engine {
         self.kept.close_idle();
         let mut candidates = Vec::new();
         for path in paths {
-            // A database's `-wal` or `-shm` changed: the database did.
+            // A database's `-wal` changed: the database did.
             let path = (roots.iter().find_map(|r| r.database_of(&path))).unwrap_or(path);
             let Some(root) = roots.iter().position(|r| r.matches(&path)) else {
                 continue;

@@ -80,7 +80,7 @@ pub(crate) struct DatabaseDef {
     pub reader: String,
 }
 
-/// A watcher's `[snapshot]` table: which files are JSON documents rewritten whole (not
+/// A watcher's `[[snapshot]]` table: which files are JSON documents rewritten whole (not
 /// appended), and where each keeps its list of messages.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,12 +129,13 @@ pub struct SnapshotRoot {
 }
 
 impl Root {
-    /// True when `path` lies under this root and matches its glob.
+    /// True when `path` lies under this root and matches one of its globs.
     pub fn matches(&self, path: &Path) -> bool {
         (path.strip_prefix(&self.path)).is_ok_and(|relative| self.matches_relative(relative))
     }
 
-    /// True when `relative`, a path under this root, is a transcript or a snapshot file.
+    /// True when `relative`, a path under this root, is a transcript, a snapshot file or a
+    /// database.
     pub(crate) fn matches_relative(&self, relative: &Path) -> bool {
         self.glob.is_match(relative)
             || self.snapshot.iter().any(|s| s.glob.is_match(relative))
