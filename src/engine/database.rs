@@ -67,7 +67,6 @@ impl Engine {
                 Ok(None) => continue,
                 Err(e) => return self.read_failed(&work, &io::Error::other(e)),
             };
-            self.report.bytes_read += doc.len() as u64;
             let path = work.path.join(session);
             let sid = self.session_source(&path, harness)?;
             self.capture(&path, sid, None, doc, &spec)?;
