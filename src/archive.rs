@@ -747,8 +747,17 @@ impl Archive {
         Ok(bytes as i64)
     }
 
-    /// The sources that have captured states (snapshot files, and sessions in databases).
+    /// The sources that have captured states (snapshot files, and sessions in databases);
+    /// none in an archive of a schema before 10, which `status` reads as it is.
     pub(crate) fn snapshot_sources(&self) -> Result<std::collections::HashSet<SourceId>> {
+        let has: bool = self.db(self.conn.query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'snapshots'",
+            [],
+            |r| r.get(0),
+        ))?;
+        if !has {
+            return Ok(Default::default());
+        }
         let mut stmt = self.db(self
             .conn
             .prepare("SELECT DISTINCT source_id FROM snapshots"))?;

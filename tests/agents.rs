@@ -434,7 +434,9 @@ fn opencode_sessions_are_followed_in_its_database() {
     let hits = stdout_of(&env, &["search", "\"Once more\"", "--json"]);
     assert!(hits.contains(&id), "{hits}");
     // The second run added its messages, and the versions of them the daemon saw as they
-    // were written; no record twice, and a run that finds nothing new adds nothing.
+    // were written (and what it had not yet seen settle when it stopped); no record twice,
+    // and a run that finds nothing new adds nothing.
+    env.run_once_home();
     let all = env.records();
     assert!(all.len() > records + 2, "{all:#?}");
     let distinct: std::collections::HashSet<&String> = all.iter().collect();
