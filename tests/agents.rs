@@ -22,7 +22,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too).
-const AGENTS: [&str; 12] = [
+const AGENTS: [&str; 13] = [
     "claude-code",
     "cline",
     "cline-tasks",
@@ -32,6 +32,7 @@ const AGENTS: [&str; 12] = [
     "gemini-cli",
     "gemini-cli-json",
     "gptme",
+    "kilo-code",
     "opencode",
     "pi",
     "qwen-code",
@@ -145,12 +146,10 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let (first, last) = time_span(&transcripts);
         let got = |k: &str| session[k].clone();
         assert_eq!(got("harness"), harness_of(agent));
-        // OpenCode has the model name the session: the scripted model's title.
-        let title = if agent == "opencode" {
-            "Scripted title"
-        } else {
-            PROMPT
-        };
+        // OpenCode (and Kilo Code, its fork) has the model name the session: the scripted
+        // model's title.
+        let database = matches!(agent, "opencode" | "kilo-code");
+        let title = if database { "Scripted title" } else { PROMPT };
         assert_eq!(got("title"), title, "{agent}: {session}");
         assert_eq!(got("project"), PROJECT, "{agent}");
         assert_eq!(
@@ -176,7 +175,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             assert!(shown.contains(said), "{agent}: {said} not shown:\n{shown}");
         }
 
-        if agent == "opencode" {
+        if database {
             // Its database is the agent's: never written into; the session is given as JSON.
             let out = crate::util::cli(&env, &["restore", id]);
             assert!(!out.status.success());

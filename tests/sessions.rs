@@ -518,7 +518,7 @@ fn an_unknown_harness_is_an_error_listing_the_known_ones() {
         assert!(
             stderr(&out).contains(
                 "no harness \"claude\"; give one of: claude-code, cline, codex, copilot-cli, \
-                 cursor, droid, gemini-cli, generic, gptme, opencode, pi, qwen-code"
+                 cursor, droid, gemini-cli, generic, gptme, kilo-code, opencode, pi, qwen-code"
             ),
             "{}",
             stderr(&out)

@@ -361,8 +361,8 @@ impl Identified {
             }
             // projects/<cwd>/chats/<session id>.jsonl
             "qwen-code" => id.session = first.session_id.clone().unwrap_or(stem),
-            // <database>/<session id>: a session in OpenCode's database.
-            "opencode" => id.session = first.session_id.clone().unwrap_or(stem),
+            // <database>/<session id>: a session in OpenCode's (or Kilo Code's) database.
+            "opencode" | "kilo-code" => id.session = first.session_id.clone().unwrap_or(stem),
             // sessions/--<cwd>--/<time>_<uuid>.jsonl, the uuid being the header's id.
             "pi" => {
                 id.session = (first.session_id.clone())

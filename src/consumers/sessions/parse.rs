@@ -297,7 +297,8 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
         ("pi", Some(obj)) => pi(obj),
         ("copilot-cli", Some(obj)) => copilot(obj),
         ("gptme", Some(obj)) => gptme(obj),
-        ("opencode", Some(obj)) => opencode(obj),
+        // Kilo Code's CLI is a fork of OpenCode, with its tables.
+        ("opencode" | "kilo-code", Some(obj)) => opencode(obj),
         ("droid", Some(obj)) => droid(obj),
         ("qwen-code", Some(obj)) => qwen(obj),
         (_, Some(obj)) => generic(obj),
