@@ -213,16 +213,18 @@ fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open(
     cmd.env("RUST_LOG", "info,transcript_sync::engine::database=debug");
     let daemon = Daemon::spawn(cmd, TapReader::Read);
     // Read once it has settled, with no session yet: the one change left to see is below.
-    daemon.wait_log("database: each settled state is captured");
+    daemon.wait_log("database read");
     let before = db_file();
     agent
         .execute_batch(
-            r#"INSERT INTO session VALUES ('ses_1', '/w/app', 'Fix the build', 1, 2);
+            r#"BEGIN;
+               INSERT INTO session VALUES ('ses_1', '/w/app', 'Fix the build', 1, 2);
                INSERT INTO message VALUES ('msg_1', 'ses_1', 1, 1,
                    '{"role":"user","time":{"created":1796300000000}}');
                INSERT INTO part VALUES ('prt_1', 'msg_1', 'ses_1', 1, 1,
                    '{"type":"text","text":"fix the build please"}');
-               INSERT INTO event VALUES ('evt_1', 'ses_1', 1, 'message.updated.1', '{}');"#,
+               INSERT INTO event VALUES ('evt_1', 'ses_1', 1, 'message.updated.1', '{}');
+               COMMIT;"#,
         )
         .unwrap();
     let listed = || stdout_of(&env, &["sessions", "--json"]);
@@ -239,6 +241,8 @@ fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open(
     // Reading it raises events (SQLite changes the owner or mode of the `-wal` and `-shm` it
     // opens), which must not make it read again: a read that leads to another would go on
     // for ever, and open the database hundreds of times a second under the agent.
+    // The read that saw the agent's one transaction (its one event) is the last one due.
+    daemon.wait_log("to=1 sessions_changed=1");
     let reads = || daemon.log().matches("database read").count();
     let settled = reads();
     std::thread::sleep(std::time::Duration::from_secs(1));
