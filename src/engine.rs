@@ -350,7 +350,7 @@ impl Engine {
             .iter()
             .map(|r| !self.scanned_roots.contains(&r.path))
             .collect();
-        self.start_progress(&queue);
+        self.start_progress(&queue, roots);
         self.sample_backlogs(&queue, roots, &first_scan)?;
         while let Some(work) = queue.pop_front() {
             if self.stop.load(Ordering::Relaxed) {
@@ -374,9 +374,11 @@ impl Engine {
     }
 
     /// Totals of a queue: its files, and the bytes past their cursors.
-    fn start_progress(&mut self, queue: &VecDeque<Work>) {
+    fn start_progress(&mut self, queue: &VecDeque<Work>, roots: &[Root]) {
         let bytes_total = queue
             .iter()
+            // A database's bytes are not what is read of it.
+            .filter(|w| !roots[w.root].is_database(&w.path))
             .map(|w| match w.plan {
                 Plan::Known(id) => {
                     let src = self.source(id);

@@ -67,6 +67,17 @@ impl Engine {
                 Ok(None) => continue,
                 Err(e) => return self.read_failed(&work, &io::Error::other(e)),
             };
+            if doc.len() as u64 > snapshot::MAX_SNAPSHOT {
+                log::warn!(
+                    "session {session} in {:?} is {} bytes, more than the {} a document may \
+                     have; not captured",
+                    work.path,
+                    doc.len(),
+                    snapshot::MAX_SNAPSHOT
+                );
+                self.report.errors += 1;
+                continue;
+            }
             let path = work.path.join(session);
             let sid = self.session_source(&path, harness)?;
             self.capture(&path, sid, None, doc, &spec)?;

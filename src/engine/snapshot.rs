@@ -14,8 +14,9 @@ use std::time::{Duration, Instant, SystemTime};
 /// more often than it settles is still captured this often.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(10);
 
-/// The largest snapshot file captured; a larger one is reported and not read.
-const MAX_SNAPSHOT: u64 = 256 << 20;
+/// The largest snapshot file (or session of a database) captured; a larger one is reported
+/// and not read.
+pub(crate) const MAX_SNAPSHOT: u64 = 256 << 20;
 
 /// A snapshot file seen changing and not captured yet.
 pub(crate) struct Unsettled {
@@ -251,7 +252,10 @@ impl Engine {
         let before = self.snapshot_state(id, spec)?;
         let mut cursor = src.cursor.clone();
         cursor.fingerprint = fingerprint;
-        self.report.bytes_read += bytes.len() as u64;
+        // A file's bytes (a session of a database is no file's).
+        if fingerprint.is_some() {
+            self.report.bytes_read += bytes.len() as u64;
+        }
         let at = cursor.position.offset;
         let (records, rejects, dropped, state) = match snapshot::derive(&bytes, spec) {
             Ok(entries) => {
