@@ -51,6 +51,7 @@ use testkit::machine::{self, Machine};
 use testkit::procfs;
 use testkit::records::Rng;
 use testkit::stats::quantile_of;
+use testkit::words::Words;
 use transcript_sync::RECORDS_COMMITTED;
 
 const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
@@ -155,67 +156,19 @@ fn main() {
 // ---------------------------------------------------------------------------------------
 // Text: words, prose, code
 
-/// Deterministic text. Words are drawn one at a time from a made-up vocabulary of 3,000, the
-/// common ones more often, so that no passage repeats (a repeating text compresses as no
-/// agent's does).
-struct Words {
-    rng: Rng,
-    vocab: Vec<String>,
+/// Names, code and paths in the words of [`Words`].
+trait Code {
+    /// `a_b`: a name in code.
+    fn ident(&mut self) -> String;
+    fn code_line(&mut self) -> String;
+    fn path(&mut self) -> String;
+    fn lines(&mut self, len: usize, line: impl FnMut(&mut Words, usize) -> String) -> String;
 }
 
-impl Words {
-    fn new(seed: u64) -> Words {
-        const SYLLABLES: &[&str] = &[
-            "ra", "te", "lo", "mi", "ka", "sen", "dor", "vi", "pa", "nu", "ex", "tor", "al", "is",
-            "ch", "un", "re", "de", "in", "ab", "le", "st", "on", "or", "qu", "fi", "ty", "ng",
-        ];
-        let mut rng = Rng::new(seed);
-        let vocab = (0..3000)
-            .map(|_| {
-                let n = 1 + rng.below(3);
-                (0..n)
-                    .map(|_| SYLLABLES[rng.below(SYLLABLES.len() as u64) as usize])
-                    .collect()
-            })
-            .collect();
-        Words { rng, vocab }
-    }
-
-    /// A word, the first hundred about a third of the time (prose is skewed so).
-    fn word(&mut self) -> &str {
-        let x = self.rng.unit();
-        let i = (x * x * x * self.vocab.len() as f64) as usize;
-        &self.vocab[i.min(self.vocab.len() - 1)]
-    }
-
-    /// `a_b`: a name in code.
+impl Code for Words {
     fn ident(&mut self) -> String {
         let a = self.word().to_owned();
         format!("{a}_{}", self.word())
-    }
-
-    /// About `len` bytes of sentences in paragraphs.
-    fn prose(&mut self, len: usize) -> String {
-        let mut text = String::with_capacity(len + 64);
-        let mut sentences = 0;
-        while text.len() < len {
-            let words = 5 + self.rng.below(14);
-            for i in 0..words {
-                let comma = self.rng.below(12) == 0;
-                let word = self.word();
-                if i == 0 {
-                    let mut chars = word.chars();
-                    text.extend(chars.next().map(|c| c.to_ascii_uppercase()));
-                    text.push_str(chars.as_str());
-                } else {
-                    text.push(if comma { ',' } else { ' ' });
-                    text.push_str(word);
-                }
-            }
-            sentences += 1;
-            text.push_str(if sentences % 5 == 0 { ".\n\n" } else { ". " });
-        }
-        text
     }
 
     /// One line of Rust-looking code.

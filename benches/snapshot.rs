@@ -48,6 +48,7 @@ use testkit::machine::{self, Machine};
 use testkit::procfs;
 use testkit::records::Rng;
 use testkit::stats::quantile_of;
+use testkit::words::Words;
 
 const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
 /// How often the archive is asked whether a state has been captured.
@@ -168,63 +169,31 @@ impl Chat {
     }
 }
 
-/// Deterministic text for the chat. Words are drawn one at a time from a made-up
-/// vocabulary of 3,000, the common ones more often, rather than cut from
+/// Deterministic chats. Their text is `testkit::words` (made-up words, not cut from
 /// `testkit::records::TextPool`: cuts from its 1 MiB pool repeat long passages, which
-/// compressing a whole document would find and a real chat does not have.
+/// compressing a whole document would find and a real chat does not have).
 struct Author {
     rng: Rng,
-    words: Vec<String>,
+    words: Words,
     clock: SystemTime,
 }
 
 impl Author {
     fn new(seed: u64) -> Author {
-        const SYLLABLES: &[&str] = &[
-            "ra", "te", "lo", "mi", "ka", "sen", "dor", "vi", "pa", "nu", "ex", "tor", "al", "is",
-            "ch", "un", "re", "de", "in", "ab", "le", "st", "on", "or", "qu", "fi", "ty", "ng",
-        ];
-        let mut rng = Rng::new(seed);
-        let words = (0..3000)
-            .map(|_| {
-                let n = 1 + rng.below(3);
-                (0..n)
-                    .map(|_| SYLLABLES[rng.below(SYLLABLES.len() as u64) as usize])
-                    .collect()
-            })
-            .collect();
         let clock = humantime::parse_rfc3339("2026-12-03T15:14:00Z").expect("a valid time");
-        Author { rng, words, clock }
-    }
-
-    /// A word, the first hundred about a third of the time (prose is skewed so).
-    fn word(&mut self) -> String {
-        let x = self.rng.unit();
-        let i = (x * x * x * self.words.len() as f64) as usize;
-        self.words[i.min(self.words.len() - 1)].clone()
-    }
-
-    /// About `len` bytes of sentences in paragraphs.
-    fn prose(&mut self, len: usize) -> String {
-        let mut text = String::with_capacity(len + 64);
-        let mut sentences = 0;
-        while text.len() < len {
-            let words = 5 + self.rng.below(14);
-            for i in 0..words {
-                let word = self.word();
-                if i == 0 {
-                    let mut chars = word.chars();
-                    text.extend(chars.next().map(|c| c.to_ascii_uppercase()));
-                    text.push_str(chars.as_str());
-                } else {
-                    text.push(if self.rng.below(12) == 0 { ',' } else { ' ' });
-                    text.push_str(&word);
-                }
-            }
-            sentences += 1;
-            text.push_str(if sentences % 5 == 0 { ".\n\n" } else { ". " });
+        Author {
+            rng: Rng::new(seed),
+            words: Words::new(seed ^ 0x5eed),
+            clock,
         }
-        text
+    }
+
+    fn word(&mut self) -> String {
+        self.words.word().to_owned()
+    }
+
+    fn prose(&mut self, len: usize) -> String {
+        self.words.prose(len)
     }
 
     /// About `len` bytes of what a search over a source tree prints.

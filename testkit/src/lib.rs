@@ -35,3 +35,4 @@ pub mod postgres;
 pub mod procfs;
 pub mod records;
 pub mod stats;
+pub mod words;
