@@ -173,7 +173,7 @@ pub struct Engine {
     /// What each snapshot source's last captured state held, once read or captured.
     snapshot_states: HashMap<SourceId, crate::read::snapshot::State>,
     /// Each database's file and `-wal` as they were when it was last read.
-    databases_seen: HashMap<PathBuf, (database::Written, Option<database::Written>)>,
+    databases_seen: HashMap<PathBuf, (snapshot::Written, Option<snapshot::Written>)>,
 }
 
 /// Called with the pass's progress after every step of its queue.
@@ -588,11 +588,7 @@ impl Engine {
     }
 
     fn step_known(&mut self, mut work: Work, id: SourceId) -> Result<Step> {
-        let src = self.source(id);
-        if !src.gone && up_to_date(src, &work.meta) {
-            let src = src.clone();
-            self.report.unchanged += 1;
-            self.follow_move(&src, &work.path)?;
+        if self.unchanged(&work, id)? {
             return Ok(Step::Done);
         }
         match self.open_owned(&mut work)? {
@@ -608,6 +604,19 @@ impl Engine {
             Opened::Skip => Ok(Step::Done),
             Opened::Replanned => Ok(Step::Again(Box::new(work))),
         }
+    }
+
+    /// True when source `id`'s file is as its cursor last saw it (not opened, counted, and
+    /// followed if it moved).
+    fn unchanged(&mut self, work: &Work, id: SourceId) -> Result<bool> {
+        let src = self.source(id);
+        if src.gone || !up_to_date(src, &work.meta) {
+            return Ok(false);
+        }
+        let src = src.clone();
+        self.report.unchanged += 1;
+        self.follow_move(&src, &work.path)?;
+        Ok(true)
     }
 
     /// Verifies source `id`'s cursor against the handle and reads the next batch.

@@ -27,7 +27,10 @@ impl Engine {
         // opens, which is an event and a new change time), so a read leads to no other.
         let wal = PathBuf::from(format!("{}-wal", work.path.display()));
         let wal_meta = std::fs::metadata(&wal).ok();
-        let seen = (written(&meta), wal_meta.as_ref().map(written));
+        let seen = (
+            snapshot::written(&meta),
+            wal_meta.as_ref().map(snapshot::written),
+        );
         if self.databases_seen.get(&work.path) == Some(&seen) {
             self.report.unchanged += 1;
             self.unsettled.remove(&work.path);
@@ -138,16 +141,4 @@ impl Engine {
         }
         Ok(())
     }
-}
-
-/// A file's identity, size and modification time: what a write changes.
-pub(crate) type Written = (Identity, u64, i64, i64);
-
-fn written(meta: &Metadata) -> Written {
-    (
-        Identity::of(meta),
-        meta.size(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-    )
 }

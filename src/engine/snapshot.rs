@@ -43,18 +43,21 @@ impl Engine {
     /// The snapshot files due to be looked at again (to give to [`Engine::sync_paths`]).
     pub fn take_settled(&mut self) -> Vec<PathBuf> {
         let now = Instant::now();
-        // One that is gone is not waited for (a pass finds whatever took its place).
-        (self.unsettled).retain(|p, _| p.symlink_metadata().is_ok());
-        let due: Vec<PathBuf> = (self.unsettled.iter())
-            .filter(|(_, u)| u.due <= now)
-            .map(|(p, _)| p.clone())
-            .collect();
-        for p in &due {
-            if let Some(u) = self.unsettled.get_mut(p) {
-                // Looked at again after another wait unless it settles or is captured.
-                u.due = now + MAX_WAIT;
+        let mut due = Vec::new();
+        // Only those due are looked at (this runs at every wake-up of the daemon); one that
+        // is gone is not waited for (a pass finds whatever took its place).
+        self.unsettled.retain(|p, u| {
+            if u.due > now {
+                return true;
             }
-        }
+            if p.symlink_metadata().is_err() {
+                return false;
+            }
+            // Looked at again after another wait unless it settles or is captured.
+            u.due = now + MAX_WAIT;
+            due.push(p.clone());
+            true
+        });
         due
     }
 
@@ -65,15 +68,11 @@ impl Engine {
         spec: &Spec,
         harness: &str,
     ) -> Result<Step> {
-        if let Plan::Known(id) = work.plan {
-            let src = self.source(id);
-            if !src.gone && up_to_date(src, &work.meta) {
-                let src = src.clone();
-                self.report.unchanged += 1;
-                self.unsettled.remove(&work.path);
-                self.follow_move(&src, &work.path)?;
-                return Ok(Step::Done);
-            }
+        if let Plan::Known(id) = work.plan
+            && self.unchanged(&work, id)?
+        {
+            self.unsettled.remove(&work.path);
+            return Ok(Step::Done);
         }
         let (file, meta) = match self.open_owned(&mut work)? {
             Opened::File(file, meta) => (file, meta),
@@ -108,10 +107,7 @@ impl Engine {
         let age = (meta.modified().ok())
             .and_then(|m| SystemTime::now().duration_since(m).ok())
             .unwrap_or_default();
-        let waiting = self.unsettled.entry(path.to_owned()).or_insert(Unsettled {
-            first: now,
-            due: now,
-        });
+        let waiting = self.waiting(path, now);
         if age >= settle || now.duration_since(waiting.first) >= MAX_WAIT {
             return false;
         }
@@ -123,17 +119,21 @@ impl Engine {
         true
     }
 
+    /// `path`'s entry among the files waiting to settle, made (first seen `now`) if missing.
+    fn waiting(&mut self, path: &Path, now: Instant) -> &mut Unsettled {
+        (self.unsettled.entry(path.to_owned())).or_insert(Unsettled {
+            first: now,
+            due: now,
+        })
+    }
+
     /// The file changed while it was read: looked at again once it settles, or (capturing at
     /// once) in another turn, a few times.
     fn changed_while_read(&mut self, mut work: Work) -> Step {
         let path = work.path.clone();
         if self.settle.is_some() {
             let now = Instant::now();
-            let waiting = self.unsettled.entry(path.clone()).or_insert(Unsettled {
-                first: now,
-                due: now,
-            });
-            waiting.due = now;
+            self.waiting(&path, now).due = now;
             log::debug!("snapshot changed while it was read path={path:?}; read again");
             return Step::Done;
         }
@@ -257,6 +257,7 @@ impl Engine {
             self.report.bytes_read += bytes.len() as u64;
         }
         let at = cursor.position.offset;
+        let document_before = before.document;
         let (records, rejects, dropped, state) = match snapshot::derive(&bytes, spec) {
             Ok(entries) => {
                 let changes = before.changes(&bytes, entries);
@@ -282,11 +283,12 @@ impl Engine {
                     reason,
                     raw: bytes[..keep].to_vec(),
                 };
-                (Vec::new(), vec![reject], 0, before.clone())
+                (Vec::new(), vec![reject], 0, before)
             }
         };
         cursor.position.offset += records.len() as u64;
-        let snapshot = (rejects.is_empty() && state.document != before.document).then_some(bytes);
+        let stored = rejects.is_empty() && state.document != document_before;
+        let snapshot = stored.then_some(bytes);
         if dropped > 0 {
             log::info!(
                 "snapshot path={path:?}: {dropped} messages are no longer in the file; their \
@@ -311,11 +313,12 @@ impl Engine {
         self.change(id, change)
     }
 
-    /// What source `id`'s last captured state held: kept since its last capture, or read from
-    /// the archive's latest state of it.
+    /// What source `id`'s last captured state held, taken out of those kept since their last
+    /// capture (the capture puts the next one back), or read from the archive's latest state
+    /// of it.
     fn snapshot_state(&mut self, id: SourceId, spec: &Spec) -> Result<State> {
-        if let Some(state) = self.snapshot_states.get(&id) {
-            return Ok(state.clone());
+        if let Some(state) = self.snapshot_states.remove(&id) {
+            return Ok(state);
         }
         let state = match self.reads.latest_snapshot(id)? {
             Some(doc) => match snapshot::derive(&doc, spec) {
@@ -344,8 +347,15 @@ fn read_whole(file: &File, meta: &Metadata) -> io::Result<Option<Vec<u8>>> {
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
         Err(e) => return Err(e),
     }
-    let after = file.metadata()?;
-    let same = after.size() == size
-        && (after.mtime(), after.mtime_nsec()) == (meta.mtime(), meta.mtime_nsec());
+    let same = written(&file.metadata()?) == written(meta);
     Ok(same.then_some(bytes))
+}
+
+/// A file's identity, size and modification time: what a write changes (its change time
+/// changes with its owner or mode too).
+pub(crate) type Written = (Identity, u64, i64, i64);
+
+pub(super) fn written(meta: &Metadata) -> Written {
+    let identity = Identity::of(meta);
+    (identity, meta.size(), meta.mtime(), meta.mtime_nsec())
 }

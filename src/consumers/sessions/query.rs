@@ -1139,20 +1139,27 @@ mod tests {
         fts_query(query, &mut |_| None)
     }
 
-    #[test]
-    fn a_prefix_stands_for_the_terms_it_starts_folded_as_the_index_folds() {
+    /// An index (of a new archive) whose full-text table holds `bodies`, by rowid.
+    fn index_of(bodies: &[(i64, &str)]) -> (tempfile::TempDir, rusqlite::Connection) {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("a.db");
         drop(Archive::open(&db).unwrap());
         let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
-        let conn = &index;
-        for (id, body) in [(1, "Résumé resume"), (2, "result"), (3, "other")] {
-            conn.execute(
-                "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
-                params![id, body],
-            )
-            .unwrap();
+        for (id, body) in bodies {
+            index
+                .execute(
+                    "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
+                    params![id, body],
+                )
+                .unwrap();
         }
+        (dir, index)
+    }
+
+    #[test]
+    fn a_prefix_stands_for_the_terms_it_starts_folded_as_the_index_folds() {
+        let (_dir, index) = index_of(&[(1, "Résumé resume"), (2, "result"), (3, "other")]);
+        let conn = &index;
         let expanded = prefix_terms(conn, "RÉS").unwrap().unwrap();
         assert_eq!(expanded, r#"("result" OR "resume")"#);
         assert_eq!(prefix_terms(conn, "zz").unwrap(), None);
@@ -1170,12 +1177,7 @@ mod tests {
 
     #[test]
     fn with_stems_a_word_stands_for_the_indexed_words_of_its_stem() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("a.db");
-        drop(Archive::open(&db).unwrap());
-        let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
-        let conn = &index;
-        let bodies = [
+        let (_dir, index) = index_of(&[
             (1, "the build failed"),
             (2, "Failing tests, failed again"),
             (3, "a failure"),
@@ -1183,14 +1185,8 @@ mod tests {
             (5, "happy path"),
             (6, "happiness"),
             (7, "fail"),
-        ];
-        for (id, body) in bodies {
-            conn.execute(
-                "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
-                params![id, body],
-            )
-            .unwrap();
-        }
+        ]);
+        let conn = &index;
         assert_eq!(
             stem_terms(conn, "Fails").unwrap().unwrap(),
             r#"("failed" OR "fail" OR "failing" OR "fails")"#,
