@@ -146,6 +146,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let (first, last) = time_span(&transcripts);
         let got = |k: &str| session[k].clone();
         assert_eq!(got("harness"), harness_of(agent));
+        assert_eq!(got("on_disk"), true, "{agent}: {session}");
         // OpenCode (and Kilo Code, its fork) has the model name the session: the scripted
         // model's title.
         let database = matches!(agent, "opencode" | "kilo-code");

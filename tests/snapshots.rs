@@ -247,5 +247,20 @@ fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open(
     let settled = reads();
     std::thread::sleep(std::time::Duration::from_secs(1));
     assert_eq!(reads(), settled, "{}", daemon.log());
+
+    // A session is there while its database holds it (no file is at its path); once the
+    // agent deletes it, it is gone, and its records stay.
+    assert_eq!(session["on_disk"], true, "{session}");
+    agent
+        .execute_batch(
+            "BEGIN; DELETE FROM part; DELETE FROM message; DELETE FROM session;
+             INSERT INTO event VALUES ('evt_2', 'ses_1', 2, 'session.deleted.1', '{}');
+             COMMIT;",
+        )
+        .unwrap();
+    daemon.wait_log("its session is no longer in the database");
+    let session: Value = serde_json::from_str(listed().trim()).unwrap();
+    assert_eq!(session["on_disk"], false, "{session}");
+    assert_eq!(session["user_messages"], 1);
     daemon.terminate();
 }

@@ -92,6 +92,9 @@ pub(crate) struct Session {
     pub files: Vec<PathBuf>,
     /// Whether any of them still exists where it was.
     pub on_disk: bool,
+    /// Whether any of its sources is live (not recorded as gone).
+    #[serde(skip)]
+    live: bool,
 }
 
 impl Session {
@@ -123,8 +126,9 @@ fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<
 const SESSION: &str = "
     WITH files AS (
         SELECT session, min(created) AS created, max(modified) AS modified,
-            sum(records) AS records, group_concat(path, char(0)) AS paths
-        FROM (SELECT ss.session, s.records, s.path,
+            sum(records) AS records, group_concat(path, char(0)) AS paths,
+            max(NOT gone) AS live
+        FROM (SELECT ss.session, s.records, s.path, s.gone,
                 coalesce(c.mtime_ns / 1000000, s.created_ms) AS created,
                 coalesce(c.mtime_ns / 1000000, s.last_archived_ms) AS modified
               FROM session_sources ss JOIN sources s ON s.id = ss.source_id
@@ -141,7 +145,7 @@ const SESSION: &str = "
         coalesce(se.last_ms, f.modified) AS last,
         se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
         coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths,
-        se.machine, coalesce(se.git_remote, ps.git_remote)
+        se.machine, coalesce(se.git_remote, ps.git_remote), coalesce(f.live, 0)
     FROM sessions se
     LEFT JOIN files f ON f.session = se.id
     LEFT JOIN models m ON m.session = se.id
@@ -178,6 +182,7 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
         subagents: r.get(15)?,
         files: paths(r.get_ref(16)?.as_bytes_or_null()?),
         on_disk: false,
+        live: r.get(19)?,
     })
 }
 
@@ -257,7 +262,10 @@ fn collect(
             .query_map(args, session_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         for s in &mut list {
-            s.on_disk = s.files.iter().any(|f| f.exists());
+            // A session in an agent's database (`<database>/<session id>`) is there while its
+            // database is and the daemon has not found it gone from it.
+            let in_database = |f: &PathBuf| f.parent().is_some_and(std::path::Path::is_file);
+            s.on_disk = (s.files.iter()).any(|f| f.exists() || (s.live && in_database(f)));
             s.machine = names.name(s.machine_id);
         }
         Ok(list)
