@@ -93,7 +93,8 @@ pub(crate) struct FileConfig {
     text: String,
 }
 
-/// One `[[watch]]` table: a directory of the generic harness.
+/// One `[[watch]]` table: a directory of the generic harness, or one that a watcher reads as
+/// its own (`harness`).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WatchDir {
@@ -101,6 +102,8 @@ struct WatchDir {
     path: PathBuf,
     #[serde(default, deserialize_with = "some_glob")]
     glob: Option<String>,
+    #[serde(default)]
+    harness: Option<toml::Spanned<String>>,
     #[serde(default)]
     start_at: Option<StartAt>,
 }
@@ -525,8 +528,39 @@ fn roots(source: &Source, file: &FileConfig, flags: &Overrides, env: Env) -> Res
     };
     let mut roots = harness::builtin_roots_where(env, &enabled)?;
     for w in &file.watch {
-        let glob = w.glob.as_deref().unwrap_or(harness::DEFAULT_GLOB);
-        let mut dir = harness::watch_roots(&[home::expand_tilde(&w.path, env)?], glob)?;
+        let dirs = [home::expand_tilde(&w.path, env)?];
+        let mut dir = match &w.harness {
+            Some(name) => {
+                let watcher = known.iter().find(|k| k.name == *name.get_ref());
+                let at = line_and_column(&file.text, name.span().start);
+                let refuse = |message: String| Error::Config {
+                    path: source.path.clone(),
+                    line: at.0,
+                    column: at.1,
+                    message,
+                };
+                let Some(watcher) = watcher else {
+                    let names: Vec<&str> = known.iter().map(|w| w.name.as_str()).collect();
+                    let names = names.join(", ");
+                    return Err(refuse(format!(
+                        "unknown harness {:?}; the watchers are {names}",
+                        name.get_ref()
+                    )));
+                };
+                if w.glob.is_some() {
+                    return Err(refuse(format!(
+                        "a [[watch]] table with harness = {:?} takes that watcher's own globs; \
+                         leave out glob",
+                        name.get_ref()
+                    )));
+                }
+                harness::roots_of(watcher, &dirs)?
+            }
+            None => {
+                let glob = w.glob.as_deref().unwrap_or(harness::DEFAULT_GLOB);
+                harness::watch_roots(&dirs, glob)?
+            }
+        };
         dir.iter_mut()
             .for_each(|r| r.start_at = w.start_at.unwrap_or_default());
         roots.append(&mut dir);
@@ -546,15 +580,23 @@ fn unknown_watcher(
         .filter(|w| w.builtin)
         .map(|w| w.name.as_str())
         .collect();
+    let name = name.get_ref();
+    let message = if known.iter().any(|w| w.name == *name && w.roots.is_empty()) {
+        format!(
+            "watcher {name:?} has no directory of its own: name the directories it reads in \
+             [[watch]] tables with harness = {name:?}"
+        )
+    } else {
+        format!(
+            "unknown watcher {name:?}; the built-in watchers are {}",
+            names.join(", ")
+        )
+    };
     Error::Config {
         path: source.path.clone(),
         line,
         column,
-        message: format!(
-            "unknown watcher {:?}; the built-in watchers are {}",
-            name.get_ref(),
-            names.join(", ")
-        ),
+        message,
     }
 }
 
@@ -827,6 +869,32 @@ mod tests {
             .to_string();
         assert!(err.contains("unknown watcher \"claude\""), "{err}");
         assert!(err.contains("claude-code, cline, codex"), "{err}");
+    }
+
+    #[test]
+    fn a_watch_table_takes_a_watchers_globs_by_name_and_no_glob_of_its_own() {
+        let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
+        let resolve = |text: &str| {
+            let file = parse(Path::new("/c.toml"), text).unwrap();
+            Settings::resolve(source(), Some(file), &Overrides::default(), &env)
+        };
+        let s = resolve("[[watch]]\npath = \"~/src\"\nharness = \"aider\"\n").unwrap();
+        let aider = s.roots.last().unwrap();
+        assert_eq!((aider.harness.as_str(), aider.depth), ("aider", Some(2)));
+        assert_eq!(aider.path, Path::new("/home/u/src"));
+        assert!(aider.matches(Path::new("/home/u/src/app/.aider.chat.history.md")));
+        let err = |text: &str| resolve(text).unwrap_err().to_string();
+        let unknown = err("[[watch]]\npath = \"/w\"\nharness = \"aidr\"\n");
+        assert!(
+            unknown.contains(":3:11: unknown harness \"aidr\""),
+            "{unknown}"
+        );
+        assert!(unknown.contains("aider, claude-code"), "{unknown}");
+        let glob = err("[[watch]]\npath = \"/w\"\nharness = \"aider\"\nglob = \"*.md\"\n");
+        assert!(glob.contains("leave out glob"), "{glob}");
+        // Aider's watcher has no directory of its own to switch on.
+        let on = err("[watchers]\naider = true\n");
+        assert!(on.contains("harness = \"aider\""), "{on}");
     }
 
     #[test]

@@ -638,18 +638,18 @@ impl Daemon {
     /// One watcher thread per harness, over that harness's roots; each returns once its
     /// watches are in place. A watcher that cannot start has its roots polled.
     fn start_watchers(&mut self) {
-        let mut by_harness: BTreeMap<&str, Vec<PathBuf>> = BTreeMap::new();
+        let mut by_harness: BTreeMap<&str, Vec<(PathBuf, Option<usize>)>> = BTreeMap::new();
         for r in &self.settings.roots {
             by_harness
                 .entry(&r.harness)
                 .or_default()
-                .push(r.path.clone());
+                .push((r.path.clone(), r.depth));
         }
         let mut failed = Vec::new();
-        for (name, paths) in by_harness {
-            match watch::spawn(name, paths.clone(), Arc::clone(&self.wakeups)) {
+        for (name, roots) in by_harness {
+            match watch::spawn(name, roots.clone(), Arc::clone(&self.wakeups)) {
                 Ok(t) => self.watchers.push(t),
-                Err(e) => failed.extend(paths.into_iter().map(|root| PolledRoot {
+                Err(e) => failed.extend(roots.into_iter().map(|(root, _)| PolledRoot {
                     root,
                     reason: format!("the thread of watcher {name} cannot start: {e}"),
                     fix: "check the process and thread limits (`ulimit -u`)",

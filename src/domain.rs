@@ -155,4 +155,19 @@ pub(crate) struct SnapshotSpec {
     /// JSON pointer, inside a message, to its id (a string or a number); empty to key each
     /// message by its place in the list.
     pub(crate) key: String,
+    /// What kind of document it is.
+    pub(crate) format: SnapshotFormat,
+}
+
+/// The kind of document a snapshot file is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum SnapshotFormat {
+    /// A JSON document (`messages` and `key` say where its messages are).
+    #[default]
+    Json,
+    /// Aider's Markdown chat history (`.aider.chat.history.md`), which Aider appends to: each
+    /// of its blocks (a chat's start, a prompt, a reply, Aider's own output) is a message,
+    /// keyed by where it starts in the file (`read::aider`).
+    Aider,
 }

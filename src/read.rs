@@ -5,6 +5,7 @@
 //! new markers from those same bytes, so a cursor never describes bytes other than the ones
 //! that were archived.
 
+pub(crate) mod aider;
 pub(crate) mod open;
 pub(crate) mod opencode;
 pub(crate) mod record;

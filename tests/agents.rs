@@ -22,7 +22,8 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too).
-const AGENTS: [&str; 13] = [
+const AGENTS: [&str; 14] = [
+    "aider",
     "claude-code",
     "cline",
     "cline-tasks",
@@ -48,12 +49,13 @@ fn harness_of(agent: &str) -> &str {
 }
 
 /// True for a file the session is archived from: JSONL appended to, or a document rewritten
-/// whole (a Gemini chat, Cline's session files and task folder).
+/// whole (a Gemini chat, Cline's session files and task folder, Aider's Markdown history).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
     name.ends_with(".jsonl")
         || name.ends_with(".db")
+        || name == ".aider.chat.history.md"
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
 }
@@ -103,6 +105,12 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
             Ok(document) => {
                 records.extend(document["messages"].as_array().cloned().unwrap_or_default())
             }
+            // Aider's history: each run's start, in local time (the tests' zone is UTC).
+            Err(_) if t.ends_with(".aider.chat.history.md") => records.extend(
+                (text.lines())
+                    .filter_map(|l| l.strip_prefix("# aider chat started at "))
+                    .map(|at| serde_json::json!({"timestamp": at.replace(' ', "T")})),
+            ),
             Err(_) => records.extend(text.lines().filter_map(|l| serde_json::from_str(l).ok())),
         }
     }
@@ -134,6 +142,11 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             !transcripts.is_empty(),
             "{agent}: no transcript in {files:?}"
         );
+        // Aider keeps its history in the project, which config.toml names.
+        let aider = agent == "aider";
+        if aider {
+            env.write_config("[[watch]]\npath = \"~/project\"\nharness = \"aider\"\n");
+        }
         env.run_once_home();
 
         let listed = stdout_of(&env, &["sessions", "--json"]);
@@ -152,19 +165,28 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let database = matches!(agent, "opencode" | "kilo-code");
         let title = if database { "Scripted title" } else { PROMPT };
         assert_eq!(got("title"), title, "{agent}: {session}");
-        assert_eq!(got("project"), PROJECT, "{agent}");
+        let project = env.dir.path().join("home/project");
+        let project = if aider {
+            project.to_str().unwrap()
+        } else {
+            PROJECT
+        };
+        assert_eq!(got("project"), project, "{agent}");
         assert_eq!(
             (got("started"), got("last_activity")),
             (first.into(), last.into())
         );
+        // Aider offers the model no tools: its reply is the answer.
+        let replies = if aider { 1 } else { 2 };
         assert_eq!(
             (got("user_messages"), got("assistant_messages")),
-            (1.into(), 2.into()),
+            (1.into(), replies.into()),
             "{agent}: the prompt, then the reply with its tool call and the answer: {session}"
         );
         let id = session["id"].as_str().unwrap();
+        let said = if aider { ANSWER } else { TOOL_OUTPUT };
 
-        for query in [&format!("\"{PROMPT}\""), TOOL_OUTPUT] {
+        for query in [&format!("\"{PROMPT}\""), said] {
             let hits = stdout_of(&env, &["search", query, "--json"]);
             assert!(
                 hits.lines().any(|h| h.contains(id)),
@@ -172,7 +194,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             );
         }
         let shown = stdout_of(&env, &["show", id, "--no-pager"]);
-        for said in [PROMPT, TOOL_OUTPUT, ANSWER] {
+        for said in [PROMPT, said, ANSWER] {
             assert!(shown.contains(said), "{agent}: {said} not shown:\n{shown}");
         }
 
@@ -210,7 +232,8 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
 /// The agents whose own resume takes a session offline. Not Droid: `droid exec -s ID` exits 1
 /// without a word here even on the session it has just written (with a custom model, offline);
 /// not Cline's CLI 3, which resumes a session by id only in its terminal interface or over ACP.
-const RESUMED: [&str; 9] = [
+const RESUMED: [&str; 10] = [
+    "aider",
     "claude-code",
     "cline-tasks",
     "codex",
@@ -307,6 +330,42 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             if let Some(id) = resume {
                 cmd.args(["-T", id]);
             }
+            false
+        }
+        "aider" => {
+            let home = env.dir.path().join("home");
+            let metadata = serde_json::json!({"openai/scripted-model": {
+                "max_input_tokens": 128000, "max_output_tokens": 4096,
+                "input_cost_per_token": 0, "output_cost_per_token": 0,
+                "litellm_provider": "openai", "mode": "chat"}});
+            fs::write(
+                home.join(".aider.model.metadata.json"),
+                metadata.to_string(),
+            )
+            .unwrap();
+            // Its history is where it runs (no git repository), which config.toml names.
+            let watch = format!("[[watch]]\npath = {:?}\nharness = \"aider\"\n", project);
+            env.write_config(&watch);
+            cmd.env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+                .env("OPENAI_API_BASE", format!("{}/v1", model.url()))
+                .env("OPENAI_API_KEY", "sk-scripted")
+                .args([
+                    "--model",
+                    "openai/scripted-model",
+                    "--yes-always",
+                    "--no-git",
+                ])
+                .args([
+                    "--no-check-update",
+                    "--analytics-disable",
+                    "--no-show-release-notes",
+                ])
+                .args(["--no-show-model-warnings", "--no-fancy-input"]);
+            if resume.is_some() {
+                // A project has one history: Aider sends it all back.
+                cmd.arg("--restore-chat-history");
+            }
+            cmd.arg("--message");
             false
         }
         "gptme" => {
@@ -486,8 +545,14 @@ fn each_agent_resumes_a_session_restored_after_its_deletion() {
             .find(|body| body.contains(AGAIN));
         let sent =
             sent.unwrap_or_else(|| panic!("{agent}: the resumed prompt never reached the model"));
+        // Aider offers the model no tools: the answer is what there is to carry back.
+        let said = if agent == "aider" {
+            ANSWER
+        } else {
+            TOOL_OUTPUT
+        };
         assert!(
-            sent.contains(PROMPT) && sent.contains(TOOL_OUTPUT),
+            sent.contains(PROMPT) && sent.contains(said),
             "{agent}: the resumed request does not carry the restored conversation: {sent}"
         );
     }

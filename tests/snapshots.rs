@@ -264,3 +264,98 @@ fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open(
     assert_eq!(session["user_messages"], 1);
     daemon.terminate();
 }
+
+/// The inodes of the directories that `pid`'s inotify instances watch (`/proc/PID/fdinfo`).
+fn watched_inodes(pid: i32) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for fd in fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap() {
+        let info = fs::read_to_string(fd.unwrap().path()).unwrap_or_default();
+        let watches = info.lines().filter(|l| l.starts_with("inotify wd:"));
+        let ino = |l: &str| {
+            let hex = l.split_whitespace().find_map(|w| w.strip_prefix("ino:"))?;
+            u64::from_str_radix(hex, 16).ok()
+        };
+        inodes.extend(watches.filter_map(ino));
+    }
+    inodes
+}
+
+/// Aider appends to one Markdown history per project, in the projects a `[[watch]]` table
+/// names: the daemon follows it as it grows, the block still growing at its end archived
+/// again under its key (the index holds each block once, as last seen), and it watches no
+/// deeper than a history can be (a project's `node_modules` is not watched, directory by
+/// directory).
+#[test]
+fn an_aider_history_is_followed_as_it_grows_and_no_deeper_directory_is_watched() {
+    use std::io::Write;
+    use std::os::unix::fs::MetadataExt;
+    let env = Env::new();
+    let project = env.dir.path().join("home/src/app");
+    let deep = project.join("node_modules/left-pad/lib/util");
+    fs::create_dir_all(&deep).unwrap();
+    env.write_config("[[watch]]\npath = \"~/src\"\nharness = \"aider\"\n");
+    let history = project.join(".aider.chat.history.md");
+    let append = |text: &str| {
+        let open = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&history);
+        let mut f = open.unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    append("\n# aider chat started at 2026-12-03 10:00:00\n\n> Aider v0.86.2  \n\n");
+    append("#### fix the flaky test  \n\nLooking at the test first.\n");
+
+    let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
+    daemon.wait_log("caught up");
+    let watched = watched_inodes(daemon.pid());
+    let inode = |p: &std::path::Path| fs::metadata(p).unwrap().ino();
+    assert!(watched.contains(&inode(&project)), "{watched:?}");
+    for dir in deep.ancestors().take_while(|d| *d != project) {
+        assert!(!watched.contains(&inode(dir)), "{dir:?} is watched");
+    }
+
+    let show = |id: &str| -> Vec<Value> {
+        let out = stdout_of(&env, &["show", id, "--format", "json"]);
+        out.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let session = || -> Value {
+        let listed = stdout_of(&env, &["sessions", "--json"]);
+        serde_json::from_str(listed.trim()).unwrap_or(Value::Null)
+    };
+    wait_until_else(
+        "the prompt in the index",
+        || session()["user_messages"] == 1,
+        || daemon.log(),
+    );
+    let id = session()["id"].as_str().unwrap().to_owned();
+    assert_eq!(session()["title"], "fix the flaky test");
+    assert_eq!(session()["project"], project.to_str().unwrap());
+    // The reply goes on (a second paragraph), and a second chat starts.
+    append("\nIt waits on a sleep; it should wait on the file.\n\n");
+    append("# aider chat started at 2026-12-03 11:00:00\n\n");
+    let replies = || -> Vec<String> {
+        (show(&id).iter())
+            .filter(|m| m["role"] == "assistant")
+            .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    wait_until_else(
+        "the reply's second paragraph in the index",
+        || replies().iter().any(|r| r.contains("wait on the file")),
+        || daemon.log(),
+    );
+    daemon.terminate();
+    assert_eq!(
+        replies(),
+        ["Looking at the test first.\n\nIt waits on a sleep; it should wait on the file."]
+    );
+    let session = session();
+    assert_eq!(session["assistant_messages"], 1, "{session}");
+    assert_eq!(
+        session["last_activity"], "2026-12-03T11:00:00Z",
+        "{session}"
+    );
+}

@@ -99,6 +99,8 @@ impl Env {
             .env("HOME", self.dir.path().join("home"))
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("RUST_LOG", "info")
+            // One time zone everywhere, for what is kept in local time (Aider's history).
+            .env("TZ", "UTC")
             // What a command writes on a terminal goes to the test, not through `less`, which
             // would wait for a key; the pager's own test sets PAGER itself.
             .env("PAGER", "cat");

@@ -11,6 +11,7 @@ with the same short conversation:
   of that tool running `echo scripted-tool-output`;
 - a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
   the `complete` tool, for an agent that offers one to end its run);
+- Aider's prompt (it offers no tools): the final text;
 - any other request (titles, summaries, side questions): a short text, `Scripted title`.
 
 Every response carries usage figures (fixed, so fixtures hold known numbers). Each request is
@@ -84,7 +85,20 @@ def plan(body):
         return ("text", FINAL_TEXT, None)
     if shell:
         return ("tool", FIRST_TEXT, shell)
+    # Aider offers no tools (it asks for file listings and shell commands in the text): its
+    # prompt gets the final answer.
+    if is_aider(body):
+        return ("text", FINAL_TEXT, None)
     return ("text", OTHER_TEXT, None)
+
+
+def is_aider(body):
+    """Whether the request is Aider's: its system prompt opens with its own words."""
+    messages = body.get("messages") or []
+    first = messages[0] if messages else {}
+    content = first.get("content")
+    return (first.get("role") == "system" and isinstance(content, str)
+            and content.startswith("Act as an expert software developer."))
 
 
 def tool_input(name):

@@ -52,6 +52,10 @@ pub(crate) fn discover(roots: &[Root]) -> Discovery {
             continue;
         }
         let walk = WalkDir::new(&root.path).follow_links(false);
+        let walk = match root.depth {
+            Some(depth) => walk.max_depth(depth),
+            None => walk,
+        };
         scan(index, root, walk, &mut found);
     }
     found

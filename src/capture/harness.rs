@@ -1,7 +1,7 @@
 //! Watcher definitions: one `watchers/NAME.toml` per agent harness, embedded at build time,
 //! resolved into the roots a pass scans.
 
-use crate::domain::{SnapshotSpec as Spec, StartAt};
+use crate::domain::{SnapshotFormat, SnapshotSpec as Spec, StartAt};
 use crate::error::{Error, Result};
 use globset::{Glob, GlobMatcher};
 use serde::Deserialize;
@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 /// The embedded definitions, sorted by name.
 const DEFINITIONS: &[(&str, &str)] = &[
+    ("aider", include_str!("../../watchers/aider.toml")),
     (
         "claude-code",
         include_str!("../../watchers/claude-code.toml"),
@@ -95,6 +96,9 @@ pub(crate) struct SnapshotDef {
     /// JSON pointer, inside a message, to its id; empty to key messages by their place.
     #[serde(default)]
     pub key: String,
+    /// `json` (the default) or `aider` (Aider's Markdown chat history).
+    #[serde(default)]
+    pub format: SnapshotFormat,
 }
 
 fn yes() -> bool {
@@ -118,6 +122,9 @@ pub struct Root {
     pub snapshot: Arc<Vec<SnapshotRoot>>,
     /// The agent's SQLite databases under it (matched by these globs).
     pub database: Arc<Vec<GlobMatcher>>,
+    /// How deep under it a file of its globs can be (1: in the root itself); `None` when a
+    /// glob reaches any depth (`**`). Deeper directories are neither scanned nor watched.
+    pub depth: Option<usize>,
 }
 
 /// The snapshot files of a root: which, and where their messages are.
@@ -231,6 +238,15 @@ pub fn watch_roots(dirs: &[PathBuf], glob: &str) -> Result<Vec<Root>> {
         .collect()
 }
 
+/// Roots for directories that `watcher` reads as it reads its own (`[[watch]]` tables with
+/// `harness`): by its globs and its snapshot and database tables.
+pub(crate) fn roots_of(watcher: &Watcher, dirs: &[PathBuf]) -> Result<Vec<Root>> {
+    let glob = watcher.glob.as_deref().unwrap_or("");
+    (dirs.iter())
+        .map(|d| root(absolute(d), watcher, glob))
+        .collect()
+}
+
 fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf> {
     if let Some(dir) = w
         .home_env
@@ -252,6 +268,7 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
                 spec: Spec {
                     messages: def.messages.clone(),
                     key: def.key.clone(),
+                    format: def.format,
                 },
             })
         })
@@ -262,6 +279,12 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
             other => panic!("watchers/{}.toml names no reader {other:?}", watcher.name),
         })
         .collect::<Result<Vec<_>>>()?;
+    let globs = (std::iter::once(glob).filter(|g| !g.is_empty()))
+        .chain(watcher.snapshot.iter().map(|d| d.glob.as_str()))
+        .chain(watcher.database.iter().map(|d| d.glob.as_str()));
+    let depth = globs
+        .map(glob_depth)
+        .try_fold(0, |deepest, d| Some(deepest.max(d?)));
     Ok(Root {
         path,
         harness: watcher.name.clone(),
@@ -270,7 +293,15 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
         start_at: StartAt::default(),
         snapshot: Arc::new(snapshot),
         database: Arc::new(database),
+        depth,
     })
+}
+
+/// How many levels of path a match of `glob` can have at most; `None` for any number (`**`).
+/// A glob with braces counts every `/` in it, alternatives alike: more than a match can have,
+/// never less.
+fn glob_depth(glob: &str) -> Option<usize> {
+    (!glob.contains("**")).then(|| 1 + glob.matches('/').count())
 }
 
 fn matcher(glob: &str) -> Result<GlobMatcher> {
@@ -380,6 +411,19 @@ mod tests {
         assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c.jsonl"));
         assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c/5e1c.jsonl"));
         assert!(!cursor.is_match("home-u-app/worker.jsonl"));
+    }
+
+    #[test]
+    fn a_root_is_as_deep_as_its_deepest_glob_and_unbounded_with_a_double_star() {
+        assert_eq!(glob_depth(".aider.chat.history.md"), Some(1));
+        assert_eq!(glob_depth("tasks/*/{a,b}.json"), Some(3));
+        assert_eq!(glob_depth("{a,b/c}.json"), Some(2));
+        assert_eq!(glob_depth("**/*.jsonl"), None);
+        let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
+        let depth = |harness: &str| roots.iter().find(|r| r.harness == harness).unwrap().depth;
+        // sessions/*/*.messages.json, tasks/*/{…}.json: three levels.
+        assert_eq!(depth("cline"), Some(3));
+        assert_eq!(depth("claude-code"), None);
     }
 
     #[test]

@@ -230,7 +230,7 @@ impl WatcherThread {
 /// roots to the engine for polling.
 pub(crate) fn spawn(
     name: &str,
-    roots: Vec<PathBuf>,
+    roots: Vec<(PathBuf, Option<usize>)>,
     wakeups: Arc<Wakeups>,
 ) -> std::io::Result<WatcherThread> {
     let (ctl_tx, ctl_rx) = bounded::<Control>(CONTROL_BACKLOG);
@@ -281,7 +281,7 @@ enum Control {
 /// the directories that appear and go.
 fn run(
     name: &str,
-    roots: Vec<PathBuf>,
+    roots: Vec<(PathBuf, Option<usize>)>,
     watcher: Result<Box<dyn Watches>, WatchError>,
     link: Link,
     ctl: Receiver<Control>,
@@ -292,7 +292,7 @@ fn run(
     let watcher = match watcher {
         Ok(w) => w,
         Err(e) => {
-            for root in roots {
+            for (root, _) in roots {
                 wakeups.mark_polled(PolledRoot {
                     root,
                     reason: format!("watcher {name} cannot start: {e}"),
@@ -415,6 +415,8 @@ struct Roots {
     roots: Vec<PathBuf>,
     watcher: Box<dyn Watches>,
     wakeups: Arc<Wakeups>,
+    /// How deep under each root a file of its globs can be (`Root::depth`).
+    depths: HashMap<PathBuf, Option<usize>>,
     /// Roots handed to the engine for polling (each once).
     polled: HashSet<PathBuf>,
     /// Directories watched (non-recursively), each under a root.
@@ -426,13 +428,14 @@ struct Roots {
 impl Roots {
     fn new(
         name: &str,
-        roots: Vec<PathBuf>,
+        roots: Vec<(PathBuf, Option<usize>)>,
         watcher: Box<dyn Watches>,
         wakeups: Arc<Wakeups>,
     ) -> Roots {
         Roots {
             name: name.to_owned(),
-            roots,
+            roots: roots.iter().map(|(r, _)| r.clone()).collect(),
+            depths: roots.into_iter().collect(),
             watcher,
             wakeups,
             polled: HashSet::new(),
@@ -501,10 +504,29 @@ impl Roots {
         }
     }
 
-    /// Adds a watch to each directory under `dir`. A directory that cannot be watched is
-    /// reported and skipped; the others are still watched.
+    /// How many levels under `dir` directories are watched: down to those that can hold a file
+    /// of the globs of a root `dir` is in. `None` when `dir` is deeper than any such directory.
+    fn levels_under(&self, dir: &Path) -> Option<usize> {
+        let levels = |root: &PathBuf| {
+            let Some(Some(depth)) = self.depths.get(root) else {
+                return Some(usize::MAX);
+            };
+            let below = dir.strip_prefix(root).ok()?.components().count();
+            // A file `depth` levels under the root is in a directory `depth - 1` levels under it.
+            (depth - 1).checked_sub(below)
+        };
+        (self.roots.iter().filter(|r| dir.starts_with(r)))
+            .filter_map(levels)
+            .max()
+    }
+
+    /// Adds a watch to each directory under `dir` that can hold a file of its root. A
+    /// directory that cannot be watched is reported and skipped; the others are still watched.
     fn watch_tree(&mut self, dir: &Path) {
-        for entry in WalkDir::new(dir).follow_links(false) {
+        let Some(levels) = self.levels_under(dir) else {
+            return;
+        };
+        for entry in WalkDir::new(dir).follow_links(false).max_depth(levels) {
             let entry = match entry {
                 Ok(e) if e.file_type().is_dir() => e,
                 // A root given as a symlink to a directory is listed through the link (as a

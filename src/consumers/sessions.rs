@@ -353,6 +353,15 @@ impl Identified {
             "droid" => id.session = first.session_id.clone().unwrap_or(stem),
             // logs/<conversation name>/conversation.jsonl
             "gptme" => id.session = dir.clone().unwrap_or(stem),
+            // <project>/.aider.chat.history.md: every chat of a project, as Aider's
+            // --restore-chat-history reads them back; named by the project's folder and a
+            // hash of its path, which tells projects of the same name apart.
+            "aider" => {
+                let project = path.parent().unwrap_or(path);
+                let hash = xxhash_rust::xxh3::xxh3_64(project.as_os_str().as_encoded_bytes());
+                id.session = format!("{}-{:08x}", dir.clone().unwrap_or(stem), hash as u32);
+                id.project = Some(project.to_string_lossy().into_owned());
+            }
             // session-state/<session id>/events.jsonl
             "copilot-cli" => {
                 id.session = (first.session_id.clone())

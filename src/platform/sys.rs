@@ -29,6 +29,31 @@ fn core_wait_of(schedstat: &str) -> Option<std::time::Duration> {
     Some(std::time::Duration::from_nanos(ns))
 }
 
+/// The Unix time (seconds) of a wall-clock time of this machine's time zone (`TZ`, else the
+/// system's), as `mktime(3)` reads it (a time that a clock change skipped or repeated is taken
+/// as it decides). `None` when it cannot say.
+#[allow(unsafe_code)] // mktime: rustix has no wrapper
+pub(crate) fn local_time_to_unix(
+    (year, month, day): (i32, u32, u32),
+    (hour, minute, second): (u32, u32, u32),
+) -> Option<i64> {
+    let field = |v: u32| libc::c_int::try_from(v).ok();
+    // SAFETY: an all-zero `tm` is a valid value (its pointer field, where there is one, null).
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    tm.tm_year = year.checked_sub(1900)?;
+    tm.tm_mon = field(month)?.checked_sub(1)?;
+    tm.tm_mday = field(day)?;
+    tm.tm_hour = field(hour)?;
+    tm.tm_min = field(minute)?;
+    tm.tm_sec = field(second)?;
+    // Daylight saving time unknown: mktime decides.
+    tm.tm_isdst = -1;
+    // SAFETY: `tm` is a valid, exclusively borrowed `tm`; mktime reads and normalises it.
+    let t = unsafe { libc::mktime(&mut tm) };
+    #[allow(clippy::useless_conversion)] // time_t is narrower than i64 on some targets
+    (t != -1).then_some(i64::from(t))
+}
+
 /// Puts the calling thread in the batch scheduling class: it keeps its share of the cores (a
 /// nice of 0), but its wake-ups never preempt the thread running on a core; it waits for that
 /// thread to sleep or for its slice to end. Linux only (`SCHED_BATCH`: unlike `SCHED_IDLE`, an

@@ -8,7 +8,7 @@
 //! found through OpenCode's own log of changes (`event`, whose rowid only grows), or, in a
 //! database without one, through the sessions' and messages' `time_updated`.
 
-use crate::domain::SnapshotSpec;
+use crate::domain::{SnapshotFormat, SnapshotSpec};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
@@ -20,6 +20,7 @@ pub(crate) fn spec() -> SnapshotSpec {
     SnapshotSpec {
         messages: Some("/messages".into()),
         key: "/info/id".into(),
+        format: SnapshotFormat::Json,
     }
 }
 

@@ -9,6 +9,7 @@
 //! taken out (a record is one line): key order, numbers and escapes are as the agent wrote
 //! them.
 
+use crate::domain::SnapshotFormat;
 pub(crate) use crate::domain::SnapshotSpec as Spec;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
@@ -30,6 +31,9 @@ pub(crate) struct Entry {
 /// occurrence (`key#2`). `Err` says why the bytes are not such a document.
 pub(crate) fn derive(doc: &[u8], spec: &Spec) -> Result<Vec<Entry>, String> {
     let text = std::str::from_utf8(doc).map_err(|e| format!("not UTF-8: {e}"))?;
+    if spec.format == SnapshotFormat::Aider {
+        return Ok(super::aider::derive(text));
+    }
     let root: &RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let Some(pointer) = &spec.messages else {
         let record = minify(root.get());
@@ -182,11 +186,13 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::SnapshotFormat;
 
     fn gemini() -> Spec {
         Spec {
             messages: Some("/messages".into()),
             key: "/id".into(),
+            format: SnapshotFormat::Json,
         }
     }
 
@@ -225,6 +231,7 @@ mod tests {
         let spec = Spec {
             messages: Some(String::new()),
             key: String::new(),
+            format: SnapshotFormat::Json,
         };
         let entries = derive(doc, &spec).unwrap();
         let keys: Vec<_> = entries.iter().map(|e| e.key.clone()).collect();
@@ -237,6 +244,7 @@ mod tests {
         let spec = Spec {
             messages: Some(String::new()),
             key: "/ts".into(),
+            format: SnapshotFormat::Json,
         };
         let keys: Vec<_> = (derive(doc, &spec).unwrap().into_iter())
             .map(|e| e.key.unwrap())
@@ -245,6 +253,7 @@ mod tests {
         let manifest = Spec {
             messages: None,
             key: String::new(),
+            format: SnapshotFormat::Json,
         };
         let entries = derive(b"{ \"cwd\": \"/p\" }", &manifest).unwrap();
         assert_eq!(records(&entries), [r#"{"cwd":"/p"}"#]);

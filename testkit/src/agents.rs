@@ -49,13 +49,19 @@ pub fn install(agent: &str) -> PathBuf {
     fs::create_dir_all(&agents).expect("creating target/agents");
     let lock = File::create(agents.join(".lock")).expect("creating target/agents/.lock");
     lock.lock().expect("locking target/agents");
-    let prefix = if p.apart { agents.join(agent) } else { agents };
+    let prefix = if p.apart {
+        agents.join(agent)
+    } else {
+        agents.clone()
+    };
     let manifest = prefix
         .join("node_modules")
         .join(&p.package)
         .join("package.json");
     if let Some(name) = p.package.strip_prefix("pypi:") {
-        return pip_install(&prefix, name, &p.version, &p.bin);
+        // Each in a virtual environment of its own: PyPI agents pin their dependencies, and
+        // two of them rarely agree.
+        return pip_install(&agents.join(agent), name, &p.version, &p.bin);
     }
     let installed = fs::read_to_string(&manifest)
         .ok()

@@ -22,6 +22,7 @@
 //! - Qwen Code: Claude Code's envelope around a message of Gemini's parts.
 //! - Factory Droid: a `session_start` line, then `message`s of Anthropic-style blocks.
 //! - gptme: `{role, content, timestamp}`, tool calls written in the assistant's text.
+//! - Aider: the blocks of its Markdown history, as `read::aider` makes records of them.
 //! - GitHub Copilot CLI: events `{type, data, id, timestamp}` (`session.start`,
 //!   `user.message`, `assistant.message`, `tool.execution_complete`, …).
 //!
@@ -31,6 +32,7 @@ use crate::read::record::parse_value;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
+mod aider;
 mod claude;
 mod cline;
 mod codex;
@@ -44,6 +46,7 @@ mod opencode;
 mod pi;
 mod qwen;
 
+use aider::aider;
 use claude::claude;
 use cline::cline;
 use codex::codex;
@@ -289,6 +292,7 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
         return unparsed(record);
     };
     let parsed = match (harness, value.as_object()) {
+        ("aider", Some(obj)) => aider(obj),
         ("claude-code", Some(obj)) => claude(obj),
         ("cline", Some(obj)) => cline(obj),
         ("codex", Some(obj)) => codex(obj),
