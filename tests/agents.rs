@@ -22,8 +22,9 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too).
-const AGENTS: [&str; 14] = [
+const AGENTS: [&str; 15] = [
     "aider",
+    "amp",
     "claude-code",
     "cline",
     "cline-tasks",
@@ -49,13 +50,15 @@ fn harness_of(agent: &str) -> &str {
 }
 
 /// True for a file the session is archived from: JSONL appended to, or a document rewritten
-/// whole (a Gemini chat, Cline's session files and task folder, Aider's Markdown history).
+/// whole (a Gemini chat, Cline's session files and task folder, an Amp thread, Aider's
+/// Markdown history).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
     name.ends_with(".jsonl")
         || name.ends_with(".db")
         || name == ".aider.chat.history.md"
+        || (name.starts_with("T-") && name.ends_with(".json"))
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
 }
@@ -102,6 +105,13 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
         let text = fs::read_to_string(t).unwrap();
         match serde_json::from_str::<Value>(&text) {
             Ok(Value::Array(list)) => records.extend(list),
+            // An Amp thread: created (ms), and when each prompt was sent.
+            Ok(thread) if thread["created"].is_i64() => {
+                records.push(serde_json::json!({"ts": thread["created"]}));
+                let messages = thread["messages"].as_array().unwrap().iter();
+                let sent = messages.filter_map(|m| m["meta"]["sentAt"].as_i64());
+                records.extend(sent.map(|ms| serde_json::json!({"ts": ms})));
+            }
             Ok(document) => {
                 records.extend(document["messages"].as_array().cloned().unwrap_or_default())
             }
@@ -232,8 +242,9 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
 /// The agents whose own resume takes a session offline. Not Droid: `droid exec -s ID` exits 1
 /// without a word here even on the session it has just written (with a custom model, offline);
 /// not Cline's CLI 3, which resumes a session by id only in its terminal interface or over ACP.
-const RESUMED: [&str; 10] = [
+const RESUMED: [&str; 11] = [
     "aider",
+    "amp",
     "claude-code",
     "cline-tasks",
     "codex",
@@ -366,6 +377,16 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
                 cmd.arg("--restore-chat-history");
             }
             cmd.arg("--message");
+            false
+        }
+        "amp" => {
+            // Its inference goes to $AMP_URL/api/provider/anthropic/v1/messages.
+            cmd.env("AMP_URL", model.url())
+                .env("AMP_API_KEY", "sk-scripted");
+            if let Some(id) = resume {
+                cmd.args(["threads", "continue", id]);
+            }
+            cmd.args(["--dangerously-allow-all", "-x"]);
             false
         }
         "gptme" => {

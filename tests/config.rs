@@ -39,6 +39,7 @@ fn config_check_prints_the_resolved_configuration() {
     assert_eq!(
         harnesses,
         [
+            "amp",
             "claude-code",
             "cline",
             "cline",
@@ -55,9 +56,9 @@ fn config_check_prints_the_resolved_configuration() {
         ],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[12]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[12]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[12]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[13]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[13]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[13]["start_at"].as_str(), Some("end"));
 }
 
 #[test]
@@ -107,7 +108,7 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     assert!(err.contains("config.toml:2:1"), "{err}");
     assert!(
         err.contains(
-            "the built-in watchers are claude-code, cline, codex, copilot-cli, cursor, droid, \
+            "the built-in watchers are amp, claude-code, cline, codex, copilot-cli, cursor, droid, \
              gemini-cli, gptme, kilo-code, opencode, pi, qwen-code"
         ),
         "{err}"

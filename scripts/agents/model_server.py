@@ -14,7 +14,8 @@ with the same short conversation:
 - Aider's prompt (it offers no tools): the final text;
 - any other request (titles, summaries, side questions): a short text, `Scripted title`.
 
-Every response carries usage figures (fixed, so fixtures hold known numbers). Each request is
+Amp's upload of the thread at the end of a run (`POST /api/internal?uploadThread`) is
+acknowledged. Every response carries usage figures (fixed, so fixtures hold known numbers). Each request is
 appended to the JSON Lines file named by `--log` (its path and body), so a test can check what
 an agent sent, such as the history a resumed session carried.
 
@@ -101,9 +102,20 @@ def is_aider(body):
             and content.startswith("Act as an expert software developer."))
 
 
-def tool_input(name):
+def takes(body, name, field):
+    """Whether the request's tool `name` has an input field `field` (Anthropic's shape)."""
+    for tool in body.get("tools") or []:
+        if tool.get("name") == name:
+            return field in ((tool.get("input_schema") or {}).get("properties") or {})
+    return False
+
+
+def tool_input(name, body):
     if name == "complete":
         return {}
+    # Amp's Bash takes `cmd` (and a `cwd`); Claude Code's takes `command`.
+    if name == "Bash" and takes(body, name, "cmd"):
+        return {"cmd": TOOL_COMMAND}
     if name == "Bash":
         return {"command": TOOL_COMMAND, "description": "Print a scripted line"}
     if name == "attempt_completion":
@@ -145,7 +157,11 @@ class Handler(BaseHTTPRequestHandler):
             body = {}
         self.record(body)
         path = self.path.split("?")[0]
-        if path.endswith("/count_tokens"):
+        if path == "/api/internal" and "uploadThread" in self.path:
+            # Amp uploads the thread to its server at the end of a run, and exits 1 when
+            # that fails.
+            self.send_json(200, {"ok": True, "result": {}})
+        elif path.endswith("/count_tokens"):
             self.send_json(200, {"input_tokens": USAGE["input"]})
         elif path.endswith("/messages"):
             self.anthropic(body)
@@ -199,7 +215,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "tool":
             blocks.append(
                 {"type": "tool_use", "id": self.next_id("toolu"), "name": tool,
-                 "input": tool_input(tool)}
+                 "input": tool_input(tool, body)}
             )
         stop = "tool_use" if kind == "tool" else "end_turn"
         usage = {
@@ -248,7 +264,7 @@ class Handler(BaseHTTPRequestHandler):
         if kind == "tool":
             items.append({"type": "function_call", "id": self.next_id("fc"),
                           "call_id": self.next_id("call"), "name": tool,
-                          "arguments": json.dumps(tool_input(tool)), "status": "completed"})
+                          "arguments": json.dumps(tool_input(tool, body)), "status": "completed"})
         usage = {"input_tokens": USAGE["input"] + USAGE["cache_read"],
                  "input_tokens_details": {"cached_tokens": USAGE["cache_read"]},
                  "output_tokens": USAGE["output"],
@@ -278,7 +294,7 @@ class Handler(BaseHTTPRequestHandler):
         kind, text, tool = plan(body)
         parts = [{"text": text}]
         if kind == "tool":
-            parts.append({"functionCall": {"name": tool, "args": tool_input(tool)}})
+            parts.append({"functionCall": {"name": tool, "args": tool_input(tool, body)}})
         usage = {"promptTokenCount": USAGE["input"] + USAGE["cache_read"],
                  "cachedContentTokenCount": USAGE["cache_read"],
                  "candidatesTokenCount": USAGE["output"],
@@ -300,7 +316,7 @@ class Handler(BaseHTTPRequestHandler):
         calls = []
         if kind == "tool":
             calls.append({"id": self.next_id("call"), "type": "function",
-                          "function": {"name": tool, "arguments": json.dumps(tool_input(tool))}})
+                          "function": {"name": tool, "arguments": json.dumps(tool_input(tool, body))}})
         finish = "tool_calls" if calls else "stop"
         usage = {"prompt_tokens": USAGE["input"] + USAGE["cache_read"],
                  "completion_tokens": USAGE["output"],

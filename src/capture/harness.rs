@@ -11,6 +11,7 @@ use std::sync::Arc;
 /// The embedded definitions, sorted by name.
 const DEFINITIONS: &[(&str, &str)] = &[
     ("aider", include_str!("../../watchers/aider.toml")),
+    ("amp", include_str!("../../watchers/amp.toml")),
     (
         "claude-code",
         include_str!("../../watchers/claude-code.toml"),
@@ -371,6 +372,7 @@ mod tests {
         assert_eq!(
             roots,
             vec![
+                ("amp".into(), PathBuf::from("/x/amp/threads")),
                 (
                     "claude-code".into(),
                     PathBuf::from("/home/u/.claude/projects")
@@ -429,7 +431,11 @@ mod tests {
     #[test]
     fn the_claude_glob_includes_subagent_transcripts() {
         let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
-        let claude = &roots[0].glob;
+        let claude = &roots
+            .iter()
+            .find(|r| r.harness == "claude-code")
+            .unwrap()
+            .glob;
         assert!(claude.is_match("-home-u-proj/abc.jsonl"));
         assert!(claude.is_match("-home-u-proj/abc/subagents/agent-1.jsonl"));
         assert!(!claude.is_match("-home-u-proj/abc.json"));

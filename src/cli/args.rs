@@ -602,7 +602,7 @@ pub struct TailArgs {
     /// Then follow new records through the daemon, until interrupted.
     #[arg(short = 'f', long)]
     pub(crate) follow: bool,
-    /// Only records of this watcher (aider, claude-code, cline, codex, copilot-cli, cursor,
+    /// Only records of this watcher (aider, amp, claude-code, cline, codex, copilot-cli, cursor,
     /// droid, gemini-cli, gptme, kilo-code, opencode, pi, qwen-code, generic).
     #[arg(long, value_name = "H")]
     pub(crate) harness: Option<String>,

@@ -351,6 +351,8 @@ impl Identified {
             "cursor" => id.project = dir_before(path, "agent-transcripts"),
             // sessions/<cwd>/<session id>.jsonl
             "droid" => id.session = first.session_id.clone().unwrap_or(stem),
+            // threads/T-<id>.json
+            "amp" => id.session = first.session_id.clone().unwrap_or(stem),
             // logs/<conversation name>/conversation.jsonl
             "gptme" => id.session = dir.clone().unwrap_or(stem),
             // <project>/.aider.chat.history.md: every chat of a project, as Aider's

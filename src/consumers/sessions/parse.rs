@@ -23,6 +23,7 @@
 //! - Factory Droid: a `session_start` line, then `message`s of Anthropic-style blocks.
 //! - gptme: `{role, content, timestamp}`, tool calls written in the assistant's text.
 //! - Aider: the blocks of its Markdown history, as `read::aider` makes records of them.
+//! - Amp: a thread's document around its messages, then `{role, messageId, content}`.
 //! - GitHub Copilot CLI: events `{type, data, id, timestamp}` (`session.start`,
 //!   `user.message`, `assistant.message`, `tool.execution_complete`, …).
 //!
@@ -33,6 +34,7 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 
 mod aider;
+mod amp;
 mod claude;
 mod cline;
 mod codex;
@@ -47,6 +49,7 @@ mod pi;
 mod qwen;
 
 use aider::aider;
+use amp::amp;
 use claude::claude;
 use cline::cline;
 use codex::codex;
@@ -293,6 +296,7 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
     };
     let parsed = match (harness, value.as_object()) {
         ("aider", Some(obj)) => aider(obj),
+        ("amp", Some(obj)) => amp(obj),
         ("claude-code", Some(obj)) => claude(obj),
         ("cline", Some(obj)) => cline(obj),
         ("codex", Some(obj)) => codex(obj),
