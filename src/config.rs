@@ -656,7 +656,11 @@ impl RootView {
                 .iter()
                 .map(|s| s.glob.glob().to_string())
                 .collect(),
-            databases: r.database.iter().map(|g| g.glob().to_string()).collect(),
+            databases: r
+                .database
+                .iter()
+                .map(|(g, _)| g.glob().to_string())
+                .collect(),
             start_at: r.start_at,
         }
     }

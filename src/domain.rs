@@ -159,6 +159,16 @@ pub(crate) struct SnapshotSpec {
     pub(crate) format: SnapshotFormat,
 }
 
+/// Which reader knows an agent's SQLite database: a watcher's `[[database]]` `reader`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum DatabaseReader {
+    /// OpenCode's (1.2 and later) and its forks' (Kilo Code's CLI): `read::opencode`.
+    OpenCode,
+    /// Crush's: `read::crush`.
+    Crush,
+}
+
 /// The kind of document a snapshot file is.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

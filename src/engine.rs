@@ -565,9 +565,9 @@ impl Engine {
             return Ok(Step::Done);
         }
         let root = &roots[work.root];
-        if root.is_database(&work.path) {
+        if let Some(reader) = root.database_reader(&work.path) {
             let harness = root.harness.clone();
-            return self.step_database(work, &harness);
+            return self.step_database(work, &harness, reader);
         }
         if let Some(spec) = root.snapshot_of(&work.path) {
             let (spec, harness) = (spec.clone(), root.harness.clone());

@@ -6,6 +6,8 @@
 //! that were archived.
 
 pub(crate) mod aider;
+pub(crate) mod crush;
+pub(crate) mod database;
 pub(crate) mod open;
 pub(crate) mod opencode;
 pub(crate) mod record;

@@ -22,7 +22,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too).
-const AGENTS: [&str; 15] = [
+const AGENTS: [&str; 16] = [
     "aider",
     "amp",
     "claude-code",
@@ -30,6 +30,7 @@ const AGENTS: [&str; 15] = [
     "cline-tasks",
     "codex",
     "copilot-cli",
+    "crush",
     "droid",
     "gemini-cli",
     "gemini-cli-json",
@@ -97,7 +98,12 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
     {
         if t.extension().is_some_and(|e| e == "db") {
             let db = rusqlite::Connection::open(t).unwrap();
-            let mut stmt = db.prepare("SELECT time_created FROM message").unwrap();
+            // OpenCode's `message` (ms), or Crush's `messages` (seconds).
+            let sql = match t.ends_with("crush.db") {
+                true => "SELECT created_at * 1000 FROM messages",
+                false => "SELECT time_created FROM message",
+            };
+            let mut stmt = db.prepare(sql).unwrap();
             let times = stmt.query_map([], |r| r.get::<_, i64>(0)).unwrap();
             records.extend(times.map(|t| serde_json::json!({"ts": t.unwrap()})));
             continue;
@@ -152,10 +158,20 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             !transcripts.is_empty(),
             "{agent}: no transcript in {files:?}"
         );
-        // Aider keeps its history in the project, which config.toml names.
+        // Aider keeps its history in the project, which config.toml names; Crush its
+        // database, which it lists in its projects.json.
         let aider = agent == "aider";
+        let home = env.dir.path().join("home");
         if aider {
             env.write_config("[[watch]]\npath = \"~/project\"\nharness = \"aider\"\n");
+        }
+        if agent == "crush" {
+            let listed = home.join(".local/share/crush/projects.json");
+            let project = home.join("project");
+            let projects = serde_json::json!({"projects": [{"path": project,
+                "data_dir": project.join(".crush"), "last_accessed": "2026-09-23T08:00:00Z"}]});
+            fs::create_dir_all(listed.parent().unwrap()).unwrap();
+            fs::write(listed, projects.to_string()).unwrap();
         }
         env.run_once_home();
 
@@ -170,13 +186,14 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let got = |k: &str| session[k].clone();
         assert_eq!(got("harness"), harness_of(agent));
         assert_eq!(got("on_disk"), true, "{agent}: {session}");
-        // OpenCode (and Kilo Code, its fork) has the model name the session: the scripted
-        // model's title.
-        let database = matches!(agent, "opencode" | "kilo-code");
+        // OpenCode (and Kilo Code, its fork) and Crush have the model name the session: the
+        // scripted model's title.
+        let database = matches!(agent, "opencode" | "kilo-code" | "crush");
         let title = if database { "Scripted title" } else { PROMPT };
         assert_eq!(got("title"), title, "{agent}: {session}");
-        let project = env.dir.path().join("home/project");
-        let project = if aider {
+        let in_project = aider || agent == "crush";
+        let project = home.join("project");
+        let project = if in_project {
             project.to_str().unwrap()
         } else {
             PROJECT
@@ -203,6 +220,19 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
                 "{agent}: {query} not found: {hits}"
             );
         }
+        // The tool's output is read as its result (the command that printed it names it too).
+        if !aider {
+            let messages = stdout_of(&env, &["show", id, "--format", "json"]);
+            let result = (messages.lines())
+                .map(|m| serde_json::from_str::<Value>(m).unwrap())
+                .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+                .find(|p| p["type"] == "tool_result");
+            let result = result.unwrap_or_else(|| panic!("{agent}: no tool result: {messages}"));
+            assert!(
+                result["text"].as_str().unwrap().contains(TOOL_OUTPUT),
+                "{agent}: {result}"
+            );
+        }
         let shown = stdout_of(&env, &["show", id, "--no-pager"]);
         for said in [PROMPT, said, ANSWER] {
             assert!(shown.contains(said), "{agent}: {said} not shown:\n{shown}");
@@ -219,7 +249,9 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             );
             let raw = stdout_of(&env, &["show", id, "--format", "raw"]);
             let doc: Value = serde_json::from_str(&raw).unwrap();
-            assert_eq!(doc["messages"].as_array().unwrap().len(), 3, "{raw}");
+            // OpenCode's reply is one message; Crush's tool result is a message of its own.
+            let messages = if agent == "crush" { 4 } else { 3 };
+            assert_eq!(doc["messages"].as_array().unwrap().len(), messages, "{raw}");
             continue;
         }
         let recorded: Vec<Vec<u8>> = transcripts.iter().map(|t| fs::read(t).unwrap()).collect();

@@ -108,8 +108,8 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     assert!(err.contains("config.toml:2:1"), "{err}");
     assert!(
         err.contains(
-            "the built-in watchers are amp, claude-code, cline, codex, copilot-cli, cursor, droid, \
-             gemini-cli, gptme, kilo-code, opencode, pi, qwen-code"
+            "the built-in watchers are amp, claude-code, cline, codex, copilot-cli, crush, cursor, \
+             droid, gemini-cli, gptme, kilo-code, opencode, pi, qwen-code"
         ),
         "{err}"
     );

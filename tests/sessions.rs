@@ -517,8 +517,8 @@ fn an_unknown_harness_is_an_error_listing_the_known_ones() {
         assert!(out.stdout.is_empty());
         assert!(
             stderr(&out).contains(
-                "no harness \"claude\"; give one of: aider, amp, claude-code, cline, codex, copilot-cli, \
-                 cursor, droid, gemini-cli, generic, gptme, kilo-code, opencode, pi, qwen-code"
+                "no harness \"claude\"; give one of: aider, amp, claude-code, cline, codex, \
+                 copilot-cli, crush, cursor, droid, gemini-cli, generic, gptme, kilo-code, opencode, pi, qwen-code"
             ),
             "{}",
             stderr(&out)

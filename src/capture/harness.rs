@@ -1,7 +1,7 @@
 //! Watcher definitions: one `watchers/NAME.toml` per agent harness, embedded at build time,
 //! resolved into the roots a pass scans.
 
-use crate::domain::{SnapshotFormat, SnapshotSpec as Spec, StartAt};
+use crate::domain::{DatabaseReader, SnapshotFormat, SnapshotSpec as Spec, StartAt};
 use crate::error::{Error, Result};
 use globset::{Glob, GlobMatcher};
 use serde::Deserialize;
@@ -22,6 +22,7 @@ const DEFINITIONS: &[(&str, &str)] = &[
         "copilot-cli",
         include_str!("../../watchers/copilot-cli.toml"),
     ),
+    ("crush", include_str!("../../watchers/crush.toml")),
     ("cursor", include_str!("../../watchers/cursor.toml")),
     ("droid", include_str!("../../watchers/droid.toml")),
     ("gemini-cli", include_str!("../../watchers/gemini-cli.toml")),
@@ -70,6 +71,22 @@ pub(crate) struct Watcher {
     /// them.
     #[serde(default)]
     pub database: Vec<DatabaseDef>,
+    /// A file in which the agent lists its projects, each a root too.
+    #[serde(default)]
+    pub projects: Option<ProjectsDef>,
+}
+
+/// A watcher's `[projects]` table: a JSON file under the home in which the agent lists the
+/// directories it keeps each project's sessions in (Crush's `projects.json`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProjectsDef {
+    /// The file, relative to the home.
+    pub file: String,
+    /// JSON pointer to the list of projects.
+    pub list: String,
+    /// JSON pointer, inside a project, to its directory: a root.
+    pub dir: String,
 }
 
 /// A watcher's `[[database]]` table: which files are the agent's SQLite databases, and which
@@ -79,8 +96,8 @@ pub(crate) struct Watcher {
 pub(crate) struct DatabaseDef {
     /// Which files under a root are such databases, relative to the root.
     pub glob: String,
-    /// The reader (`opencode`).
-    pub reader: String,
+    /// The reader that knows its tables (`opencode`, `crush`).
+    pub reader: DatabaseReader,
 }
 
 /// A watcher's `[[snapshot]]` table: which files are JSON documents rewritten whole (not
@@ -121,8 +138,8 @@ pub struct Root {
     pub start_at: StartAt,
     /// Files under it that are rewritten whole (not appended), and how to read them.
     pub snapshot: Arc<Vec<SnapshotRoot>>,
-    /// The agent's SQLite databases under it (matched by these globs).
-    pub database: Arc<Vec<GlobMatcher>>,
+    /// The agent's SQLite databases under it (matched by these globs), and their readers.
+    pub(crate) database: Arc<Vec<(GlobMatcher, DatabaseReader)>>,
     /// How deep under it a file of its globs can be (1: in the root itself); `None` when a
     /// glob reaches any depth (`**`). Deeper directories are neither scanned nor watched.
     pub depth: Option<usize>,
@@ -148,12 +165,20 @@ impl Root {
     pub(crate) fn matches_relative(&self, relative: &Path) -> bool {
         self.glob.is_match(relative)
             || self.snapshot.iter().any(|s| s.glob.is_match(relative))
-            || self.database.iter().any(|g| g.is_match(relative))
+            || self.database.iter().any(|(g, _)| g.is_match(relative))
+    }
+
+    /// The reader of `path` when it is one of this root's databases (not its `-wal` or
+    /// `-shm`).
+    pub(crate) fn database_reader(&self, path: &Path) -> Option<DatabaseReader> {
+        let relative = path.strip_prefix(&self.path).ok()?;
+        let mut dbs = self.database.iter();
+        dbs.find(|(g, _)| g.is_match(relative)).map(|(_, r)| *r)
     }
 
     /// True when `path` is one of this root's databases (not its `-wal` or `-shm`).
     pub(crate) fn is_database(&self, path: &Path) -> bool {
-        (path.strip_prefix(&self.path)).is_ok_and(|r| self.database.iter().any(|g| g.is_match(r)))
+        self.database_reader(path).is_some()
     }
 
     /// The database that `path`, a database's `-wal` file, belongs to: a change to it is a
@@ -219,13 +244,49 @@ pub(crate) fn builtin_roots_where(
     let chosen = watchers()?.into_iter().filter(|w| w.name != GENERIC);
     for w in chosen.filter(|w| enabled(&w.name, w.builtin)) {
         let home = watcher_home(&w, env)?;
+        // No appended transcripts: a glob that no file under the root matches.
+        let glob = w.glob.as_deref().unwrap_or("");
         for dir in &w.roots {
-            // No appended transcripts: a glob that no file under the root matches.
-            let glob = w.glob.as_deref().unwrap_or("");
             roots.push(root(home.join(dir), &w, glob)?);
+        }
+        for dir in w
+            .projects
+            .as_ref()
+            .map_or(Vec::new(), |p| listed_projects(&home, p))
+        {
+            roots.push(root(dir, &w, glob)?);
         }
     }
     Ok(roots)
+}
+
+/// The project directories the agent lists in its `[projects]` file, as they are when this
+/// is called: none when there is no such file; a file that cannot be read as the table says
+/// is logged and lists none.
+fn listed_projects(home: &Path, def: &ProjectsDef) -> Vec<PathBuf> {
+    let path = home.join(&def.file);
+    let text = match std::fs::read(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(e) => {
+            log::warn!("cannot read the projects listed in {path:?}: {e}");
+            return Vec::new();
+        }
+    };
+    let value: serde_json::Value = match serde_json::from_slice(&text) {
+        Ok(value) => value,
+        Err(e) => {
+            log::warn!("cannot read the projects listed in {path:?}: {e}");
+            return Vec::new();
+        }
+    };
+    let projects = value.pointer(&def.list).and_then(|l| l.as_array());
+    let dirs = projects.into_iter().flatten();
+    let dirs = dirs
+        .filter_map(|p| p.pointer(&def.dir)?.as_str())
+        .map(PathBuf::from);
+    // Only absolute directories: a relative one would be relative to wherever this runs.
+    dirs.filter(|d| d.is_absolute()).collect()
 }
 
 /// Roots for directories given with `--watch`, all of the generic harness.
@@ -275,10 +336,7 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
         })
         .collect::<Result<Vec<_>>>()?;
     let database = (watcher.database.iter())
-        .map(|def| match def.reader.as_str() {
-            "opencode" => matcher(&def.glob),
-            other => panic!("watchers/{}.toml names no reader {other:?}", watcher.name),
-        })
+        .map(|def| Ok((matcher(&def.glob)?, def.reader)))
         .collect::<Result<Vec<_>>>()?;
     let globs = (std::iter::once(glob).filter(|g| !g.is_empty()))
         .chain(watcher.snapshot.iter().map(|d| d.glob.as_str()))
@@ -426,6 +484,33 @@ mod tests {
         // sessions/*/*.messages.json, tasks/*/{…}.json: three levels.
         assert_eq!(depth("cline"), Some(3));
         assert_eq!(depth("claude-code"), None);
+    }
+
+    #[test]
+    fn each_project_crush_lists_is_a_root_and_an_unreadable_list_lists_none() {
+        let home = tempfile::tempdir().unwrap();
+        let listed = home.path().join(".local/share/crush/projects.json");
+        std::fs::create_dir_all(listed.parent().unwrap()).unwrap();
+        let home_of = home.path().to_string_lossy().into_owned();
+        let env = move |k: &str| (k == "HOME").then(|| home_of.clone());
+        let crush = |env: &dyn Fn(&str) -> Option<String>| -> Vec<PathBuf> {
+            (builtin_roots(env).unwrap().into_iter())
+                .filter(|r| r.harness == "crush")
+                .map(|r| r.path)
+                .collect()
+        };
+        assert!(crush(&env).is_empty(), "no projects.json, no roots");
+        let projects = r#"{"projects": [
+            {"path": "/src/app", "data_dir": "/src/app/.crush"},
+            {"path": "rel", "data_dir": "rel/.crush"},
+            {"path": "/src/lib"}]}"#;
+        std::fs::write(&listed, projects).unwrap();
+        assert_eq!(crush(&env), [PathBuf::from("/src/app/.crush")]);
+        let roots = builtin_roots(&env).unwrap();
+        let app = roots.iter().find(|r| r.harness == "crush").unwrap();
+        assert!(app.is_database(Path::new("/src/app/.crush/crush.db")));
+        std::fs::write(&listed, "{not json").unwrap();
+        assert!(crush(&env).is_empty());
     }
 
     #[test]

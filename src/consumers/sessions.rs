@@ -372,6 +372,19 @@ impl Identified {
             }
             // projects/<cwd>/chats/<session id>.jsonl
             "qwen-code" => id.session = first.session_id.clone().unwrap_or(stem),
+            // <project>/.crush/crush.db/<session id>: a session in a project's database.
+            // The project is the folder of its `.crush`, or else the data directory itself.
+            "crush" => {
+                id.session = first.session_id.clone().unwrap_or(stem);
+                let db = path.parent().unwrap_or(path);
+                let data = db.parent().unwrap_or(db);
+                let project = if data.ends_with(".crush") {
+                    data.parent()
+                } else {
+                    None
+                };
+                id.project = Some(project.unwrap_or(data).to_string_lossy().into_owned());
+            }
             // <database>/<session id>: a session in OpenCode's (or Kilo Code's) database.
             "opencode" | "kilo-code" => id.session = first.session_id.clone().unwrap_or(stem),
             // sessions/--<cwd>--/<time>_<uuid>.jsonl, the uuid being the header's id.

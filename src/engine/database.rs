@@ -1,12 +1,14 @@
-//! Database sources in the engine: an agent's SQLite database (OpenCode's `opencode.db`) is
-//! read once it has settled (its file and its `-wal` unmodified for the settle time), through
-//! a read-only connection, from the mark its own source keeps (`read::opencode`). Each session
+//! Database sources in the engine: an agent's SQLite database (OpenCode's `opencode.db`,
+//! Crush's `crush.db`) is read once it has settled (its file and its `-wal` unmodified for the
+//! settle time), through a read-only connection, from the mark its own source keeps
+//! (`read::database`). Each session
 //! in it is a source of its own, at `<database>/<session id>` (no file is there: its identity
 //! is a device no file has), captured as a document rewritten whole (`engine::snapshot`). A
 //! session no longer in the database is gone; its records stay.
 
 use super::*;
-use crate::read::opencode;
+use crate::domain::DatabaseReader;
+use crate::read::database;
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The device of a session's source: no file has it.
@@ -14,7 +16,12 @@ pub(crate) const SESSION_DEVICE: u64 = u64::MAX;
 
 impl Engine {
     /// One turn for a database: the sessions changed since its mark, each captured.
-    pub(super) fn step_database(&mut self, mut work: Work, harness: &str) -> Result<Step> {
+    pub(super) fn step_database(
+        &mut self,
+        mut work: Work,
+        harness: &str,
+        reader: DatabaseReader,
+    ) -> Result<Step> {
         let (file, meta) = match self.open_owned(&mut work)? {
             Opened::File(file, meta) => (file, meta),
             Opened::Skip => return Ok(Step::Done),
@@ -46,8 +53,8 @@ impl Engine {
         };
         self.unsettled.remove(&work.path);
         let since = self.source(id).cursor.position.offset as i64;
-        let read = opencode::open(&work.path)
-            .and_then(|conn| Ok((opencode::changed(&conn, since)?, conn)));
+        let read = database::open(&work.path)
+            .and_then(|conn| Ok((database::changed(reader, &conn, since)?, conn)));
         let (changed, conn) = match read {
             Ok(read) => read,
             Err(e) => return self.read_failed(&work, &io::Error::other(e)),
@@ -58,14 +65,14 @@ impl Engine {
             changed.mark,
             changed.sessions.len()
         );
-        let spec = opencode::spec();
+        let spec = database::spec(reader);
         // One session in memory at a time, however large the database.
         for session in &changed.sessions {
             if self.stop.load(Ordering::Relaxed) {
                 // Its mark is not moved: the next start reads these sessions again.
                 return Ok(Step::Done);
             }
-            let doc = match opencode::document(&conn, session) {
+            let doc = match database::document(reader, &conn, session) {
                 Ok(Some(doc)) => doc,
                 Ok(None) => continue,
                 Err(e) => return self.read_failed(&work, &io::Error::other(e)),

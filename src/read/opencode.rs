@@ -1,19 +1,16 @@
 //! OpenCode's SQLite database (OpenCode 1.2 and later: `opencode.db`), read as one JSON
-//! document per session, which the engine captures as it captures a file rewritten whole
-//! (`read::snapshot`): the session's row, then its messages in order, each with its parts, in
-//! OpenCode's own shape (`{"info": {...}, "parts": [...]}`).
+//! document per session (`read::database`): the session's row, then its messages in order,
+//! each with its parts, in OpenCode's own shape (`{"info": {...}, "parts": [...]}`).
 //!
-//! The database is opened read-only and read in one read transaction (a consistent snapshot;
-//! in WAL mode a reader never blocks OpenCode's writes). What changed since the last read is
+//! What changed since the last read is
 //! found through OpenCode's own log of changes (`event`, whose rowid only grows), or, in a
 //! database without one, through the sessions' and messages' `time_updated`.
 
+use super::database::{Changed, column, in_read_transaction, object, row_object};
 use crate::domain::{SnapshotFormat, SnapshotSpec};
-use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
-use serde_json::{Map, Value};
-use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
-use std::time::Duration;
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+use std::collections::BTreeMap;
 
 /// How a session's document keeps its messages.
 pub(crate) fn spec() -> SnapshotSpec {
@@ -24,40 +21,9 @@ pub(crate) fn spec() -> SnapshotSpec {
     }
 }
 
-/// A read-only connection to the database at `path`, waiting up to a second for a lock.
-pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags)?;
-    conn.busy_timeout(Duration::from_secs(1))?;
-    Ok(conn)
-}
-
-/// What changed since mark `since` (0: everything).
-#[derive(Debug, Default)]
-pub(crate) struct Changed {
-    /// The sessions whose rows, messages or parts changed, in id order: each is read with
-    /// [`document`], one at a time.
-    pub sessions: Vec<String>,
-    /// Every session the database holds.
-    pub all: HashSet<String>,
-    /// The mark to give the next read: taken before any document is read, so that what
-    /// changes while they are read is read again (and found the same where it is).
-    pub mark: i64,
-}
-
 /// The sessions changed since `since`, read in one read transaction.
 pub(crate) fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
     in_read_transaction(conn, || read_changed(conn, since))
-}
-
-fn in_read_transaction<T>(
-    conn: &Connection,
-    read: impl FnOnce() -> rusqlite::Result<T>,
-) -> rusqlite::Result<T> {
-    conn.execute_batch("BEGIN")?;
-    let result = read();
-    conn.execute_batch("COMMIT")?;
-    result
 }
 
 fn read_changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
@@ -110,12 +76,6 @@ fn read_changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
     Ok(changed)
 }
 
-fn column(conn: &Connection, sql: &str, p: impl rusqlite::Params) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = conn.prepare(sql)?;
-    let rows = stmt.query_map(p, |r| r.get(0))?;
-    rows.collect()
-}
-
 /// Session `id`'s document, read in one read transaction: its row, then its messages (by
 /// creation, then id) with their parts (by id: OpenCode's ids grow with time); `None` when
 /// there is no such session (any more).
@@ -126,15 +86,7 @@ pub(crate) fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<V
 fn read_document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
     let mut stmt = conn.prepare_cached("SELECT * FROM session WHERE id = ?1")?;
     let names: Vec<String> = stmt.column_names().map(String::from).collect();
-    let session = stmt
-        .query_row([id], |r| {
-            let mut row = Map::new();
-            for (i, name) in names.iter().enumerate() {
-                row.insert(name.clone(), column_value(r.get_ref(i)?));
-            }
-            Ok(row)
-        })
-        .optional()?;
+    let session = stmt.query_row([id], |r| row_object(r, &names)).optional()?;
     let Some(session) = session else {
         return Ok(None);
     };
@@ -169,36 +121,11 @@ fn read_document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>
     ))
 }
 
-/// A column's value as JSON: text that holds a JSON object or list (OpenCode's JSON columns)
-/// as that value, other text as a string.
-fn column_value(v: rusqlite::types::ValueRef<'_>) -> Value {
-    use rusqlite::types::ValueRef;
-    match v {
-        ValueRef::Null => Value::Null,
-        ValueRef::Integer(i) => i.into(),
-        ValueRef::Real(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
-        ValueRef::Text(t) => {
-            let text = String::from_utf8_lossy(t);
-            let json = (text.starts_with('{') || text.starts_with('['))
-                .then(|| serde_json::from_str::<Value>(&text).ok())
-                .flatten();
-            json.unwrap_or_else(|| Value::String(text.into_owned()))
-        }
-        ValueRef::Blob(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
-    }
-}
-
-/// A `data` column's JSON object; anything else kept under `data`.
-fn object(v: rusqlite::types::ValueRef<'_>) -> Map<String, Value> {
-    match column_value(v) {
-        Value::Object(map) => map,
-        other => Map::from_iter([("data".to_owned(), other)]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::read::database::open;
+    use std::path::Path;
 
     /// The tables OpenCode 1.18 reads and writes here, reduced to the columns read.
     fn database(dir: &Path, events: bool) -> Connection {

@@ -24,6 +24,7 @@
 //! - gptme: `{role, content, timestamp}`, tool calls written in the assistant's text.
 //! - Aider: the blocks of its Markdown history, as `read::aider` makes records of them.
 //! - Amp: a thread's document around its messages, then `{role, messageId, content}`.
+//! - Crush: a session's row from its database, then each message's row with its `parts`.
 //! - GitHub Copilot CLI: events `{type, data, id, timestamp}` (`session.start`,
 //!   `user.message`, `assistant.message`, `tool.execution_complete`, …).
 //!
@@ -39,6 +40,7 @@ mod claude;
 mod cline;
 mod codex;
 mod copilot;
+mod crush;
 mod cursor;
 mod droid;
 mod gemini;
@@ -54,6 +56,7 @@ use claude::claude;
 use cline::cline;
 use codex::codex;
 use copilot::copilot;
+use crush::crush;
 use cursor::cursor;
 use droid::droid;
 use gemini::{gemini, gemini_content};
@@ -304,6 +307,7 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
         ("cursor", Some(obj)) => cursor(obj),
         ("pi", Some(obj)) => pi(obj),
         ("copilot-cli", Some(obj)) => copilot(obj),
+        ("crush", Some(obj)) => crush(obj),
         ("gptme", Some(obj)) => gptme(obj),
         // Kilo Code's CLI is a fork of OpenCode, with its tables.
         ("opencode" | "kilo-code", Some(obj)) => opencode(obj),

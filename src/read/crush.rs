@@ -1,0 +1,152 @@
+//! Crush's SQLite database (`<project>/.crush/crush.db`), read as one JSON document per
+//! session (`read::database`): `{"session": <its row>, "messages": [<each row>]}`, the
+//! messages in the order Crush wrote them (`created_at`, then `rowid`: their ids are random
+//! UUIDs and many share a second), each message's `parts` column (a JSON list of
+//! `{"type", "data"}`) as that list.
+//!
+//! Crush keeps no log of its changes: what changed since the last read is found through the
+//! sessions' and messages' `updated_at`, which it sets (in seconds) at each write, the
+//! messages' as they stream (the tables of crush v0.92.0's migrations, `internal/db/`).
+
+use super::database::{Changed, column, in_read_transaction, row_object};
+use crate::domain::{SnapshotFormat, SnapshotSpec};
+use rusqlite::{Connection, OptionalExtension};
+use serde_json::Value;
+
+/// How a session's document keeps its messages.
+pub(crate) fn spec() -> SnapshotSpec {
+    SnapshotSpec {
+        messages: Some("/messages".into()),
+        key: "/id".into(),
+        format: SnapshotFormat::Json,
+    }
+}
+
+/// The sessions changed since `since`, read in one read transaction.
+pub(crate) fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
+    in_read_transaction(conn, || read_changed(conn, since))
+}
+
+fn read_changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
+    let mark = conn.query_row(
+        "SELECT max(coalesce((SELECT max(updated_at) FROM sessions), 0),
+                    coalesce((SELECT max(updated_at) FROM messages), 0))",
+        [],
+        |r| r.get(0),
+    )?;
+    // A write within the mark's second may come after the read: that second is read again.
+    let mut sessions = column(
+        conn,
+        "SELECT id FROM sessions WHERE updated_at >= ?1
+         UNION SELECT session_id FROM messages WHERE updated_at >= ?1",
+        [since],
+    )?;
+    sessions.sort();
+    let all = column(conn, "SELECT id FROM sessions", [])?;
+    Ok(Changed {
+        sessions,
+        all: all.into_iter().collect(),
+        mark,
+    })
+}
+
+/// Session `id`'s document, read in one read transaction; `None` when there is no such
+/// session (any more).
+pub(crate) fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    in_read_transaction(conn, || read_document(conn, id))
+}
+
+fn read_document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    let mut stmt = conn.prepare_cached("SELECT * FROM sessions WHERE id = ?1")?;
+    let names: Vec<String> = stmt.column_names().map(String::from).collect();
+    let Some(session) = stmt.query_row([id], |r| row_object(r, &names)).optional()? else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT * FROM messages WHERE session_id = ?1 ORDER BY created_at, rowid",
+    )?;
+    let names: Vec<String> = stmt.column_names().map(String::from).collect();
+    let rows = stmt.query_map([id], |r| row_object(r, &names))?;
+    let messages = rows
+        .map(|row| row.map(Value::Object))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let doc = serde_json::json!({"session": session, "messages": messages});
+    Ok(Some(
+        serde_json::to_vec(&doc).expect("a JSON value serialises"),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::read::database::open;
+
+    /// Crush's two tables, reduced to the columns read, in WAL mode as Crush keeps them.
+    fn database(path: &std::path::Path) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE sessions (id TEXT PRIMARY KEY, title TEXT NOT NULL,
+                 updated_at INTEGER NOT NULL, created_at INTEGER NOT NULL);
+             CREATE TABLE messages (id TEXT PRIMARY KEY, session_id TEXT NOT NULL,
+                 role TEXT NOT NULL, parts TEXT NOT NULL DEFAULT '[]',
+                 created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);",
+        )
+        .unwrap();
+        conn
+    }
+
+    fn add(conn: &Connection, session: &str, message: &str, text: &str, at: i64) {
+        conn.execute(
+            "INSERT OR REPLACE INTO sessions VALUES (?1, 'T', ?2, 1)",
+            (session, at),
+        )
+        .unwrap();
+        let parts = serde_json::json!([{"type": "text", "data": {"text": text}}]).to_string();
+        conn.execute(
+            "INSERT INTO messages VALUES (?1, ?2, 'user', ?3, ?4, ?4)",
+            (message, session, parts, at),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_session_is_its_row_then_its_messages_in_the_order_written_parts_as_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("crush.db");
+        let conn = database(&path);
+        // Random ids, one second: the order written is the rowid's.
+        add(&conn, "s1", "ffff", "first", 10);
+        add(&conn, "s1", "0000", "second", 10);
+        let reader = open(&path).unwrap();
+        let doc = document(&reader, "s1").unwrap().unwrap();
+        let doc: Value = serde_json::from_slice(&doc).unwrap();
+        assert_eq!(doc["session"]["title"], "T");
+        assert_eq!(doc["messages"][0]["parts"][0]["data"]["text"], "first");
+        assert_eq!(doc["messages"][1]["id"], "0000");
+        assert!(document(&reader, "s2").unwrap().is_none());
+    }
+
+    #[test]
+    fn only_sessions_written_since_the_marks_second_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("crush.db");
+        let conn = database(&path);
+        add(&conn, "s1", "m1", "one", 10);
+        add(&conn, "s2", "m2", "two", 20);
+        let reader = open(&path).unwrap();
+        let first = changed(&reader, 0).unwrap();
+        assert_eq!(
+            (&first.sessions, first.mark),
+            (&vec!["s1".to_owned(), "s2".into()], 20)
+        );
+        conn.execute("UPDATE messages SET updated_at = 30 WHERE id = 'm1'", [])
+            .unwrap();
+        let next = changed(&reader, first.mark).unwrap();
+        // s2's second (the mark's) is read again; s1 changed since.
+        assert_eq!(next.sessions, ["s1", "s2"]);
+        let last = changed(&reader, next.mark).unwrap();
+        assert_eq!(last.sessions, ["s1"]);
+        assert_eq!(last.all.len(), 2);
+    }
+}
