@@ -21,8 +21,8 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// The agents recorded, by fixture folder: the watcher's name, or the watcher's name and what
 /// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
-/// keeps too).
-const AGENTS: [&str; 16] = [
+/// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`).
+const AGENTS: [&str; 18] = [
     "aider",
     "amp",
     "claude-code",
@@ -36,6 +36,8 @@ const AGENTS: [&str; 16] = [
     "gemini-cli-json",
     "gptme",
     "kilo-code",
+    "mistral-vibe",
+    "mistral-vibe-legacy",
     "opencode",
     "pi",
     "qwen-code",
@@ -46,13 +48,14 @@ fn harness_of(agent: &str) -> &str {
     match agent {
         "gemini-cli-json" => "gemini-cli",
         "cline-tasks" => "cline",
+        "mistral-vibe-legacy" => "mistral-vibe",
         _ => agent,
     }
 }
 
 /// True for a file the session is archived from: JSONL appended to, or a document rewritten
 /// whole (a Gemini chat, Cline's session files and task folder, an Amp thread, Aider's
-/// Markdown history).
+/// Markdown history, everything in a Mistral Vibe session's folder).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
@@ -60,6 +63,7 @@ fn is_transcript(file: &Path) -> bool {
         || name.ends_with(".db")
         || name == ".aider.chat.history.md"
         || (name.starts_with("T-") && name.ends_with(".json"))
+        || file.ancestors().any(|a| a.ends_with(".vibe/logs/session"))
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
 }
@@ -111,6 +115,8 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
         let text = fs::read_to_string(t).unwrap();
         match serde_json::from_str::<Value>(&text) {
             Ok(Value::Array(list)) => records.extend(list),
+            // A Mistral Vibe session's start.
+            Ok(meta) if meta["start_time"].is_string() => records.push(meta),
             // An Amp thread: created (ms), and when each prompt was sent.
             Ok(thread) if thread["created"].is_i64() => {
                 records.push(serde_json::json!({"ts": thread["created"]}));
@@ -135,7 +141,11 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
         humantime::format_rfc3339_seconds(t).to_string()
     };
     let mut times: Vec<String> = (records.iter())
-        .filter_map(|r| match (r["timestamp"].as_str(), r["ts"].as_i64()) {
+        .map(|r| {
+            let ms = r["ts"].as_i64().or(r["createdAt"].as_i64());
+            (r["timestamp"].as_str().or(r["start_time"].as_str()), ms)
+        })
+        .filter_map(|at_ms| match at_ms {
             (Some(t), _) => Some(format!("{}Z", &t[..19])),
             (None, Some(ms)) => Some(second(ms)),
             _ => None,
@@ -186,6 +196,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let got = |k: &str| session[k].clone();
         assert_eq!(got("harness"), harness_of(agent));
         assert_eq!(got("on_disk"), true, "{agent}: {session}");
+        assert_eq!(got("unparsed"), 0, "{agent}: every record read: {session}");
         // OpenCode (and Kilo Code, its fork) and Crush have the model name the session: the
         // scripted model's title.
         let database = matches!(agent, "opencode" | "kilo-code" | "crush");
@@ -259,9 +270,15 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             fs::remove_file(t).unwrap();
         }
         env.run_once_home();
-        stdout_of(&env, &["restore", id]);
+        let restored = stdout_of(&env, &["restore", id]);
+        assert!(
+            !restored.contains("no resume command known"),
+            "{agent}: {restored}"
+        );
         for (t, bytes) in transcripts.iter().zip(&recorded) {
-            let back = fs::read(t).unwrap_or_default();
+            // An empty file too (Mistral Vibe's journal segment not yet written to).
+            let back = fs::read(t)
+                .unwrap_or_else(|e| panic!("{agent}: {} not restored: {e}", t.display()));
             assert!(
                 &back == bytes,
                 "{agent}: {} is not restored byte for byte",

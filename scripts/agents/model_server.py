@@ -182,9 +182,11 @@ class Handler(BaseHTTPRequestHandler):
             f.write(json.dumps({"path": self.path, "body": body}) + "\n")
 
     def next_id(self, prefix):
+        # The port tells one run's ids from another's: an agent that goes on in a session
+        # (Mistral Vibe) refuses a tool call whose id its history already holds.
         with LOG_LOCK:
             Handler.counter += 1
-            return f"{prefix}_scripted_{Handler.counter:04d}"
+            return f"{prefix}_scripted_{self.server.server_port}_{Handler.counter:04d}"
 
     def send_json(self, status, value):
         data = json.dumps(value).encode()

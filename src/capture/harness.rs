@@ -29,6 +29,10 @@ const DEFINITIONS: &[(&str, &str)] = &[
     ("generic", include_str!("../../watchers/generic.toml")),
     ("gptme", include_str!("../../watchers/gptme.toml")),
     ("kilo-code", include_str!("../../watchers/kilo-code.toml")),
+    (
+        "mistral-vibe",
+        include_str!("../../watchers/mistral-vibe.toml"),
+    ),
     ("opencode", include_str!("../../watchers/opencode.toml")),
     ("pi", include_str!("../../watchers/pi.toml")),
     ("qwen-code", include_str!("../../watchers/qwen-code.toml")),
@@ -451,6 +455,10 @@ mod tests {
                 ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
                 ("gptme".into(), PathBuf::from("/x/gptme/logs")),
                 ("kilo-code".into(), PathBuf::from("/x/kilo")),
+                (
+                    "mistral-vibe".into(),
+                    PathBuf::from("/home/u/.vibe/logs/session")
+                ),
                 ("opencode".into(), PathBuf::from("/x/opencode")),
                 ("pi".into(), PathBuf::from("/p/agent/sessions")),
                 ("qwen-code".into(), PathBuf::from("/q/projects")),

@@ -124,6 +124,9 @@ pub(crate) fn restore(
             });
         }
     }
+    if moved.is_none() {
+        plan.extend(empty_files_beside(archive, &session.harness, &plan)?);
+    }
     if plan.is_empty() {
         return Err(Error::NothingToRestore {
             id: session.id.clone(),
@@ -180,6 +183,36 @@ pub(crate) fn restore(
         session.id
     )
     .at_path(&plan[0].target)
+}
+
+/// The empty files the archive saw in the directories of `plan`'s files and that are not
+/// there any more, to create again (empty): an agent may expect them (Mistral Vibe refuses a
+/// session whose empty journal segment is missing). One that is there is left as it is.
+fn empty_files_beside(
+    archive: &mut Archive,
+    harness: &str,
+    plan: &[Planned],
+) -> Result<Vec<Planned>> {
+    let mut dirs: Vec<PathBuf> = plan
+        .iter()
+        .filter_map(|p| p.target.parent())
+        .map(Into::into)
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    let empty = query::empty_files_in(archive, harness, &dirs)?;
+    let missing = empty
+        .into_iter()
+        .filter(|p| fs::symlink_metadata(p).is_err());
+    let planned = missing.filter(|p| !plan.iter().any(|q| q.target == *p));
+    Ok(planned
+        .map(|target| Planned {
+            target,
+            bytes: Vec::new(),
+            state: Target::Missing,
+            is_snapshot: false,
+        })
+        .collect())
 }
 
 /// The project directory here of another machine's session: `--project-dir`; else the
@@ -618,6 +651,10 @@ fn resume_command(session: &Session, to: Option<&Path>) -> String {
         ("gptme", _) => format!("{cd}{}gptme --name {id}", home("XDG_DATA_HOME")),
         ("copilot-cli", _) => format!("{cd}{}copilot --resume={id}", home("COPILOT_HOME")),
         ("gemini-cli", None) => format!("gemini --resume {id}   (from the project's directory)"),
+        ("mistral-vibe", None) => format!("{cd}vibe --resume {id}"),
+        ("amp", None) => format!("{cd}amp threads continue {id}"),
+        // A project's history is all its chats: Aider reads it all back.
+        ("aider", None) => format!("{cd}aider --restore-chat-history"),
         ("cursor", None) => {
             format!("cursor-agent --resume {id}   (from the project's directory)")
         }

@@ -385,6 +385,16 @@ impl Identified {
                 };
                 id.project = Some(project.unwrap_or(data).to_string_lossy().into_owned());
             }
+            // unified/<session id>/…, session_<time>_<id>/…: everything in a session's folder.
+            "mistral-vibe" => {
+                let folder = path.ancestors().find(|a| {
+                    let parent = a.parent().and_then(Path::file_name);
+                    let name = a.file_name().map(|n| n.to_string_lossy());
+                    parent == Some("unified".as_ref())
+                        || name.is_some_and(|n| n.starts_with("session_"))
+                });
+                id.session = name(folder).unwrap_or(stem);
+            }
             // <database>/<session id>: a session in OpenCode's (or Kilo Code's) database.
             "opencode" | "kilo-code" => id.session = first.session_id.clone().unwrap_or(stem),
             // sessions/--<cwd>--/<time>_<uuid>.jsonl, the uuid being the header's id.

@@ -25,6 +25,7 @@
 //! - Aider: the blocks of its Markdown history, as `read::aider` makes records of them.
 //! - Amp: a thread's document around its messages, then `{role, messageId, content}`.
 //! - Crush: a session's row from its database, then each message's row with its `parts`.
+//! - Mistral Vibe: a session's `meta.json`, and the entries of its conversation as shown.
 //! - GitHub Copilot CLI: events `{type, data, id, timestamp}` (`session.start`,
 //!   `user.message`, `assistant.message`, `tool.execution_complete`, …).
 //!
@@ -49,6 +50,7 @@ mod gptme;
 mod opencode;
 mod pi;
 mod qwen;
+mod vibe;
 
 use aider::aider;
 use amp::amp;
@@ -65,6 +67,7 @@ use gptme::gptme;
 use opencode::opencode;
 use pi::pi;
 use qwen::qwen;
+use vibe::vibe;
 
 /// How much of a title or prompt is kept.
 const TITLE_CHARS: usize = 200;
@@ -313,6 +316,7 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
         ("opencode" | "kilo-code", Some(obj)) => opencode(obj),
         ("droid", Some(obj)) => droid(obj),
         ("qwen-code", Some(obj)) => qwen(obj),
+        ("mistral-vibe", Some(obj)) => vibe(obj),
         (_, Some(obj)) => generic(obj),
         (_, None) => None,
     };

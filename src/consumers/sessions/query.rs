@@ -439,6 +439,31 @@ pub(crate) fn session_files(archive: &mut Archive, session: &Session) -> Result<
     Ok(assemble(archive.db(result)?))
 }
 
+/// The empty files of this machine that `harness`'s watcher archived (no record, no reject,
+/// no state) in the directories `dirs`: an empty file beside a session's files (a log
+/// segment not yet written to, which the agent expects to find) holds nothing to link it to
+/// its session but where it is.
+pub(crate) fn empty_files_in(
+    archive: &mut Archive,
+    harness: &str,
+    dirs: &[PathBuf],
+) -> Result<Vec<PathBuf>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare(
+            "SELECT path FROM sources WHERE harness = ?1 AND machine = 0 AND records = 0
+             AND rejects = 0 AND NOT EXISTS (SELECT 1 FROM snapshots WHERE source_id = sources.id)
+             ORDER BY id",
+        )?;
+        let rows = stmt.query_map([harness], |r| Ok(path_from_blob(r.get(0)?)))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+    })();
+    let mut paths = archive.db(result)?;
+    paths.retain(|p| p.parent().is_some_and(|d| dirs.iter().any(|w| w == d)));
+    paths.dedup();
+    Ok(paths)
+}
+
 /// Files from their sources in id order: a source whose records start at offset 0 is the
 /// file from its start (a later one replaces what came before at its path); one that starts
 /// past 0 continues it; one without records adds nothing.
