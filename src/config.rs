@@ -884,7 +884,8 @@ mod tests {
         };
         let s = resolve("[[watch]]\npath = \"~/src\"\nharness = \"aider\"\n").unwrap();
         let aider = s.roots.last().unwrap();
-        assert_eq!((aider.harness.as_str(), aider.depth), ("aider", Some(2)));
+        assert_eq!(aider.harness, "aider");
+        assert!(!aider.reach.holds(Path::new("app/node_modules")));
         assert_eq!(aider.path, Path::new("/home/u/src"));
         assert!(aider.matches(Path::new("/home/u/src/app/.aider.chat.history.md")));
         let err = |text: &str| resolve(text).unwrap_err().to_string();

@@ -21,7 +21,7 @@ use crate::archive::wal_checkpoint::WalCheckpointer;
 use crate::archive::write_turn::WriteTurn;
 use crate::archive::writer::{ArchiveWriter, StallReport};
 use crate::archive::{Archive, Commit, Op, StateKey};
-use crate::capture::harness::Root;
+use crate::capture::harness::{Reach, Root};
 use crate::capture::watch::{self, PolledRoot, Wakeups, WatcherThread};
 use crate::config::Settings;
 use crate::consumers::sessions;
@@ -638,12 +638,12 @@ impl Daemon {
     /// One watcher thread per harness, over that harness's roots; each returns once its
     /// watches are in place. A watcher that cannot start has its roots polled.
     fn start_watchers(&mut self) {
-        let mut by_harness: BTreeMap<&str, Vec<(PathBuf, Option<usize>)>> = BTreeMap::new();
+        let mut by_harness: BTreeMap<&str, Vec<(PathBuf, Arc<Reach>)>> = BTreeMap::new();
         for r in &self.settings.roots {
             by_harness
                 .entry(&r.harness)
                 .or_default()
-                .push((r.path.clone(), r.depth));
+                .push((r.path.clone(), Arc::clone(&r.reach)));
         }
         let mut failed = Vec::new();
         for (name, roots) in by_harness {

@@ -52,10 +52,6 @@ pub(crate) fn discover(roots: &[Root]) -> Discovery {
             continue;
         }
         let walk = WalkDir::new(&root.path).follow_links(false);
-        let walk = match root.depth {
-            Some(depth) => walk.max_depth(depth),
-            None => walk,
-        };
         scan(index, root, walk, &mut found);
     }
     found
@@ -63,7 +59,12 @@ pub(crate) fn discover(roots: &[Root]) -> Discovery {
 
 /// Scans `walk`, a walk of `root` (given whole, so that a test can change the tree during it).
 fn scan(index: usize, root: &Root, walk: WalkDir, found: &mut Discovery) {
-    for entry in walk {
+    // Directories that can hold none of the root's files are not walked into.
+    let reached = |e: &walkdir::DirEntry| {
+        let relative = e.path().strip_prefix(&root.path).unwrap_or(e.path());
+        e.depth() == 0 || !e.file_type().is_dir() || root.reach.holds(relative)
+    };
+    for entry in walk.into_iter().filter_entry(reached) {
         let entry = match entry {
             Ok(entry) => entry,
             Err(e) => {

@@ -144,9 +144,61 @@ pub struct Root {
     pub snapshot: Arc<Vec<SnapshotRoot>>,
     /// The agent's SQLite databases under it (matched by these globs), and their readers.
     pub(crate) database: Arc<Vec<(GlobMatcher, DatabaseReader)>>,
-    /// How deep under it a file of its globs can be (1: in the root itself); `None` when a
-    /// glob reaches any depth (`**`). Deeper directories are neither scanned nor watched.
-    pub depth: Option<usize>,
+    /// Which directories under it can hold a file of its globs: the others are neither
+    /// scanned nor watched.
+    pub(crate) reach: Arc<Reach>,
+}
+
+/// The directories under a root that its globs reach: each glob as its path's components
+/// (`None` for `**`, which reaches any depth), or `None` for one it cannot be split into
+/// components (a brace holding `/`), which reaches every directory.
+#[derive(Debug)]
+pub(crate) struct Reach(Vec<Option<Vec<Option<GlobMatcher>>>>);
+
+impl Reach {
+    fn of<'a>(globs: impl Iterator<Item = &'a str>) -> Result<Reach> {
+        let split = |glob: &str| -> Result<Option<Vec<Option<GlobMatcher>>>> {
+            let mut braces = 0;
+            for c in glob.chars() {
+                match c {
+                    '{' => braces += 1,
+                    '}' => braces -= 1,
+                    '/' if braces > 0 => return Ok(None),
+                    _ => {}
+                }
+            }
+            let parts = glob.split('/').map(|c| match c {
+                "**" => Ok(None),
+                c => matcher(c).map(Some),
+            });
+            parts.collect::<Result<Vec<_>>>().map(Some)
+        };
+        globs.map(split).collect::<Result<Vec<_>>>().map(Reach)
+    }
+
+    /// Whether `dir`, a directory under the root (relative to it; empty for the root), can
+    /// hold a file of one of the globs, or a directory that can.
+    pub(crate) fn holds(&self, dir: &Path) -> bool {
+        let names: Vec<&std::ffi::OsStr> = dir.iter().collect();
+        self.0.iter().any(|glob| match glob {
+            None => true,
+            Some(parts) => reaches(parts, &names),
+        })
+    }
+}
+
+/// Whether a glob of components `parts` reaches the directory of components `names`: each
+/// name matches the component at its place, and a file's component is left after them.
+fn reaches(parts: &[Option<GlobMatcher>], names: &[&std::ffi::OsStr]) -> bool {
+    for (i, name) in names.iter().enumerate() {
+        match parts.get(i) {
+            None => return false,
+            Some(None) => return true,
+            Some(Some(part)) if !part.is_match(name) => return false,
+            Some(Some(_)) => {}
+        }
+    }
+    parts.len() > names.len()
 }
 
 /// The snapshot files of a root: which, and where their messages are.
@@ -345,9 +397,7 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
     let globs = (std::iter::once(glob).filter(|g| !g.is_empty()))
         .chain(watcher.snapshot.iter().map(|d| d.glob.as_str()))
         .chain(watcher.database.iter().map(|d| d.glob.as_str()));
-    let depth = globs
-        .map(glob_depth)
-        .try_fold(0, |deepest, d| Some(deepest.max(d?)));
+    let reach = Reach::of(globs)?;
     Ok(Root {
         path,
         harness: watcher.name.clone(),
@@ -356,15 +406,8 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
         start_at: StartAt::default(),
         snapshot: Arc::new(snapshot),
         database: Arc::new(database),
-        depth,
+        reach: Arc::new(reach),
     })
-}
-
-/// How many levels of path a match of `glob` can have at most; `None` for any number (`**`).
-/// A glob with braces counts every `/` in it, alternatives alike: more than a match can have,
-/// never less.
-fn glob_depth(glob: &str) -> Option<usize> {
-    (!glob.contains("**")).then(|| 1 + glob.matches('/').count())
 }
 
 fn matcher(glob: &str) -> Result<GlobMatcher> {
@@ -482,16 +525,27 @@ mod tests {
     }
 
     #[test]
-    fn a_root_is_as_deep_as_its_deepest_glob_and_unbounded_with_a_double_star() {
-        assert_eq!(glob_depth(".aider.chat.history.md"), Some(1));
-        assert_eq!(glob_depth("tasks/*/{a,b}.json"), Some(3));
-        assert_eq!(glob_depth("{a,b/c}.json"), Some(2));
-        assert_eq!(glob_depth("**/*.jsonl"), None);
+    fn a_root_reaches_the_directories_its_globs_can_match_under() {
+        let reach = |globs: &[&str], dir: &str| {
+            Reach::of(globs.iter().copied())
+                .unwrap()
+                .holds(Path::new(dir))
+        };
+        let aider = [".aider.chat.history.md", "*/.aider.chat.history.md"];
+        assert!(reach(&aider, ""));
+        assert!(reach(&aider, "app"));
+        assert!(!reach(&aider, "app/node_modules"));
+        let cline = ["sessions/*/*.messages.json", "tasks/*/{a,b}.json"];
+        assert!(reach(&cline, "tasks/17"));
+        assert!(!reach(&cline, "cache"));
+        assert!(!reach(&cline, "tasks/17/deeper"));
+        assert!(reach(&["logs/**"], "logs/a/b/c"));
+        assert!(!reach(&["logs/**"], "other"));
+        // A brace holding a `/` is not split: every directory.
+        assert!(reach(&["{a,b/c}.json"], "x/y"));
         let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
-        let depth = |harness: &str| roots.iter().find(|r| r.harness == harness).unwrap().depth;
-        // sessions/*/*.messages.json, tasks/*/{…}.json: three levels.
-        assert_eq!(depth("cline"), Some(3));
-        assert_eq!(depth("claude-code"), None);
+        let claude = roots.iter().find(|r| r.harness == "claude-code").unwrap();
+        assert!(claude.reach.holds(Path::new("-h-proj/abc/subagents")));
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod inotify;
 #[cfg_attr(target_os = "linux", allow(dead_code))]
 mod portable;
 
+use crate::capture::harness::Reach;
 use crate::platform::doorbell::Doorbell;
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded, select};
 use rustix::io::Errno;
@@ -230,7 +231,7 @@ impl WatcherThread {
 /// roots to the engine for polling.
 pub(crate) fn spawn(
     name: &str,
-    roots: Vec<(PathBuf, Option<usize>)>,
+    roots: Vec<(PathBuf, Arc<Reach>)>,
     wakeups: Arc<Wakeups>,
 ) -> std::io::Result<WatcherThread> {
     let (ctl_tx, ctl_rx) = bounded::<Control>(CONTROL_BACKLOG);
@@ -281,7 +282,7 @@ enum Control {
 /// the directories that appear and go.
 fn run(
     name: &str,
-    roots: Vec<(PathBuf, Option<usize>)>,
+    roots: Vec<(PathBuf, Arc<Reach>)>,
     watcher: Result<Box<dyn Watches>, WatchError>,
     link: Link,
     ctl: Receiver<Control>,
@@ -415,8 +416,8 @@ struct Roots {
     roots: Vec<PathBuf>,
     watcher: Box<dyn Watches>,
     wakeups: Arc<Wakeups>,
-    /// How deep under each root a file of its globs can be (`Root::depth`).
-    depths: HashMap<PathBuf, Option<usize>>,
+    /// The directories under each root that its globs reach (`Root::reach`).
+    reach: HashMap<PathBuf, Arc<Reach>>,
     /// Roots handed to the engine for polling (each once).
     polled: HashSet<PathBuf>,
     /// Directories watched (non-recursively), each under a root.
@@ -428,14 +429,14 @@ struct Roots {
 impl Roots {
     fn new(
         name: &str,
-        roots: Vec<(PathBuf, Option<usize>)>,
+        roots: Vec<(PathBuf, Arc<Reach>)>,
         watcher: Box<dyn Watches>,
         wakeups: Arc<Wakeups>,
     ) -> Roots {
         Roots {
             name: name.to_owned(),
             roots: roots.iter().map(|(r, _)| r.clone()).collect(),
-            depths: roots.into_iter().collect(),
+            reach: roots.into_iter().collect(),
             watcher,
             wakeups,
             polled: HashSet::new(),
@@ -504,29 +505,22 @@ impl Roots {
         }
     }
 
-    /// How many levels under `dir` directories are watched: down to those that can hold a file
-    /// of the globs of a root `dir` is in. `None` when `dir` is deeper than any such directory.
-    fn levels_under(&self, dir: &Path) -> Option<usize> {
-        let levels = |root: &PathBuf| {
-            let Some(Some(depth)) = self.depths.get(root) else {
-                return Some(usize::MAX);
-            };
-            let below = dir.strip_prefix(root).ok()?.components().count();
-            // A file `depth` levels under the root is in a directory `depth - 1` levels under it.
-            (depth - 1).checked_sub(below)
-        };
-        (self.roots.iter().filter(|r| dir.starts_with(r)))
-            .filter_map(levels)
-            .max()
-    }
-
     /// Adds a watch to each directory under `dir` that can hold a file of its root. A
     /// directory that cannot be watched is reported and skipped; the others are still watched.
     fn watch_tree(&mut self, dir: &Path) {
-        let Some(levels) = self.levels_under(dir) else {
-            return;
+        let (roots, reach) = (self.roots.clone(), self.reach.clone());
+        // Whether a root `dir` is in reaches it (`dir` can hold a file of the root's globs).
+        let reached = move |dir: &Path| {
+            (roots.iter().filter(|r| dir.starts_with(r))).any(|root| {
+                let relative = dir.strip_prefix(root).unwrap_or(dir);
+                reach.get(root).is_none_or(|reach| reach.holds(relative))
+            })
         };
-        for entry in WalkDir::new(dir).follow_links(false).max_depth(levels) {
+        if !reached(dir) {
+            return;
+        }
+        let walk = WalkDir::new(dir).follow_links(false).into_iter();
+        for entry in walk.filter_entry(|e| !e.file_type().is_dir() || reached(e.path())) {
             let entry = match entry {
                 Ok(e) if e.file_type().is_dir() => e,
                 // A root given as a symlink to a directory is listed through the link (as a
