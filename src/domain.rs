@@ -167,6 +167,17 @@ pub(crate) enum DatabaseReader {
     OpenCode,
     /// Crush's: `read::crush`.
     Crush,
+    /// OpenCode's storage before 1.2, a folder of JSON files named by a file in it
+    /// (`storage/migration`): `read::opencode_storage`.
+    #[serde(rename = "opencode-storage")]
+    OpenCodeStorage,
+}
+
+impl DatabaseReader {
+    /// Whether it reads a folder of files (named by a file in it) rather than a SQLite file.
+    pub(crate) fn is_store(self) -> bool {
+        self == DatabaseReader::OpenCodeStorage
+    }
 }
 
 /// The kind of document a snapshot file is.

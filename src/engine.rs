@@ -172,8 +172,8 @@ pub struct Engine {
     unsettled: HashMap<PathBuf, snapshot::Unsettled>,
     /// What each snapshot source's last captured state held, once read or captured.
     snapshot_states: HashMap<SourceId, crate::read::snapshot::State>,
-    /// Each database's file and `-wal` as they were when it was last read.
-    databases_seen: HashMap<PathBuf, (snapshot::Written, Option<snapshot::Written>)>,
+    /// Each database's state (`read::database::state`) when it was last read.
+    databases_seen: HashMap<PathBuf, u64>,
 }
 
 /// Called with the pass's progress after every step of its queue.

@@ -10,6 +10,7 @@ pub(crate) mod crush;
 pub(crate) mod database;
 pub(crate) mod open;
 pub(crate) mod opencode;
+pub(crate) mod opencode_storage;
 pub(crate) mod record;
 pub(crate) mod snapshot;
 

@@ -21,8 +21,9 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// The agents recorded, by fixture folder: the watcher's name, or the watcher's name and what
 /// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
-/// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`).
-const AGENTS: [&str; 18] = [
+/// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
+/// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`).
+const AGENTS: [&str; 19] = [
     "aider",
     "amp",
     "claude-code",
@@ -39,6 +40,7 @@ const AGENTS: [&str; 18] = [
     "mistral-vibe",
     "mistral-vibe-legacy",
     "opencode",
+    "opencode-storage",
     "pi",
     "qwen-code",
 ];
@@ -49,6 +51,7 @@ fn harness_of(agent: &str) -> &str {
         "gemini-cli-json" => "gemini-cli",
         "cline-tasks" => "cline",
         "mistral-vibe-legacy" => "mistral-vibe",
+        "opencode-storage" => "opencode",
         _ => agent,
     }
 }
@@ -64,6 +67,7 @@ fn is_transcript(file: &Path) -> bool {
         || name == ".aider.chat.history.md"
         || (name.starts_with("T-") && name.ends_with(".json"))
         || file.ancestors().any(|a| a.ends_with(".vibe/logs/session"))
+        || file.ancestors().any(|a| a.ends_with("opencode/storage"))
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
 }
@@ -115,6 +119,10 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
         let text = fs::read_to_string(t).unwrap();
         match serde_json::from_str::<Value>(&text) {
             Ok(Value::Array(list)) => records.extend(list),
+            // An OpenCode 1.1 message.
+            Ok(info) if info["role"].is_string() && info["time"]["created"].is_i64() => {
+                records.push(serde_json::json!({"ts": info["time"]["created"]}));
+            }
             // A Mistral Vibe session's start.
             Ok(meta) if meta["start_time"].is_string() => records.push(meta),
             // An Amp thread: created (ms), and when each prompt was sent.
@@ -199,7 +207,10 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         assert_eq!(got("unparsed"), 0, "{agent}: every record read: {session}");
         // OpenCode (and Kilo Code, its fork) and Crush have the model name the session: the
         // scripted model's title.
-        let database = matches!(agent, "opencode" | "kilo-code" | "crush");
+        let database = matches!(
+            agent,
+            "opencode" | "opencode-storage" | "kilo-code" | "crush"
+        );
         let title = if database { "Scripted title" } else { PROMPT };
         assert_eq!(got("title"), title, "{agent}: {session}");
         let in_project = aider || agent == "crush";
@@ -472,7 +483,7 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             }
             true
         }
-        "opencode" => {
+        "opencode" | "opencode-storage" => {
             let dir = env.dir.path().join("home/.config/opencode");
             fs::create_dir_all(&dir).unwrap();
             let config = serde_json::json!({
@@ -499,7 +510,7 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
         other => panic!("no way known to run {other}"),
     };
     let prompt = resume.map_or(PROMPT, |_| AGAIN);
-    let on_stdin = agent == "opencode";
+    let on_stdin = matches!(agent, "opencode" | "opencode-storage");
     match (with_flag, on_stdin) {
         (_, true) => &mut cmd,
         (true, false) => cmd.args(["-p", prompt]),
@@ -523,31 +534,39 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
     );
 }
 
-/// OpenCode writes its sessions into its SQLite database: a session it writes is archived from
-/// it, and when the agent goes on in the same session, only what it adds is archived (each
-/// message once: the session's counts add up), read while the agent keeps the database.
+/// OpenCode writes its sessions into its SQLite database (before 1.2, into JSON files under
+/// `storage/`): a session it writes is archived from it, and when the agent goes on in the
+/// same session, only what it adds is archived (each message once: the session's counts add
+/// up), read while the agent writes.
 #[test]
-fn opencode_sessions_are_followed_in_its_database() {
+fn opencode_sessions_are_followed_in_its_database_and_its_older_storage() {
+    for agent in ["opencode", "opencode-storage"] {
+        follow_opencode(agent);
+    }
+}
+
+fn follow_opencode(agent: &str) {
     let env = Env::new();
     let model = ModelServer::start(env.dir.path());
     let project = env.dir.path().join("project");
     fs::create_dir_all(&project).unwrap();
-    run_agent(&env, "opencode", &model, &project, None);
+    run_agent(&env, agent, &model, &project, None);
     env.run_once_home();
     let listed = stdout_of(&env, &["sessions", "--json"]);
     let session: Value = serde_json::from_str(listed.trim()).unwrap();
     let id = session["id"].as_str().unwrap().to_owned();
     let counts = |s: &Value| (s["user_messages"].clone(), s["assistant_messages"].clone());
-    assert_eq!(counts(&session), (1.into(), 2.into()), "{session}");
+    assert_eq!(counts(&session), (1.into(), 2.into()), "{agent}: {session}");
     assert_eq!(session["project"].as_str(), project.to_str());
     let records = env.records().len();
     assert_eq!(records, 4, "the session's row and its three messages");
 
-    // The daemon follows the database as the agent writes it (into its `-wal`): no rescan.
+    // The daemon follows the database as the agent writes it (into its `-wal`; or the files
+    // of its storage): no rescan.
     let cmd = crate::util::home_daemon_cmd(&env);
     let daemon = crate::util::Daemon::spawn(cmd, crate::util::TapReader::Read);
     daemon.wait_log("caught up");
-    run_agent(&env, "opencode", &model, &project, Some(&id));
+    run_agent(&env, agent, &model, &project, Some(&id));
     let listed = || -> Value {
         let listed = stdout_of(&env, &["sessions", "--json"]);
         serde_json::from_str(listed.trim()).unwrap()
@@ -555,7 +574,7 @@ fn opencode_sessions_are_followed_in_its_database() {
     crate::util::wait_until_else(
         "the resumed session's messages in the index",
         || counts(&listed()) == (2.into(), 4.into()),
-        || format!("{}\n{}", listed(), daemon.log()),
+        || format!("{agent}: {}\n{}", listed(), daemon.log()),
     );
     daemon.terminate();
     let session = listed();

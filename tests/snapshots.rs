@@ -359,3 +359,65 @@ fn an_aider_history_is_followed_as_it_grows_and_no_deeper_directory_is_watched()
         "{session}"
     );
 }
+
+/// OpenCode before 1.2 keeps a session as JSON files under `storage/` (a file per session,
+/// message and part), rewritten in place: a file written there is a change to the store,
+/// which is read again once it settles. A part rewritten as its text streams (no folder
+/// made, so no rescan) is archived again; a message added later is archived too.
+#[test]
+fn opencodes_older_storage_is_followed_file_by_file() {
+    let env = Env::new();
+    let store = env.dir.path().join("home/.local/share/opencode/storage");
+    let put = |rel: &str, value: Value| {
+        let path = store.join(rel);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, serde_json::to_vec_pretty(&value).unwrap()).unwrap();
+    };
+    let message = |n: u32, text: &str| {
+        let (id, part) = (format!("msg_{n}"), format!("prt_{n}"));
+        let info = json!({"id": id, "sessionID": "ses_1", "role": "user",
+            "time": {"created": 1796300000000_u64 + u64::from(n)}});
+        put(&format!("message/ses_1/{id}.json"), info);
+        let text = json!({"id": part, "sessionID": "ses_1", "messageID": id, "type": "text",
+            "text": text});
+        put(&format!("part/{id}/{part}.json"), text);
+    };
+    fs::create_dir_all(&store).unwrap();
+    fs::write(store.join("migration"), "2").unwrap();
+    put(
+        "session/global/ses_1.json",
+        json!({"id": "ses_1", "directory": "/w/app", "title": "Fix the build"}),
+    );
+    message(1, "fix the build please");
+    let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
+    daemon.wait_log("caught up");
+    let session = || -> Value {
+        let listed = stdout_of(&env, &["sessions", "--json"]);
+        serde_json::from_str(listed.trim()).unwrap_or(Value::Null)
+    };
+    wait_until_else(
+        "the session in the index",
+        || session()["user_messages"] == 1,
+        || daemon.log(),
+    );
+    assert_eq!(session()["title"], "Fix the build");
+    let found = |text: &str| {
+        let quoted = format!("\"{text}\"");
+        let out = crate::util::cli(&env, &["search", &quoted, "--json"]);
+        String::from_utf8_lossy(&out.stdout).contains("ses_1")
+    };
+    message(1, "fix the build please, then the docs");
+    wait_until_else(
+        "the rewritten part in the index",
+        || found("then the docs"),
+        || daemon.log(),
+    );
+    message(2, "and the tests");
+    wait_until_else(
+        "the message written later in the index",
+        || session()["user_messages"] == 2,
+        || daemon.log(),
+    );
+    daemon.terminate();
+    assert!(found("and the tests"));
+}

@@ -103,10 +103,17 @@ def is_aider(body):
 
 
 def takes(body, name, field):
-    """Whether the request's tool `name` has an input field `field` (Anthropic's shape)."""
+    """Whether the request's tool `name` has an input field `field` (Anthropic's shape or
+    OpenAI's)."""
     for tool in body.get("tools") or []:
+        function = tool.get("function") or {}
         if tool.get("name") == name:
-            return field in ((tool.get("input_schema") or {}).get("properties") or {})
+            schema = tool.get("input_schema")
+        elif function.get("name") == name:
+            schema = function.get("parameters")
+        else:
+            continue
+        return field in ((schema or {}).get("properties") or {})
     return False
 
 
@@ -116,7 +123,8 @@ def tool_input(name, body):
     # Amp's Bash takes `cmd` (and a `cwd`); Claude Code's takes `command`.
     if name == "Bash" and takes(body, name, "cmd"):
         return {"cmd": TOOL_COMMAND}
-    if name == "Bash":
+    # Claude Code's Bash, and OpenCode's bash, which before 1.2 requires a description.
+    if name == "Bash" or takes(body, name, "description"):
         return {"command": TOOL_COMMAND, "description": "Print a scripted line"}
     if name == "attempt_completion":
         return {"result": FINAL_TEXT}

@@ -237,10 +237,19 @@ impl Root {
         self.database_reader(path).is_some()
     }
 
-    /// The database that `path`, a database's `-wal` file, belongs to: a change to it is a
-    /// change to the database (in WAL mode, writes reach the database file itself only at a
-    /// checkpoint).
+    /// The database that `path`, a database's `-wal` file or a file in a store's folder,
+    /// belongs to: a change to it is a change to the database (in WAL mode, writes reach the
+    /// database file itself only at a checkpoint).
     pub(crate) fn database_of(&self, path: &Path) -> Option<PathBuf> {
+        let stores = self.database.iter().filter(|(_, r)| r.is_store());
+        for (glob, _) in stores {
+            // A store is named by a file in its folder, whose glob is its literal path.
+            let named = self.path.join(glob.glob().glob());
+            let folder = named.parent()?;
+            if path.starts_with(folder) && path != named {
+                return Some(named);
+            }
+        }
         let name = path.file_name()?.to_str()?;
         let main = name.strip_suffix("-wal")?;
         let main = path.with_file_name(main);
@@ -394,9 +403,23 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
     let database = (watcher.database.iter())
         .map(|def| Ok((matcher(&def.glob)?, def.reader)))
         .collect::<Result<Vec<_>>>()?;
+    // A store's folder is reached whole.
+    let stores: Vec<String> = (watcher.database.iter())
+        .filter(|d| d.reader.is_store())
+        .map(|d| {
+            format!(
+                "{}/**",
+                Path::new(&d.glob)
+                    .parent()
+                    .unwrap_or(Path::new(""))
+                    .display()
+            )
+        })
+        .collect();
     let globs = (std::iter::once(glob).filter(|g| !g.is_empty()))
         .chain(watcher.snapshot.iter().map(|d| d.glob.as_str()))
-        .chain(watcher.database.iter().map(|d| d.glob.as_str()));
+        .chain(watcher.database.iter().map(|d| d.glob.as_str()))
+        .chain(stores.iter().map(String::as_str));
     let reach = Reach::of(globs)?;
     Ok(Root {
         path,

@@ -8,7 +8,7 @@
 
 use super::*;
 use crate::domain::DatabaseReader;
-use crate::read::database;
+use crate::read::database::{self, Db};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The device of a session's source: no file has it.
@@ -28,23 +28,19 @@ impl Engine {
             Opened::Replanned => return Ok(Step::Again(Box::new(work))),
         };
         drop(file);
-        // Its writes land in its `-wal` until a checkpoint: the two together say whether it
-        // changed, and the later of the two when. Reading it changes neither's size or
-        // modification time (SQLite may change the owner or mode of the `-wal` and `-shm` it
-        // opens, which is an event and a new change time), so a read leads to no other.
-        let wal = PathBuf::from(format!("{}-wal", work.path.display()));
-        let wal_meta = std::fs::metadata(&wal).ok();
-        let seen = (
-            snapshot::written(&meta),
-            wal_meta.as_ref().map(snapshot::written),
-        );
+        // Reading it changes nothing its state is taken from (SQLite may change the owner or
+        // mode of the `-wal` and `-shm` it opens, which is an event and a new change time, but
+        // not their size or modification time), so a read leads to no other.
+        let (seen, newest) = match database::state(reader, &work.path, meta.clone()) {
+            Ok(state) => state,
+            Err(e) => return self.read_failed(&work, &e),
+        };
         if self.databases_seen.get(&work.path) == Some(&seen) {
             self.report.unchanged += 1;
             self.unsettled.remove(&work.path);
             return Ok(Step::Done);
         }
-        let newer = wal_meta.filter(|w| w.modified().ok() > meta.modified().ok());
-        if self.wait_to_settle(&work.path, newer.as_ref().unwrap_or(&meta)) {
+        if self.wait_to_settle(&work.path, &newest) {
             return Ok(Step::Done);
         }
         let identity = Identity::of(&meta);
@@ -53,11 +49,10 @@ impl Engine {
         };
         self.unsettled.remove(&work.path);
         let since = self.source(id).cursor.position.offset as i64;
-        let read = database::open(&work.path)
-            .and_then(|conn| Ok((database::changed(reader, &conn, since)?, conn)));
-        let (changed, conn) = match read {
+        let read = Db::open(reader, &work.path).and_then(|db| Ok((db.changed(since)?, db)));
+        let (changed, db) = match read {
             Ok(read) => read,
-            Err(e) => return self.read_failed(&work, &io::Error::other(e)),
+            Err(e) => return self.read_failed(&work, &e),
         };
         log::debug!(
             "database read path={:?} from={since} to={} sessions_changed={}",
@@ -72,10 +67,10 @@ impl Engine {
                 // Its mark is not moved: the next start reads these sessions again.
                 return Ok(Step::Done);
             }
-            let doc = match database::document(reader, &conn, session) {
+            let doc = match db.document(session) {
                 Ok(Some(doc)) => doc,
                 Ok(None) => continue,
-                Err(e) => return self.read_failed(&work, &io::Error::other(e)),
+                Err(e) => return self.read_failed(&work, &e),
             };
             if doc.len() as u64 > snapshot::MAX_SNAPSHOT {
                 log::warn!(
@@ -92,7 +87,7 @@ impl Engine {
             let sid = self.session_source(&path, harness)?;
             self.capture(&path, sid, None, doc, &spec)?;
         }
-        drop(conn);
+        drop(db);
         self.end_sessions_gone(&work.path, &changed.all)?;
         // As they were before the read: a change made during it is read again.
         self.databases_seen.insert(work.path.clone(), seen);

@@ -1,17 +1,21 @@
-//! Agents' SQLite databases (OpenCode's `opencode.db`, Crush's `crush.db`), read as one JSON
-//! document per session, which the engine captures as it captures a file rewritten whole
+//! Agents' SQLite databases (OpenCode's `opencode.db`, Crush's `crush.db`), and OpenCode's
+//! store of files before them, read as one JSON document per session, which the engine captures as it captures a file rewritten whole
 //! (`read::snapshot`). Each agent's tables have a reader of their own (`read::opencode`,
 //! `read::crush`); what they share is here: a read-only connection, read transactions (a
 //! consistent snapshot; in WAL mode a reader never blocks the agent's writes), and columns
 //! as JSON.
 
-use super::{crush, opencode};
+use super::{crush, opencode, opencode_storage};
 use crate::domain::{DatabaseReader, SnapshotSpec};
 use rusqlite::{Connection, OpenFlags};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
-use std::path::Path;
+use std::fs::{self, Metadata};
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
+use xxhash_rust::xxh3::Xxh3;
 
 /// A read-only connection to the database at `path`, waiting up to a second for a lock.
 pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
@@ -34,38 +38,93 @@ pub(crate) struct Changed {
     pub mark: i64,
 }
 
-/// The sessions of `reader`'s database changed since mark `since` (0: everything), read in
-/// one read transaction.
-pub(crate) fn changed(
-    reader: DatabaseReader,
-    conn: &Connection,
-    since: i64,
-) -> rusqlite::Result<Changed> {
-    match reader {
-        DatabaseReader::OpenCode => opencode::changed(conn, since),
-        DatabaseReader::Crush => crush::changed(conn, since),
+/// An agent's database, open for reading: a read-only connection to a SQLite file, or the
+/// folder of a store of files (`read::opencode_storage`), named by a file in it.
+pub(crate) enum Db {
+    /// A SQLite database, and the reader of its tables.
+    Sqlite(Connection, DatabaseReader),
+    /// The folder of OpenCode's storage before 1.2.
+    OpenCodeStorage(PathBuf),
+}
+
+impl Db {
+    /// `path` opened for `reader`.
+    pub(crate) fn open(reader: DatabaseReader, path: &Path) -> io::Result<Db> {
+        match reader {
+            DatabaseReader::OpenCodeStorage => Ok(Db::OpenCodeStorage(store_of(path))),
+            _ => open(path)
+                .map(|c| Db::Sqlite(c, reader))
+                .map_err(io::Error::other),
+        }
+    }
+
+    /// The sessions changed since mark `since` (0: everything), read at once (in one read
+    /// transaction, for SQLite).
+    pub(crate) fn changed(&self, since: i64) -> io::Result<Changed> {
+        match self {
+            Db::Sqlite(conn, DatabaseReader::Crush) => crush::changed(conn, since),
+            Db::Sqlite(conn, _) => opencode::changed(conn, since),
+            Db::OpenCodeStorage(store) => return opencode_storage::changed(store, since),
+        }
+        .map_err(io::Error::other)
+    }
+
+    /// Session `id`'s document; `None` when there is no such session (any more).
+    pub(crate) fn document(&self, id: &str) -> io::Result<Option<Vec<u8>>> {
+        match self {
+            Db::Sqlite(conn, DatabaseReader::Crush) => crush::document(conn, id),
+            Db::Sqlite(conn, _) => opencode::document(conn, id),
+            Db::OpenCodeStorage(store) => return opencode_storage::document(store, id),
+        }
+        .map_err(io::Error::other)
     }
 }
 
-/// Session `id`'s document, read in one read transaction; `None` when there is no such
-/// session (any more).
-pub(crate) fn document(
-    reader: DatabaseReader,
-    conn: &Connection,
-    id: &str,
-) -> rusqlite::Result<Option<Vec<u8>>> {
-    match reader {
-        DatabaseReader::OpenCode => opencode::document(conn, id),
-        DatabaseReader::Crush => crush::document(conn, id),
-    }
+/// The folder of a store that `path` (a file in it) names.
+fn store_of(path: &Path) -> PathBuf {
+    path.parent().unwrap_or(path).to_owned()
 }
 
 /// Where a session's document keeps its messages.
 pub(crate) fn spec(reader: DatabaseReader) -> SnapshotSpec {
     match reader {
-        DatabaseReader::OpenCode => opencode::spec(),
         DatabaseReader::Crush => crush::spec(),
+        DatabaseReader::OpenCode | DatabaseReader::OpenCodeStorage => opencode::spec(),
     }
+}
+
+/// What tells whether the database at `path` (whose metadata is `meta`) changed since it was
+/// last read, and the metadata of its part written last (for how long ago that was): a SQLite
+/// file with its `-wal` (in WAL mode, writes reach the file itself only at a checkpoint); a
+/// store's files.
+pub(crate) fn state(
+    reader: DatabaseReader,
+    path: &Path,
+    meta: Metadata,
+) -> io::Result<(u64, Metadata)> {
+    let written = |m: &Metadata| {
+        [
+            m.dev(),
+            m.ino(),
+            m.size(),
+            m.mtime() as u64,
+            m.mtime_nsec() as u64,
+        ]
+    };
+    if reader == DatabaseReader::OpenCodeStorage {
+        let (hash, newest) = opencode_storage::state(&store_of(path))?;
+        return Ok((hash, newest.unwrap_or(meta)));
+    }
+    let wal = fs::metadata(format!("{}-wal", path.display())).ok();
+    let mut hash = Xxh3::new();
+    for n in written(&meta)
+        .into_iter()
+        .chain(wal.iter().flat_map(written))
+    {
+        hash.update(&n.to_le_bytes());
+    }
+    let newer = wal.filter(|w| w.modified().ok() > meta.modified().ok());
+    Ok((hash.digest(), newer.unwrap_or(meta)))
 }
 
 /// `read`, in a read transaction.
