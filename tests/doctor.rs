@@ -50,6 +50,33 @@ fn an_agent_not_used_here_is_listed_without_a_warning() {
     assert!(qwen.contains("3 directories"), "{qwen}");
 }
 
+/// Aider keeps its history in each project: where it has run (`~/.aider`) and no `[[watch]]`
+/// table names its projects, nothing of it is archived, which is a warning with the table to
+/// add; with one, a project is a root like another, its directories counted as far as its
+/// globs reach (a project's own folders, not what is in them).
+#[test]
+fn aider_without_a_watch_table_is_a_warning_and_with_one_its_projects_are_roots() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    fs::create_dir_all(home.join(".aider")).unwrap();
+    fs::create_dir_all(home.join("src/app/node_modules/left-pad/lib")).unwrap();
+    let run = || {
+        let out = (env.cmd().args(["doctor", "--db"]).arg(&env.db))
+            .output()
+            .unwrap();
+        stdout(&out)
+    };
+    let report = run();
+    let line = line_with(&report, "warn", "Aider has run here");
+    assert!(line.contains("harness = \"aider\""), "{line}");
+    env.write_config("[[watch]]\npath = \"~/src\"\nharness = \"aider\"\n");
+    let report = run();
+    assert!(!report.contains("Aider has run here"), "{report}");
+    let root = line_with(&report, "ok", "(aider)");
+    // ~/src and ~/src/app.
+    assert!(root.contains("2 directories"), "{root}");
+}
+
 #[test]
 fn a_missing_root_is_reported_with_its_path() {
     let env = Env::new();

@@ -77,6 +77,8 @@ pub(crate) struct Report {
 pub(crate) fn diagnose(roots: &[Root], archive: &Path, target: &Result<Target>) -> Report {
     let scans: Vec<RootScan> = roots.iter().map(scan_root).collect();
     let mut findings: Vec<Finding> = scans.iter().map(root_finding).collect();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    findings.extend(home.and_then(|home| aider_finding(roots, &home)));
     findings.extend(roots.iter().flat_map(network_findings));
     findings.extend(inotify_findings(&scans, archive));
     findings.extend(archive_findings(archive));
@@ -99,8 +101,8 @@ struct RootScan<'a> {
     state: RootState,
 }
 
-/// Counts the directories under a root the way the daemon watches them: every directory,
-/// symlinks not followed.
+/// Counts the directories under a root the way the daemon watches them: every directory its
+/// globs reach, symlinks not followed.
 fn scan_root(root: &Root) -> RootScan<'_> {
     let state = match std::fs::metadata(&root.path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => RootState::Missing,
@@ -108,7 +110,7 @@ fn scan_root(root: &Root) -> RootScan<'_> {
         Ok(m) if !m.is_dir() => RootState::NotDirectory,
         Ok(_) => match std::fs::read_dir(&root.path) {
             Err(e) => RootState::Unreadable(e),
-            Ok(_) => count_dirs(&root.path),
+            Ok(_) => count_dirs(root),
         },
     };
     RootScan { root, state }
@@ -127,9 +129,14 @@ impl RootState {
     }
 }
 
-fn count_dirs(path: &Path) -> RootState {
+fn count_dirs(root: &Root) -> RootState {
     let (mut dirs, mut unreadable) = (0, 0);
-    for entry in walkdir::WalkDir::new(path).follow_links(false) {
+    let reached = |e: &walkdir::DirEntry| {
+        let relative = e.path().strip_prefix(&root.path).unwrap_or(e.path());
+        !e.file_type().is_dir() || root.reach.holds(relative)
+    };
+    let walk = walkdir::WalkDir::new(&root.path).follow_links(false);
+    for entry in walk.into_iter().filter_entry(reached) {
         match entry {
             Ok(e) if e.file_type().is_dir() => dirs += 1,
             Ok(_) => {}
@@ -137,6 +144,26 @@ fn count_dirs(path: &Path) -> RootState {
         }
     }
     RootState::Directory { dirs, unreadable }
+}
+
+/// Aider keeps its history in each project, and nothing under the home says which: when it
+/// has run here (`~/.aider` is its folder) and no `[[watch]]` table names a project of its,
+/// nothing of it is archived.
+fn aider_finding(roots: &[Root], home: &Path) -> Option<Finding> {
+    let ran = home.join(".aider");
+    if !ran.is_dir() || roots.iter().any(|r| r.harness == "aider") {
+        return None;
+    }
+    let message = "Aider has run here, but no [[watch]] table names its projects: their \
+                   .aider.chat.history.md are not archived"
+        .to_owned();
+    let fix = "add to config.toml: [[watch]] path = \"~/src\" harness = \"aider\" (a project, \
+               or a folder of projects)";
+    Some(
+        Finding::new(Level::Warn, "roots", message)
+            .at(&ran)
+            .fix(fix.to_owned()),
+    )
 }
 
 fn root_finding(scan: &RootScan) -> Finding {
