@@ -9,6 +9,7 @@ pub(crate) mod restore;
 pub(crate) mod show;
 pub(crate) mod status;
 pub(crate) mod tail;
+mod usage;
 
 use crate::archive::Archive;
 use crate::archive::envelope::write_envelope;
@@ -34,7 +35,7 @@ pub use args::Cli;
 use args::{
     Command, CompactArgs, ConfigCommand, DoctorArgs, ExportArgs, ManagerArg, RedactArgs,
     RejectsArgs, RestoreArgs, RunArgs, SearchArgs, SeedArgs, ServiceCommand, SessionsArgs,
-    ShowArgs, Sink, SinkCommand, StatusArgs, TailArgs, TailFormat,
+    ShowArgs, Sink, SinkCommand, StatusArgs, TailArgs, TailFormat, UsageArgs,
 };
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -74,6 +75,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Sessions(args) => sessions(args, &settings.archive),
         Command::Show(args) => show(args, &settings),
         Command::Search(args) => search(args, &settings.archive),
+        Command::Usage(args) => usage(args, &settings),
         Command::Restore(args) => restore(args, &settings),
         Command::Reindex(_) => reindex(&settings.archive),
         Command::Compact(args) => compact(&args, &settings.archive),
@@ -519,6 +521,45 @@ fn search(args: SearchArgs, db: &Path) -> Result<()> {
     } else {
         let home = crate::platform::home::home(&env).ok();
         show::write_hits(&mut out, &hits, home.as_deref(), style)
+    };
+    stdout_result(written.and_then(|()| out.flush()))
+}
+
+fn usage(args: UsageArgs, settings: &Settings) -> Result<()> {
+    use crate::consumers::sessions::usage::{self, Prices, Request};
+    let mut archive = indexed_archive(&settings.archive)?;
+    // The harness and machine are checked, and named, as `sessions` does.
+    let filter = args::SessionFilter {
+        harness: args.harness.clone(),
+        project: args.project.clone(),
+        since: None,
+        machine: args.machine.clone(),
+        limit: 0,
+    }
+    .filter(&mut archive)?;
+    let request = Request {
+        since_ms: args.since,
+        until_ms: args.until,
+        harness: filter.harness,
+        project: filter.project,
+        machine: filter.machine,
+    };
+    let prices = Prices::with(&settings.prices);
+    let (rows, total) = usage::usage(&mut archive, args.by, &request, &prices)?;
+    let mut out = BufWriter::new(io::stdout().lock());
+    let written = if args.json {
+        (|| {
+            rows.iter().try_for_each(|r| write_json_line(&mut out, r))?;
+            let total = usage::Row {
+                of: String::new(),
+                tokens: total,
+            };
+            let mut line = serde_json::to_value(&total).map_err(io::Error::other)?;
+            line["of"] = serde_json::Value::Null;
+            write_json_line(&mut out, &line)
+        })()
+    } else {
+        crate::cli::usage::write_table(&mut out, args.by, &rows, &total)
     };
     stdout_result(written.and_then(|()| out.flush()))
 }

@@ -3,6 +3,7 @@
 
 use crate::capture::harness::{self, Root, absolute};
 use crate::consumers::redact::{RedactSettings, Redactor};
+use crate::consumers::sessions::usage::Price;
 use crate::consumers::ship::{self, SinkSpec, SinkTable};
 use crate::consumers::socket;
 use crate::domain::{ReadLimits, StartAt};
@@ -88,6 +89,9 @@ pub(crate) struct FileConfig {
     /// The user's redaction rules and allowlist.
     #[serde(default)]
     redact: Option<toml::Spanned<RedactSettings>>,
+    /// Prices of models for `usage` (US dollars per million tokens), over `data/prices.toml`.
+    #[serde(default)]
+    prices: BTreeMap<String, Price>,
     /// The text it was parsed from, to place errors found after parsing.
     #[serde(skip)]
     text: String,
@@ -232,6 +236,8 @@ pub(crate) struct Settings {
     pub subscribers: socket::Limits,
     /// Whether records are compressed as they are archived.
     pub compress: bool,
+    /// `[prices]`: models' prices for `usage`, over the built-in ones.
+    pub prices: BTreeMap<String, Price>,
 }
 
 /// Default record limit: 64 MiB.
@@ -269,6 +275,7 @@ impl Settings {
             sinks: Vec::new(),
             redactor: RedactorSource::default(),
             compress: true,
+            prices: BTreeMap::new(),
         }
     }
 
@@ -328,6 +335,7 @@ impl Settings {
                 buffer: file.subscriber_buffer.unwrap_or(socket::DEFAULT_BUFFER),
             },
             compress: file.compress.unwrap_or(true),
+            prices: file.prices,
         })
     }
 

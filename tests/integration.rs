@@ -23,5 +23,6 @@ mod snapshots;
 mod supervision;
 mod tail;
 mod team;
+mod usage;
 mod util;
 mod watchers;

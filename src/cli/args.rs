@@ -126,6 +126,21 @@ pub enum Command {
         snippet with the match marked (bold red on a terminal, **so** otherwise; --color)."
     )]
     Search(SearchArgs),
+    /// What the sessions cost: tokens and estimated cost by day, model, project, agent, …
+    #[command(
+        long_about = "What the sessions cost: the tokens of every model call the agents \
+        recorded (input not read from the cache, output with thinking, input read from the \
+        cache and written to it) and their estimated cost, by day (the default), week, month, \
+        model, project, agent, machine or session, with a total. A call that a resume, a \
+        compaction or a fork copied into another session counts once.\n\n\
+        Prices are those of data/prices.toml (per model, with the day they were taken and their \
+        source), under config.toml's [prices.\"MODEL\"] tables (input, output, cache_read, \
+        cache_write: US dollars per million tokens). A model with no price has its tokens \
+        counted and no cost: its rows' cost is marked, and the models are named.\n\n\
+        Usage is read from Claude Code, Codex CLI, Gemini CLI, Qwen Code, Pi, GitHub Copilot \
+        CLI, OpenCode and Kilo Code, Amp and gptme, which record it per call."
+    )]
+    Usage(UsageArgs),
     /// Write a session's transcripts back where the agent keeps them, so that it can resume.
     #[command(
         long_about = "Write a session's transcript and its subagents' back where the agent keeps \
@@ -243,6 +258,7 @@ impl Command {
             Command::Sessions(a) => a,
             Command::Show(a) => a,
             Command::Search(a) => a,
+            Command::Usage(a) => a,
             Command::Restore(a) => a,
             Command::Reindex(a) => a,
             Command::Compact(a) => a,
@@ -774,6 +790,47 @@ impl Facts for ShowArgs {
     /// The redaction rules are the configuration's.
     fn needs_config_file(&self) -> bool {
         self.redact
+    }
+}
+
+/// Arguments of `usage`.
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    #[command(flatten)]
+    pub(crate) archive: ArchiveArg,
+    /// What each row is of.
+    #[arg(long, value_enum, default_value = "day")]
+    pub(crate) by: crate::consumers::sessions::usage::By,
+    /// Only calls since WHEN: a duration back from now (12h, 7d, 4w) or a date or time
+    /// (2026-11-01, 2026-11-01T09:00:00Z).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    pub(crate) since: Option<i64>,
+    /// Only calls before WHEN (as --since takes it).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    pub(crate) until: Option<i64>,
+    /// Only this watcher's calls (claude-code, codex, …).
+    #[arg(long, value_name = "H")]
+    pub(crate) harness: Option<String>,
+    /// Only calls of sessions whose project contains this text (any case).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) project: Option<String>,
+    /// Only the calls of machine NAME: `this`, `all`, or a machine pulled from a PostgreSQL
+    /// sink (its host name, or the start of its UUID).
+    #[arg(long, value_name = "NAME", default_value = "all")]
+    pub(crate) machine: String,
+    /// Print one JSON object per row, then the total (`"of": null`), instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl Facts for UsageArgs {
+    fn overrides(&self) -> Overrides {
+        self.archive.overrides()
+    }
+
+    /// Its `[prices]` tables, with or without `--db`.
+    fn needs_config_file(&self) -> bool {
+        true
     }
 }
 

@@ -28,6 +28,7 @@ pub(crate) mod parse;
 pub(crate) mod query;
 mod share;
 pub(crate) mod store;
+pub(crate) mod usage;
 
 use parse::{INDEXED_STRING, Parsed, Part, parse, with_long_strings_cut};
 
@@ -611,6 +612,9 @@ fn apply<'a>(
     if let Some(message) = &parsed.message {
         add_message(tx, text, session, row, parsed.at_ms, message)?;
     }
+    if let Some(usage) = &parsed.usage {
+        add_usage(tx, session, row, parsed.at_ms, usage)?;
+    }
     if let Some(id) = &parsed.rewind_to {
         // Its trigger deletes the messages' text: any still held must be there first.
         text.write(tx)?;
@@ -689,6 +693,42 @@ fn add_message(
     }
     text.insert(id, body(&message.parts));
     Ok(())
+}
+
+/// Adds a model call's tokens, or (for a call already there: the same reply written again, or
+/// copied into another session) updates them.
+fn add_usage(
+    tx: &Connection,
+    session: i64,
+    row: &ExportRow,
+    at_ms: Option<i64>,
+    usage: &parse::Usage,
+) -> rusqlite::Result<()> {
+    let key = match (&usage.key, usage.in_session) {
+        (Some(key), false) => key.clone(),
+        (Some(key), true) => format!("{session}:{key}"),
+        (None, _) => format!("@{}:{}:{}", row.source, row.generation, row.offset),
+    };
+    tx.prepare_cached(
+        "INSERT INTO usage (machine, harness, key, session, at_ms, model, input, output,
+             cache_read, cache_write)
+         SELECT machine, harness, ?2, id, ?3, ?4, ?5, ?6, ?7, ?8 FROM sessions WHERE id = ?1
+         ON CONFLICT (machine, harness, key) DO UPDATE SET
+             at_ms = coalesce(excluded.at_ms, at_ms), model = coalesce(excluded.model, model),
+             input = excluded.input, output = excluded.output,
+             cache_read = excluded.cache_read, cache_write = excluded.cache_write",
+    )?
+    .execute(params![
+        session,
+        key,
+        at_ms,
+        usage.model,
+        usage.input,
+        usage.output,
+        usage.cache_read,
+        usage.cache_write
+    ])
+    .map(drop)
 }
 
 /// Whether `copy` is the twin of the session's latest prompt copy (see [`parse::PromptCopy`]).

@@ -94,6 +94,66 @@ pub(crate) struct Parsed {
     pub message: Option<Message>,
     /// Drop the session's messages from this id on (Gemini's `$rewindTo`).
     pub rewind_to: Option<String>,
+    /// The tokens of the model call the record reports.
+    pub usage: Option<Usage>,
+}
+
+/// The tokens of one model call, as an agent records them: input not read from a cache,
+/// output (thinking included), input read from the cache and written to it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Usage {
+    /// The agent's id for the call (its reply's or its request's), which a copy of it (a resume,
+    /// a compaction) repeats; `None` when it writes none (the record's place is used).
+    pub key: Option<String>,
+    /// The model called, when the record names it.
+    pub model: Option<String>,
+    pub input: i64,
+    pub output: i64,
+    pub cache_read: i64,
+    pub cache_write: i64,
+    /// Whether `key` is unique only within its session (a message's number in a thread, a
+    /// running total), not among the agent's calls.
+    pub in_session: bool,
+}
+
+impl Usage {
+    /// From an object of token counts, given the names of its fields: input (`input_total`
+    /// says whether it counts the cached input too), output, cache read, cache write.
+    fn of(
+        counts: &Map<String, Value>,
+        [input, output, read, write]: [&str; 4],
+        input_total: bool,
+    ) -> Option<Usage> {
+        let n = |k: &str| counts.get(k).and_then(Value::as_i64).unwrap_or(0);
+        let cache_read = n(read);
+        let all_input = counts.get(input).and_then(Value::as_i64)?;
+        let input = if input_total {
+            all_input - cache_read
+        } else {
+            all_input
+        };
+        Some(Usage {
+            input: input.max(0),
+            output: n(output),
+            cache_read,
+            cache_write: n(write),
+            ..Usage::default()
+        })
+    }
+
+    fn keyed(mut self, key: Option<String>, model: Option<String>) -> Usage {
+        self.key = key;
+        self.model = model;
+        self
+    }
+
+    /// Keyed by `key`, unique only within its session.
+    fn keyed_in_session(self, key: Option<String>, model: Option<String>) -> Usage {
+        Usage {
+            in_session: true,
+            ..self.keyed(key, model)
+        }
+    }
 }
 
 /// One message of a session.

@@ -188,15 +188,15 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
 
 /// The name of each machine by its id here: a pulled machine's host name, else (id 0)
 /// this one's.
-struct MachineNames(HashMap<i64, String>);
+pub(crate) struct MachineNames(HashMap<i64, String>);
 
 impl MachineNames {
-    fn of(archive: &Archive) -> Result<MachineNames> {
+    pub(crate) fn of(archive: &Archive) -> Result<MachineNames> {
         let machines = archive.machines()?.into_iter();
         Ok(MachineNames(machines.map(|m| (m.id, m.host)).collect()))
     }
 
-    fn name(&self, id: i64) -> String {
+    pub(crate) fn name(&self, id: i64) -> String {
         (self.0.get(&id).cloned()).unwrap_or_else(crate::platform::sys::host_name)
     }
 }

@@ -71,6 +71,28 @@ CREATE TABLE messages (
 );
 CREATE INDEX messages_order ON messages (session, ord);
 
+-- The tokens of each model call the agents recorded, once per call: `key` is the agent's id
+-- for the call (its reply's or request's; the session's id before it when that id is unique
+-- only within a session), which a copy of it in another session (a resume, a compaction, a
+-- fork) repeats, or the record's place for an agent that writes none. `session` is the first
+-- session it was seen in; a later copy of the call updates its counts (a reply written again
+-- as it streams). `input` is the input not read from the cache; `output` counts thinking.
+CREATE TABLE usage (
+    id INTEGER PRIMARY KEY,
+    machine INTEGER NOT NULL,
+    harness TEXT NOT NULL,
+    key TEXT NOT NULL,
+    session INTEGER NOT NULL REFERENCES sessions (id),
+    at_ms INTEGER,
+    model TEXT,
+    input INTEGER NOT NULL,
+    output INTEGER NOT NULL,
+    cache_read INTEGER NOT NULL,
+    cache_write INTEGER NOT NULL,
+    UNIQUE (machine, harness, key)
+);
+CREATE INDEX usage_time ON usage (at_ms);
+
 -- The searchable text of each message (rowid = messages.id). It keeps no copy of the text
 -- (`content = ''`): the text is the records', and a search's snippets are made from them.
 -- `contentless_delete` lets a message's text be replaced or deleted. No prefix indexes: they

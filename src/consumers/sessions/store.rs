@@ -18,7 +18,7 @@ use std::time::Duration;
 /// changes with the schema and with what the index derives from records (which sessions and
 /// messages there are), so that an index built by another build is built again.
 const SCHEMA: &str = include_str!("schema.sql");
-const VERSION: i64 = 3;
+const VERSION: i64 = 4;
 
 /// The name the index takes on an archive's connection.
 const INDEX: &str = "idx";

@@ -28,9 +28,17 @@ pub(super) fn amp(obj: &Map<String, Value>) -> Option<Parsed> {
     let role = match obj.get("role").and_then(Value::as_str)? {
         "user" => role_of(Role::User, &parts),
         "assistant" => {
-            parsed.model = obj
-                .get("usage")
-                .and_then(|u| string(u.as_object()?, "model"));
+            let usage = obj.get("usage").and_then(Value::as_object);
+            parsed.model = usage.and_then(|u| string(u, "model"));
+            let fields = [
+                "inputTokens",
+                "outputTokens",
+                "cacheReadInputTokens",
+                "cacheCreationInputTokens",
+            ];
+            // A message's number is the thread's own.
+            parsed.usage = (usage.and_then(|u| Usage::of(u, fields, false)))
+                .map(|u| u.keyed_in_session(key.clone(), parsed.model.clone()));
             role_of(Role::Assistant, &parts)
         }
         _ => Role::System,

@@ -31,6 +31,18 @@ pub(super) fn claude(obj: &Map<String, Value>) -> Option<Parsed> {
             }
             if kind == "assistant" {
                 parsed.model = string(message, "model").filter(|m| !m.starts_with('<'));
+                // Each record of a reply (one per content block) repeats its usage; a resumed
+                // or forked session copies the records: one call, by the reply's id.
+                let fields = [
+                    "input_tokens",
+                    "output_tokens",
+                    "cache_read_input_tokens",
+                    "cache_creation_input_tokens",
+                ];
+                let usage = message.get("usage").and_then(Value::as_object);
+                parsed.usage = (usage.and_then(|u| Usage::of(u, fields, false)))
+                    .filter(|_| parsed.model.is_some())
+                    .map(|u| u.keyed(string(message, "id"), parsed.model.clone()));
             }
             parsed.message = Some(Message::new(key, role, parts));
         }

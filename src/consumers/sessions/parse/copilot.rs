@@ -34,6 +34,19 @@ pub(super) fn copilot(obj: &Map<String, Value>) -> Option<Parsed> {
             parsed.model = string(data, "model");
             (Role::Assistant, parts)
         }
+        // A model call's tokens (input counts the cached input), keyed by the event's id.
+        "session.usage_record" => {
+            let usage = data.get("usage").and_then(Value::as_object)?;
+            let fields = [
+                "inputTokens",
+                "outputTokens",
+                "cacheReadTokens",
+                "cacheWriteTokens",
+            ];
+            parsed.usage = Usage::of(usage, fields, true)
+                .map(|u| u.keyed(string(obj, "id"), string(usage, "model")));
+            return Some(parsed);
+        }
         "tool.execution_complete" => {
             let result = data.get("result").and_then(|r| r.get("content"));
             (Role::Tool, vec![Part::ToolResult(result_text(result))])

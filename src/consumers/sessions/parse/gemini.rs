@@ -56,6 +56,14 @@ pub(super) fn gemini(obj: &Map<String, Value>) -> Option<Parsed> {
         parsed.prompt = typed_prompt(&parts);
     }
     parsed.model = string(obj, "model");
+    if let Some(tokens) = obj.get("tokens").and_then(Value::as_object) {
+        let fields = ["input", "output", "cached", ""];
+        let thoughts = tokens.get("thoughts").and_then(Value::as_i64).unwrap_or(0);
+        parsed.usage = Usage::of(tokens, fields, true).map(|mut u| {
+            u.output += thoughts;
+            u.keyed(string(obj, "id"), parsed.model.clone())
+        });
+    }
     parsed.message = Some(Message {
         key: Some(string(obj, "id")?),
         role,

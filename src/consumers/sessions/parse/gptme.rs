@@ -30,6 +30,16 @@ pub(super) fn gptme(obj: &Map<String, Value>) -> Option<Parsed> {
         Role::Assistant => {
             let meta = obj.get("metadata").and_then(Value::as_object);
             parsed.model = meta.and_then(|m| string(m, "model"));
+            let usage = meta.and_then(|m| m.get("usage")?.as_object());
+            let fields = [
+                "input_tokens",
+                "output_tokens",
+                "cache_read_tokens",
+                "cache_write_tokens",
+            ];
+            // No id: a message's time, within its conversation.
+            parsed.usage = (usage.and_then(|u| Usage::of(u, fields, false)))
+                .map(|u| u.keyed_in_session(string(obj, "timestamp"), parsed.model.clone()));
         }
         _ => {}
     }

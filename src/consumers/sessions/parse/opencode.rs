@@ -52,6 +52,23 @@ pub(super) fn opencode(obj: &Map<String, Value>) -> Option<Parsed> {
         Role::Assistant => parsed.model = string(info, "modelID"),
         _ => {}
     }
+    // A reply's tokens (its input without the cached), written again as it streams.
+    if let Some(tokens) = info.get("tokens").and_then(Value::as_object) {
+        let cache = tokens.get("cache").and_then(Value::as_object);
+        let n = |o: Option<&Map<String, Value>>, k: &str| {
+            o.and_then(|o| o.get(k)?.as_i64()).unwrap_or(0)
+        };
+        parsed.usage = Some(
+            Usage {
+                input: n(Some(tokens), "input"),
+                output: n(Some(tokens), "output") + n(Some(tokens), "reasoning"),
+                cache_read: n(cache, "read"),
+                cache_write: n(cache, "write"),
+                ..Usage::default()
+            }
+            .keyed(string(info, "id"), parsed.model.clone()),
+        );
+    }
     parsed.message = Some(Message {
         upsert: true,
         ..Message::new(string(info, "id"), role, parts)

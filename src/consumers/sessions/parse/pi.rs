@@ -33,6 +33,10 @@ pub(super) fn pi(obj: &Map<String, Value>) -> Option<Parsed> {
         "message" => {
             let message = obj.get("message")?.as_object()?;
             parsed.message = Some(pi_message(message, string(obj, "id"), &mut parsed)?);
+            let usage = message.get("usage").and_then(Value::as_object);
+            let fields = ["input", "output", "cacheRead", "cacheWrite"];
+            parsed.usage = (usage.and_then(|u| Usage::of(u, fields, false)))
+                .map(|u| u.keyed(string(obj, "id"), parsed.model.clone()));
         }
         "custom_message" => {
             let parts = content_parts(obj.get("content")?)?;

@@ -31,6 +31,22 @@ pub(super) fn qwen(obj: &Map<String, Value>) -> Option<Parsed> {
         Role::Assistant => parsed.model = string(obj, "model"),
         _ => {}
     }
+    if let Some(meta) = obj.get("usageMetadata").and_then(Value::as_object) {
+        let fields = [
+            "promptTokenCount",
+            "candidatesTokenCount",
+            "cachedContentTokenCount",
+            "",
+        ];
+        let thoughts = meta
+            .get("thoughtsTokenCount")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        parsed.usage = Usage::of(meta, fields, true).map(|mut u| {
+            u.output += thoughts;
+            u.keyed(string(obj, "uuid"), parsed.model.clone())
+        });
+    }
     parsed.message = Some(Message::new(string(obj, "uuid"), role, parts));
     Some(parsed)
 }
