@@ -1,6 +1,6 @@
-//! The session index at scale, through the real binary: `search` over the compare corpus
-//! (archived by `run --once` with the index on), `sessions` over 10,000 small Claude Code
-//! sessions, and how much of the archive the index takes.
+//! The session index at scale, through the real binary: `search` and `usage` over the
+//! compare corpus (archived by `run --once` with the index on), `sessions` over 10,000 small
+//! Claude Code sessions, and how much of the archive the index takes.
 //!
 //! `cargo bench --bench sessions`; `COMPARE_QUICK=1` uses the 64 MB corpus instead of the
 //! 1 GiB one (both are the compare bench's, generated once into `target/bench/corpus/`).
@@ -317,6 +317,35 @@ fn search_bench(md: &mut String, scratch: &Path, cache: &Path, quick: bool, runs
     );
     size_table(md, &db);
     query_table(md, &home, &db, runs);
+    usage_table(md, &home, &db, runs);
+}
+
+/// `usage` over the archived corpus, by what it reads from the index's table of calls.
+fn usage_table(md: &mut String, home: &Path, db: &Path, runs: usize) {
+    let calls = Connection::open_with_flags(
+        format!("{}-index", db.display()),
+        OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .and_then(|c| c.query_row("SELECT count(*) FROM usage", [], |r| r.get::<_, i64>(0)))
+    .unwrap_or(0);
+    let _ = writeln!(
+        md,
+        "`usage` over the {calls} model calls the index holds:\n\n| arguments | rows | median ms | min ms | max ms |\n|---|---:|---:|---:|---:|"
+    );
+    for by in ["day", "model", "project", "session"] {
+        let args = ["usage", "--json", "--by", by];
+        let t = time_command(home, db, &args, runs);
+        println!("  usage --by {by:<10} {:>8.1} ms", t.median());
+        let _ = writeln!(
+            md,
+            "| `--by {by}` | {} | {:.1} | {:.1} | {:.1} |",
+            t.lines,
+            t.median(),
+            quantile_of(&t.ms, 0.0),
+            quantile_of(&t.ms, 1.0)
+        );
+    }
+    md.push('\n');
 }
 
 fn size_table(md: &mut String, db: &Path) {

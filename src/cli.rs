@@ -3,6 +3,7 @@
 
 mod args;
 pub(crate) mod doctor;
+mod mcp;
 mod pager;
 pub(crate) mod rejects;
 pub(crate) mod restore;
@@ -33,7 +34,7 @@ use crate::error::{Error, IoContext, Result, SystemContext};
 use crate::platform::logging;
 pub use args::Cli;
 use args::{
-    Command, CompactArgs, ConfigCommand, DoctorArgs, ExportArgs, ManagerArg, RedactArgs,
+    Command, CompactArgs, ConfigCommand, DoctorArgs, ExportArgs, ManagerArg, McpArgs, RedactArgs,
     RejectsArgs, RestoreArgs, RunArgs, SearchArgs, SeedArgs, ServiceCommand, SessionsArgs,
     ShowArgs, Sink, SinkCommand, StatusArgs, TailArgs, TailFormat, UsageArgs,
 };
@@ -76,6 +77,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Show(args) => show(args, &settings),
         Command::Search(args) => search(args, &settings.archive),
         Command::Usage(args) => usage(args, &settings),
+        Command::Mcp(args) => mcp(args, &settings),
         Command::Restore(args) => restore(args, &settings),
         Command::Reindex(_) => reindex(&settings.archive),
         Command::Compact(args) => compact(&args, &settings.archive),
@@ -562,6 +564,18 @@ fn usage(args: UsageArgs, settings: &Settings) -> Result<()> {
         crate::cli::usage::write_table(&mut out, args.by, &rows, &total)
     };
     stdout_result(written.and_then(|()| out.flush()))
+}
+
+fn mcp(args: McpArgs, settings: &Settings) -> Result<()> {
+    let archive = indexed_archive(&settings.archive)?;
+    let redactor = redactor_if(!args.no_redact, settings)?;
+    let prices = crate::consumers::sessions::usage::Prices::with(&settings.prices);
+    let mut server = mcp::Server {
+        archive,
+        redactor,
+        prices,
+    };
+    mcp::run(&mut server)
 }
 
 fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {

@@ -11,6 +11,7 @@ mod faults;
 mod generations;
 mod identity;
 mod live;
+mod mcp;
 mod model;
 mod reading;
 mod redact;

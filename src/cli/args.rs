@@ -141,6 +141,17 @@ pub enum Command {
         CLI, OpenCode and Kilo Code, Amp and gptme, which record it per call."
     )]
     Usage(UsageArgs),
+    /// Serve the archive to an agent over MCP (stdio): search, list, read, usage.
+    #[command(
+        long_about = "Serve the archive as a Model Context Protocol server on stdin and stdout, \
+        so that an agent can search its own history: tools search (everything said), \
+        list_sessions, read_session (a window of a session's messages) and usage (tokens and \
+        cost). Read-only; results are redacted (the redaction rules, with config.toml's) unless \
+        --no-redact, and bounded (64 KiB a call, 4,000 characters a message part, 100 messages \
+        or sessions at once).\n\n\
+        For Claude Code: claude mcp add transcript-sync -- transcript-sync mcp"
+    )]
+    Mcp(McpArgs),
     /// Write a session's transcripts back where the agent keeps them, so that it can resume.
     #[command(
         long_about = "Write a session's transcript and its subagents' back where the agent keeps \
@@ -259,6 +270,7 @@ impl Command {
             Command::Show(a) => a,
             Command::Search(a) => a,
             Command::Usage(a) => a,
+            Command::Mcp(a) => a,
             Command::Restore(a) => a,
             Command::Reindex(a) => a,
             Command::Compact(a) => a,
@@ -834,6 +846,27 @@ impl Facts for UsageArgs {
     }
 }
 
+/// Arguments of `mcp`.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    #[command(flatten)]
+    pub(crate) archive: ArchiveArg,
+    /// Give what the sessions hold as it is, secrets included.
+    #[arg(long)]
+    pub(crate) no_redact: bool,
+}
+
+impl Facts for McpArgs {
+    fn overrides(&self) -> Overrides {
+        self.archive.overrides()
+    }
+
+    /// Its `[redact]` rules and `[prices]`, with or without `--db`.
+    fn needs_config_file(&self) -> bool {
+        true
+    }
+}
+
 /// Arguments of `search`.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
@@ -999,7 +1032,7 @@ impl Facts for StatusArgs {
 }
 
 /// `--since`: a duration back from now, or a date or time.
-fn parse_since(text: &str) -> std::result::Result<i64, String> {
+pub(crate) fn parse_since(text: &str) -> std::result::Result<i64, String> {
     let now = crate::platform::time::now_ms();
     if let Ok(d) = humantime::parse_duration(text) {
         return Ok(now - d.as_millis() as i64);

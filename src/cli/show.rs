@@ -392,7 +392,7 @@ pub(crate) fn write_messages_json(
     Ok(())
 }
 
-fn part_json(part: &Part) -> Value {
+pub(crate) fn part_json(part: &Part) -> Value {
     match part {
         Part::Text(t) => json!({"type": "text", "text": t}),
         Part::Thinking(t) => json!({"type": "thinking", "text": t}),

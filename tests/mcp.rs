@@ -1,0 +1,152 @@
+//! `mcp`: the archive served over the Model Context Protocol, driven by the official MCP
+//! Python SDK's client (PyPI `mcp`, `scripts/mcp-client.py`) as an agent would drive it.
+
+use crate::util::{BIN, Env};
+use serde_json::{Value, json};
+use std::fs;
+
+/// A secret said in a session, which what the server returns must not hold.
+const TOKEN: &str = "ghp_Wi3vrM6jI6nLriRfmoRiJOM2ytq3aEGQ21Zz";
+
+/// A Claude Code session of `n` prompts, the first holding [`TOKEN`].
+fn session(env: &Env, n: usize) {
+    let dir = env.dir.path().join("home/.claude/projects/-w-app");
+    fs::create_dir_all(&dir).unwrap();
+    let id = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+    let lines: Vec<String> = (0..n)
+        .map(|i| {
+            let text = match i {
+                0 => format!("deploy the invoices service with {TOKEN}"),
+                i => format!("prompt number {i} about invoices"),
+            };
+            json!({"type": "user", "uuid": format!("u{i}"), "sessionId": id, "cwd": "/w/app",
+                "timestamp": format!("2026-12-01T10:{:02}:00.000Z", i % 60),
+                "message": {"role": "user", "content": text}})
+            .to_string()
+        })
+        .collect();
+    fs::write(dir.join(format!("{id}.jsonl")), lines.join("\n") + "\n").unwrap();
+}
+
+/// The MCP client's lines: the tools listed, then each call's result.
+fn drive(env: &Env, calls: Value, extra: &[&str]) -> (Vec<String>, Vec<Value>) {
+    let python = testkit::agents::install("mcp-client");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/mcp-client.py");
+    let mut cmd = env.command(&python.to_string_lossy());
+    cmd.arg(script).arg(calls.to_string()).arg(BIN);
+    cmd.args(["mcp", "--db"]).arg(&env.db).args(extra);
+    let out = cmd.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the MCP client failed:\n{stderr}");
+    let mut lines = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect::<Vec<_>>()
+        .into_iter();
+    let tools = lines.next().unwrap()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_owned())
+        .collect();
+    (tools, lines.collect())
+}
+
+/// An agent's MCP client lists the tools, searches, lists sessions, reads a window of one
+/// and sums usage; what comes back is redacted, unless the server is told not to.
+#[test]
+fn an_mcp_client_searches_lists_and_reads_sessions_with_secrets_redacted() {
+    let env = Env::new();
+    session(&env, 3);
+    env.run_once_home();
+    let calls = json!([
+        ["search", {"query": "invoices", "limit": 5}],
+        ["list_sessions", {"project": "app"}],
+        ["read_session", {"session": "7c9e", "offset": 1, "limit": 1}],
+        ["usage", {"by": "agent"}],
+        ["read_session", {"session": "nope"}],
+    ]);
+    let (tools, results) = drive(&env, calls.clone(), &[]);
+    assert_eq!(tools, ["search", "list_sessions", "read_session", "usage"]);
+    let text = |i: usize| results[i]["text"].as_str().unwrap().to_owned();
+    for (i, result) in results.iter().enumerate().take(4) {
+        assert_eq!(result["is_error"], false, "{result}");
+        assert!(!text(i).contains(TOKEN), "a secret went out: {}", text(i));
+    }
+    let hits: Vec<Value> = text(0)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(hits.len(), 3, "{hits:?}");
+    assert!(text(0).contains("[REDACTED:"), "{}", text(0));
+    assert!(
+        text(1).contains("\"id\":\"7c9e6679-7425-40de-944b-e07fc1f90ae7\""),
+        "{}",
+        text(1)
+    );
+    let window: Vec<Value> = text(2)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        (window[0]["messages"].clone(), window.len()),
+        (json!(3), 2),
+        "{window:?}"
+    );
+    assert_eq!(
+        window[1]["parts"][0]["text"],
+        "prompt number 1 about invoices"
+    );
+    assert!(
+        text(3).lines().last().unwrap().contains("\"of\":null"),
+        "{}",
+        text(3)
+    );
+    assert_eq!(results[4]["is_error"], true);
+    assert!(text(4).contains("no session \"nope\""), "{}", text(4));
+
+    let (_, plain) = drive(&env, calls, &["--no-redact"]);
+    assert!(plain[0]["text"].as_str().unwrap().contains(TOKEN));
+}
+
+/// What a call returns is bounded: a session read whole comes back in windows of at most 100
+/// messages, a part of at most 4,000 characters, a call of at most 64 KiB, each cut with a
+/// note saying what was left out.
+#[test]
+fn what_one_call_returns_is_bounded() {
+    let env = Env::new();
+    session(&env, 250);
+    let dir = env.dir.path().join("home/.claude/projects/-w-long");
+    fs::create_dir_all(&dir).unwrap();
+    let long = "invoices ".repeat(1000);
+    let lines: Vec<String> = (0..30)
+        .map(|i| {
+            json!({"type": "user", "uuid": format!("l{i}"), "sessionId": "long-session",
+                "cwd": "/w/long", "timestamp": "2026-12-01T11:00:00.000Z",
+                "message": {"role": "user", "content": long}})
+            .to_string()
+        })
+        .collect();
+    fs::write(dir.join("long-session.jsonl"), lines.join("\n") + "\n").unwrap();
+    env.run_once_home();
+    let calls = json!([
+        ["read_session", {"session": "7c9e", "limit": 1000}],
+        ["read_session", {"session": "long-session", "limit": 30}],
+    ]);
+    let (_, results) = drive(&env, calls, &[]);
+    let text = results[0]["text"].as_str().unwrap();
+    let head: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        (head["messages"].clone(), head["shown"].clone()),
+        (json!(250), json!(100))
+    );
+    assert_eq!(text.lines().count(), 101);
+    let text = results[1]["text"].as_str().unwrap();
+    assert!(text.len() < 65 * 1024, "{}", text.len());
+    assert!(text.contains("… [9000 characters in all]"), "a part is cut");
+    assert!(
+        text.ends_with("ask for fewer (limit) or a later window (offset)]"),
+        "the call is cut"
+    );
+}
