@@ -144,3 +144,46 @@ fn a_configured_price_costs_each_kind_of_token_and_an_unpriced_model_costs_nothi
     assert_eq!(day[0]["of"], "2026-12-03");
     assert_eq!(tokens(day.last().unwrap())[0], 18);
 }
+
+/// On a terminal, as a person reads it: a row per agent under a heading, the numbers in
+/// columns with their thousands apart, the total, and the models with no price named.
+#[test]
+fn the_table_reads_on_a_terminal() {
+    let env = Env::new();
+    with_agents(&env);
+    env.run_once_home();
+    let command = format!(
+        "{} usage --by agent --db {}",
+        crate::util::BIN,
+        env.db.display()
+    );
+    let screen = crate::util::on_a_terminal(&env, &command);
+    let lines: Vec<&str> = screen.lines().collect();
+    let heading: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        heading,
+        [
+            "AGENT", "CALLS", "INPUT", "OUTPUT", "CACHE", "READ", "CACHE", "WRITE", "COST"
+        ],
+        "{screen}"
+    );
+    let amp: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        amp,
+        ["amp", "2", "240", "60", "80", "20", "$0.00"],
+        "{screen}"
+    );
+    let total: Vec<&str> = lines[10].split_whitespace().collect();
+    assert_eq!(
+        total,
+        ["TOTAL", "18", "2,160", "540", "720", "40", "$0.00*"],
+        "{screen}"
+    );
+    assert!(
+        lines[11].starts_with("* has calls of models with no price ("),
+        "{screen}"
+    );
+    // The columns line up: each number ends where its heading does.
+    let end = |line: &str, word: &str| line.find(word).unwrap() + word.len();
+    assert_eq!(end(lines[0], "INPUT"), end(lines[10], "2,160"), "{screen}");
+}
