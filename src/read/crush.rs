@@ -8,7 +8,7 @@
 //! sessions' and messages' `updated_at`, which it sets (in seconds) at each write, the
 //! messages' as they stream (the tables of crush v0.92.0's migrations, `internal/db/`).
 
-use super::database::{Changed, column, in_read_transaction, row_object};
+use super::database::{Changed, column, in_read_transaction, row_object, session_document};
 use crate::domain::{SnapshotFormat, SnapshotSpec};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
@@ -70,10 +70,7 @@ fn read_document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>
     let messages = rows
         .map(|row| row.map(Value::Object))
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let doc = serde_json::json!({"session": session, "messages": messages});
-    Ok(Some(
-        serde_json::to_vec(&doc).expect("a JSON value serialises"),
-    ))
+    Ok(Some(session_document(session, messages)))
 }
 
 #[cfg(test)]

@@ -127,6 +127,12 @@ pub(crate) fn state(
     Ok((hash.digest(), newer.unwrap_or(meta)))
 }
 
+/// A session's document: its row (or file), then its messages, as the engine captures it.
+pub(crate) fn session_document(session: impl serde::Serialize, messages: Vec<Value>) -> Vec<u8> {
+    let doc = serde_json::json!({"session": session, "messages": messages});
+    serde_json::to_vec(&doc).expect("a JSON value serialises")
+}
+
 /// `read`, in a read transaction.
 pub(crate) fn in_read_transaction<T>(
     conn: &Connection,

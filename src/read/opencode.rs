@@ -6,7 +6,7 @@
 //! found through OpenCode's own log of changes (`event`, whose rowid only grows), or, in a
 //! database without one, through the sessions' and messages' `time_updated`.
 
-use super::database::{Changed, column, in_read_transaction, object, row_object};
+use super::database::{Changed, column, in_read_transaction, object, row_object, session_document};
 use crate::domain::{SnapshotFormat, SnapshotSpec};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
@@ -115,10 +115,7 @@ fn read_document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>
         let parts = parts.remove(&message).unwrap_or_default();
         messages.push(serde_json::json!({"info": info, "parts": parts}));
     }
-    let doc = serde_json::json!({"session": session, "messages": messages});
-    Ok(Some(
-        serde_json::to_vec(&doc).expect("a JSON value serialises"),
-    ))
+    Ok(Some(session_document(session, messages)))
 }
 
 #[cfg(test)]

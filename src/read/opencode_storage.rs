@@ -12,7 +12,7 @@
 //! OpenCode writes the files in place, without a temporary file: a file read while it is
 //! written may not be JSON yet, and then the read fails and is made again once they settle.
 
-use super::database::Changed;
+use super::database::{Changed, session_document};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::fs::{self, Metadata};
@@ -21,17 +21,19 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::Xxh3;
 
-/// The JSON files in `dir`, by name (ids grow with time), each with its metadata; none when
-/// there is no such folder.
+/// The entries of `dir`; none when there is no such folder (yet, or any more).
+fn entries(dir: &Path) -> io::Result<Vec<fs::DirEntry>> {
+    match fs::read_dir(dir) {
+        Ok(entries) => entries.collect(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The JSON files in `dir`, by name (ids grow with time), each with its metadata.
 fn files(dir: &Path) -> io::Result<Vec<(PathBuf, Metadata)>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
     let mut files = Vec::new();
-    for entry in entries {
-        let entry = entry?;
+    for entry in entries(dir)? {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "json") {
             match entry.metadata() {
@@ -48,14 +50,8 @@ fn files(dir: &Path) -> io::Result<Vec<(PathBuf, Metadata)>> {
 
 /// The folders in `dir`, by name.
 fn folders(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e),
-    };
     let mut dirs = Vec::new();
-    for entry in entries {
-        let entry = entry?;
+    for entry in entries(dir)? {
         if entry.file_type()?.is_dir() {
             dirs.push(entry.path());
         }
@@ -167,10 +163,7 @@ pub(crate) fn document(store: &Path, id: &str) -> io::Result<Option<Vec<u8>>> {
             .collect::<io::Result<Vec<_>>>()?;
         messages.push(serde_json::json!({"info": info, "parts": parts}));
     }
-    let doc = serde_json::json!({"session": session, "messages": messages});
-    Ok(Some(
-        serde_json::to_vec(&doc).expect("a JSON value serialises"),
-    ))
+    Ok(Some(session_document(session, messages)))
 }
 
 #[cfg(test)]
