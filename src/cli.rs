@@ -513,7 +513,8 @@ fn search(args: SearchArgs, db: &Path) -> Result<()> {
     let stdout = io::stdout();
     let style = show::Style::new(args.color, stdout.is_terminal() && !args.json);
     let filter = args.filter.filter(&mut archive)?;
-    let hits = query::search(&mut archive, &args.query, args.stem, &filter, style.marks())?;
+    let marks = style.marks();
+    let hits = query::search(&mut archive, &args.query, args.stem, &filter, marks, None)?;
     if hits.is_empty() {
         return Err(Error::NoMatch { query: args.query });
     }

@@ -389,11 +389,29 @@ fn opencodes_older_storage_is_followed_file_by_file() {
         json!({"id": "ses_1", "directory": "/w/app", "title": "Fix the build"}),
     );
     message(1, "fix the build please");
+    // Another session, one of whose files is cut short (as a crash leaves it): only that
+    // session waits for it to be whole.
+    put(
+        "session/global/ses_2.json",
+        json!({"id": "ses_2", "directory": "/w/lib", "title": "Cut short"}),
+    );
+    put(
+        "message/ses_2/msg_9.json",
+        json!({"id": "msg_9", "sessionID": "ses_2", "role": "user", "time": {"created": 1}}),
+    );
+    let cut = store.join("part/msg_9/prt_9.json");
+    fs::create_dir_all(cut.parent().unwrap()).unwrap();
+    fs::write(&cut, "{\"id\": \"prt_9\", \"type\": \"te").unwrap();
     let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
     daemon.wait_log("caught up");
+    let listed = || stdout_of(&env, &["sessions", "--json"]);
     let session = || -> Value {
-        let listed = stdout_of(&env, &["sessions", "--json"]);
-        serde_json::from_str(listed.trim()).unwrap_or(Value::Null)
+        let line = listed()
+            .lines()
+            .find(|l| l.contains("ses_1"))
+            .map(String::from);
+        line.and_then(|l| serde_json::from_str(&l).ok())
+            .unwrap_or(Value::Null)
     };
     wait_until_else(
         "the session in the index",
@@ -416,6 +434,19 @@ fn opencodes_older_storage_is_followed_file_by_file() {
     wait_until_else(
         "the message written later in the index",
         || session()["user_messages"] == 2,
+        || daemon.log(),
+    );
+    assert!(!listed().contains("ses_2"), "{}", listed());
+    assert!(
+        daemon.log().contains("session ses_2 in"),
+        "{}",
+        daemon.log()
+    );
+    let part = json!({"id": "prt_9", "type": "text", "text": "whole again"});
+    fs::write(&cut, serde_json::to_vec(&part).unwrap()).unwrap();
+    wait_until_else(
+        "the session whose file is whole again",
+        || listed().contains("ses_2"),
         || daemon.log(),
     );
     daemon.terminate();

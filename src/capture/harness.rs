@@ -3,7 +3,7 @@
 
 use crate::domain::{DatabaseReader, SnapshotFormat, SnapshotSpec as Spec, StartAt};
 use crate::error::{Error, Result};
-use globset::{Glob, GlobMatcher};
+use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -169,7 +169,7 @@ impl Reach {
             }
             let parts = glob.split('/').map(|c| match c {
                 "**" => Ok(None),
-                c => matcher(c).map(Some),
+                c => matcher(c, true).map(Some),
             });
             parts.collect::<Result<Vec<_>>>().map(Some)
         };
@@ -387,7 +387,13 @@ fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<Pat
     crate::platform::home::expand_tilde(Path::new(default), env)
 }
 
+/// A root of `watcher` at `path`. A built-in watcher's globs match a path component by
+/// component (`*` stays within one), as its reach prunes the walk; the generic watcher's (a
+/// `--glob` or a `[[watch]]` glob a person wrote) keep globset's default, where `*` crosses
+/// `/`, and reach everywhere.
 fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
+    let generic = watcher.name == GENERIC;
+    let matcher = |glob: &str| matcher(glob, !generic);
     let snapshot = (watcher.snapshot.iter())
         .map(|def| {
             Ok(SnapshotRoot {
@@ -420,7 +426,10 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
         .chain(watcher.snapshot.iter().map(|d| d.glob.as_str()))
         .chain(watcher.database.iter().map(|d| d.glob.as_str()))
         .chain(stores.iter().map(String::as_str));
-    let reach = Reach::of(globs)?;
+    let reach = match generic {
+        true => Reach(vec![None]),
+        false => Reach::of(globs)?,
+    };
     Ok(Root {
         path,
         harness: watcher.name.clone(),
@@ -433,11 +442,15 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
     })
 }
 
-fn matcher(glob: &str) -> Result<GlobMatcher> {
-    let compiled = Glob::new(glob).map_err(|source| Error::Glob {
-        glob: glob.to_owned(),
-        source,
-    })?;
+/// `glob` compiled; with `by_component`, `*` and `?` match within one path component.
+fn matcher(glob: &str, by_component: bool) -> Result<GlobMatcher> {
+    let compiled = (GlobBuilder::new(glob))
+        .literal_separator(by_component)
+        .build()
+        .map_err(|source| Error::Glob {
+            glob: glob.to_owned(),
+            source,
+        })?;
     Ok(compiled.compile_matcher())
 }
 
@@ -458,7 +471,7 @@ mod tests {
         for (w, (stem, _)) in all.iter().zip(DEFINITIONS) {
             assert_eq!(&w.name, stem);
             assert!(names.insert(w.name.clone()), "duplicate watcher {}", w.name);
-            Glob::new(w.glob.as_deref().unwrap_or("")).unwrap();
+            globset::Glob::new(w.glob.as_deref().unwrap_or("")).unwrap();
         }
         let stems: Vec<_> = DEFINITIONS.iter().map(|(s, _)| *s).collect();
         let mut sorted = stems.clone();
@@ -569,6 +582,14 @@ mod tests {
         let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
         let claude = roots.iter().find(|r| r.harness == "claude-code").unwrap();
         assert!(claude.reach.holds(Path::new("-h-proj/abc/subagents")));
+        // A built-in glob's `*` stays within a component, as its reach does; a glob a person
+        // gave keeps `*` crossing `/`, and reaches everywhere.
+        let pi = roots.iter().find(|r| r.harness == "pi").unwrap();
+        assert!(pi.matches(Path::new("/h/.pi/agent/sessions/--w--/1_a.jsonl")));
+        assert!(!pi.matches(Path::new("/h/.pi/agent/sessions/--w--/x/1_a.jsonl")));
+        let given = &watch_roots(&[PathBuf::from("/w")], "*.jsonl").unwrap()[0];
+        assert!(given.matches(Path::new("/w/a/b/c.jsonl")));
+        assert!(given.reach.holds(Path::new("a/b")));
     }
 
     #[test]

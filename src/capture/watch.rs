@@ -416,8 +416,9 @@ struct Roots {
     roots: Vec<PathBuf>,
     watcher: Box<dyn Watches>,
     wakeups: Arc<Wakeups>,
-    /// The directories under each root that its globs reach (`Root::reach`).
-    reach: HashMap<PathBuf, Arc<Reach>>,
+    /// The directories under each root that its globs reach (`Root::reach`): those of every
+    /// root at that path (two `[[watch]]` tables may name one directory).
+    reach: HashMap<PathBuf, Vec<Arc<Reach>>>,
     /// Roots handed to the engine for polling (each once).
     polled: HashSet<PathBuf>,
     /// Directories watched (non-recursively), each under a root.
@@ -436,7 +437,12 @@ impl Roots {
         Roots {
             name: name.to_owned(),
             roots: roots.iter().map(|(r, _)| r.clone()).collect(),
-            reach: roots.into_iter().collect(),
+            reach: roots
+                .into_iter()
+                .fold(HashMap::new(), |mut all, (root, reach)| {
+                    all.entry(root).or_insert_with(Vec::new).push(reach);
+                    all
+                }),
             watcher,
             wakeups,
             polled: HashSet::new(),
@@ -513,7 +519,9 @@ impl Roots {
         let reached = move |dir: &Path| {
             (roots.iter().filter(|r| dir.starts_with(r))).any(|root| {
                 let relative = dir.strip_prefix(root).unwrap_or(dir);
-                reach.get(root).is_none_or(|reach| reach.holds(relative))
+                reach
+                    .get(root)
+                    .is_none_or(|all| all.iter().any(|r| r.holds(relative)))
             })
         };
         if !reached(dir) {

@@ -131,8 +131,9 @@ pub enum Command {
         long_about = "What the sessions cost: the tokens of every model call the agents \
         recorded (input not read from the cache, output with thinking, input read from the \
         cache and written to it) and their estimated cost, by day (the default), week, month, \
-        model, project, agent, machine or session, with a total. A call that a resume, a \
-        compaction or a fork copied into another session counts once.\n\n\
+        model, project, agent, machine or session, with a total. A call that a resume or a \
+        compaction copied into another session counts once (docs/usage.md says, per agent, \
+        how calls are told apart).\n\n\
         Prices are those of data/prices.toml (per model, with the day they were taken and their \
         source), under config.toml's [prices.\"MODEL\"] tables (input, output, cache_read, \
         cache_write: US dollars per million tokens). A model with no price has its tokens \

@@ -103,7 +103,8 @@ impl Server {
             project: text("project"),
             since_ms,
             machine: None,
-            limit: number(args, "limit", 20).min(limit) as usize,
+            // 0 would be no limit at all.
+            limit: number(args, "limit", 20).clamp(1, limit) as usize,
         })
     }
 
@@ -113,12 +114,13 @@ impl Server {
             .and_then(Value::as_str)
             .ok_or("query is required")?;
         let filter = self.filter(args, MAX_LISTED)?;
-        let hits = query::search(&mut self.archive, query, false, &filter, ("**", "**"))
+        let redactor = self.redactor.as_deref();
+        let marks = ("**", "**");
+        let hits = query::search(&mut self.archive, query, false, &filter, marks, redactor)
             .map_err(|e| e.to_string())?;
         let mut lines = Vec::new();
         for mut hit in hits {
-            if let Some(r) = &self.redactor {
-                hit.snippet = r.redact_text(&hit.snippet).into_owned();
+            if let Some(r) = redactor {
                 hit.project = hit.project.map(|p| r.redact_text(&p).into_owned());
             }
             lines.push(serde_json::to_string(&hit).map_err(|e| e.to_string())?);
@@ -161,7 +163,7 @@ impl Server {
         let mut messages =
             query::messages(&mut self.archive, &session).map_err(|e| e.to_string())?;
         let offset = number(args, "offset", 0) as usize;
-        let limit = number(args, "limit", 20).min(MAX_MESSAGES) as usize;
+        let limit = number(args, "limit", 20).clamp(1, MAX_MESSAGES) as usize;
         let total = messages.len();
         let window: Vec<_> = messages.drain(..).skip(offset).take(limit).collect();
         if let Some(r) = &self.redactor {
@@ -190,21 +192,12 @@ impl Server {
     }
 
     fn usage(&mut self, args: &Value) -> std::result::Result<String, String> {
-        let by = match args.get("by").and_then(Value::as_str).unwrap_or("model") {
-            "day" => By::Day,
-            "week" => By::Week,
-            "month" => By::Month,
-            "model" => By::Model,
-            "project" => By::Project,
-            "agent" => By::Agent,
-            "machine" => By::Machine,
-            "session" => By::Session,
-            other => {
-                return Err(format!(
-                    "by {other:?} is none of day, week, month, model, project, agent, machine, session"
-                ));
-            }
-        };
+        let by = args.get("by").and_then(Value::as_str).unwrap_or("model");
+        let by = <By as clap::ValueEnum>::from_str(by, false).map_err(|_| {
+            format!(
+                "by {by:?} is none of day, week, month, model, project, agent, machine, session"
+            )
+        })?;
         let text = |k: &str| args.get(k).and_then(Value::as_str).map(String::from);
         let request = Request {
             since_ms: text("since").map(|s| since_ms(&s)).transpose()?,
@@ -215,7 +208,19 @@ impl Server {
         };
         let (rows, total) = usage::usage(&mut self.archive, by, &request, &self.prices)
             .map_err(|e| e.to_string())?;
-        let mut lines: Vec<String> = rows.iter().map(|r| json!(r).to_string()).collect();
+        let redact = |text: &str| match &self.redactor {
+            Some(r) => r.redact_text(text).into_owned(),
+            None => text.to_owned(),
+        };
+        let mut lines: Vec<String> = (rows.into_iter())
+            .map(|r| {
+                json!(usage::Row {
+                    of: redact(&r.of),
+                    ..r
+                })
+                .to_string()
+            })
+            .collect();
         let mut total = json!(usage::Row {
             of: String::new(),
             tokens: total

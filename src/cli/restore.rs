@@ -124,7 +124,8 @@ pub(crate) fn restore(
             });
         }
     }
-    if moved.is_none() {
+    // Where the archive saw them: not under --to, nor on another machine.
+    if moved.is_none() && request.to.is_none() {
         plan.extend(empty_files_beside(archive, &session.harness, &plan)?);
     }
     if plan.is_empty() {

@@ -23,13 +23,18 @@ pub(crate) fn write_table(
         By::Machine => "MACHINE",
         By::Session => "SESSION",
     };
+    // A project's or a model's name is the agent's text: no control character reaches the
+    // terminal.
     let name = |of: &str| match of {
         "" => "(none)".to_owned(),
-        of if of.chars().count() > NAME_WIDTH => {
-            let cut: String = of.chars().take(NAME_WIDTH - 1).collect();
-            format!("{cut}…")
+        of if of.chars().any(char::is_control) => {
+            let shown: String = of
+                .chars()
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect();
+            name_of(&shown)
         }
-        of => of.to_owned(),
+        of => name_of(of),
     };
     let width = (rows.iter().map(|r| name(&r.of).chars().count()))
         .chain([heading.len(), "TOTAL".len()])
@@ -53,6 +58,14 @@ pub(crate) fn write_table(
         )?;
     }
     Ok(())
+}
+
+/// `of`, cut to [`NAME_WIDTH`] characters (with `…`) when longer.
+fn name_of(of: &str) -> String {
+    match of.chars().count() > NAME_WIDTH {
+        true => format!("{}…", of.chars().take(NAME_WIDTH - 1).collect::<String>()),
+        false => of.to_owned(),
+    }
 }
 
 fn line(out: &mut impl Write, name: &str, width: usize, t: &Tokens) -> io::Result<()> {
@@ -106,7 +119,7 @@ mod tests {
                 tokens: priced,
             },
             Row {
-                of: "2026-12-02".into(),
+                of: "2026-12-02\x1b[2J".into(),
                 tokens: unpriced,
             },
         ];
@@ -120,6 +133,10 @@ mod tests {
             "{text}"
         );
         assert!(lines[2].ends_with(" *"), "{text}");
+        assert!(
+            lines[2].starts_with("2026-12-02?[2J "),
+            "no escape reaches the terminal: {text}"
+        );
         assert!(
             lines[3].starts_with("TOTAL") && lines[3].ends_with("$3.70*"),
             "{text}"

@@ -70,6 +70,13 @@ impl Engine {
             let doc = match db.document(session) {
                 Ok(Some(doc)) => doc,
                 Ok(None) => continue,
+                // A file of a store that is not JSON (being written, or left cut short by a
+                // crash) fails its session only: read again when it changes.
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    log::warn!("session {session} in {:?} not read: {e}", work.path);
+                    self.report.errors += 1;
+                    continue;
+                }
                 Err(e) => return self.read_failed(&work, &e),
             };
             if doc.len() as u64 > snapshot::MAX_SNAPSHOT {

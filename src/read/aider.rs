@@ -123,7 +123,8 @@ fn entry(block: Block) -> Entry {
     let text = text.trim_matches('\n');
     let record = match block.kind {
         Kind::Chat => {
-            let started = text[CHAT_STARTED.len()..].trim();
+            // A header cut short (no time after it) is a chat of no known time.
+            let started = text.get(CHAT_STARTED.len()..).unwrap_or("").trim();
             let mut chat = json!({"type": "chat", "at": block.at, "started": started});
             if let Some(utc) = utc_of(started) {
                 chat["timestamp"] = utc.into();
@@ -228,5 +229,9 @@ mod tests {
         assert_eq!(utc, humantime::format_rfc3339_seconds(want).to_string());
         let odd = derive("# aider chat started at yesterday\n");
         assert!(!String::from_utf8_lossy(&odd[0].record).contains("timestamp"));
+        // Its Markdown line break taken off, a header with nothing after it is shorter than
+        // its mark.
+        let bare = derive("# aider chat started at  \n");
+        assert!(String::from_utf8_lossy(&bare[0].record).contains("\"started\":\"\""));
     }
 }

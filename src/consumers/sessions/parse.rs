@@ -562,6 +562,22 @@ mod tests {
     }
 
     #[test]
+    fn a_codex_token_count_is_a_call_without_its_cached_input_and_one_without_info_none() {
+        let limits = br#"{"type":"event_msg","payload":{"type":"token_count","info":null}}"#;
+        let p = parse("codex", limits);
+        assert_eq!((p.usage, p.message), (None, None));
+        let call = br#"{"type":"event_msg","payload":{"type":"token_count","info":{"total_token_usage":{"total_tokens":380},"last_token_usage":{"input_tokens":160,"cached_input_tokens":40,"output_tokens":30}}}}"#;
+        let usage = parse("codex", call).usage.unwrap();
+        assert_eq!((usage.input, usage.cache_read, usage.output), (120, 40, 30));
+        assert_eq!(
+            (usage.key.as_deref(), usage.in_session),
+            (Some("total:380"), true)
+        );
+        let record = br#"{"type":"session.usage_record","id":"e1","data":{}}"#;
+        assert_eq!(parse("copilot-cli", record).message, None);
+    }
+
+    #[test]
     fn claude_user_and_assistant_records_are_messages_with_their_session_facts() {
         let user = br#"{"type":"user","uuid":"u1","sessionId":"s1","cwd":"/home/u/app","gitBranch":"main","timestamp":"2026-11-30T10:00:00.000Z","message":{"role":"user","content":"fix the flaky test"}}"#;
         let p = parse("claude-code", user);

@@ -439,10 +439,10 @@ pub(crate) fn session_files(archive: &mut Archive, session: &Session) -> Result<
     Ok(assemble(archive.db(result)?))
 }
 
-/// The empty files of this machine that `harness`'s watcher archived (no record, no reject,
-/// no state) in the directories `dirs`: an empty file beside a session's files (a log
-/// segment not yet written to, which the agent expects to find) holds nothing to link it to
-/// its session but where it is.
+/// The empty files of this machine that `harness`'s watcher archived in the directories
+/// `dirs`: paths whose latest source holds no record, no reject and no state. An empty file
+/// beside a session's files (a log segment not yet written to, which the agent expects to
+/// find) holds nothing to link it to its session but where it is.
 pub(crate) fn empty_files_in(
     archive: &mut Archive,
     harness: &str,
@@ -451,16 +451,17 @@ pub(crate) fn empty_files_in(
     let result = (|| {
         let conn = archive.connection();
         let mut stmt = conn.prepare(
-            "SELECT path FROM sources WHERE harness = ?1 AND machine = 0 AND records = 0
-             AND rejects = 0 AND NOT EXISTS (SELECT 1 FROM snapshots WHERE source_id = sources.id)
-             ORDER BY id",
+            "SELECT DISTINCT path FROM sources s WHERE harness = ?1 AND machine = 0
+             AND records = 0 AND rejects = 0
+             AND id = (SELECT max(id) FROM sources t WHERE t.path = s.path AND t.machine = 0)
+             AND NOT EXISTS (SELECT 1 FROM snapshots WHERE source_id = s.id)
+             ORDER BY path",
         )?;
         let rows = stmt.query_map([harness], |r| Ok(path_from_blob(r.get(0)?)))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
     })();
     let mut paths = archive.db(result)?;
     paths.retain(|p| p.parent().is_some_and(|d| dirs.iter().any(|w| w == d)));
-    paths.dedup();
     Ok(paths)
 }
 
@@ -580,7 +581,8 @@ const MATCHES: &str = "
 /// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
 /// parentheses; other punctuation is taken literally), best first, newest first among equals;
 /// when more than [`RANKED`] match, the newest of them. Matches are marked with `open` and
-/// `close` in the snippet.
+/// `close` in the snippet, which is made from the message redacted by `redactor`, if given
+/// (a secret cut by the snippet's edge would no longer be found).
 ///
 /// With `stem`, a word stands for the indexed words of its stem as well (see [`stem_terms`]).
 pub(crate) fn search(
@@ -589,6 +591,7 @@ pub(crate) fn search(
     stem: bool,
     filter: &Filter,
     marks: (&str, &str),
+    redactor: Option<&Redactor>,
 ) -> Result<Vec<Hit>> {
     let path = archive.path().to_owned();
     let records = archive.records_reader();
@@ -615,7 +618,7 @@ pub(crate) fn search(
     let fts = fts_query(query, &mut expand);
     log::debug!("search {query:?} as the FTS5 query {fts:?}");
     let names = MachineNames::of(archive)?;
-    let result = ranked_hits(&records, &fts, filter, marks, RANKED).map(|mut hits| {
+    let result = ranked_hits(&records, &fts, filter, marks, redactor, RANKED).map(|mut hits| {
         for hit in &mut hits {
             hit.machine = names.name(hit.machine_id);
         }
@@ -639,6 +642,7 @@ fn ranked_hits(
     fts: &str,
     filter: &Filter,
     (open, close): (&str, &str),
+    redactor: Option<&Redactor>,
     newest: i64,
 ) -> rusqlite::Result<Vec<Hit>> {
     let conn = records.connection();
@@ -717,6 +721,10 @@ fn ranked_hits(
             Ok(parse(&r.get::<_, String>(0)?, &indexed(&record)).message)
         });
         let body = found.optional()?.flatten().map(|m| body(&m.parts));
+        let body = match (body, redactor) {
+            (Some(body), Some(r)) => Some(r.redact_text(&body).into_owned()),
+            (body, _) => body,
+        };
         conn.execute("DELETE FROM temp.snippet_text", [])?;
         conn.execute(
             "INSERT INTO temp.snippet_text (body) VALUES (?1)",
@@ -1148,7 +1156,7 @@ mod tests {
         crate::consumers::sessions::store::attach(&archive).unwrap();
         let records = archive.records_reader();
         let seqs = |filter: &Filter, newest| -> Vec<i64> {
-            let hits = ranked_hits(&records, "lock", filter, ("[", "]"), newest).unwrap();
+            let hits = ranked_hits(&records, "lock", filter, ("[", "]"), None, newest).unwrap();
             hits.iter().map(|h| h.seq).collect()
         };
         let all = Filter::default();
@@ -1164,7 +1172,7 @@ mod tests {
             [1],
             "the cut counts only what the filter keeps"
         );
-        let hits = ranked_hits(&records, "lock", &cursor, ("[", "]"), 3).unwrap();
+        let hits = ranked_hits(&records, "lock", &cursor, ("[", "]"), None, 3).unwrap();
         assert_eq!(hits[0].snippet, "[lock] [lock] [lock] [lock]");
     }
 

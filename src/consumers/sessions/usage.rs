@@ -133,7 +133,8 @@ impl Price {
 }
 
 /// The prices known: by model name (a model id matches a name equal to it, or the name
-/// followed by `-`, `@` or `:` and more; the longest name that matches wins).
+/// followed by a release date, `-YYYYMMDD`, or by `@` or `:` and a tag; the longest name
+/// that matches wins). `gpt-5.4-pro` is not `gpt-5.4`, nor `claude-opus-4-7` `claude-opus-4`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Prices(BTreeMap<String, Price>);
 
@@ -173,9 +174,14 @@ impl Prices {
 
     /// The price of `model`, if one is known.
     pub(crate) fn of(&self, model: &str) -> Option<&Price> {
+        let dated = |rest: &str| {
+            let date = rest.strip_prefix('-').unwrap_or("");
+            date.len() >= 8 && date.bytes().take(8).all(|b| b.is_ascii_digit())
+        };
         let matches = |name: &str| {
             model == name
-                || (model.strip_prefix(name)).is_some_and(|rest| rest.starts_with(['-', '@', ':']))
+                || (model.strip_prefix(name))
+                    .is_some_and(|rest| rest.starts_with(['@', ':']) || dated(rest))
         };
         (self.0.iter())
             .filter(|(name, _)| matches(name))
@@ -195,12 +201,13 @@ pub(crate) fn usage(
     let sql = format!(
         "SELECT {of}, model, count(*), sum(input), sum(output), sum(cache_read), sum(cache_write)
          FROM (SELECT u.session, u.harness, u.machine, u.input, u.output, u.cache_read,
-                  u.cache_write, coalesce(u.at_ms, s.last_ms) / 1000 AS at,
+                  u.cache_write, coalesce(u.at_ms, s.last_ms) AS at_ms,
+                  coalesce(u.at_ms, s.last_ms) / 1000 AS at,
                   coalesce(u.model, (SELECT min(m.model) FROM session_models m
                       WHERE m.session = u.session HAVING count(*) = 1)) AS model
                FROM usage u JOIN sessions s ON s.id = u.session) u
          JOIN sessions s ON s.id = u.session
-         WHERE (?1 IS NULL OR at * 1000 >= ?1) AND (?2 IS NULL OR at * 1000 < ?2)
+         WHERE (?1 IS NULL OR at_ms >= ?1) AND (?2 IS NULL OR at_ms < ?2)
            AND (?3 IS NULL OR u.harness = ?3)
            AND (?4 IS NULL OR instr(lower(s.project), lower(?4)) > 0)
            AND (?5 IS NULL OR u.machine = ?5)
@@ -276,6 +283,12 @@ mod tests {
         assert_eq!(prices.of("claude-opus-4-5-20251101").unwrap().input, 5.0);
         assert_eq!(prices.of("claude-opus-4-20250514").unwrap().input, 15.0);
         assert!(prices.of("claude-opus-45").is_none());
+        assert!(
+            prices.of("claude-opus-4-7").is_none(),
+            "a release not priced is none"
+        );
+        assert!(prices.of("gpt-5.4-pro").is_none());
+        assert_eq!(prices.of("claude-sonnet-4-5@20250929").unwrap().input, 3.0);
         assert!(prices.of("scripted-model").is_none());
         let mine = BTreeMap::from([(
             "scripted-model".to_owned(),

@@ -55,18 +55,17 @@ pub(super) fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
         // Each model call's tokens, and the session's running total, which a repeated event
         // repeats: the total keys the call (input counts the cached input).
         "event_msg" if payload.get("type").and_then(Value::as_str) == Some("token_count") => {
-            let info = payload.get("info").and_then(Value::as_object)?;
-            let last = info.get("last_token_usage").and_then(Value::as_object)?;
-            let total = info
-                .get("total_token_usage")
-                .and_then(|t| t.get("total_tokens"));
+            // `info` is null in an event that only reports rate limits.
+            let info = payload.get("info").and_then(Value::as_object);
+            let last = info.and_then(|i| i.get("last_token_usage")?.as_object());
+            let total = info.and_then(|i| i.get("total_token_usage")?.get("total_tokens"));
             let fields = [
                 "input_tokens",
                 "output_tokens",
                 "cached_input_tokens",
                 "cache_write_input_tokens",
             ];
-            parsed.usage = Usage::of(last, fields, true)
+            parsed.usage = (last.and_then(|l| Usage::of(l, fields, true)))
                 .map(|u| u.keyed_in_session(total.map(|t| format!("total:{t}")), None));
         }
         "compacted" => {

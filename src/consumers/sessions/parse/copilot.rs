@@ -36,15 +36,15 @@ pub(super) fn copilot(obj: &Map<String, Value>) -> Option<Parsed> {
         }
         // A model call's tokens (input counts the cached input), keyed by the event's id.
         "session.usage_record" => {
-            let usage = data.get("usage").and_then(Value::as_object)?;
+            let usage = data.get("usage").and_then(Value::as_object);
             let fields = [
                 "inputTokens",
                 "outputTokens",
                 "cacheReadTokens",
                 "cacheWriteTokens",
             ];
-            parsed.usage = Usage::of(usage, fields, true)
-                .map(|u| u.keyed(string(obj, "id"), string(usage, "model")));
+            parsed.usage = (usage.and_then(|u| Usage::of(u, fields, true)))
+                .map(|u| u.keyed(string(obj, "id"), usage.and_then(|u| string(u, "model"))));
             return Some(parsed);
         }
         "tool.execution_complete" => {
