@@ -156,6 +156,12 @@ pub struct Root {
 pub(crate) struct Reach(Vec<Option<Vec<Option<GlobMatcher>>>>);
 
 impl Reach {
+    /// The reach of `globs`, for a test's roots.
+    #[cfg(test)]
+    pub(crate) fn of_globs<'a>(globs: impl Iterator<Item = &'a str>) -> Result<Reach> {
+        Reach::of(globs)
+    }
+
     fn of<'a>(globs: impl Iterator<Item = &'a str>) -> Result<Reach> {
         let split = |glob: &str| -> Result<Option<Vec<Option<GlobMatcher>>>> {
             let mut braces = 0;

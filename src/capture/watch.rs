@@ -636,3 +636,66 @@ impl Roots {
         self.arm_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::harness;
+
+    /// Watches nothing, noting what it was asked to watch.
+    struct Noted(Arc<Mutex<Vec<PathBuf>>>);
+
+    impl Watches for Noted {
+        fn watch(&mut self, dir: &Path) -> Result<(), WatchError> {
+            self.0.lock().unwrap().push(dir.to_owned());
+            Ok(())
+        }
+        fn unwatch(&mut self, _dir: &Path) {}
+    }
+
+    /// Two `[[watch]]` tables may name one directory with other globs: the directories either
+    /// reaches are watched, and no others.
+    #[test]
+    fn two_roots_at_one_path_watch_what_either_reaches() {
+        let dir = tempfile::tempdir().unwrap();
+        for sub in ["logs/day", "cache/deep"] {
+            std::fs::create_dir_all(dir.path().join(sub)).unwrap();
+        }
+        let root = dir.path().to_owned();
+        let of = |glob: &str| {
+            let r = harness::watch_roots(std::slice::from_ref(&root), glob).unwrap();
+            (root.clone(), Arc::clone(&r[0].reach))
+        };
+        // Built like a watcher's roots: two reaches, one of them limited.
+        let limited =
+            Arc::new(harness::Reach::of_globs(["*.jsonl", "logs/*/*.jsonl"].into_iter()).unwrap());
+        let roots = vec![(root.clone(), limited), of("**/*.jsonl")];
+        let noted = Arc::new(Mutex::new(Vec::new()));
+        let wakeups = Wakeups::new(Arc::new(Doorbell::new().unwrap()));
+        let mut state = Roots::new("t", roots, Box::new(Noted(Arc::clone(&noted))), wakeups);
+        state.arm_all();
+        let watched = noted.lock().unwrap().clone();
+        assert!(watched.contains(&root.join("cache/deep")), "{watched:?}");
+
+        let limited = Arc::new(harness::Reach::of_globs(["logs/*/*.jsonl"].into_iter()).unwrap());
+        let other = Arc::new(harness::Reach::of_globs(["cache/*.jsonl"].into_iter()).unwrap());
+        let roots = vec![(root.clone(), limited), (root.clone(), other)];
+        let noted = Arc::new(Mutex::new(Vec::new()));
+        let wakeups = Wakeups::new(Arc::new(Doorbell::new().unwrap()));
+        let mut state = Roots::new("t", roots, Box::new(Noted(Arc::clone(&noted))), wakeups);
+        state.arm_all();
+        let mut watched = noted.lock().unwrap().clone();
+        watched.sort();
+        let want: Vec<PathBuf> = ["", "cache", "logs", "logs/day"]
+            .iter()
+            .map(|d| {
+                if d.is_empty() {
+                    root.clone()
+                } else {
+                    root.join(d)
+                }
+            })
+            .collect();
+        assert_eq!(watched, want);
+    }
+}
