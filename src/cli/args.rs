@@ -139,7 +139,7 @@ pub enum Command {
         cache_write: US dollars per million tokens). A model with no price has its tokens \
         counted and no cost: its rows' cost is marked, and the models are named.\n\n\
         Usage is read from Claude Code, Codex CLI, Gemini CLI, Qwen Code, Pi, GitHub Copilot \
-        CLI, OpenCode and Kilo Code, Amp and gptme, which record it per call."
+        CLI, OpenCode and Kilo Code, Amp, gptme and Cline, which record it per call."
     )]
     Usage(UsageArgs),
     /// Serve the archive to an agent over MCP (stdio): search, list, read, usage.

@@ -23,8 +23,13 @@ pub(super) fn cline(obj: &Map<String, Value>) -> Option<Parsed> {
         return Some(parsed);
     }
     // What else a task folder keeps (`ui_messages.json`: what the extension showed, the
-    // conversation again; `task_metadata.json`) is archived for `restore`, and no message.
+    // conversation again; `task_metadata.json`) is archived for `restore`, and no message;
+    // what it showed of each model call (`api_req_started`) holds the call's tokens.
     if !obj.contains_key("role") {
+        if obj.get("say").and_then(Value::as_str) == Some("api_req_started") {
+            parsed.at_ms = obj.get("ts").and_then(Value::as_i64);
+            parsed.usage = api_request_usage(obj);
+        }
         return Some(parsed);
     }
     let ts = obj.get("ts").and_then(Value::as_i64);
@@ -50,11 +55,40 @@ pub(super) fn cline(obj: &Map<String, Value>) -> Option<Parsed> {
         _ => {}
     }
     let key = string(obj, "id").or_else(|| ts.map(|t| t.to_string()));
+    // CLI 3 keeps a reply's tokens with it (its input counts the cached input but for
+    // Anthropic's API, which reports them apart).
+    let metrics = obj.get("metrics").and_then(Value::as_object);
+    if let Some(metrics) = metrics.filter(|m| m.contains_key("inputTokens")) {
+        let provider = (obj.get("modelInfo").and_then(Value::as_object))
+            .and_then(|i| string(i, "provider"))
+            .unwrap_or_default();
+        let fields = [
+            "inputTokens",
+            "outputTokens",
+            "cacheReadTokens",
+            "cacheWriteTokens",
+        ];
+        let input_total = !provider.starts_with("anthropic");
+        parsed.usage = Usage::of(metrics, fields, input_total)
+            .map(|u| u.keyed(key.clone(), parsed.model.clone()));
+    }
     parsed.message = Some(Message {
         upsert: true,
         ..Message::new(key, role, parts)
     });
     Some(parsed)
+}
+
+/// The tokens of the call an `api_req_started` entry of CLI 2 (or the extension) shows, in
+/// its `text` (JSON: `tokensIn` without the cache, `tokensOut`, `cacheReads`, `cacheWrites`),
+/// keyed by the entry's time within its task.
+fn api_request_usage(obj: &Map<String, Value>) -> Option<Usage> {
+    let text = string(obj, "text")?;
+    let shown: Value = serde_json::from_str(&text).ok()?;
+    let fields = ["tokensIn", "tokensOut", "cacheReads", "cacheWrites"];
+    let usage = Usage::of(shown.as_object()?, fields, false)?;
+    let key = obj.get("ts").map(|t| format!("api_req:{t}"));
+    Some(usage.keyed_in_session(key, None))
 }
 
 /// A text block of Cline's as a part: the prompt out of its `<task>` or `<user_input>`
