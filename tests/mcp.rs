@@ -1,7 +1,7 @@
 //! `mcp`: the archive served over the Model Context Protocol, driven by the official MCP
 //! Python SDK's client (PyPI `mcp`, `scripts/mcp-client.py`) as an agent would drive it.
 
-use crate::util::{BIN, Env};
+use crate::util::{BIN, Env, stdout_of};
 use serde_json::{Value, json};
 use std::fs;
 
@@ -149,4 +149,91 @@ fn what_one_call_returns_is_bounded() {
         text.ends_with("ask for fewer (limit) or a later window (offset)]"),
         "the call is cut"
     );
+}
+
+/// A real agent uses the server: Claude Code, given it in an MCP configuration and run offline
+/// against the scripted model, lists its tools and calls `search` when the model asks, and
+/// what the archive holds (a session recorded from Claude Code itself) reaches the model.
+#[test]
+fn claude_code_searches_the_archive_through_mcp() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/agents/claude-code"
+    );
+    copy_dir(std::path::Path::new(fixture), &home);
+    env.run_once_home();
+    let session = stdout_of(&env, &["sessions", "--json"]);
+    let session: Value = serde_json::from_str(session.trim()).unwrap();
+    let id = session["id"].as_str().unwrap().to_owned();
+
+    let model = testkit::agents::ModelServer::start(env.dir.path());
+    let config = env.dir.path().join("mcp.json");
+    let server = json!({"mcpServers": {"transcript-sync": {
+        "command": BIN, "args": ["mcp", "--db", env.db.to_str().unwrap()]}}});
+    fs::write(&config, server.to_string()).unwrap();
+    let project = env.dir.path().join("project");
+    fs::create_dir_all(&project).unwrap();
+    let claude = testkit::agents::install("claude-code");
+    let out = env
+        .command(&claude.to_string_lossy())
+        .current_dir(&project)
+        .env("PATH", testkit::agents::path_with_node())
+        .env("ANTHROPIC_BASE_URL", model.url())
+        .env("ANTHROPIC_API_KEY", "sk-scripted")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        // Its MCP tools in the request, rather than found through its tool search first.
+        .env("ENABLE_TOOL_SEARCH", "false")
+        .args(["-p", "Search my history, please.", "--mcp-config"])
+        .arg(&config)
+        .args(["--allowedTools", "mcp__transcript-sync__search"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = model.requests();
+    let tools: Vec<&str> = (requests[0]["body"]["tools"].as_array().unwrap().iter())
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        tools.contains(&"mcp__transcript-sync__read_session"),
+        "{tools:?}"
+    );
+    // The tool results the model was sent back.
+    let results: Vec<String> = (requests.iter())
+        .flat_map(|r| {
+            r["body"]["messages"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|block| block["type"] == "tool_result")
+        .map(|block| block["content"].to_string())
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains(&id) && r.contains("**scripted-tool-output**")),
+        "the archive's hit reached the model: {results:?}"
+    );
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dst = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            fs::create_dir_all(&dst).unwrap();
+            copy_dir(&entry.path(), &dst);
+        } else if entry.file_name() != "RECORDED" {
+            fs::copy(entry.path(), dst).unwrap();
+        }
+    }
 }

@@ -8,7 +8,8 @@ the OpenAI Responses API (`POST .../responses`) and the Gemini API
 with the same short conversation:
 
 - a request that offers a shell tool and holds no tool result yet: a line of text and a call
-  of that tool running `echo scripted-tool-output`;
+  of that tool running `echo scripted-tool-output` (or, when it offers transcript-sync's MCP
+  search tool, a call of it looking for `scripted-tool-output`);
 - a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
   the `complete` tool, for an agent that offers one to end its run);
 - Aider's prompt (it offers no tools): the final text;
@@ -31,6 +32,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "Execute",
                "execute_command", "run_commands")
 TOOL_COMMAND = "echo scripted-tool-output"
+# The search tool of transcript-sync's MCP server, as an agent names it (Claude Code:
+# mcp__<server>__search), and what it is asked to find.
+MCP_SEARCH = "transcript-sync__search"
+TOOL_OUTPUT_WORD = "scripted-tool-output"
 FIRST_TEXT = "Scripted plan: I will run a command."
 FINAL_TEXT = "Scripted answer: done."
 OTHER_TEXT = "Scripted title"
@@ -75,7 +80,9 @@ def has_tool_result(body):
 def plan(body):
     """What to answer: ("tool", text, tool name) or ("text", text, None)."""
     offered = tool_names(body)
-    shell = next((t for t in SHELL_TOOLS if t in offered), None)
+    # transcript-sync's own MCP server, when an agent has it: its search comes first.
+    shell = next((t for t in offered if t.endswith(MCP_SEARCH)), None)
+    shell = shell or next((t for t in SHELL_TOOLS if t in offered), None)
     if has_tool_result(body):
         # An agent that runs until told the task is done (gptme) is told so.
         if "complete" in offered:
@@ -120,6 +127,8 @@ def takes(body, name, field):
 def tool_input(name, body):
     if name == "complete":
         return {}
+    if name.endswith(MCP_SEARCH):
+        return {"query": TOOL_OUTPUT_WORD, "limit": 3}
     # Amp's Bash takes `cmd` (and a `cwd`); Claude Code's takes `command`.
     if name == "Bash" and takes(body, name, "cmd"):
         return {"cmd": TOOL_COMMAND}
