@@ -197,6 +197,36 @@ pub(crate) fn usage(
     request: &Request,
     prices: &Prices,
 ) -> Result<(Vec<Row>, Tokens)> {
+    let groups = groups(archive, by, request)?;
+    let names = MachineNames::of(archive)?;
+    let mut rows: Vec<Row> = Vec::new();
+    let mut total = Tokens::default();
+    for (of, model, mut tokens) in groups {
+        let model = model.unwrap_or_default();
+        match prices.of(&model) {
+            Some(price) => tokens.cost = Some(price.of(&tokens)),
+            None if model.is_empty() => tokens.unpriced.push("(none)".into()),
+            None => tokens.unpriced.push(model),
+        }
+        total.add(&tokens);
+        let of = match (by, of.parse::<i64>()) {
+            (By::Machine, Ok(id)) => names.name(id),
+            _ => of,
+        };
+        match rows.last_mut() {
+            Some(last) if last.of == of => last.tokens.add(&tokens),
+            _ => rows.push(Row { of, tokens }),
+        }
+    }
+    Ok((rows, total))
+}
+
+/// The tokens of `request`'s calls, by what `by` names and by model, in that order.
+fn groups(
+    archive: &mut Archive,
+    by: By,
+    request: &Request,
+) -> Result<Vec<(String, Option<String>, Tokens)>> {
     // A call whose record names no model has its session's, when the session has one.
     let sql = format!(
         "SELECT {of}, model, count(*), sum(input), sum(output), sum(cache_read), sum(cache_write)
@@ -242,31 +272,7 @@ pub(crate) fn usage(
         })?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
     })();
-    let groups = archive.db(result)?;
-    let names = MachineNames::of(archive)?;
-    let mut rows: Vec<Row> = Vec::new();
-    let mut total = Tokens::default();
-    for (of, model, mut tokens) in groups {
-        let model = model.unwrap_or_default();
-        match prices.of(&model) {
-            Some(price) => tokens.cost = Some(price.of(&tokens)),
-            None => tokens.unpriced.push(if model.is_empty() {
-                "(none)".into()
-            } else {
-                model
-            }),
-        }
-        total.add(&tokens);
-        let of = match (by, of.parse::<i64>()) {
-            (By::Machine, Ok(id)) => names.name(id),
-            _ => of,
-        };
-        match rows.last_mut() {
-            Some(last) if last.of == of => last.tokens.add(&tokens),
-            _ => rows.push(Row { of, tokens }),
-        }
-    }
-    Ok((rows, total))
+    archive.db(result)
 }
 
 #[cfg(test)]
