@@ -359,12 +359,7 @@ impl Identified {
             // <project>/.aider.chat.history.md: every chat of a project, as Aider's
             // --restore-chat-history reads them back; named by the project's folder and a
             // hash of its path, which tells projects of the same name apart.
-            "aider" => {
-                let project = path.parent().unwrap_or(path);
-                let hash = xxhash_rust::xxh3::xxh3_64(project.as_os_str().as_encoded_bytes());
-                id.session = format!("{}-{:08x}", dir.clone().unwrap_or(stem), hash as u32);
-                id.project = Some(project.to_string_lossy().into_owned());
-            }
+            "aider" => (id.session, id.project) = aider_session(path),
             // session-state/<session id>/events.jsonl
             "copilot-cli" => {
                 id.session = (first.session_id.clone())
@@ -377,25 +372,10 @@ impl Identified {
             // The project is the folder of its `.crush`, or else the data directory itself.
             "crush" => {
                 id.session = first.session_id.clone().unwrap_or(stem);
-                let db = path.parent().unwrap_or(path);
-                let data = db.parent().unwrap_or(db);
-                let project = if data.ends_with(".crush") {
-                    data.parent()
-                } else {
-                    None
-                };
-                id.project = Some(project.unwrap_or(data).to_string_lossy().into_owned());
+                id.project = Some(crush_project(path));
             }
             // unified/<session id>/…, session_<time>_<id>/…: everything in a session's folder.
-            "mistral-vibe" => {
-                let folder = path.ancestors().find(|a| {
-                    let parent = a.parent().and_then(Path::file_name);
-                    let name = a.file_name().map(|n| n.to_string_lossy());
-                    parent == Some("unified".as_ref())
-                        || name.is_some_and(|n| n.starts_with("session_"))
-                });
-                id.session = name(folder).unwrap_or(stem);
-            }
+            "mistral-vibe" => id.session = name(vibe_session_folder(path)).unwrap_or(stem),
             // <database>/<session id>: a session in OpenCode's (or Kilo Code's) database.
             "opencode" | "kilo-code" => id.session = first.session_id.clone().unwrap_or(stem),
             // sessions/--<cwd>--/<time>_<uuid>.jsonl, the uuid being the header's id.
@@ -408,6 +388,38 @@ impl Identified {
         }
         id
     }
+}
+
+/// An Aider history's session (its project's folder name and a hash of the project's path)
+/// and project.
+fn aider_session(path: &Path) -> (String, Option<String>) {
+    let project = path.parent().unwrap_or(path);
+    let hash = xxhash_rust::xxh3::xxh3_64(project.as_os_str().as_encoded_bytes());
+    let name = (project.file_name()).map_or_else(String::new, |n| n.to_string_lossy().into());
+    let session = format!("{name}-{:08x}", hash as u32);
+    (session, Some(project.to_string_lossy().into_owned()))
+}
+
+/// The project of a session in Crush's database at `<data>/crush.db/<session>`: the folder of
+/// its `.crush`, or else the data directory itself.
+fn crush_project(path: &Path) -> String {
+    let db = path.parent().unwrap_or(path);
+    let data = db.parent().unwrap_or(db);
+    let project = if data.ends_with(".crush") {
+        data.parent()
+    } else {
+        None
+    };
+    project.unwrap_or(data).to_string_lossy().into_owned()
+}
+
+/// The session folder a Mistral Vibe file is in: `unified/<id>/` or `session_<time>_<id>/`.
+fn vibe_session_folder(path: &Path) -> Option<&Path> {
+    path.ancestors().find(|a| {
+        let parent = a.parent().and_then(Path::file_name);
+        let name = a.file_name().map(|n| n.to_string_lossy());
+        parent == Some("unified".as_ref()) || name.is_some_and(|n| n.starts_with("session_"))
+    })
 }
 
 /// The session folder a Claude Code file is in, if any (`<project>/<session>/`: a folder
