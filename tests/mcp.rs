@@ -158,11 +158,7 @@ fn what_one_call_returns_is_bounded() {
 fn claude_code_searches_the_archive_through_mcp() {
     let env = Env::new();
     let home = env.dir.path().join("home");
-    let fixture = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/agents/claude-code"
-    );
-    copy_dir(std::path::Path::new(fixture), &home);
+    crate::util::copy_agent_fixture("claude-code", &home);
     env.run_once_home();
     let session = stdout_of(&env, &["sessions", "--json"]);
     let session: Value = serde_json::from_str(session.trim()).unwrap();
@@ -223,17 +219,4 @@ fn claude_code_searches_the_archive_through_mcp() {
             .any(|r| r.contains(&id) && r.contains("**scripted-tool-output**")),
         "the archive's hit reached the model: {results:?}"
     );
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let dst = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            fs::create_dir_all(&dst).unwrap();
-            copy_dir(&entry.path(), &dst);
-        } else if entry.file_name() != "RECORDED" {
-            fs::copy(entry.path(), dst).unwrap();
-        }
-    }
 }

@@ -3,10 +3,9 @@
 //! from the cache, 30 output, 40 read from the cache and, where the API has the field, 10
 //! written to it), counted once per call, priced, filtered by time.
 
-use crate::util::{Env, stdout_of};
+use crate::util::{Env, copy_agent_fixture, stdout_of};
 use serde_json::Value;
 use std::fs;
-use std::path::Path;
 
 /// The agents that record usage per call, by watcher, and the calls, input, output, cache
 /// reads and cache writes of their fixtures, by hand: two calls each, as the scripted model
@@ -29,24 +28,10 @@ const AGENTS: [(&str, [i64; 5]); 10] = [
 /// Every agent's fixture under one HOME (Cline's two releases).
 fn with_agents(env: &Env) {
     let home = env.dir.path().join("home");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents");
     for (agent, _) in AGENTS {
-        copy(&fixtures.join(agent), &home);
+        copy_agent_fixture(agent, &home);
     }
-    copy(&fixtures.join("cline-tasks"), &home);
-}
-
-fn copy(from: &Path, to: &Path) {
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().unwrap().is_dir() {
-            fs::create_dir_all(&dst).unwrap();
-            copy(&src, &dst);
-        } else if entry.file_name() != "RECORDED" {
-            fs::copy(&src, &dst).unwrap();
-        }
-    }
+    copy_agent_fixture("cline-tasks", &home);
 }
 
 fn rows(env: &Env, args: &[&str]) -> Vec<Value> {
@@ -87,10 +72,7 @@ fn each_agents_calls_are_counted_once_as_the_model_reported_them() {
 fn a_call_copied_into_a_resumed_session_is_counted_once() {
     let env = Env::new();
     let home = env.dir.path().join("home");
-    copy(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents/claude-code"),
-        &home,
-    );
+    copy_agent_fixture("claude-code", &home);
     let project = fs::read_dir(home.join(".claude/projects"))
         .unwrap()
         .next()

@@ -288,6 +288,28 @@ pub fn on_a_terminal(env: &Env, command: &str) -> String {
     String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n")
 }
 
+/// Copies the recorded agent fixture `agent` (`tests/fixtures/agents/<agent>/`, laid out as
+/// the agent's home) into `home`, but its `RECORDED` note.
+pub fn copy_agent_fixture(agent: &str, home: &Path) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agents")
+        .join(agent);
+    copy_tree(&from, home);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dst = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            fs::create_dir_all(&dst).unwrap();
+            copy_tree(&entry.path(), &dst);
+        } else if entry.file_name() != "RECORDED" {
+            fs::copy(entry.path(), dst).unwrap();
+        }
+    }
+}
+
 /// The binary, with the clean environment of `env`, run with `args` on its archive (`--db`).
 pub fn cli(env: &Env, args: &[&str]) -> Output {
     (env.cmd().args(args).arg("--db").arg(&env.db))
