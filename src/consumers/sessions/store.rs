@@ -50,8 +50,10 @@ pub(crate) fn open_to_write(archive: &Path) -> Result<Connection> {
     let at = index_error(archive);
     let mut conn = Connection::open(&path).map_err(&at)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(&at)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(&at)?;
+    // Turning WAL on takes the file to itself, and SQLite does not wait for another process
+    // making the index at that moment (a daemon starting while a command makes it): it is
+    // tried again until the file is free.
+    when_free(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(&at)?;
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(&at)?;
     let uri = crate::archive::read_only_uri(archive);
@@ -59,6 +61,23 @@ pub(crate) fn open_to_write(archive: &Path) -> Result<Connection> {
         .map_err(&at)?;
     make_ready(&mut conn, &path).map_err(&at)?;
     Ok(conn)
+}
+
+/// `op`, tried again while the database is busy (another connection holds a lock it needs and
+/// SQLite did not wait for it), for up to 10 seconds.
+fn when_free<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match op() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Attaches the index of `archive` to its connection, read-only, so that the session queries
@@ -259,6 +278,23 @@ mod tests {
         let records = writer.transaction_with_behavior(TransactionBehavior::Immediate);
         records.expect("the archive's write lock is free during an index transaction");
         tx.commit().unwrap();
+    }
+
+    /// A daemon that starts while a command makes the index (or the other way round): both
+    /// open it, whichever holds it first.
+    #[test]
+    fn two_processes_making_the_index_at_once_both_open_it() {
+        for _ in 0..30 {
+            let (_dir, db) = archive();
+            let opened: Vec<Result<Connection>> = std::thread::scope(|s| {
+                let a = s.spawn(|| open_to_write(&db));
+                let b = s.spawn(|| open_to_write(&db));
+                vec![a.join().unwrap(), b.join().unwrap()]
+            });
+            for o in opened {
+                o.unwrap();
+            }
+        }
     }
 
     #[test]
