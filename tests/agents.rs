@@ -265,7 +265,12 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             let out = crate::util::cli(&env, &["restore", id]);
             assert!(!out.status.success());
             assert!(
-                stderr(&out).contains("never writes into"),
+                stderr(&out).contains("never writes into")
+                    && stderr(&out).contains(&format!("{}/", home.display()))
+                    && stderr(&out).contains(match agent {
+                        "opencode-storage" => "opencode/storage)",
+                        _ => ".db)",
+                    }),
                 "{}",
                 stderr(&out)
             );

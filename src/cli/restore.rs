@@ -73,8 +73,17 @@ pub(crate) fn restore(
     out: &mut impl Write,
 ) -> Result<()> {
     if let Some(db) = crate::capture::harness::database_of_harness(&session.harness) {
+        // The database the session's source is in (`<database>/<session id>`); a store of
+        // files is named by a file in its folder (OpenCode's `storage/migration`): the folder.
+        let files = query::session_files(archive, session)?;
+        let kept = (files.first()).and_then(|f| f.path.parent().map(Path::to_path_buf));
+        let kept = kept.map(|p| match p.ends_with("storage/migration") {
+            true => p.parent().map_or(p.clone(), Path::to_path_buf),
+            false => p,
+        });
+        let kept = kept.map_or(db, |p| p.display().to_string());
         return Err(Error::RestoreRefused(format!(
-            "session {} is kept in {}'s database ({db}), which transcript-sync never writes \
+            "session {} is kept in {}'s database ({kept}), which transcript-sync never writes \
              into (the agent may have it open); `transcript-sync show {} --format raw` gives \
              the session as archived, as JSON",
             session.id, session.harness, session.id
