@@ -672,7 +672,7 @@ fn add_message(
     at_ms: Option<i64>,
     message: &parse::Message,
 ) -> rusqlite::Result<()> {
-    let place = format!("@{}:{}:{}", row.source, row.generation, row.offset);
+    let place = place_key(row);
     let key = match (&message.key, message.copy) {
         (Some(k), _) => k.clone(),
         (None, Some(copy)) => format!("{}{place}", copy.tag()),
@@ -707,6 +707,11 @@ fn add_message(
     Ok(())
 }
 
+/// The key of what a record holds when the agent gives it no id: the record's place.
+fn place_key(row: &ExportRow) -> String {
+    format!("@{}:{}:{}", row.source, row.generation, row.offset)
+}
+
 /// Adds a model call's tokens, or (for a call already there: the same reply written again, or
 /// copied into another session) updates them.
 fn add_usage(
@@ -719,7 +724,7 @@ fn add_usage(
     let key = match (&usage.key, usage.in_session) {
         (Some(key), false) => key.clone(),
         (Some(key), true) => format!("{session}:{key}"),
-        (None, _) => format!("@{}:{}:{}", row.source, row.generation, row.offset),
+        (None, _) => place_key(row),
     };
     tx.prepare_cached(
         "INSERT INTO usage (machine, harness, key, session, at_ms, model, input, output,
