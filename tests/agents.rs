@@ -4,7 +4,7 @@
 //! `RECORDED`): one prompt, one shell tool call, one final answer. The agents themselves
 //! (installed from npm at the pinned versions) then take back what `restore` wrote.
 
-use crate::util::{Env, stderr, stdout_of};
+use crate::util::{Env, copy_agent_fixture, stderr, stdout_of};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -70,29 +70,6 @@ fn is_transcript(file: &Path) -> bool {
         || file.ancestors().any(|a| a.ends_with("opencode/storage"))
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
-}
-
-fn fixtures(agent: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/agents")
-        .join(agent)
-}
-
-/// Copies `from` into `to`, directories and files alike; returns the files, as paths below `to`.
-fn copy_tree(from: &Path, to: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        if entry.file_type().unwrap().is_dir() {
-            fs::create_dir_all(&dst).unwrap();
-            files.extend(copy_tree(&src, &dst));
-        } else if entry.file_name() != "RECORDED" {
-            fs::copy(&src, &dst).unwrap();
-            files.push(dst);
-        }
-    }
-    files
 }
 
 /// The earliest and latest time of the transcripts' messages (their `timestamp`, or Cline's
@@ -170,7 +147,7 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
 fn each_recorded_agent_is_listed_searched_shown_and_restored() {
     for agent in AGENTS {
         let env = Env::new();
-        let files = copy_tree(&fixtures(agent), &env.dir.path().join("home"));
+        let files = copy_agent_fixture(agent, &env.dir.path().join("home"));
         let transcripts: Vec<&PathBuf> = files.iter().filter(|f| is_transcript(f)).collect();
         assert!(
             !transcripts.is_empty(),

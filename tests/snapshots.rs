@@ -4,7 +4,9 @@
 //! writes the file back as the agent last kept it, and the daemon captures a file rewritten
 //! many times a second once it settles.
 
-use crate::util::{Daemon, Env, TapReader, home_daemon_cmd, stdout_of, wait_until_else};
+use crate::util::{
+    Daemon, Env, TapReader, home_daemon_cmd, stdout_of, wait_until_else, watched_inodes,
+};
 use serde_json::{Value, json};
 use std::fs;
 use std::path::PathBuf;
@@ -263,21 +265,6 @@ fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open(
     assert_eq!(session["on_disk"], false, "{session}");
     assert_eq!(session["user_messages"], 1);
     daemon.terminate();
-}
-
-/// The inodes of the directories that `pid`'s inotify instances watch (`/proc/PID/fdinfo`).
-fn watched_inodes(pid: i32) -> Vec<u64> {
-    let mut inodes = Vec::new();
-    for fd in fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap() {
-        let info = fs::read_to_string(fd.unwrap().path()).unwrap_or_default();
-        let watches = info.lines().filter(|l| l.starts_with("inotify wd:"));
-        let ino = |l: &str| {
-            let hex = l.split_whitespace().find_map(|w| w.strip_prefix("ino:"))?;
-            u64::from_str_radix(hex, 16).ok()
-        };
-        inodes.extend(watches.filter_map(ino));
-    }
-    inodes
 }
 
 /// Aider appends to one Markdown history per project, in the projects a `[[watch]]` table

@@ -289,25 +289,45 @@ pub fn on_a_terminal(env: &Env, command: &str) -> String {
 }
 
 /// Copies the recorded agent fixture `agent` (`tests/fixtures/agents/<agent>/`, laid out as
-/// the agent's home) into `home`, but its `RECORDED` note.
-pub fn copy_agent_fixture(agent: &str, home: &Path) {
+/// the agent's home) into `home`, but its `RECORDED` note; returns the files, as paths below
+/// `home`.
+pub fn copy_agent_fixture(agent: &str, home: &Path) -> Vec<PathBuf> {
     let from = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/agents")
         .join(agent);
-    copy_tree(&from, home);
+    copy_tree(&from, home)
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+fn copy_tree(from: &Path, to: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
     for entry in fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let dst = to.join(entry.file_name());
         if entry.file_type().unwrap().is_dir() {
             fs::create_dir_all(&dst).unwrap();
-            copy_tree(&entry.path(), &dst);
+            files.extend(copy_tree(&entry.path(), &dst));
         } else if entry.file_name() != "RECORDED" {
-            fs::copy(entry.path(), dst).unwrap();
+            fs::copy(entry.path(), &dst).unwrap();
+            files.push(dst);
         }
     }
+    files
+}
+
+/// The inodes of the directories that process `pid`'s inotify instances watch, one per watch
+/// (`/proc/PID/fdinfo`).
+pub fn watched_inodes(pid: i32) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for fd in fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap() {
+        let info = fs::read_to_string(fd.unwrap().path()).unwrap_or_default();
+        let watches = info.lines().filter(|l| l.starts_with("inotify wd:"));
+        let ino = |l: &str| {
+            let hex = l.split_whitespace().find_map(|w| w.strip_prefix("ino:"))?;
+            u64::from_str_radix(hex, 16).ok()
+        };
+        inodes.extend(watches.filter_map(ino));
+    }
+    inodes
 }
 
 /// The binary, with the clean environment of `env`, run with `args` on its archive (`--db`).
