@@ -44,7 +44,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use testkit::cpu::{self, cpu_time, cpu_time_precise};
+use testkit::cpu;
 use testkit::daemon::{self, TapReader};
 use testkit::env::env_flag;
 use testkit::machine::{self, Machine};
@@ -1235,11 +1235,6 @@ impl Run {
         self.daemon.child.id()
     }
 
-    /// The daemon's CPU time so far, threads that ended included, in clock ticks.
-    fn cpu(&self) -> Duration {
-        cpu_time(self.pid()).expect("the daemon is running")
-    }
-
     /// Its bytes read so far (`rchar`).
     fn read(&self) -> u64 {
         procfs::io(self.pid()).map_or(0, |io| io.0)
@@ -1287,9 +1282,9 @@ impl Run {
     fn wait_idle(&self) {
         let deadline = Instant::now() + daemon::PATIENCE * 5;
         loop {
-            let before = cpu_time_precise(self.pid()).expect("the daemon is running");
+            let before = self.daemon.cpu_precise();
             std::thread::sleep(QUIET);
-            let after = cpu_time_precise(self.pid()).expect("the daemon is running");
+            let after = self.daemon.cpu_precise();
             if after.saturating_sub(before) < IDLE_CPU && self.indexed_all() {
                 return;
             }
@@ -1489,7 +1484,7 @@ fn follow(run: &Run, db: &Path, id: &str, secs: Duration) -> Following {
     let messages_before = writer.session.written;
     eprintln!("following {id}: {messages_before} messages, a document of {document} B");
     run.take_tap();
-    let (reads0, cpu0, read0) = (run.reads().len(), run.cpu(), run.read());
+    let (reads0, cpu0, read0) = (run.reads().len(), run.daemon.cpu(), run.read());
     run.reset_peak();
     let (start, began) = (Instant::now(), SystemTime::now());
     let mut due = start;
@@ -1508,7 +1503,7 @@ fn follow(run: &Run, db: &Path, id: &str, secs: Duration) -> Following {
         mark_archived(&mut appended, line)
     });
     run.wait_idle();
-    let (cpu, read, peak_kib) = (run.cpu() - cpu0, run.read() - read0, run.peak_kib());
+    let (cpu, read, peak_kib) = (run.daemon.cpu() - cpu0, run.read() - read0, run.peak_kib());
     let reads = run.reads().split_off(reads0);
     let lines = run.take_tap();
     let captured_at: Vec<f64> = (reads.iter())
@@ -1563,7 +1558,7 @@ fn lone(run: &Run, writer: &mut Writer) -> (Duration, Vec<f64>, u64) {
     let (mut cpu, mut read, mut latency) = (Duration::ZERO, 0, Vec::new());
     for k in 0..LONE {
         let m = writer.next(k);
-        let (cpu0, read0) = (run.cpu(), run.read());
+        let (cpu0, read0) = (run.daemon.cpu(), run.read());
         let committed = writer.write(&m);
         let mut one = [Appended::of(m, committed)];
         run.tap_until("a lone message archived", |line| {
@@ -1573,7 +1568,7 @@ fn lone(run: &Run, writer: &mut Writer) -> (Duration, Vec<f64>, u64) {
         run.wait_idle();
         // The idle wait's own [`QUIET`] is in the reading; the daemon spends under
         // [`IDLE_CPU`] of it.
-        cpu += run.cpu() - cpu0;
+        cpu += run.daemon.cpu() - cpu0;
         read += run.read() - read0;
         run.take_tap();
     }
@@ -1601,7 +1596,7 @@ fn idle(run: &Run, secs: Duration) -> Idle {
     run.wait_idle();
     eprintln!("idle: {} s", secs.as_secs());
     let (log0, reads0) = (run.daemon.log().len(), run.reads().len());
-    let (cpu0, read0, threads0) = (run.cpu(), run.read(), thread_reads(run.pid()));
+    let (cpu0, read0, threads0) = (run.daemon.cpu(), run.read(), thread_reads(run.pid()));
     let start = Instant::now();
     let (mut read_at, mut last) = (Vec::new(), read0);
     for second in 1..=secs.as_secs() {
@@ -1613,7 +1608,7 @@ fn idle(run: &Run, secs: Duration) -> Idle {
         }
         last = now;
     }
-    let (cpu, read) = (run.cpu() - cpu0, run.read() - read0);
+    let (cpu, read) = (run.daemon.cpu() - cpu0, run.read() - read0);
     let mut readers = BTreeMap::new();
     for ((tid, name), n) in thread_reads(run.pid()) {
         let before = threads0.get(&(tid, name.clone())).copied().unwrap_or(0);

@@ -41,7 +41,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime};
-use testkit::cpu::{cpu_time, cpu_time_precise};
 use testkit::daemon::{self, TapReader};
 use testkit::env::{env_flag, env_or};
 use testkit::machine::{self, Machine};
@@ -534,18 +533,6 @@ impl Run {
         self.daemon.child.id()
     }
 
-    /// The daemon's CPU time so far, threads that ended included, in clock ticks.
-    fn cpu(&self) -> Duration {
-        cpu_time(self.pid()).expect("the daemon is running")
-    }
-
-    /// The daemon's CPU time so far to the nanosecond, threads that ended left out (the
-    /// daemon starts short-lived ones: a compressor for a large commit, a dictionary's
-    /// training, the session index's reader while it catches up).
-    fn cpu_precise(&self) -> Duration {
-        cpu_time_precise(self.pid()).expect("the daemon is running")
-    }
-
     /// Polls `done` until it holds; returns when it did. Panics with the daemon's log after
     /// [`daemon::PATIENCE`].
     fn wait(&self, what: &str, mut done: impl FnMut() -> bool) -> Instant {
@@ -570,9 +557,9 @@ impl Run {
     fn wait_idle(&self) {
         let deadline = Instant::now() + daemon::PATIENCE;
         loop {
-            let before = self.cpu_precise();
+            let before = self.daemon.cpu_precise();
             std::thread::sleep(QUIET);
-            let quiet = self.cpu_precise().saturating_sub(before) < IDLE_CPU;
+            let quiet = self.daemon.cpu_precise().saturating_sub(before) < IDLE_CPU;
             if quiet && self.archive.indexed_all() {
                 return;
             }
@@ -644,7 +631,7 @@ fn settled(dir: &Path, n: usize) -> Settled {
     let run = Run::start(dir);
     let empty = run.archive.on_disk();
     let read_before = run.peak_and_read().1;
-    let (mut stored, mut cpu) = (run.archive.stored().total(), run.cpu());
+    let (mut stored, mut cpu) = (run.archive.stored().total(), run.daemon.cpu());
     let mut author = Author::new(1);
     let mut chat = author.chat();
     let mut captures = Vec::with_capacity(n);
@@ -661,7 +648,7 @@ fn settled(dir: &Path, n: usize) -> Settled {
         let at = run.wait(&format!("state {k} in `snapshots`"), || {
             run.archive.states() >= k as u64
         });
-        let (cpu_now, stored_now) = (run.cpu(), run.archive.stored().total());
+        let (cpu_now, stored_now) = (run.daemon.cpu(), run.archive.stored().total());
         captures.push(Capture {
             written: state.len() as u64,
             whole,
@@ -941,7 +928,11 @@ fn token_storm(dir: &Path, storm: &Storm) -> StormRun {
     let first_peak_kib = run.peak_and_read().0;
     run.reset_peak();
     let disk0 = run.archive.on_disk();
-    let (before, cpu0, read0) = (run.archive.stored(), run.cpu(), run.peak_and_read().1);
+    let (before, cpu0, read0) = (
+        run.archive.stored(),
+        run.daemon.cpu(),
+        run.peak_and_read().1,
+    );
     let began = SystemTime::now();
     let start = Instant::now();
     let Rewrites { states, uncaptured } = rewrite(&run, storm, &template, &mut growing, &mut stamp);
@@ -951,7 +942,8 @@ fn token_storm(dir: &Path, storm: &Storm) -> StormRun {
         run.archive.largest_state() >= last.len() as u64
     });
     run.wait_idle();
-    let (after, cpu1, (peak_kib, read1)) = (run.archive.stored(), run.cpu(), run.peak_and_read());
+    let (after, cpu1, (peak_kib, read1)) =
+        (run.archive.stored(), run.daemon.cpu(), run.peak_and_read());
     let disk1 = run.archive.on_disk();
     let began_ms = began
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -1022,7 +1014,7 @@ fn rewrite(
             std::thread::sleep(wait);
         }
         if uncaptured.is_none() && start.elapsed() >= forced {
-            uncaptured = Some((run.cpu(), states.len() as u64));
+            uncaptured = Some((run.daemon.cpu(), states.len() as u64));
         }
         let updated = stamp();
         let _ = write!(growing, " {}", tokens.word());
@@ -1049,7 +1041,7 @@ fn lone_captures(
     for _ in 0..LONE {
         growing.push_str(" settled");
         let state = template.state(&stamp(), growing);
-        let before = run.cpu();
+        let before = run.daemon.cpu();
         run.chat.save(&[&state]);
         run.wait("a lone rewrite", || {
             run.archive.largest_state() >= state.len() as u64
@@ -1057,7 +1049,7 @@ fn lone_captures(
         run.wait_idle();
         // The idle wait's own [`QUIET`] is in the reading; the daemon spends under
         // [`IDLE_CPU`] of it.
-        cpu += run.cpu() - before;
+        cpu += run.daemon.cpu() - before;
     }
     let grown = run.archive.stored().total() as f64 - stored0 as f64;
     (cpu / LONE, grown / f64::from(LONE))

@@ -145,6 +145,18 @@ impl Daemon {
         self.child.id() as i32
     }
 
+    /// Its CPU time so far, threads that ended included, in clock ticks.
+    pub fn cpu(&self) -> Duration {
+        crate::cpu::cpu_time(self.child.id()).expect("the daemon is running")
+    }
+
+    /// Its CPU time so far to the nanosecond, threads that ended left out (the daemon starts
+    /// short-lived ones: a compressor for a large commit, a dictionary's training, the session
+    /// index's reader while it catches up).
+    pub fn cpu_precise(&self) -> Duration {
+        crate::cpu::cpu_time_precise(self.child.id()).expect("the daemon is running")
+    }
+
     /// Everything logged so far.
     pub fn log(&self) -> String {
         self.log.text()
