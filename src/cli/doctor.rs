@@ -77,7 +77,7 @@ pub(crate) struct Report {
 pub(crate) fn diagnose(roots: &[Root], archive: &Path, target: &Result<Target>) -> Report {
     let scans: Vec<RootScan> = roots.iter().map(scan_root).collect();
     let mut findings: Vec<Finding> = scans.iter().map(root_finding).collect();
-    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let home = crate::platform::home::home(&super::env).ok();
     findings.extend(home.and_then(|home| aider_finding(roots, &home)));
     findings.extend(roots.iter().flat_map(network_findings));
     findings.extend(inotify_findings(&scans, archive));
