@@ -260,10 +260,15 @@ fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open(
              COMMIT;",
         )
         .unwrap();
-    daemon.wait_log("its session is no longer in the database");
-    let session: Value = serde_json::from_str(listed().trim()).unwrap();
-    assert_eq!(session["on_disk"], false, "{session}");
-    assert_eq!(session["user_messages"], 1);
+    // The daemon says so before it records it: the listing is what is awaited.
+    let session = || -> Value { serde_json::from_str(listed().trim()).unwrap() };
+    wait_until_else(
+        "the session shown as no longer in its database",
+        || session()["on_disk"] == false,
+        || daemon.log(),
+    );
+    assert!(daemon.log().contains("its session is no longer in the database"));
+    assert_eq!(session()["user_messages"], 1);
     daemon.terminate();
 }
 
