@@ -10,6 +10,7 @@ pub(crate) mod restore;
 pub(crate) mod show;
 pub(crate) mod status;
 pub(crate) mod tail;
+mod ui;
 mod usage;
 
 use crate::archive::Archive;
@@ -36,7 +37,7 @@ pub use args::Cli;
 use args::{
     Command, CompactArgs, ConfigCommand, DoctorArgs, ExportArgs, ManagerArg, McpArgs, RedactArgs,
     RejectsArgs, RestoreArgs, RunArgs, SearchArgs, SeedArgs, ServiceCommand, SessionsArgs,
-    ShowArgs, Sink, SinkCommand, StatusArgs, TailArgs, TailFormat, UsageArgs,
+    ShowArgs, Sink, SinkCommand, StatusArgs, TailArgs, TailFormat, UiArgs, UsageArgs,
 };
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -78,6 +79,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Search(args) => search(args, &settings.archive),
         Command::Usage(args) => usage(args, &settings),
         Command::Mcp(args) => mcp(args, &settings),
+        Command::Ui(args) => ui_command(&args, &settings),
         Command::Restore(args) => restore(args, &settings),
         Command::Reindex(_) => reindex(&settings.archive),
         Command::Compact(args) => compact(&args, &settings.archive),
@@ -144,6 +146,15 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
     };
     log_settings(&settings);
     let show = ProgressShow::for_stderr(args.progress_every);
+    // `[ui] listen`: the web view, served beside the daemon for as long as it runs.
+    let _ui = match settings.ui_listen.filter(|_| !args.once) {
+        Some(listen) => {
+            let served = ui::start(&settings, listen, false)?;
+            log::info!("web view at {}", served.url);
+            Some(served)
+        }
+        None => None,
+    };
     if !args.once {
         let reload = Box::new(move || {
             let settings = Settings::load(source.clone(), &flags, &env)?;
@@ -577,6 +588,15 @@ fn mcp(args: McpArgs, settings: &Settings) -> Result<()> {
         prices,
     };
     mcp::run(&mut server)
+}
+
+/// Where `ui` serves when neither `--listen` nor `[ui] listen` says: loopback, a free port.
+const UI_LISTEN: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+fn ui_command(args: &UiArgs, settings: &Settings) -> Result<()> {
+    let listen = (args.listen).or(settings.ui_listen).unwrap_or(UI_LISTEN);
+    ui::serve(settings, listen, args.no_open)
 }
 
 fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {

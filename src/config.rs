@@ -92,9 +92,21 @@ pub(crate) struct FileConfig {
     /// Prices of models for `usage` (US dollars per million tokens), over `data/prices.toml`.
     #[serde(default)]
     prices: BTreeMap<String, Price>,
+    /// `[ui]`: where the web view is served.
+    #[serde(default)]
+    ui: UiTable,
     /// The text it was parsed from, to place errors found after parsing.
     #[serde(skip)]
     text: String,
+}
+
+/// The `[ui]` table.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UiTable {
+    /// The address `ui` serves on; with it, `run` serves the web view as well.
+    #[serde(default)]
+    listen: Option<std::net::SocketAddr>,
 }
 
 /// One `[[watch]]` table: a directory of the generic harness, or one that a watcher reads as
@@ -238,6 +250,8 @@ pub(crate) struct Settings {
     pub compress: bool,
     /// `[prices]`: models' prices for `usage`, over the built-in ones.
     pub prices: BTreeMap<String, Price>,
+    /// `[ui] listen`: where the web view is served (by `run` too, when set).
+    pub ui_listen: Option<std::net::SocketAddr>,
 }
 
 /// Default record limit: 64 MiB.
@@ -276,6 +290,7 @@ impl Settings {
             redactor: RedactorSource::default(),
             compress: true,
             prices: BTreeMap::new(),
+            ui_listen: None,
         }
     }
 
@@ -336,6 +351,7 @@ impl Settings {
             },
             compress: file.compress.unwrap_or(true),
             prices: file.prices,
+            ui_listen: file.ui.listen,
         })
     }
 

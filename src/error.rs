@@ -262,6 +262,12 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// The web view could not be served.
+    #[error("ui: {reason}")]
+    Ui {
+        /// Why.
+        reason: String,
+    },
     /// The subscribers' socket could not be made.
     #[error(
         "cannot listen at {path} for subscribers (a path too long for a Unix socket, over about 100 bytes, is one reason: set XDG_RUNTIME_DIR)"

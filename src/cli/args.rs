@@ -153,6 +153,20 @@ pub enum Command {
         For Claude Code: claude mcp add transcript-sync -- transcript-sync mcp"
     )]
     Mcp(McpArgs),
+    /// Browse the archive in a web browser: sessions, search, conversations, live, usage.
+    #[command(
+        long_about = "Serve the archive as web pages on loopback and open them in the browser: \
+        the sessions (filtered and sorted), search as you type, each conversation (Markdown, \
+        thinking and tool output folded, loaded as you scroll, followed live while the daemon \
+        archives it), restore with a confirmation, the raw transcript, status and usage.\n\n\
+        The URL it prints holds a token, which the browser keeps as a cookie: a page from \
+        elsewhere cannot read the archive or act on it. It serves on 127.0.0.1 on a free port \
+        unless --listen (or config.toml's [ui] listen) names an address; a non-loopback address \
+        is served only because it was named, and still only with the token. Every asset is \
+        in the binary: it works offline.",
+        after_help = "Examples:\n  transcript-sync ui\n  transcript-sync ui --listen 127.0.0.1:8787 --no-open"
+    )]
+    Ui(UiArgs),
     /// Write a session's transcripts back where the agent keeps them, so that it can resume.
     #[command(
         long_about = "Write a session's transcript and its subagents' back where the agent keeps \
@@ -272,6 +286,7 @@ impl Command {
             Command::Search(a) => a,
             Command::Usage(a) => a,
             Command::Mcp(a) => a,
+            Command::Ui(a) => a,
             Command::Restore(a) => a,
             Command::Reindex(a) => a,
             Command::Compact(a) => a,
@@ -863,6 +878,31 @@ impl Facts for McpArgs {
     }
 
     /// Its `[redact]` rules and `[prices]`, with or without `--db`.
+    fn needs_config_file(&self) -> bool {
+        true
+    }
+}
+
+/// Arguments of `ui`.
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    #[command(flatten)]
+    pub(crate) archive: ArchiveArg,
+    /// Serve on this address (IP:PORT; port 0: a free one) [default: config.toml's [ui]
+    /// listen, else 127.0.0.1:0].
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) listen: Option<std::net::SocketAddr>,
+    /// Print the URL only; do not open a browser.
+    #[arg(long)]
+    pub(crate) no_open: bool,
+}
+
+impl Facts for UiArgs {
+    fn overrides(&self) -> Overrides {
+        self.archive.overrides()
+    }
+
+    /// Its `[ui]`, `[prices]` and watchers (restore), with or without `--db`.
     fn needs_config_file(&self) -> bool {
         true
     }

@@ -386,14 +386,25 @@ impl MessageRecord {
 
 /// A session's messages in order, after de-duplication and upserts.
 pub(crate) fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<MessageRecord>> {
+    messages_window(archive, session, 0, None)
+}
+
+/// `limit` of a session's messages (all: `None`) from the `offset`th on, in order.
+pub(crate) fn messages_window(
+    archive: &mut Archive,
+    session: &Session,
+    offset: usize,
+    limit: Option<usize>,
+) -> Result<Vec<MessageRecord>> {
     let records = archive.records_reader();
+    let limit = limit.map_or(-1, |n| n as i64);
     let result = (|| {
-        let mut stmt = records.connection().prepare(
+        let mut stmt = records.connection().prepare_cached(
             "SELECT m.seq, m.role, m.at_ms, s.harness, r.record FROM messages m
              JOIN records r ON r.seq = m.seq JOIN sources s ON s.id = r.source_id
-             WHERE m.session = ?1 ORDER BY m.ord",
+             WHERE m.session = ?1 ORDER BY m.ord LIMIT ?2 OFFSET ?3",
         )?;
-        let rows = stmt.query_map([session.key], |r| {
+        let rows = stmt.query_map(params![session.key, limit, offset as i64], |r| {
             let seq = r.get(0)?;
             Ok(MessageRecord {
                 seq,
@@ -404,6 +415,33 @@ pub(crate) fn messages(archive: &mut Archive, session: &Session) -> Result<Vec<M
             })
         })?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
+    })();
+    archive.db(result)
+}
+
+/// How many of a session's messages come before the one of record `seq` (`None`: no
+/// message of the session is that record).
+pub(crate) fn message_position(
+    archive: &mut Archive,
+    session: &Session,
+    seq: i64,
+) -> Result<Option<usize>> {
+    let result = (|| {
+        let conn = archive.connection();
+        let ord: Option<i64> = conn
+            .query_row(
+                "SELECT ord FROM messages WHERE session = ?1 AND seq = ?2",
+                params![session.key, seq],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(ord) = ord else { return Ok(None) };
+        let before: i64 = conn.query_row(
+            "SELECT count(*) FROM messages WHERE session = ?1 AND ord < ?2",
+            params![session.key, ord],
+            |r| r.get(0),
+        )?;
+        Ok(Some(before as usize))
     })();
     archive.db(result)
 }

@@ -1,0 +1,468 @@
+//! `ui`: the archive as web pages, served by a small synchronous HTTP server (tiny_http). A
+//! few worker threads answer the pages, each with its own read of the archive and its index;
+//! a live feed (server-sent events, read from the daemon's subscriber socket) gets a thread
+//! of its own for as long as the page is open.
+//!
+//! Every request must carry the token: in the URL `ui` prints (`?token=`, then kept by the
+//! browser as a cookie: `HttpOnly`, `SameSite=Strict`) or as that cookie. `Host` must name
+//! the address served (a name of another site that resolves here, DNS rebinding, is refused)
+//! and an `Origin`, when sent, this server. An action (restore) also carries the page's CSRF
+//! token. Pages are sent with a Content-Security-Policy that allows this server's own script
+//! and style only, and every asset is in the binary.
+
+mod live;
+mod markdown;
+mod pages;
+
+use crate::archive::Archive;
+use crate::capture::harness::Root;
+use crate::config::Settings;
+use crate::consumers::sessions::usage::Prices;
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tiny_http::{Header, Method, Request, Response, StatusCode};
+
+/// Worker threads answering pages (a live feed has a thread of its own).
+const WORKERS: usize = 4;
+
+/// The policy every page is sent with: this server's own script, style and images only; no
+/// frames, no plugins, forms posted here only.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The largest request body read (a restore form).
+const MAX_BODY: u64 = 64 * 1024;
+
+/// What every worker shares: where the archive and the daemon are, and the secrets.
+pub(crate) struct Shared {
+    pub(crate) db: PathBuf,
+    pub(crate) socket: PathBuf,
+    pub(crate) roots: Vec<Root>,
+    pub(crate) prices: Prices,
+    /// The token in the URL, then in the cookie.
+    token: String,
+    /// The token every form that acts carries.
+    pub(crate) csrf: String,
+    /// The cookie's name: a browser keeps cookies per host, not per port, so two servers
+    /// on one host would otherwise overwrite each other's.
+    cookie: String,
+    /// The `Host` values accepted.
+    hosts: Vec<String>,
+}
+
+/// A running server.
+pub(crate) struct Served {
+    /// The URL to open, token included.
+    pub(crate) url: String,
+    workers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Served {
+    /// Waits for the workers (they end when the process does).
+    pub(crate) fn join(self) {
+        for w in self.workers {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Starts serving the archive of `settings` on `listen`: binds, then answers in threads of
+/// its own. `Err` when the address cannot be bound, or (`check`) the archive cannot be read.
+pub(crate) fn start(settings: &Settings, listen: SocketAddr, check: bool) -> Result<Served> {
+    // The archive is read once here so that a missing one is said at once, not on a page
+    // (not by `run`, which makes it).
+    if check {
+        drop(super::indexed_archive(&settings.archive)?);
+    }
+    let server = tiny_http::Server::http(listen).map_err(|e| Error::Ui {
+        reason: format!("cannot listen on {listen}: {e}"),
+    })?;
+    let addr = match server.server_addr().to_ip() {
+        Some(addr) => addr,
+        None => listen,
+    };
+    let token = random_hex(32)?;
+    let shared = Arc::new(Shared {
+        db: settings.archive.clone(),
+        socket: settings.socket.clone(),
+        roots: settings.roots.clone(),
+        prices: Prices::with(&settings.prices),
+        csrf: random_hex(32)?,
+        cookie: format!("transcript_sync_{}", addr.port()),
+        hosts: hosts(addr),
+        token,
+    });
+    let host = match addr.ip() {
+        ip if ip.is_unspecified() => format!("127.0.0.1:{}", addr.port()),
+        _ => addr.to_string(),
+    };
+    let url = format!("http://{host}/?token={}", shared.token);
+    let server = Arc::new(server);
+    let workers = (0..WORKERS)
+        .map(|i| {
+            let server = Arc::clone(&server);
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name(format!("ui-{i}"))
+                .spawn(move || work(&server, &shared))
+                .expect("a thread starts")
+        })
+        .collect();
+    Ok(Served { url, workers })
+}
+
+/// The `Host` values a request may carry: the address served, and for loopback the names of
+/// loopback; for an unspecified address (`0.0.0.0`), this machine's loopback and host name.
+fn hosts(addr: SocketAddr) -> Vec<String> {
+    let port = addr.port();
+    let mut hosts = vec![addr.to_string()];
+    if addr.ip().is_loopback() || addr.ip().is_unspecified() {
+        for name in ["127.0.0.1", "localhost", "[::1]"] {
+            hosts.push(format!("{name}:{port}"));
+        }
+    }
+    if addr.ip().is_unspecified()
+        && let Ok(name) = rustix::system::uname().nodename().to_str()
+    {
+        hosts.push(format!("{name}:{port}"));
+    }
+    hosts
+}
+
+/// `bytes` random bytes from the system, as hex.
+fn random_hex(bytes: usize) -> Result<String> {
+    use ring::rand::SecureRandom;
+    let mut buf = vec![0u8; bytes];
+    ring::rand::SystemRandom::new()
+        .fill(&mut buf)
+        .map_err(|_| Error::Ui {
+            reason: "the system gave no random bytes for the token".into(),
+        })?;
+    Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// One worker: answers requests until the server stops. Its archive is opened at its first
+/// request, and opened again after an error.
+fn work(server: &tiny_http::Server, shared: &Arc<Shared>) {
+    let mut archive: Option<Archive> = None;
+    for request in server.incoming_requests() {
+        handle(shared, &mut archive, request);
+    }
+}
+
+/// A request as the pages read it.
+pub(crate) struct Asked {
+    pub(crate) method: Method,
+    /// The path, decoded, split at `/`, without empty segments.
+    pub(crate) path: Vec<String>,
+    /// The query's parameters (the last of a name wins).
+    pub(crate) query: HashMap<String, String>,
+    /// A form's fields (POST).
+    pub(crate) form: HashMap<String, String>,
+    /// The request's `Last-Event-ID`.
+    pub(crate) last_event: Option<String>,
+}
+
+impl Asked {
+    pub(crate) fn param(&self, name: &str) -> Option<&str> {
+        self.query
+            .get(name)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
+    }
+}
+
+/// What a page answers.
+pub(crate) enum Answer {
+    /// A page or fragment of HTML.
+    Html(StatusCode, String),
+    /// Bytes of a type, maybe as a download named so.
+    Bytes {
+        kind: &'static str,
+        body: Vec<u8>,
+        download: Option<String>,
+    },
+    /// A live feed: the request is answered by a thread of its own.
+    Live(live::Feed),
+}
+
+fn handle(shared: &Arc<Shared>, archive: &mut Option<Archive>, mut request: Request) {
+    let header = |name: &'static str| {
+        (request.headers().iter())
+            .find(|h| h.field.equiv(name))
+            .map(|h| h.value.as_str().to_owned())
+    };
+    let (host, origin, cookie) = (header("Host"), header("Origin"), header("Cookie"));
+    let last_event = header("Last-Event-ID");
+    let (path, query) = match request.url().split_once('?') {
+        Some((p, q)) => (p.to_owned(), q.to_owned()),
+        None => (request.url().to_owned(), String::new()),
+    };
+    let query: HashMap<String, String> = form_urlencoded::parse(query.as_bytes())
+        .into_owned()
+        .collect();
+    let refused = refusal(shared, host.as_deref(), origin.as_deref());
+    let answer = if let Some(refused) = refused {
+        refused
+    } else if query.get("token").is_some_and(|t| same(t, &shared.token)) {
+        // The token leaves the URL for the cookie, so that it is in no history or link.
+        let mut rest: Vec<(String, String)> =
+            (query.into_iter()).filter(|(k, _)| k != "token").collect();
+        rest.sort();
+        let rest = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(rest)
+            .finish();
+        let to = if rest.is_empty() {
+            path
+        } else {
+            format!("{path}?{rest}")
+        };
+        let cookie = format!(
+            "{}={}; Path=/; HttpOnly; SameSite=Strict",
+            shared.cookie, shared.token
+        );
+        let mut response = Response::empty(303)
+            .with_header(header_of("Location", &to))
+            .with_header(header_of("Set-Cookie", &cookie));
+        add_common(&mut response);
+        let _ = request.respond(response);
+        return;
+    } else if !cookie.is_some_and(|c| has_token(&c, &shared.cookie, &shared.token)) {
+        Answer::Html(StatusCode(403), pages::no_token())
+    } else {
+        let form = match *request.method() {
+            Method::Post => {
+                let mut body = String::new();
+                let read = (request.as_reader().take(MAX_BODY)).read_to_string(&mut body);
+                match read {
+                    Ok(_) => form_urlencoded::parse(body.as_bytes())
+                        .into_owned()
+                        .collect(),
+                    Err(_) => HashMap::new(),
+                }
+            }
+            _ => HashMap::new(),
+        };
+        let asked = Asked {
+            method: request.method().clone(),
+            path: (path.split('/'))
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    percent_encoding::percent_decode_str(s)
+                        .decode_utf8_lossy()
+                        .into_owned()
+                })
+                .collect(),
+            query,
+            form,
+            last_event,
+        };
+        answer(shared, archive, &asked)
+    };
+    respond(shared, request, answer);
+}
+
+/// The refusal of a request whose `Host` is not this server (DNS rebinding) or whose
+/// `Origin` is another site's; `None` when it may go on.
+fn refusal(shared: &Shared, host: Option<&str>, origin: Option<&str>) -> Option<Answer> {
+    let known = |h: &str| shared.hosts.iter().any(|k| k.eq_ignore_ascii_case(h));
+    if !host.is_some_and(known) {
+        let text = format!(
+            "this server answers to {} only, not to Host {:?}",
+            shared.hosts.join(", "),
+            host.unwrap_or("")
+        );
+        return Some(Answer::Html(StatusCode(421), pages::refused(&text)));
+    }
+    let ours = |o: &str| o.strip_prefix("http://").is_some_and(known);
+    if let Some(origin) = origin.filter(|o| !ours(o)) {
+        let text = format!("a request from {origin:?} is not served");
+        return Some(Answer::Html(StatusCode(403), pages::refused(&text)));
+    }
+    None
+}
+
+/// Whether `cookies` (a `Cookie` header) gives `name` the value `token`.
+fn has_token(cookies: &str, name: &str, token: &str) -> bool {
+    (cookies.split(';'))
+        .filter_map(|c| c.trim().split_once('='))
+        .any(|(n, v)| n == name && same(v, token))
+}
+
+/// Whether `a` equals `b`, in a time that does not depend on where they differ.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len() && (a.bytes().zip(b.bytes())).fold(0u8, |diff, (x, y)| diff | (x ^ y)) == 0
+}
+
+/// The page asked, from this worker's archive (opened again when it failed).
+fn answer(shared: &Arc<Shared>, archive: &mut Option<Archive>, asked: &Asked) -> Answer {
+    let path: Vec<&str> = asked.path.iter().map(String::as_str).collect();
+    match (&asked.method, path.as_slice()) {
+        (Method::Get, ["assets", name]) => return asset(name),
+        (Method::Get, ["live", "feed"]) => return live::global(shared, asked),
+        (Method::Get, ["s", id, "live"]) => return live::session(shared, asked, id),
+        _ => {}
+    }
+    let opened = match archive.take() {
+        Some(a) => Ok(a),
+        None => super::indexed_archive(&shared.db),
+    };
+    let mut open = match opened {
+        Ok(a) => a,
+        Err(e) => return Answer::Html(StatusCode(500), pages::failed(&e.to_string())),
+    };
+    let answered = pages::page(shared, &mut open, asked, &path);
+    match answered {
+        Ok(answer) => {
+            *archive = Some(open);
+            answer
+        }
+        Err(e) => Answer::Html(StatusCode(500), pages::failed(&e.to_string())),
+    }
+}
+
+/// An embedded asset.
+fn asset(name: &str) -> Answer {
+    let (kind, body): (&str, &[u8]) = match name {
+        "app.css" => ("text/css; charset=utf-8", include_bytes!("ui/app.css")),
+        "app.js" => (
+            "text/javascript; charset=utf-8",
+            include_bytes!("ui/app.js"),
+        ),
+        "icon.svg" => ("image/svg+xml", include_bytes!("ui/icon.svg")),
+        _ => return Answer::Html(StatusCode(404), pages::not_found(name)),
+    };
+    Answer::Bytes {
+        kind,
+        body: body.to_vec(),
+        download: None,
+    }
+}
+
+fn header_of(name: &str, value: &str) -> Header {
+    Header::from_bytes(name.as_bytes(), value.as_bytes()).expect("a header of ASCII")
+}
+
+/// The headers every answer carries.
+fn add_common<R: Read>(response: &mut Response<R>) {
+    for (name, value) in common_headers() {
+        response.add_header(header_of(name, value));
+    }
+}
+
+pub(crate) fn common_headers() -> [(&'static str, &'static str); 5] {
+    [
+        ("Content-Security-Policy", CSP),
+        ("X-Content-Type-Options", "nosniff"),
+        ("Referrer-Policy", "no-referrer"),
+        ("X-Frame-Options", "DENY"),
+        ("Cache-Control", "no-store"),
+    ]
+}
+
+fn respond(shared: &Arc<Shared>, request: Request, answer: Answer) {
+    let mut response = match answer {
+        Answer::Html(status, html) => Response::from_data(html.into_bytes())
+            .with_status_code(status)
+            .with_header(header_of("Content-Type", "text/html; charset=utf-8")),
+        Answer::Bytes {
+            kind,
+            body,
+            download,
+        } => {
+            let mut r = Response::from_data(body).with_header(header_of("Content-Type", kind));
+            if let Some(name) = download {
+                let name: String = (name.chars())
+                    .map(|c| match c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                        true => c,
+                        false => '_',
+                    })
+                    .collect();
+                let value = format!("attachment; filename=\"{name}\"");
+                r.add_header(header_of("Content-Disposition", &value));
+            }
+            r
+        }
+        Answer::Live(feed) => {
+            let shared = Arc::clone(shared);
+            let spawned = std::thread::Builder::new()
+                .name("ui-live".into())
+                .spawn(move || feed.run(&shared, request.into_writer()));
+            if let Err(e) = spawned {
+                log::warn!("a live feed could not start: {e}");
+            }
+            return;
+        }
+    };
+    add_common(&mut response);
+    if let Err(e) = request.respond(response) {
+        log::debug!("an answer was not sent whole: {e}");
+    }
+}
+
+/// Serves until interrupted, as `ui` does: prints the URL and opens it unless `no_open`.
+pub(crate) fn serve(settings: &Settings, listen: SocketAddr, no_open: bool) -> Result<()> {
+    if !listen.ip().is_loopback() {
+        log::warn!(
+            "serving on {listen}, which is not loopback: anyone who can reach it and has the \
+             token can read the archive, over plain HTTP"
+        );
+    }
+    let served = start(settings, listen, true)?;
+    println!("transcript-sync ui: serving {}", served.url);
+    println!("(the link holds the access token; Ctrl-C stops it)");
+    if !no_open {
+        open_browser(&served.url);
+    }
+    served.join();
+    Ok(())
+}
+
+/// Opens `url` in the desktop's browser; says so when none opens.
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let spawned = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if let Err(e) = spawned {
+        log::warn!("no browser was opened ({opener}: {e}); open the URL above in one");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_token_is_read_from_its_own_cookie_only_and_compared_whole() {
+        let header = "a=1; transcript_sync_8080=abc; transcript_sync_9090=zzz";
+        assert!(has_token(header, "transcript_sync_8080", "abc"));
+        assert!(!has_token(header, "transcript_sync_9090", "abc"));
+        assert!(!has_token(
+            "transcript_sync_8080=ab",
+            "transcript_sync_8080",
+            "abc"
+        ));
+        assert!(!same("abd", "abc"));
+    }
+
+    #[test]
+    fn loopback_is_known_by_its_names_and_another_address_by_itself_only() {
+        let local = hosts("127.0.0.1:8080".parse().unwrap());
+        assert!(local.contains(&"localhost:8080".to_owned()));
+        assert!(!local.iter().any(|h| h.ends_with(":80")));
+        let lan = hosts("192.168.1.5:8080".parse().unwrap());
+        assert_eq!(lan, vec!["192.168.1.5:8080".to_owned()]);
+    }
+}

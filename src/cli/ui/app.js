@@ -1,0 +1,153 @@
+// transcript-sync's web view: search as you type, conversations loaded as they scroll into
+// view, live records from the daemon, copy buttons, Ctrl-K. Everything it inserts is HTML
+// this server made (and escaped); text from elsewhere is only ever set as textContent.
+"use strict";
+
+function fetchHtml(url) {
+  return fetch(url, { credentials: "same-origin" }).then((r) => {
+    if (!r.ok) throw new Error(url + ": HTTP " + r.status);
+    return r.text();
+  });
+}
+
+// Replaces `marker` with the HTML at its data-src.
+function load(marker, where) {
+  if (marker.dataset.loading) return;
+  marker.dataset.loading = "1";
+  fetchHtml(marker.dataset.src).then((html) => {
+    marker.insertAdjacentHTML(where || "beforebegin", html);
+    marker.remove();
+    setup();
+  }, (e) => {
+    marker.textContent = "Could not load: " + e.message;
+    delete marker.dataset.loading;
+  });
+}
+
+const seen = new IntersectionObserver((entries) => {
+  for (const e of entries) {
+    if (e.isIntersecting) {
+      seen.unobserve(e.target);
+      load(e.target);
+    }
+  }
+}, { rootMargin: "800px" });
+
+function liveState(el, text) {
+  let state = document.getElementById("live-state");
+  if (!state) {
+    state = document.createElement("p");
+    state.id = "live-state";
+    state.className = "live-state";
+    const conv = document.getElementById("conversation");
+    if (conv) conv.parentNode.insertBefore(state, conv);
+  }
+  state.textContent = text;
+}
+
+// Follows the records the daemon archives, through the server's event stream.
+function follow(el) {
+  const feed = new EventSource(el.dataset.live);
+  const conversation = el.classList.contains("live-here");
+  feed.addEventListener("daemon", (e) => {
+    liveState(el, e.data === "up" ? "Live: new messages appear as they are archived." : e.data);
+  });
+  feed.addEventListener("caught-up", () => {
+    liveState(el, "Live: new messages appear as they are archived.");
+  });
+  feed.addEventListener("refused", (e) => {
+    liveState(el, "Not live: " + e.data);
+    feed.close();
+  });
+  feed.addEventListener("record", (e) => {
+    if (e.lastEventId && document.getElementById("m-" + e.lastEventId)) return;
+    const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+    if (conversation) {
+      for (const old of document.querySelectorAll(".live-new")) old.classList.remove("live-new");
+      el.insertAdjacentHTML("beforebegin", e.data);
+      const added = el.previousElementSibling;
+      if (added) added.classList.add("live-new");
+      if (atEnd && added) added.scrollIntoView({ block: "end" });
+    } else {
+      el.insertAdjacentHTML("afterbegin", e.data);
+      while (el.children.length > 500) el.lastElementChild.remove();
+    }
+  });
+}
+
+function setup() {
+  for (const m of document.querySelectorAll(".more[data-src]:not([data-watched])")) {
+    m.dataset.watched = "1";
+    seen.observe(m);
+  }
+  for (const m of document.querySelectorAll(".earlier[data-src]:not([data-watched])")) {
+    m.dataset.watched = "1";
+    m.querySelector("button").addEventListener("click", () => load(m, "afterend"));
+  }
+  for (const el of document.querySelectorAll("[data-live]:not([data-following])")) {
+    el.dataset.following = "1";
+    follow(el);
+  }
+  for (const b of document.querySelectorAll("button[data-copy]:not([data-watched])")) {
+    b.dataset.watched = "1";
+    b.addEventListener("click", () => copy(b));
+  }
+}
+
+function copy(button) {
+  const text = document.getElementById(button.dataset.copy).textContent;
+  const done = () => { button.textContent = "Copied"; };
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(text).then(done, () => select(button));
+  } else {
+    select(button);
+  }
+}
+
+// Where the clipboard cannot be written: the text selected, for Ctrl-C.
+function select(button) {
+  const range = document.createRange();
+  range.selectNodeContents(document.getElementById(button.dataset.copy));
+  const sel = window.getSelection();
+  sel.removeAllRanges();
+  sel.addRange(range);
+  button.textContent = "Selected: Ctrl-C";
+}
+
+function searchAsYouType() {
+  const input = document.getElementById("search");
+  const results = document.getElementById("results");
+  if (!input || !results) return;
+  let timer = null;
+  let asked = 0;
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      const q = input.value;
+      const n = ++asked;
+      const url = "/search?fragment=1&q=" + encodeURIComponent(q);
+      fetchHtml(url).then((html) => {
+        if (n !== asked) return; // a later search is on its way
+        results.innerHTML = html;
+        history.replaceState(null, "", "/search?q=" + encodeURIComponent(q));
+      }, (e) => { results.textContent = e.message; });
+    }, 150);
+  });
+  const end = input.value.length;
+  input.setSelectionRange(end, end);
+}
+
+document.addEventListener("keydown", (e) => {
+  if ((e.ctrlKey || e.metaKey) && e.key === "k") {
+    e.preventDefault();
+    const box = document.getElementById("search") || document.getElementById("quick");
+    if (box) { box.focus(); box.select(); }
+  }
+});
+
+document.addEventListener("DOMContentLoaded", () => {
+  setup();
+  searchAsYouType();
+  const hash = location.hash && document.getElementById(location.hash.slice(1));
+  if (hash) hash.scrollIntoView({ block: "center" });
+});

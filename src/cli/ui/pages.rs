@@ -1,0 +1,879 @@
+//! The pages, written with maud, which escapes every value put in them: a transcript's text
+//! reaches a page only escaped, or as Markdown made safe by [`markdown`].
+
+use super::{Answer, Asked, Shared, markdown};
+use crate::archive::Archive;
+use crate::cli::show::{ago, short_id, tilde};
+use crate::consumers::sessions::parse::{Part, Role, parse};
+use crate::consumers::sessions::query::{self, Filter, MessageRecord, Session, format_time};
+use crate::consumers::sessions::usage::{self, By};
+use crate::error::{Error, Result};
+use crate::platform::time::now_ms;
+use indicatif::{HumanBytes, HumanCount};
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use tiny_http::{Method, StatusCode};
+
+/// Sessions a page of the list shows.
+const SESSIONS_PAGE: usize = 200;
+/// Messages a session page (or each part of it loaded as one scrolls) shows.
+const MESSAGES_PAGE: usize = 50;
+/// Search hits shown.
+const HITS: usize = 100;
+/// The most of one part shown in the page: the raw download has all of it.
+const MAX_SHOWN: usize = 200 * 1024;
+/// The marks search puts around a match, before the snippet is escaped (characters of
+/// Unicode's private use area, which a transcript's text does not use for this).
+const MARKS: (&str, &str) = ("\u{E000}", "\u{E001}");
+
+/// The page `asked` names.
+pub(crate) fn page(
+    shared: &Shared,
+    archive: &mut Archive,
+    asked: &Asked,
+    path: &[&str],
+) -> Result<Answer> {
+    if asked.method == Method::Post {
+        let token = asked.form.get("csrf").map(String::as_str).unwrap_or("");
+        if !super::same(token, &shared.csrf) {
+            let text = "this action did not come from a page of this server (its form token is \
+                        missing or wrong): open the page again and use its button";
+            return Ok(Answer::Html(StatusCode(403), refused(text)));
+        }
+    }
+    match (&asked.method, path) {
+        (Method::Get, []) => sessions(archive, asked),
+        (Method::Get, ["search"]) => search(archive, asked),
+        (Method::Get, ["s", id]) => session(archive, asked, id),
+        (Method::Get, ["s", id, "messages"]) => more_messages(archive, asked, id),
+        (Method::Get, ["s", id, "raw"]) => raw(archive, asked, id),
+        (Method::Get, ["s", id, "restore"]) => restore(shared, archive, asked, id, false),
+        (Method::Post, ["s", id, "restore"]) => restore(shared, archive, asked, id, true),
+        (Method::Get, ["live"]) => Ok(live_page()),
+        (Method::Get, ["status"]) => status(shared, archive),
+        (Method::Get, ["usage"]) => usage_page(shared, archive, asked),
+        _ => Ok(Answer::Html(
+            StatusCode(404),
+            not_found(&format!("/{}", path.join("/"))),
+        )),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Tab {
+    Sessions,
+    Search,
+    Live,
+    Usage,
+    Status,
+    None,
+}
+
+/// A whole page: the bar of tabs, then `body`.
+fn layout(title: &str, tab: Tab, body: Markup) -> String {
+    let link = |to: &str, name: &str, this: Tab| {
+        html! { a href=(to) class=[(tab == this).then_some("on")] { (name) } }
+    };
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · transcript-sync" }
+                link rel="stylesheet" href="/assets/app.css";
+                link rel="icon" href="/assets/icon.svg";
+                script src="/assets/app.js" defer {}
+            }
+            body {
+                header.top {
+                    a.brand href="/" { "transcript-sync" }
+                    nav {
+                        (link("/", "Sessions", Tab::Sessions))
+                        (link("/search", "Search", Tab::Search))
+                        (link("/live", "Live", Tab::Live))
+                        (link("/usage", "Usage", Tab::Usage))
+                        (link("/status", "Status", Tab::Status))
+                    }
+                    form.quick action="/search" method="get" {
+                        input #quick type="search" name="q" placeholder="Search  (Ctrl-K)"
+                            aria-label="Search every session";
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+    .into_string()
+}
+
+/// The page of a request refused, saying why.
+pub(crate) fn refused(why: &str) -> String {
+    layout(
+        "Refused",
+        Tab::None,
+        html! { h1 { "Refused" } p.error { (why) } },
+    )
+}
+
+/// The page of a request without the token.
+pub(crate) fn no_token() -> String {
+    refused(
+        "this page needs the access token: open the link `transcript-sync ui` printed (it \
+         holds the token; the browser then keeps it), or run it again for a new one",
+    )
+}
+
+/// The page of a failure, saying what failed.
+pub(crate) fn failed(why: &str) -> String {
+    layout(
+        "Error",
+        Tab::None,
+        html! { h1 { "Error" } p.error { (why) } },
+    )
+}
+
+pub(crate) fn not_found(what: &str) -> String {
+    layout(
+        "Not found",
+        Tab::None,
+        html! { h1 { "Not found" } p.error { "nothing is at " code { (what) } } },
+    )
+}
+
+/// A link's target for `path` and the query `pairs` (encoded).
+fn href(path: &str, pairs: &[(&str, &str)]) -> String {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs.iter().filter(|(_, v)| !v.is_empty()))
+        .finish();
+    match query.is_empty() {
+        true => path.to_owned(),
+        false => format!("{path}?{query}"),
+    }
+}
+
+/// A path segment, encoded.
+fn segment(text: &str) -> String {
+    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+/// The page of session `s` (another machine's names its machine).
+fn session_href(id: &str, machine_id: i64, machine: &str, rest: &str) -> String {
+    let path = format!("/s/{}{rest}", segment(id));
+    match machine_id {
+        0 => path,
+        _ => href(&path, &[("machine", machine)]),
+    }
+}
+
+fn home() -> Option<std::path::PathBuf> {
+    std::env::var_os("HOME").map(std::path::PathBuf::from)
+}
+
+fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
+    let since_ms = match asked.param("since").map(crate::cli::args::parse_since) {
+        Some(Err(e)) => return Ok(bad_request(&e)),
+        Some(Ok(ms)) => Some(ms),
+        None => None,
+    };
+    let machine = match asked.param("machine") {
+        Some(name) => Some(query::machine_named(archive, name)?.unwrap_or(-1)),
+        None => None,
+    };
+    let filter = Filter {
+        harness: asked.param("agent").map(str::to_owned),
+        project: asked.param("project").map(str::to_owned),
+        since_ms,
+        machine,
+        limit: 0,
+    };
+    let mut list = query::sessions(archive, &filter)?;
+    match asked.param("deleted") {
+        Some("only") => list.retain(|s| !s.on_disk),
+        Some("hide") => list.retain(|s| s.on_disk),
+        _ => {}
+    }
+    let sort = asked.param("sort").unwrap_or("active");
+    match sort {
+        "started" => list.sort_by_key(|s| std::cmp::Reverse(s.started)),
+        "messages" => list.sort_by_key(|s| std::cmp::Reverse(s.messages)),
+        "title" => list.sort_by_cached_key(|s| s.title.clone().unwrap_or_default().to_lowercase()),
+        _ => {}
+    }
+    let total = list.len();
+    let pages = total.div_ceil(SESSIONS_PAGE).max(1);
+    let page: usize = asked
+        .param("page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1);
+    let page = page.clamp(1, pages);
+    let shown = &list[(page - 1) * SESSIONS_PAGE..(page * SESSIONS_PAGE).min(total)];
+    let known = query::session_ids(archive)?;
+    let agents = query::harnesses(archive)?;
+    let machines = shown.iter().any(|s| s.machine_id != 0) || machine.is_some();
+    let now = now_ms();
+    let home = home();
+    let keep = |name: &str| asked.param(name).unwrap_or("").to_owned();
+    let page_link = |n: usize| {
+        let mut pairs: Vec<(&str, String)> =
+            ["agent", "project", "machine", "since", "deleted", "sort"]
+                .iter()
+                .map(|k| (*k, keep(k)))
+                .collect();
+        pairs.push(("page", n.to_string()));
+        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        href("/", &pairs)
+    };
+    let option = |value: &str, name: &str, current: &str| {
+        html! { option value=(value) selected[value == current] { (name) } }
+    };
+    let body = html! {
+        h1 { "Sessions" }
+        form.filters method="get" action="/" {
+            label { "Agent " select name="agent" {
+                (option("", "any", &keep("agent")))
+                @for a in &agents { (option(a, a, &keep("agent"))) }
+            } }
+            label { "Project " input type="text" name="project" value=(keep("project")) placeholder="any"; }
+            label { "Machine " input type="text" name="machine" value=(keep("machine")) placeholder="every" size="10"; }
+            label { "Active since " input type="text" name="since" value=(keep("since")) placeholder="7d, 2026-11-01" size="12"; }
+            label { "Deleted " select name="deleted" {
+                (option("", "shown", &keep("deleted")))
+                (option("only", "only", &keep("deleted")))
+                (option("hide", "hidden", &keep("deleted")))
+            } }
+            label { "Sort " select name="sort" {
+                (option("active", "last active", sort))
+                (option("started", "started", sort))
+                (option("messages", "messages", sort))
+                (option("title", "title", sort))
+            } }
+            button type="submit" { "Filter" }
+        }
+        p.count { (HumanCount(total as u64)) " sessions" @if pages > 1 { ", page " (page) " of " (pages) } }
+        table.sessions {
+            thead { tr {
+                th { "Last active" } th { "Agent" }
+                @if machines { th { "Machine" } }
+                th.num { "Msgs" } th { "Project" } th { "Title" }
+            } }
+            tbody {
+                @for s in shown {
+                    @let home = home.as_deref().filter(|_| s.machine_id == 0);
+                    tr.deleted[!s.on_disk] {
+                        td title=(s.last_activity.map(format_time).unwrap_or_default()) { (ago(s.last_activity, now)) }
+                        td { (s.harness) }
+                        @if machines { td { (s.machine) } }
+                        td.num { (s.messages) }
+                        td.project { (tilde(s.project.as_deref().unwrap_or("-"), home)) }
+                        td.title {
+                            a href=(session_href(&s.id, s.machine_id, &s.machine, "")) {
+                                (s.title.as_deref().unwrap_or("(untitled)"))
+                            }
+                            " " span.id { (short_id(&s.id, &known)) }
+                            @if s.subagents > 0 { " " span.badge { "+" (s.subagents) " subagents" } }
+                            @if !s.on_disk { " " span.badge.gone { "deleted" } }
+                        }
+                    }
+                }
+            }
+        }
+        @if pages > 1 {
+            nav.pages {
+                @if page > 1 { a href=(page_link(page - 1)) { "← newer" } }
+                @if page < pages { a href=(page_link(page + 1)) { "older →" } }
+            }
+        }
+    };
+    Ok(Answer::Html(
+        StatusCode(200),
+        layout("Sessions", Tab::Sessions, body),
+    ))
+}
+
+fn bad_request(why: &str) -> Answer {
+    Answer::Html(StatusCode(400), failed(why))
+}
+
+/// The session `id` names (of `?machine=`, else of any machine).
+fn find(
+    archive: &mut Archive,
+    asked: &Asked,
+    id: &str,
+) -> Result<std::result::Result<Session, Answer>> {
+    let machine = asked.param("machine").unwrap_or("all");
+    match crate::cli::find_session(archive, id, machine) {
+        Ok(s) => Ok(Ok(s)),
+        Err(e @ (Error::NoSuchSession { .. } | Error::AmbiguousSession { .. })) => {
+            Ok(Err(Answer::Html(StatusCode(404), failed(&e.to_string()))))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn session(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
+    let s = match find(archive, asked, id)? {
+        Ok(s) => s,
+        Err(answer) => return Ok(answer),
+    };
+    // Opened at a search hit: from a little before it.
+    let at = asked.param("at").and_then(|a| a.parse().ok());
+    let from = match at {
+        Some(seq) => query::message_position(archive, &s, seq)?.map_or(0, |p| p.saturating_sub(5)),
+        None => asked
+            .param("from")
+            .and_then(|f| f.parse().ok())
+            .unwrap_or(0),
+    };
+    let subagents = query::subagents(archive, &s)?;
+    let done = crate::consumers::sessions::store::done(archive.path())?;
+    let conversation = window(archive, &s, from, done)?;
+    let home = home();
+    let home = home.as_deref().filter(|_| s.machine_id == 0);
+    let link = |rest: &str| session_href(&s.id, s.machine_id, &s.machine, rest);
+    let title = s.title.clone().unwrap_or_else(|| "(untitled)".into());
+    let body = html! {
+        div.session-head {
+            h1 { (title) }
+            @if !s.on_disk { span.badge.gone { "deleted from disk — kept in the archive" } }
+            dl.meta {
+                dt { "Agent" } dd { (s.harness) }
+                dt { "Project" } dd { (tilde(s.project.as_deref().unwrap_or("-"), home)) }
+                @if let Some(b) = &s.branch { dt { "Branch" } dd { (b) } }
+                dt { "Machine" } dd { (s.machine) }
+                dt { "Started" } dd { (s.started.map(format_time).unwrap_or_else(|| "-".into())) }
+                dt { "Last active" } dd { (s.last_activity.map(format_time).unwrap_or_else(|| "-".into())) }
+                dt { "Messages" } dd { (s.user_messages) " from the user, " (s.assistant_messages) " from the assistant" @if s.compactions > 0 { ", " (s.compactions) " compactions" } }
+                @if !s.models.is_empty() { dt { "Models" } dd { (s.models.join(", ")) } }
+                dt { "Session" } dd { code #session-id { (s.id) } " " button.copy type="button" data-copy="session-id" { "Copy" } }
+                dt { "Files" } dd { @for f in &s.files { div { code { (tilde(&f.display().to_string(), home)) } } } }
+            }
+            div.actions {
+                a.button href=(link("/raw")) download { "Download raw" }
+                a.button href=(link("/restore")) { "Restore…" }
+            }
+            @if !subagents.is_empty() {
+                details.subagents open {
+                    summary { (subagents.len()) " subagents" }
+                    ul { @for sub in &subagents {
+                        li { a href=(session_href(&sub.id, sub.machine_id, &sub.machine, "")) { (sub.title.as_deref().unwrap_or(&sub.id)) } " · " (sub.messages) " messages" }
+                    } }
+                }
+            }
+        }
+        (conversation)
+    };
+    Ok(Answer::Html(
+        StatusCode(200),
+        layout(&title, Tab::None, body),
+    ))
+}
+
+/// Messages `from` on (at most `count`), with what loads the ones before and after: the
+/// ones after as the page scrolls to them, and past the last a live feed of new ones (from
+/// `done`, the last record the index held).
+fn window(archive: &mut Archive, s: &Session, from: usize, done: i64) -> Result<Markup> {
+    Ok(html! {
+        section #conversation {
+            @if from > 0 { (earlier(s, from)) }
+            (forward(archive, s, from, done)?)
+        }
+    })
+}
+
+/// The button that loads the messages before the `from`th.
+fn earlier(s: &Session, from: usize) -> Markup {
+    let start = from.saturating_sub(MESSAGES_PAGE);
+    let base = session_href(&s.id, s.machine_id, &s.machine, "/messages");
+    let pairs = [
+        ("from", start.to_string()),
+        ("count", (from - start).to_string()),
+        ("earlier", "1".into()),
+    ];
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let to = append_query(&base, &pairs);
+    html! { div.earlier data-src=(to) { button type="button" { "Load earlier messages" } } }
+}
+
+/// `path` (which may have a query already) with `pairs` added to its query.
+fn append_query(path: &str, pairs: &[(&str, &str)]) -> String {
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs)
+        .finish();
+    let sep = if path.contains('?') { '&' } else { '?' };
+    format!("{path}{sep}{query}")
+}
+
+/// Messages `from` on, a page of them, then what loads the next page as it comes into
+/// view, or past the last the marker where live ones are added.
+fn forward(archive: &mut Archive, s: &Session, from: usize, done: i64) -> Result<Markup> {
+    let mut messages = query::messages_window(archive, s, from, Some(MESSAGES_PAGE + 1))?;
+    let more = messages.len() > MESSAGES_PAGE;
+    messages.truncate(MESSAGES_PAGE);
+    let base = session_href(&s.id, s.machine_id, &s.machine, "/messages");
+    let next = append_query(&base, &[("from", &(from + MESSAGES_PAGE).to_string())]);
+    let live = href(
+        &format!("/s/{}/live", segment(&s.id)),
+        &[("since", &done.to_string())],
+    );
+    Ok(html! {
+        (messages_html(&messages))
+        @if more {
+            div.more data-src=(next) { "Loading more…" }
+        } @else {
+            div.live-here data-live=(live) {}
+        }
+    })
+}
+
+fn messages_html(messages: &[MessageRecord]) -> Markup {
+    html! { @for m in messages { (message(m.seq, &m.harness, &m.role, m.at_ms, &m.record)) } }
+}
+
+/// A part of a conversation, loaded as the page scrolls: the next messages (`from`), or
+/// (`earlier`) the `count` before a place, with the button for those before them.
+fn more_messages(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
+    let s = match find(archive, asked, id)? {
+        Ok(s) => s,
+        Err(answer) => return Ok(answer),
+    };
+    let from = asked
+        .param("from")
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(0);
+    let html = match asked.param("earlier") {
+        Some(_) => {
+            let count: usize = asked
+                .param("count")
+                .and_then(|f| f.parse().ok())
+                .unwrap_or(MESSAGES_PAGE);
+            let messages =
+                query::messages_window(archive, &s, from, Some(count.clamp(1, MESSAGES_PAGE)))?;
+            html! {
+                @if from > 0 { (earlier(&s, from)) }
+                (messages_html(&messages))
+            }
+        }
+        None => {
+            let done = crate::consumers::sessions::store::done(archive.path())?;
+            forward(archive, &s, from, done)?
+        }
+    };
+    Ok(Answer::Html(StatusCode(200), html.into_string()))
+}
+
+/// One message of a conversation: its role and time, then its parts.
+fn message(seq: i64, harness: &str, role: &str, at_ms: Option<i64>, record: &[u8]) -> Markup {
+    let parsed = parse(harness, record);
+    let parts = parsed
+        .message
+        .map(|m| m.parts)
+        .unwrap_or_else(|| vec![Part::Raw(String::from_utf8_lossy(record).into_owned())]);
+    let at = at_ms.or(parsed.at_ms);
+    if role == Role::Compact.as_str() {
+        return html! {
+            div.compact id=(format!("m-{seq}")) data-seq=(seq) {
+                span { "Compacted: what came before was summarised" }
+                @if !parts.is_empty() {
+                    details { summary { "The summary" } (parts_html(&parts, false)) }
+                }
+            }
+        };
+    }
+    let prose = role == "user" || role == "assistant";
+    html! {
+        article.msg class=(format!("role-{role}")) id=(format!("m-{seq}")) data-seq=(seq) {
+            div.who {
+                span.role { (role) }
+                @if let Some(at) = at { time datetime=(format_time(at)) { (format_time(at).replace('T', " ").trim_end_matches('Z')) } }
+                a.anchor href=(format!("#m-{seq}")) title="Link to this message" { "#" }
+            }
+            @if role == "system" {
+                details.system { summary { "System text" } (parts_html(&parts, false)) }
+            } @else {
+                (parts_html(&parts, prose))
+            }
+        }
+    }
+}
+
+/// `text` cut to what a page shows, with a note of its whole size.
+fn shown(text: &str) -> (&str, Option<String>) {
+    if text.len() <= MAX_SHOWN {
+        return (text, None);
+    }
+    let mut end = MAX_SHOWN;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let note = format!(
+        "cut at {} of {}: the raw download holds it all",
+        HumanBytes(end as u64),
+        HumanBytes(text.len() as u64)
+    );
+    (&text[..end], Some(note))
+}
+
+fn parts_html(parts: &[Part], prose: bool) -> Markup {
+    html! {
+        @for part in parts {
+            @match part {
+                Part::Text(t) if prose => {
+                    @let (t, cut) = shown(t);
+                    div.text { (PreEscaped(markdown::to_html(t))) }
+                    @if let Some(cut) = cut { p.cut { (cut) } }
+                }
+                Part::Text(t) => { (pre(t)) }
+                Part::Thinking(t) => {
+                    details.thinking {
+                        summary { "Thinking · " (HumanCount(t.chars().count() as u64)) " characters" }
+                        @let (t, cut) = shown(t);
+                        div.text { (PreEscaped(markdown::to_html(t))) }
+                        @if let Some(cut) = cut { p.cut { (cut) } }
+                    }
+                }
+                Part::ToolCall { name, input } => {
+                    details.tool-call {
+                        summary { span.tool { (name) } " " span.input { (crate::cli::show::shorten(input, 120)) } }
+                        (pre(&pretty(input)))
+                    }
+                }
+                Part::ToolResult(t) => {
+                    details.tool-result {
+                        summary { "Result · " (HumanBytes(t.len() as u64)) " · " span.input { (crate::cli::show::shorten(t, 100)) } }
+                        (pre(t))
+                    }
+                }
+                Part::Raw(t) => {
+                    details.raw { summary { "A record not read as a message" } (pre(t)) }
+                }
+            }
+        }
+    }
+}
+
+fn pre(text: &str) -> Markup {
+    let (text, cut) = shown(text);
+    html! {
+        pre { (text) }
+        @if let Some(cut) = cut { p.cut { (cut) } }
+    }
+}
+
+/// A tool call's input as indented JSON when it is JSON.
+fn pretty(input: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(input) {
+        Ok(v @ (serde_json::Value::Object(_) | serde_json::Value::Array(_))) => {
+            serde_json::to_string_pretty(&v).unwrap_or_else(|_| input.to_owned())
+        }
+        _ => input.to_owned(),
+    }
+}
+
+/// A record the daemon sent (its export envelope) as a message of a conversation; `None`
+/// when it is no message.
+pub(crate) fn live_message(envelope: &[u8]) -> Option<String> {
+    let (seq, harness, record) = envelope_parts(envelope)?;
+    let parsed = parse(&harness, &record);
+    let m = parsed.message?;
+    Some(message(seq, &harness, m.role.as_str(), parsed.at_ms, &record).into_string())
+}
+
+/// A record the daemon sent as one line of the live page.
+pub(crate) fn live_line(envelope: &[u8]) -> String {
+    let Some((seq, harness, record)) = envelope_parts(envelope) else {
+        return html! { div.line { (String::from_utf8_lossy(envelope)) } }.into_string();
+    };
+    let parsed = parse(&harness, &record);
+    let role = parsed.message.as_ref().map_or("-", |m| m.role.as_str());
+    let text = (parsed.message.as_ref())
+        .and_then(|m| {
+            m.parts
+                .iter()
+                .map(Part::text)
+                .find(|t| !t.trim().is_empty())
+        })
+        .unwrap_or_default();
+    let session = parsed.session_id.clone();
+    html! {
+        div.line data-seq=(seq) {
+            span.when { (parsed.at_ms.map(|t| format_time(t)[11..19].to_owned()).unwrap_or_else(|| "-".into())) }
+            span.agent { (harness) }
+            @if let Some(id) = &session {
+                a.sid href=(format!("/s/{}", segment(id))) { (id.chars().take(8).collect::<String>()) }
+            } @else { span.sid { "-" } }
+            span.role { (role) }
+            span.text { (crate::cli::show::shorten(&text, 200)) }
+        }
+    }
+    .into_string()
+}
+
+fn envelope_parts(envelope: &[u8]) -> Option<(i64, String, Vec<u8>)> {
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        seq: i64,
+        harness: String,
+        #[serde(borrow)]
+        record: &'a serde_json::value::RawValue,
+    }
+    let e: Envelope = serde_json::from_slice(envelope).ok()?;
+    Some((e.seq, e.harness, e.record.get().as_bytes().to_vec()))
+}
+
+fn live_page() -> Answer {
+    let body = html! {
+        h1 { "Live" }
+        p.hint #live-state { "Connecting to the daemon…" }
+        section #live-feed data-live="/live/feed" {}
+    };
+    Answer::Html(StatusCode(200), layout("Live", Tab::Live, body))
+}
+
+fn search(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
+    let q = asked.param("q").unwrap_or("").trim().to_owned();
+    let results = match q.is_empty() {
+        true => {
+            html! { p.hint { "Words match whole words; \"a phrase\" words in a row; pre* a prefix; AND (the default), OR, NOT." } }
+        }
+        false => hits(archive, &q)?,
+    };
+    if asked.param("fragment").is_some() {
+        return Ok(Answer::Html(StatusCode(200), results.into_string()));
+    }
+    let body = html! {
+        h1 { "Search" }
+        form.search method="get" action="/search" {
+            input #search type="search" name="q" value=(q) autofocus placeholder="What was said, typed or run" autocomplete="off";
+        }
+        div #results { (results) }
+    };
+    Ok(Answer::Html(
+        StatusCode(200),
+        layout("Search", Tab::Search, body),
+    ))
+}
+
+fn hits(archive: &mut Archive, q: &str) -> Result<Markup> {
+    let filter = Filter {
+        limit: HITS,
+        ..Filter::default()
+    };
+    let hits = match query::search(archive, q, false, &filter, MARKS, None) {
+        Ok(hits) => hits,
+        Err(e @ Error::SearchQuery { .. }) => return Ok(html! { p.error { (e.to_string()) } }),
+        Err(e) => return Err(e),
+    };
+    let home = home();
+    Ok(html! {
+        @if hits.is_empty() { p.hint { "No message matches." } }
+        @for h in &hits {
+            @let home = home.as_deref().filter(|_| h.machine_id == 0);
+            @let to = format!("{}#m-{}", href(&session_href(&h.session, h.machine_id, &h.machine, ""), &[("at", &h.seq.to_string())]), h.seq);
+            a.hit href=(to) {
+                div.where_ {
+                    span.agent { (h.harness) }
+                    span.project { (tilde(h.project.as_deref().unwrap_or("-"), home)) }
+                    span.role { (h.role) }
+                    span.when { (h.timestamp.map(format_time).unwrap_or_default()) }
+                }
+                div.snippet { (marked(&h.snippet)) }
+            }
+        }
+    })
+}
+
+/// A snippet with its matches marked: escaped first, then the marks made `<mark>`.
+fn marked(snippet: &str) -> Markup {
+    let escaped = html! { (snippet) }.into_string();
+    PreEscaped(
+        escaped
+            .replace(MARKS.0, "<mark>")
+            .replace(MARKS.1, "</mark>"),
+    )
+}
+
+fn raw(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
+    let s = match find(archive, asked, id)? {
+        Ok(s) => s,
+        Err(answer) => return Ok(answer),
+    };
+    let files = query::session_files(archive, &s)?;
+    let mut body = Vec::new();
+    if let Some(main) = files.first() {
+        query::write_records(archive, main, None, &mut body)?.map_err(|e| Error::Ui {
+            reason: format!("the session's records could not be gathered: {e}"),
+        })?;
+    }
+    let name = (files.first())
+        .and_then(|f| f.path.file_name())
+        .map_or(format!("{}.jsonl", s.id), |n| {
+            n.to_string_lossy().into_owned()
+        });
+    Ok(Answer::Bytes {
+        kind: "application/octet-stream",
+        body,
+        download: Some(name),
+    })
+}
+
+fn restore(
+    shared: &Shared,
+    archive: &mut Archive,
+    asked: &Asked,
+    id: &str,
+    act: bool,
+) -> Result<Answer> {
+    let s = match find(archive, asked, id)? {
+        Ok(s) => s,
+        Err(answer) => return Ok(answer),
+    };
+    let request = crate::cli::restore::Request {
+        roots: &shared.roots,
+        to: None,
+        force: false,
+        dry_run: !act,
+        project_dir: None,
+        rewrite_cwd: false,
+    };
+    let mut out = Vec::new();
+    let done = crate::cli::restore::restore(archive, &s, &request, &mut out);
+    let out = String::from_utf8_lossy(&out).into_owned();
+    let title = s.title.clone().unwrap_or_else(|| s.id.clone());
+    let back = session_href(&s.id, s.machine_id, &s.machine, "");
+    let resume = out
+        .lines()
+        .skip_while(|l| !l.ends_with("resume it with:"))
+        .nth(1)
+        .map(|l| l.trim().to_owned());
+    let body = html! {
+        h1 { "Restore" }
+        p { "Session " a href=(back) { (title) } " (" (s.harness) ")" }
+        @match &done {
+            Err(e) => { p.error #restore-error { (e.to_string()) } }
+            Ok(()) if !act => {
+                p { "Restoring writes these files back where the agent keeps them, byte for byte as archived. A file that is there and differs is not overwritten." }
+                pre #restore-plan { (out) }
+                form method="post" action=(session_href(&s.id, s.machine_id, &s.machine, "/restore")) {
+                    input type="hidden" name="csrf" value=(shared.csrf);
+                    button.primary #restore type="submit" { "Restore these files" }
+                    " " a href=(back) { "Cancel" }
+                }
+            }
+            Ok(()) => {
+                p.ok #restored { "Restored." }
+                pre { (out) }
+                @if let Some(resume) = &resume {
+                    p { "Resume it with:" }
+                    div.resume { code #resume-command { (resume) } " " button.copy type="button" data-copy="resume-command" { "Copy" } }
+                }
+            }
+        }
+    };
+    let status = match (&done, act) {
+        (Err(_), _) => StatusCode(409),
+        _ => StatusCode(200),
+    };
+    Ok(Answer::Html(status, layout("Restore", Tab::None, body)))
+}
+
+fn status(shared: &Shared, archive: &mut Archive) -> Result<Answer> {
+    let st = crate::cli::status::status(archive, &shared.socket)?;
+    let mut text = Vec::new();
+    crate::cli::status::write_text(&mut text, &st, true).map_err(|e| Error::Ui {
+        reason: format!("the status could not be written: {e}"),
+    })?;
+    let body = html! {
+        h1 { "Status" }
+        pre #status { (String::from_utf8_lossy(&text)) }
+    };
+    Ok(Answer::Html(
+        StatusCode(200),
+        layout("Status", Tab::Status, body),
+    ))
+}
+
+fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<Answer> {
+    let by_name = asked.param("by").unwrap_or("day");
+    let Ok(by) = <By as clap::ValueEnum>::from_str(by_name, false) else {
+        return Ok(bad_request(&format!(
+            "by {by_name:?} is none of day, week, month, model, project, agent, machine, session"
+        )));
+    };
+    let since = asked.param("since").unwrap_or("30d");
+    let since_ms = match crate::cli::args::parse_since(since) {
+        Ok(ms) => ms,
+        Err(e) => return Ok(bad_request(&e)),
+    };
+    let request = usage::Request {
+        since_ms: Some(since_ms),
+        ..usage::Request::default()
+    };
+    let (rows, total) = usage::usage(archive, by, &request, &shared.prices)?;
+    let all = |t: &usage::Tokens| t.input + t.output + t.cache_read + t.cache_write;
+    let top = rows
+        .iter()
+        .map(|r| all(&r.tokens))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let width = |n: i64| n as f64 * 600.0 / top as f64;
+    let cost = |t: &usage::Tokens| match t.cost {
+        Some(c) if t.unpriced.is_empty() => format!("${c:.2}"),
+        Some(c) => format!("${c:.2}*"),
+        None => "—".into(),
+    };
+    let tab = |name: &str| html! { a href=(href("/usage", &[("by", name), ("since", since)])) class=[(name == by_name).then_some("on")] { (name) } };
+    let row_h = 22.0;
+    let body = html! {
+        h1 { "Usage" }
+        nav.by { "By " @for n in ["day", "week", "month", "model", "project", "agent", "machine", "session"] { (tab(n)) " " } }
+        form.filters method="get" action="/usage" {
+            input type="hidden" name="by" value=(by_name);
+            label { "Since " input type="text" name="since" value=(since) size="12"; }
+            button type="submit" { "Show" }
+        }
+        p.count { "Since " (format_time(since_ms)[..10].to_owned()) ": " (HumanCount(total.calls as u64)) " model calls, " (HumanCount(all(&total) as u64)) " tokens, " (cost(&total)) }
+        @if !rows.is_empty() {
+            div.chart {
+                svg #usage-chart viewBox=(format!("0 0 900 {}", rows.len() as f64 * row_h + 10.0)) role="img" aria-label="Tokens per row" {
+                    @for (i, r) in rows.iter().enumerate() {
+                        @let y = i as f64 * row_h + 4.0;
+                        @let t = &r.tokens;
+                        text x="0" y=(y + 14.0) class="label" { (crate::cli::show::shorten(&r.of, 30)) }
+                        @let x0 = 230.0;
+                        @let parts = [(t.input, "input"), (t.output, "output"), (t.cache_read, "cache-read"), (t.cache_write, "cache-write")];
+                        @let mut x = x0;
+                        @for (n, class) in parts {
+                            rect x=(format!("{x:.1}")) y=(y) width=(format!("{:.1}", width(n))) height="16" class=(class) { title { (class) ": " (HumanCount(n as u64)) } }
+                            ({ x += width(n); "" })
+                        }
+                    }
+                }
+                div.legend { span.input { "input" } span.output { "output" } span.cache-read { "cache read" } span.cache-write { "cache write" } }
+            }
+        }
+        table.usage {
+            thead { tr { th { (by_name) } th.num { "Calls" } th.num { "Input" } th.num { "Output" } th.num { "Cache read" } th.num { "Cache write" } th.num { "Cost" } } }
+            tbody {
+                @for r in &rows {
+                    tr {
+                        td { (r.of) }
+                        td.num { (HumanCount(r.tokens.calls as u64)) }
+                        td.num { (HumanCount(r.tokens.input as u64)) }
+                        td.num { (HumanCount(r.tokens.output as u64)) }
+                        td.num { (HumanCount(r.tokens.cache_read as u64)) }
+                        td.num { (HumanCount(r.tokens.cache_write as u64)) }
+                        td.num { (cost(&r.tokens)) }
+                    }
+                }
+            }
+        }
+        @if !total.unpriced.is_empty() {
+            p.hint { "* Models with no known price (their tokens are counted, their cost is not): " (total.unpriced.join(", ")) ". Prices can be given in config.toml's [prices]." }
+        }
+    };
+    Ok(Answer::Html(
+        StatusCode(200),
+        layout("Usage", Tab::Usage, body),
+    ))
+}
