@@ -24,6 +24,7 @@ mod snapshots;
 mod supervision;
 mod tail;
 mod team;
+mod ui;
 mod usage;
 mod util;
 mod watchers;

@@ -4,7 +4,7 @@
 
 use crate::util::{
     BIN, Daemon, Env, EnvDaemon, TapReader, cli, on_a_terminal, raw_record, stderr, stdout_of,
-    wait_until,
+    wait_until, wait_until_else,
 };
 use serde_json::Value;
 use std::fs;
@@ -896,10 +896,17 @@ fn restored_on_the_tracked_inode(last: bool) -> bool {
     // The deleted file's source ends: the restored file replaced it at its path.
     let path = home.claude.to_str().unwrap();
     daemon.wait_log(&format!("replaced path={path:?}"));
-    let live = env.sql(&format!(
-        "SELECT count(*) FROM sources WHERE NOT gone AND CAST(path AS TEXT) = '{path}'"
-    ));
-    assert_eq!(live, ["1"], "one live source at the restored path");
+    // Said as the old source ends, before the new one is recorded: the rows are awaited.
+    let count = |gone: bool| {
+        env.sql(&format!(
+            "SELECT count(*) FROM sources WHERE gone = {gone} AND CAST(path AS TEXT) = '{path}'"
+        ))
+    };
+    wait_until_else(
+        "one live source at the restored path, the deleted file's gone",
+        || count(false) == ["1"] && count(true) != ["0"],
+        || format!("{:?} {:?}\n{}", count(false), count(true), daemon.log()),
+    );
     append_after_restore(&env, &home, daemon, before);
     true
 }

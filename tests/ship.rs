@@ -300,9 +300,12 @@ fn records_appended_while_postgresql_is_down_arrive_once_when_it_is_back() {
     daemon.wait_log("; retrying in");
     env.append("s.jsonl", &lines(&records("c", 5)));
     wait_until("the archive has every record", || env.records().len() == 15);
+    // The failure is logged before it is recorded.
+    wait_until("the failure recorded", || {
+        env.status()["sinks"][0]["failing_since"].is_string()
+    });
     let status = env.status();
     let sink = &status["sinks"][0];
-    assert!(sink["failing_since"].is_string(), "{sink}");
     assert!(sink["lag_records"].as_i64().unwrap() > 0, "{sink}");
     pg.start_again();
     wait_until("every record arrives once", || pg_counts(&pg) == (15, 15));
@@ -339,6 +342,10 @@ fn a_wrong_password_is_a_clear_error_and_archiving_goes_on() {
         !log.contains("not-the-password") && !log.contains(PG_PASSWORD),
         "{log}"
     );
+    // The failure is logged before it is recorded.
+    wait_until("the error recorded", || {
+        env.status()["sinks"][0]["last_error"].is_string()
+    });
     let status = env.status();
     let error = status["sinks"][0]["last_error"]
         .as_str()
@@ -419,8 +426,7 @@ fn an_http_collector_gets_every_record_through_resets_slowness_and_503s() {
     wait_until("the refused record is a dead letter", || {
         env.sql("SELECT count(*) FROM dead_letters") == ["1"]
     });
-    let log = daemon.log();
-    assert!(log.contains("refused: HTTP"), "{log}");
+    daemon.wait_log("refused: HTTP");
     drop(daemon);
     let answer = env.sql("SELECT answer FROM dead_letters");
     assert!(

@@ -267,7 +267,7 @@ fn a_database_written_through_its_wal_is_followed_while_the_agent_keeps_it_open(
         || session()["on_disk"] == false,
         || daemon.log(),
     );
-    assert!(daemon.log().contains("its session is no longer in the database"));
+    daemon.wait_log("its session is no longer in the database");
     assert_eq!(session()["user_messages"], 1);
     daemon.terminate();
 }

@@ -20,7 +20,7 @@ use crate::config::Settings;
 use crate::consumers::sessions::usage::Prices;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -358,7 +358,7 @@ pub(crate) fn common_headers() -> [(&'static str, &'static str); 5] {
     [
         ("Content-Security-Policy", CSP),
         ("X-Content-Type-Options", "nosniff"),
-        ("Referrer-Policy", "no-referrer"),
+        ("Referrer-Policy", "same-origin"),
         ("X-Frame-Options", "DENY"),
         ("Cache-Control", "no-store"),
     ]
@@ -413,8 +413,11 @@ pub(crate) fn serve(settings: &Settings, listen: SocketAddr, no_open: bool) -> R
         );
     }
     let served = start(settings, listen, true)?;
-    println!("transcript-sync ui: serving {}", served.url);
-    println!("(the link holds the access token; Ctrl-C stops it)");
+    // Printed for a person or a script; one that stops reading does not stop the server.
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "transcript-sync ui: serving {}", served.url);
+    let _ = writeln!(out, "(the link holds the access token; Ctrl-C stops it)");
+    drop(out);
     if !no_open {
         open_browser(&served.url);
     }

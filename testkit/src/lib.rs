@@ -23,6 +23,7 @@
 
 pub mod agents;
 pub mod appends;
+pub mod browser;
 pub mod collector;
 pub mod corpus;
 pub mod corpus_lines;

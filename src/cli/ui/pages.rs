@@ -48,7 +48,7 @@ pub(crate) fn page(
         (Method::Get, ["s", id, "raw"]) => raw(archive, asked, id),
         (Method::Get, ["s", id, "restore"]) => restore(shared, archive, asked, id, false),
         (Method::Post, ["s", id, "restore"]) => restore(shared, archive, asked, id, true),
-        (Method::Get, ["live"]) => Ok(live_page()),
+        (Method::Get, ["live"]) => live_page(archive),
         (Method::Get, ["status"]) => status(shared, archive),
         (Method::Get, ["usage"]) => usage_page(shared, archive, asked),
         _ => Ok(Answer::Html(
@@ -151,9 +151,16 @@ fn href(path: &str, pairs: &[(&str, &str)]) -> String {
     }
 }
 
+/// What a path segment keeps as it is: RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// A path segment, encoded.
 fn segment(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
 }
 
 /// The page of session `s` (another machine's names its machine).
@@ -481,7 +488,7 @@ fn message(seq: i64, harness: &str, role: &str, at_ms: Option<i64>, record: &[u8
     }
     let prose = role == "user" || role == "assistant";
     html! {
-        article.msg class=(format!("role-{role}")) id=(format!("m-{seq}")) data-seq=(seq) {
+        article class=(format!("msg role-{role}")) id=(format!("m-{seq}")) data-seq=(seq) {
             div.who {
                 span.role { (role) }
                 @if let Some(at) = at { time datetime=(format_time(at)) { (format_time(at).replace('T', " ").trim_end_matches('Z')) } }
@@ -620,13 +627,20 @@ fn envelope_parts(envelope: &[u8]) -> Option<(i64, String, Vec<u8>)> {
     Some((e.seq, e.harness, e.record.get().as_bytes().to_vec()))
 }
 
-fn live_page() -> Answer {
+/// Records the live page starts with: the last this many archived.
+const LIVE_BACK: i64 = 50;
+
+fn live_page(archive: &Archive) -> Result<Answer> {
+    let since = (archive.last_seq()? - LIVE_BACK).max(0);
     let body = html! {
         h1 { "Live" }
         p.hint #live-state { "Connecting to the daemon…" }
-        section #live-feed data-live="/live/feed" {}
+        section #live-feed data-live=(href("/live/feed", &[("since", &since.to_string())])) {}
     };
-    Answer::Html(StatusCode(200), layout("Live", Tab::Live, body))
+    Ok(Answer::Html(
+        StatusCode(200),
+        layout("Live", Tab::Live, body),
+    ))
 }
 
 fn search(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
@@ -817,10 +831,13 @@ fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<A
         .unwrap_or(0)
         .max(1);
     let width = |n: i64| n as f64 * 600.0 / top as f64;
-    let cost = |t: &usage::Tokens| match t.cost {
-        Some(c) if t.unpriced.is_empty() => format!("${c:.2}"),
-        Some(c) => format!("${c:.2}*"),
-        None => "—".into(),
+    let cost = |t: &usage::Tokens| {
+        let mark = if t.unpriced.is_empty() { "" } else { "*" };
+        match t.cost {
+            Some(c) if c > 0.0 && c < 0.01 => format!("${c:.4}{mark}"),
+            Some(c) => format!("${c:.2}{mark}"),
+            None => "—".into(),
+        }
     };
     let tab = |name: &str| html! { a href=(href("/usage", &[("by", name), ("since", since)])) class=[(name == by_name).then_some("on")] { (name) } };
     let row_h = 22.0;

@@ -1,0 +1,613 @@
+//! `ui`: the archive as web pages, read in a real browser (headless Chromium through
+//! chromedriver) as a person reads them, and the server's guards (the token, `Host`,
+//! `Origin`, the CSRF token) checked with plain HTTP requests as another site would make them.
+
+use crate::util::{Env, copy_agent_fixture, home_daemon_cmd, wait_until_else};
+use serde_json::{Value, json};
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use testkit::browser::Browser;
+use testkit::daemon::{Daemon, TapReader};
+
+/// The crafted session's id.
+const ID: &str = "5f0c8a52-6d1e-4a8b-9c3f-2e7d4b1a9c60";
+
+/// A `ui` server: its process, its URL with the token, and its address.
+struct Ui {
+    child: Child,
+    url: String,
+    base: String,
+}
+
+impl Ui {
+    /// `ui --no-open` on the env's archive, once it has printed its URL.
+    fn start(env: &Env) -> Ui {
+        let mut cmd = env.cmd();
+        cmd.args(["ui", "--no-open", "--db"]).arg(&env.db);
+        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("ui prints its URL").unwrap();
+        let url = first
+            .split_once("serving ")
+            .unwrap_or_else(|| panic!("no URL in {first:?}"))
+            .1
+            .to_owned();
+        let base = url.split_once("/?token=").unwrap().0.to_owned();
+        // The rest of what it prints is read, so that it never writes to a closed pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ui { child, url, base }
+    }
+
+    fn token(&self) -> &str {
+        self.url.split_once("token=").unwrap().1
+    }
+}
+
+impl Drop for Ui {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where the tests leave their screenshots (`docs/ui/` holds the ones the README shows).
+fn screenshot(browser: &Browser, name: &str) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
+    browser.screenshot(&dir.join(format!("{name}.png")));
+}
+
+/// A Claude Code line of the crafted session.
+fn line(kind: &str, uuid: &str, minute: u32, message: Value) -> String {
+    json!({"type": kind, "uuid": uuid, "sessionId": ID, "cwd": "/w/app",
+        "timestamp": format!("2026-12-01T10:{minute:02}:00.000Z"), "message": message})
+    .to_string()
+}
+
+/// The crafted Claude Code session: a prompt in Markdown, an answer with thinking, a tool
+/// call and its result, and `extra` lines; returns its path.
+fn crafted(env: &Env, prompt: &str, extra: &[String]) -> PathBuf {
+    let dir = env.dir.path().join("home/.claude/projects/-w-app");
+    fs::create_dir_all(&dir).unwrap();
+    let old: Vec<String> = (0..30).map(|i| format!("archive/old-{i:02}.pdf")).collect();
+    let listing = format!(
+        "invoice-2026-11.pdf\ninvoice-2026-12.pdf\n{}",
+        old.join("\n")
+    );
+    let mut lines = vec![
+        line("user", "u1", 0, json!({"role": "user", "content": prompt})),
+        line(
+            "assistant",
+            "a1",
+            1,
+            json!({"id": "msg_1", "role": "assistant",
+            "model": "claude-opus-4-5",
+            "content": [
+                {"type": "thinking", "thinking": "The user wants the invoices listed; a hidden thought."},
+                {"type": "text", "text": "Listing them with **ls**:\n\n```sh\nls invoices/\n```"},
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls invoices/"}},
+            ],
+            "usage": {"input_tokens": 120, "output_tokens": 30, "cache_read_input_tokens": 40}}),
+        ),
+        line(
+            "user",
+            "u2",
+            2,
+            json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": listing}
+            ]}),
+        ),
+    ];
+    lines.extend_from_slice(extra);
+    let path = dir.join(format!("{ID}.jsonl"));
+    fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+/// The sessions, search, a conversation, usage, status and live pages, read in Chromium:
+/// the list holds every session with its title and filters by agent; search finds as one
+/// types and leads to the message; the conversation is Markdown with thinking and tool
+/// output folded until opened.
+#[test]
+fn the_pages_read_in_a_browser_as_a_person_reads_them() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    for agent in ["codex", "gemini-cli"] {
+        copy_agent_fixture(agent, &home);
+    }
+    crafted(
+        &env,
+        "Please list the **invoices** folder.\n\n- one\n- two",
+        &[],
+    );
+    env.run_once_home();
+    let ui = Ui::start(&env);
+    let browser = Browser::start();
+
+    browser.goto(&ui.url);
+    browser.wait_for("table.sessions");
+    // The token went from the URL to a cookie.
+    assert!(!browser.url().contains("token"), "{}", browser.url());
+    assert_eq!(browser.count("table.sessions tbody tr"), 3);
+    let list = browser.text("table.sessions");
+    assert!(
+        list.contains("Please list the **invoices** folder."),
+        "{list}"
+    );
+    assert!(list.contains("Run the scripted command, please."), "{list}");
+    screenshot(&browser, "sessions");
+    browser.goto(&format!("{}/?agent=codex", ui.base));
+    assert_eq!(browser.count("table.sessions tbody tr"), 1);
+    assert!(browser.text("table.sessions").contains("codex"));
+
+    // Search as one types: the hits come without a page load.
+    browser.goto(&format!("{}/search", ui.base));
+    browser.script("window.sameDocument = true", json!([]));
+    browser.type_into("#search", "invoice-2026-12");
+    browser.wait_for("#results a.hit mark");
+    assert_eq!(
+        browser.script("return window.sameDocument", json!([])),
+        true
+    );
+    let hit = browser.text("#results a.hit");
+    assert!(hit.contains("invoice-2026-12.pdf"), "{hit}");
+    assert!(
+        browser.url().ends_with("/search?q=invoice-2026-12"),
+        "{}",
+        browser.url()
+    );
+    screenshot(&browser, "search");
+    browser.click("#results a.hit");
+    browser.wait_for("#conversation article.msg");
+    assert!(
+        browser.url().contains(&format!("/s/{ID}")),
+        "{}",
+        browser.url()
+    );
+    let target = browser.url().rsplit_once('#').unwrap().1.to_owned();
+    assert!(browser.text(&format!("#{target}")).contains("Result"));
+
+    // The conversation: Markdown rendered; thinking and tool output folded.
+    browser.goto(&format!("{}/s/{ID}", ui.base));
+    assert_eq!(browser.text("article.role-user .text strong"), "invoices");
+    assert_eq!(browser.count("article.role-user .text li"), 2);
+    assert_eq!(
+        browser.text("article.role-assistant .text pre code"),
+        "ls invoices/"
+    );
+    let page = browser.text("#conversation");
+    assert!(!page.contains("a hidden thought"), "{page}");
+    // A result shows its start in its summary, the rest once opened.
+    assert!(!page.contains("archive/old-29.pdf"), "{page}");
+    assert!(page.contains("Thinking"), "{page}");
+    browser.click("details.thinking summary");
+    assert!(
+        browser
+            .text("details.thinking")
+            .contains("a hidden thought")
+    );
+    browser.click("details.tool-result summary");
+    assert!(
+        browser
+            .text("details.tool-result")
+            .contains("archive/old-29.pdf")
+    );
+    assert!(browser.text("details.tool-call summary").contains("Bash"));
+    screenshot(&browser, "session");
+
+    browser.goto(&format!("{}/usage?by=model&since=3650d", ui.base));
+    browser.wait_for("#usage-chart rect");
+    let usage = browser.text("table.usage");
+    assert!(usage.contains("claude-opus-4-5"), "{usage}");
+    screenshot(&browser, "usage");
+    browser.goto(&format!("{}/status", ui.base));
+    let status = browser.text("#status");
+    assert!(status.contains(&env.db.display().to_string()), "{status}");
+    screenshot(&browser, "status");
+}
+
+/// What a transcript holds is text in every page: markup, scripts and `javascript:` links
+/// in a title, a prompt, Markdown, a tool call and its output make no element and no link.
+#[test]
+fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
+    let env = Env::new();
+    let attack = r#"Look: <img src=x id=injected onerror="window.pwned=1"> <script id=injected>window.pwned=2</script>"#;
+    let tool = json!({"role": "assistant", "id": "msg_2", "model": "m", "content": [
+        {"type": "tool_use", "id": "toolu_2", "name": "<b id=injected>Bash</b>",
+         "input": {"command": "</pre><img src=x id=injected>"}}]});
+    let result = json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_2", "content": "</pre><svg id=injected onload=alert(1)>"}]});
+    let markdown = json!({"role": "assistant", "id": "msg_3", "model": "m", "content": [
+        {"type": "text", "text": "[run me](javascript:window.pwned=3) and <a href=\"javascript:window.pwned=4\" id=injected>this</a>\n\n![x](javascript:window.pwned=5)"}]});
+    crafted(
+        &env,
+        attack,
+        &[
+            line("assistant", "a2", 3, tool),
+            line("user", "u3", 4, result),
+            line("assistant", "a3", 5, markdown),
+        ],
+    );
+    env.run_once_home();
+    let ui = Ui::start(&env);
+    let browser = Browser::start();
+    browser.goto(&ui.url);
+    let pages = [
+        "/".to_owned(),
+        format!("/s/{ID}"),
+        "/search?q=injected".to_owned(),
+        "/search?q=pwned".to_owned(),
+    ];
+    for page in &pages {
+        browser.goto(&format!("{}{page}", ui.base));
+        browser.wait_for("main");
+        browser.script(
+            "document.querySelectorAll('details').forEach(d => d.open = true)",
+            json!([]),
+        );
+        assert_eq!(
+            browser.count("#injected"),
+            0,
+            "{page}: an element was injected"
+        );
+        assert_eq!(
+            browser.count("main img, main svg:not(#usage-chart) *"),
+            0,
+            "{page}"
+        );
+        assert_eq!(
+            browser.count("script"),
+            1,
+            "{page}: a script besides app.js"
+        );
+        assert_eq!(
+            browser.count("a[href^='javascript' i]"),
+            0,
+            "{page}: a javascript: link"
+        );
+        assert_eq!(
+            browser.script("return window.pwned === undefined", json!([])),
+            true
+        );
+    }
+    // As text, it reads as written.
+    browser.goto(&format!("{}/s/{ID}", ui.base));
+    browser.script(
+        "document.querySelectorAll('details').forEach(d => d.open = true)",
+        json!([]),
+    );
+    let text = browser.text("main");
+    assert!(
+        text.contains("<script id=injected>window.pwned=2</script>"),
+        "{text}"
+    );
+    assert!(
+        text.contains("</pre><svg id=injected onload=alert(1)>"),
+        "{text}"
+    );
+    assert!(text.contains("run me"), "{text}");
+    browser.goto(&ui.base);
+    let list = browser.text("table.sessions");
+    assert!(list.contains("<img src=x id=injected"), "{list}");
+}
+
+/// A plain HTTP client, which sends what it is given and follows no redirect.
+fn http() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into()
+}
+
+/// Status, headers of interest and body of a GET of `path` with `headers`.
+fn get(ui: &Ui, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
+    let mut request = http().get(format!("{}{path}", ui.base));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    answer(request.call().unwrap())
+}
+
+fn answer(mut r: ureq::http::Response<ureq::Body>) -> (u16, Vec<(String, String)>, String) {
+    let headers = (r.headers().iter())
+        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect();
+    let body = r.body_mut().read_to_string().unwrap_or_default();
+    (r.status().as_u16(), headers, body)
+}
+
+fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
+    (headers.iter())
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map_or("", |(_, v)| v.as_str())
+}
+
+/// Nothing is served without the token; a name of another site resolving here (DNS
+/// rebinding) or a request from another origin is refused even with it; restoring needs
+/// the page's CSRF token, and without it writes nothing.
+#[test]
+fn the_token_host_origin_and_csrf_checks_refuse_what_another_site_sends() {
+    let env = Env::new();
+    let path = crafted(&env, "restore me later", &[]);
+    let original = fs::read(&path).unwrap();
+    env.run_once_home();
+    fs::remove_file(&path).unwrap();
+    let ui = Ui::start(&env);
+    let port = ui.base.rsplit_once(':').unwrap().1.to_owned();
+    let host = format!("127.0.0.1:{port}");
+
+    let (status, _, body) = get(&ui, "/", &[]);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("access token"), "{body}");
+    let (status, _, _) = get(&ui, "/?token=0123", &[]);
+    assert_eq!(status, 403);
+    let (status, headers, _) = get(&ui, &format!("/s/{ID}?token={}", ui.token()), &[]);
+    assert_eq!(status, 303);
+    assert_eq!(header(&headers, "location"), format!("/s/{ID}"));
+    let set = header(&headers, "set-cookie").to_owned();
+    assert!(
+        set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+        "{set}"
+    );
+    let cookie = set.split(';').next().unwrap().to_owned();
+
+    let (status, headers, body) = get(&ui, "/", &[("Cookie", &cookie)]);
+    assert_eq!(status, 200, "{body}");
+    assert!(header(&headers, "content-security-policy").contains("script-src 'self'"));
+    assert_eq!(header(&headers, "x-frame-options"), "DENY");
+    // DNS rebinding: the browser sends the attacker's name as Host.
+    let rebound = format!("attacker.example:{port}");
+    let (status, _, _) = get(&ui, "/", &[("Cookie", &cookie), ("Host", &rebound)]);
+    assert_eq!(status, 421);
+    let (status, _, _) = get(
+        &ui,
+        "/",
+        &[("Cookie", &cookie), ("Origin", "http://attacker.example")],
+    );
+    assert_eq!(status, 403);
+    let ours = format!("http://{host}");
+    let (status, _, _) = get(&ui, "/", &[("Cookie", &cookie), ("Origin", &ours)]);
+    assert_eq!(status, 200);
+
+    // Restore: a form without the CSRF token, or with a wrong one, is refused.
+    let post = |form: &[(&str, &str)]| {
+        let body = form_body(form);
+        answer(
+            http()
+                .post(format!("{}/s/{ID}/restore", ui.base))
+                .header("Cookie", &cookie)
+                .header("Origin", &ours)
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .send(body.as_bytes())
+                .unwrap(),
+        )
+    };
+    for form in [vec![], vec![("csrf", "0".repeat(64))]] {
+        let form: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (status, _, body) = post(&form);
+        assert_eq!(status, 403, "{body}");
+        assert!(!path.exists(), "restored without the CSRF token");
+    }
+    let (_, _, page) = get(&ui, &format!("/s/{ID}/restore"), &[("Cookie", &cookie)]);
+    let csrf = page
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let (status, _, body) = post(&[("csrf", &csrf)]);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(fs::read(&path).unwrap(), original);
+}
+
+fn form_body(form: &[(&str, &str)]) -> String {
+    form.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// A deleted session is restored from its page: the plan, then the button, then the files
+/// back byte for byte and the command that resumes it, to copy.
+#[test]
+fn a_deleted_session_is_restored_from_its_page() {
+    let env = Env::new();
+    let path = crafted(&env, "bring this one back", &[]);
+    let original = fs::read(&path).unwrap();
+    env.run_once_home();
+    fs::remove_file(&path).unwrap();
+    let ui = Ui::start(&env);
+    let browser = Browser::start();
+    browser.goto(&ui.url);
+    browser.wait_for("tr.deleted");
+    browser.click("tr.deleted td.title a");
+    assert!(browser.text(".session-head").contains("deleted from disk"));
+    browser.click("a[href$='/restore']");
+    let plan = browser.text("#restore-plan");
+    assert!(plan.contains(&path.display().to_string()), "{plan}");
+    assert!(!path.exists(), "the plan wrote a file");
+    screenshot(&browser, "restore");
+    browser.click("#restore");
+    browser.wait_for("#restored");
+    let resume = browser.text("#resume-command");
+    assert!(
+        resume.contains(&format!("claude --resume {ID}")),
+        "{resume}"
+    );
+    assert_eq!(fs::read(&path).unwrap(), original);
+}
+
+/// An open conversation follows the records the daemon archives, with no reload.
+#[test]
+fn an_open_session_follows_new_records_live() {
+    let env = Env::new();
+    let path = crafted(&env, "watch this session", &[]);
+    let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
+    daemon.wait_log("caught up");
+    let ui = Ui::start(&env);
+    let browser = Browser::start();
+    browser.goto(&ui.url);
+    browser.goto(&format!("{}/s/{ID}", ui.base));
+    browser.wait_until("the page following the daemon", |b| {
+        b.text("#live-state").starts_with("Live")
+    });
+    browser.script("window.sameDocument = true", json!([]));
+    let before = browser.count("article.msg");
+    let prompt = line(
+        "user",
+        "u9",
+        9,
+        json!({"role": "user", "content": "a prompt typed while the page is open"}),
+    );
+    let mut f = fs::OpenOptions::new().append(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut f, format!("{prompt}\n").as_bytes()).unwrap();
+    browser.wait_until("the new prompt shown", |b| {
+        b.text("article.live-new")
+            .contains("a prompt typed while the page is open")
+    });
+    assert_eq!(browser.count("article.msg"), before + 1);
+    assert_eq!(
+        browser.script("return window.sameDocument", json!([])),
+        true
+    );
+    browser.goto(&format!("{}/live", ui.base));
+    browser.wait_until("the live page following", |b| {
+        b.text("#live-state").starts_with("Live")
+    });
+    let another = line(
+        "user",
+        "u10",
+        10,
+        json!({"role": "user", "content": "and one for the live page"}),
+    );
+    std::io::Write::write_all(&mut f, format!("{another}\n").as_bytes()).unwrap();
+    browser.wait_until("the record on the live page", |b| {
+        b.text("#live-feed").contains("and one for the live page")
+    });
+    screenshot(&browser, "live");
+    daemon.terminate();
+}
+
+/// A long session opens with its first messages and loads the rest as it scrolls into
+/// view; opened at a message further on, it loads the earlier ones on request.
+#[test]
+fn a_long_session_loads_as_it_scrolls() {
+    let env = Env::new();
+    let extra: Vec<String> = (0..127)
+        .map(|i| {
+            let text = format!("follow-up number {i}");
+            line(
+                "user",
+                &format!("f{i}"),
+                10 + i % 40,
+                json!({"role": "user", "content": text}),
+            )
+        })
+        .collect();
+    crafted(&env, "a long one", &extra);
+    env.run_once_home();
+    let ui = Ui::start(&env);
+    let browser = Browser::start();
+    browser.goto(&ui.url);
+    browser.goto(&format!("{}/s/{ID}", ui.base));
+    assert_eq!(browser.count("article.msg"), 50);
+    for shown in [100, 130] {
+        browser.script(
+            "document.querySelector('.more').scrollIntoView()",
+            json!([]),
+        );
+        browser.wait_until("the next messages", |b| b.count("article.msg") == shown);
+    }
+    assert_eq!(browser.count(".more"), 0);
+    assert_eq!(browser.count(".live-here"), 1);
+    let texts = browser.script(
+        "return [...document.querySelectorAll('article.role-user .text')].map(e => e.textContent.trim())",
+        json!([]),
+    );
+    let expected: Vec<String> = std::iter::once("a long one".to_owned())
+        .chain((0..127).map(|i| format!("follow-up number {i}")))
+        .collect();
+    assert_eq!(texts, json!(expected));
+
+    let hits = crate::util::stdout_of(&env, &["search", "\"follow-up number 120\"", "--json"]);
+    let seq = serde_json::from_str::<Value>(hits.lines().next().unwrap()).unwrap()["seq"].clone();
+    browser.goto(&format!("{}/s/{ID}?at={seq}#m-{seq}", ui.base));
+    browser.wait_for(&format!("#m-{seq}"));
+    let first = browser.count("article.msg");
+    browser.click(".earlier button");
+    browser.wait_until("the earlier messages", |b| {
+        b.count("article.msg") == first + 50
+    });
+}
+
+/// With `[ui] listen`, `run` serves the web view beside the daemon and logs its URL.
+#[test]
+fn run_serves_the_web_view_when_the_configuration_says_where() {
+    let env = Env::new();
+    crafted(&env, "served by the daemon", &[]);
+    let port = testkit::ports::free_port();
+    env.write_config(&format!("[ui]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
+    daemon.wait_log("caught up");
+    daemon.wait_log("web view at http://");
+    let log = daemon.log();
+    let url = log
+        .split("web view at ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(
+        url.starts_with(&format!("http://127.0.0.1:{port}/?token=")),
+        "{url}"
+    );
+    let (status, headers, _) = answer(http().get(&url).call().unwrap());
+    assert_eq!(status, 303);
+    let cookie = header(&headers, "set-cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let page = http()
+        .get(format!("http://127.0.0.1:{port}/"))
+        .header("Cookie", &cookie)
+        .call()
+        .unwrap();
+    let (status, _, body) = answer(page);
+    assert_eq!(status, 200);
+    wait_until_else(
+        "the session listed",
+        || {
+            let page = http()
+                .get(format!("http://127.0.0.1:{port}/"))
+                .header("Cookie", &cookie)
+                .call()
+                .unwrap();
+            answer(page).2.contains("served by the daemon")
+        },
+        || format!("{body}\n{}", daemon.log()),
+    );
+    daemon.terminate();
+}
+
+/// `ui` on an archive that is not there says so, naming it, and serves nothing.
+#[test]
+fn ui_without_an_archive_names_the_missing_archive() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args(["ui", "--no-open", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&env.db.display().to_string()), "{stderr}");
+}
