@@ -17,7 +17,6 @@ use std::time::Instant;
 use testkit::corpus;
 use testkit::cpu::children_cpu_secs;
 use testkit::machine::{self, Machine};
-use testkit::records::{Rng, TextPool};
 use testkit::stats::{median, quantile_of};
 
 const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
@@ -195,51 +194,6 @@ fn link_tree(from: &Path, to: &Path) {
     }
 }
 
-/// `n` Claude Code sessions of four records each (prompt, answer, prompt, answer) under
-/// `home/.claude/projects/`, in 100 projects.
-fn write_sessions(home: &Path, n: usize) {
-    let pool = TextPool::new(7);
-    let mut rng = Rng::new(0x5e55_1045);
-    for i in 0..n {
-        let project = format!("/home/dev/src/project-{}", i % 100);
-        let dir = home
-            .join(".claude/projects")
-            .join(project.replace('/', "-"));
-        fs::create_dir_all(&dir).expect("creating a project directory");
-        let session = rng.uuid();
-        let mut text = String::new();
-        let mut clock = 1_750_000_000_000 + i as u64 * 60_000;
-        for turn in 0..4 {
-            clock += rng.below(20_000);
-            let line = claude_record(&mut rng, &pool, &session, &project, clock, turn % 2 == 0);
-            text.push_str(&line.to_string());
-            text.push('\n');
-        }
-        fs::write(dir.join(format!("{session}.jsonl")), text).expect("writing a session");
-    }
-}
-
-fn claude_record(
-    rng: &mut Rng,
-    pool: &TextPool,
-    session: &str,
-    project: &str,
-    clock_ms: u64,
-    user: bool,
-) -> serde_json::Value {
-    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(clock_ms);
-    let size = rng.log_uniform(100.0, 1500.0);
-    let message = if user {
-        serde_json::json!({"role": "user", "content": pool.text(rng, size)})
-    } else {
-        serde_json::json!({"role": "assistant", "model": "claude-sonnet-4-20250514",
-            "content": [{"type": "text", "text": pool.text(rng, size)}]})
-    };
-    serde_json::json!({"type": if user { "user" } else { "assistant" }, "uuid": rng.uuid(),
-        "sessionId": session, "cwd": project, "gitBranch": "main",
-        "timestamp": humantime::format_rfc3339_millis(at).to_string(), "message": message})
-}
-
 /// Bytes of pages by what they hold, in the archive and in the session index's own file
 /// beside it: from `dbstat`, or, where SQLite lacks it, the two files' sizes.
 fn size_split(db: &Path) -> Vec<(String, u64)> {
@@ -406,7 +360,7 @@ fn query_table(md: &mut String, home: &Path, db: &Path, runs: usize) {
 /// table to `md`.
 fn sessions_bench(md: &mut String, scratch: &Path, runs: usize) {
     let home = scratch.join("sessions-home");
-    write_sessions(&home, SESSIONS);
+    corpus::claude_sessions(&home, SESSIONS);
     let db = scratch.join("sessions.db");
     println!("sessions: archiving {SESSIONS} sessions");
     let a = archive(&home, &db);

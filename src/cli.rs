@@ -147,12 +147,19 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
     log_settings(&settings);
     let show = ProgressShow::for_stderr(args.progress_every);
     // `[ui] listen`: the web view, served beside the daemon for as long as it runs.
+    // A web view that cannot be served stops nothing else.
     let _ui = match settings.ui_listen.filter(|_| !args.once) {
-        Some(listen) => {
-            let served = ui::start(&settings, listen, false)?;
-            log::info!("web view at {}", served.url);
-            Some(served)
-        }
+        Some(listen) => match ui::start(&settings, listen, false) {
+            Ok(served) => {
+                log::info!("web view at {}", served.url);
+                Some(served)
+            }
+            Err(e) => {
+                let file = settings.source.path.display();
+                log::warn!("the web view is not served ([ui] listen in {file}): {e}");
+                None
+            }
+        },
         None => None,
     };
     if !args.once {

@@ -371,6 +371,22 @@ fn the_token_host_origin_and_csrf_checks_refuse_what_another_site_sends() {
     let ours = format!("http://{host}");
     let (status, _, _) = get(&ui, "/", &[("Cookie", &cookie), ("Origin", &ours)]);
     assert_eq!(status, 200);
+    // A page of a server on another port of this host is of the same site, and its browser
+    // sends it this server's cookie.
+    for site in ["same-site", "cross-site"] {
+        let (status, _, _) = get(&ui, "/", &[("Cookie", &cookie), ("Sec-Fetch-Site", site)]);
+        assert_eq!(status, 403, "{site}");
+    }
+    let (status, _, _) = get(&ui, "/", &[("Cookie", &cookie), ("Sec-Fetch-Site", "none")]);
+    assert_eq!(status, 200);
+    // The token's redirect stays on this server.
+    let (status, headers, _) = get(
+        &ui,
+        &format!("//attacker.example?token={}", ui.token()),
+        &[],
+    );
+    assert_eq!(status, 303);
+    assert_eq!(header(&headers, "location"), "/attacker.example");
 
     // Restore: a form without the CSRF token, or with a wrong one, is refused.
     let post = |form: &[(&str, &str)]| {
@@ -594,6 +610,28 @@ fn run_serves_the_web_view_when_the_configuration_says_where() {
         },
         || format!("{body}\n{}", daemon.log()),
     );
+    daemon.terminate();
+}
+
+/// A `[ui] listen` address that is taken costs the web view only: `run` says so and goes on
+/// archiving.
+#[test]
+fn run_goes_on_without_the_web_view_when_its_address_is_taken() {
+    let env = Env::new();
+    let path = crafted(&env, "archived all the same", &[]);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let config = env.write_config(&format!("[ui]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
+    let log = daemon.wait_log("the web view is not served");
+    assert!(
+        log.contains(&format!("[ui] listen in {}", config.display())),
+        "{log}"
+    );
+    daemon.wait_log("caught up");
+    let listed = crate::util::stdout_of(&env, &["sessions", "--json"]);
+    assert!(listed.contains("archived all the same"), "{listed}");
+    assert!(path.exists());
     daemon.terminate();
 }
 

@@ -119,16 +119,22 @@ pub(crate) fn start(settings: &Settings, listen: SocketAddr, check: bool) -> Res
 /// loopback; for an unspecified address (`0.0.0.0`), this machine's loopback and host name.
 fn hosts(addr: SocketAddr) -> Vec<String> {
     let port = addr.port();
-    let mut hosts = vec![addr.to_string()];
+    let mut names = vec![match addr {
+        SocketAddr::V4(a) => a.ip().to_string(),
+        SocketAddr::V6(a) => format!("[{}]", a.ip()),
+    }];
     if addr.ip().is_loopback() || addr.ip().is_unspecified() {
-        for name in ["127.0.0.1", "localhost", "[::1]"] {
-            hosts.push(format!("{name}:{port}"));
-        }
+        names.extend(["127.0.0.1", "localhost", "[::1]"].map(String::from));
     }
     if addr.ip().is_unspecified()
         && let Ok(name) = rustix::system::uname().nodename().to_str()
     {
-        hosts.push(format!("{name}:{port}"));
+        names.push(name.to_owned());
+    }
+    let mut hosts: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+    // A browser leaves the default port out.
+    if port == 80 {
+        hosts.extend(names);
     }
     hosts
 }
@@ -197,15 +203,23 @@ fn handle(shared: &Arc<Shared>, archive: &mut Option<Archive>, mut request: Requ
             .map(|h| h.value.as_str().to_owned())
     };
     let (host, origin, cookie) = (header("Host"), header("Origin"), header("Cookie"));
+    let fetch_site = header("Sec-Fetch-Site");
     let last_event = header("Last-Event-ID");
     let (path, query) = match request.url().split_once('?') {
         Some((p, q)) => (p.to_owned(), q.to_owned()),
         None => (request.url().to_owned(), String::new()),
     };
+    // One `/` first: `//elsewhere` would be another host to a browser sent there.
+    let path = format!("/{}", path.trim_start_matches(['/', '\\']));
     let query: HashMap<String, String> = form_urlencoded::parse(query.as_bytes())
         .into_owned()
         .collect();
-    let refused = refusal(shared, host.as_deref(), origin.as_deref());
+    let refused = refusal(
+        shared,
+        host.as_deref(),
+        origin.as_deref(),
+        fetch_site.as_deref(),
+    );
     let answer = if let Some(refused) = refused {
         refused
     } else if query.get("token").is_some_and(|t| same(t, &shared.token)) {
@@ -266,9 +280,16 @@ fn handle(shared: &Arc<Shared>, archive: &mut Option<Archive>, mut request: Requ
     respond(shared, request, answer);
 }
 
-/// The refusal of a request whose `Host` is not this server (DNS rebinding) or whose
-/// `Origin` is another site's; `None` when it may go on.
-fn refusal(shared: &Shared, host: Option<&str>, origin: Option<&str>) -> Option<Answer> {
+/// The refusal of a request whose `Host` is not this server (DNS rebinding), whose
+/// `Origin` is another's, or that a page of another origin made (`Sec-Fetch-Site`: a
+/// server on another port of this host is the same site, and is sent its cookies); `None`
+/// when it may go on.
+fn refusal(
+    shared: &Shared,
+    host: Option<&str>,
+    origin: Option<&str>,
+    fetch_site: Option<&str>,
+) -> Option<Answer> {
     let known = |h: &str| shared.hosts.iter().any(|k| k.eq_ignore_ascii_case(h));
     if !host.is_some_and(known) {
         let text = format!(
@@ -281,6 +302,13 @@ fn refusal(shared: &Shared, host: Option<&str>, origin: Option<&str>) -> Option<
     let ours = |o: &str| o.strip_prefix("http://").is_some_and(known);
     if let Some(origin) = origin.filter(|o| !ours(o)) {
         let text = format!("a request from {origin:?} is not served");
+        return Some(Answer::Html(StatusCode(403), pages::refused(&text)));
+    }
+    if let Some(site) = fetch_site.filter(|s| matches!(*s, "cross-site" | "same-site")) {
+        let text = format!(
+            "a request a page of another origin made ({site}) is not served: open this \
+             server's pages directly"
+        );
         return Some(Answer::Html(StatusCode(403), pages::refused(&text)));
     }
     None
@@ -315,13 +343,24 @@ fn answer(shared: &Arc<Shared>, archive: &mut Option<Archive>, asked: &Asked) ->
         Ok(a) => a,
         Err(e) => return Answer::Html(StatusCode(500), pages::failed(&e.to_string())),
     };
-    let answered = pages::page(shared, &mut open, asked, &path);
+    // A page that panics answers 500 and leaves its worker serving (its archive is opened
+    // again).
+    let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        pages::page(shared, &mut open, asked, &path)
+    }));
     match answered {
-        Ok(answer) => {
+        Ok(Ok(answer)) => {
             *archive = Some(open);
             answer
         }
-        Err(e) => Answer::Html(StatusCode(500), pages::failed(&e.to_string())),
+        Ok(Err(e)) => Answer::Html(StatusCode(500), pages::failed(&e.to_string())),
+        Err(_) => {
+            let what = format!(
+                "the page {} failed (a bug: see the log)",
+                asked.path.join("/")
+            );
+            Answer::Html(StatusCode(500), pages::failed(&what))
+        }
     }
 }
 
@@ -413,27 +452,46 @@ pub(crate) fn serve(settings: &Settings, listen: SocketAddr, no_open: bool) -> R
         );
     }
     let served = start(settings, listen, true)?;
+    let page = settings.socket.with_extension("ui.html");
     // Printed for a person or a script; one that stops reading does not stop the server.
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "transcript-sync ui: serving {}", served.url);
     let _ = writeln!(out, "(the link holds the access token; Ctrl-C stops it)");
     drop(out);
     if !no_open {
-        open_browser(&served.url);
+        open_browser(&served.url, &page);
     }
     served.join();
     Ok(())
 }
 
-/// Opens `url` in the desktop's browser; says so when none opens.
-fn open_browser(url: &str) {
+/// Opens `url` in the desktop's browser; says so when none opens. The browser is given
+/// `page`, a file only this user can read that sends it on to `url`: a command line (which
+/// every user can read in /proc for as long as the browser runs) never holds the token.
+fn open_browser(url: &str, page: &std::path::Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let html = format!(
+        "<!DOCTYPE html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" \
+         content=\"0;url={url}\"><title>transcript-sync</title><a href=\"{url}\">transcript-sync</a>\n"
+    );
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(page)
+        .and_then(|mut f| f.write_all(html.as_bytes()));
+    if let Err(e) = written {
+        log::warn!("no browser was opened (writing {page:?}: {e}); open the URL above in one");
+        return;
+    }
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else {
         "xdg-open"
     };
     let spawned = std::process::Command::new(opener)
-        .arg(url)
+        .arg(page)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -260,3 +260,85 @@ pub fn live_dir(dir: &Path, files: usize, records: usize) -> Vec<PathBuf> {
         })
         .collect()
 }
+
+/// `n` Claude Code sessions of four records each (prompt, answer, prompt, answer) under
+/// `home/.claude/projects/`, in 100 projects.
+pub fn claude_sessions(home: &Path, n: usize) {
+    let pool = TextPool::new(7);
+    let mut rng = Rng::new(0x5e55_1045);
+    for i in 0..n {
+        let project = format!("/home/dev/src/project-{}", i % 100);
+        let dir = home
+            .join(".claude/projects")
+            .join(project.replace('/', "-"));
+        fs::create_dir_all(&dir).expect("creating a project directory");
+        let session = rng.uuid();
+        let mut text = String::new();
+        let mut clock = 1_750_000_000_000 + i as u64 * 60_000;
+        for turn in 0..4 {
+            clock += rng.below(20_000);
+            let size = rng.log_uniform(100.0, 1500.0);
+            let user = turn % 2 == 0;
+            let line = claude_record(&mut rng, &pool, &session, &project, clock, user, size);
+            text.push_str(&line);
+            text.push('\n');
+        }
+        fs::write(dir.join(format!("{session}.jsonl")), text).expect("writing a session");
+    }
+}
+
+fn claude_record(
+    rng: &mut Rng,
+    pool: &TextPool,
+    session: &str,
+    project: &str,
+    clock_ms: u64,
+    user: bool,
+    size: usize,
+) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(clock_ms);
+    let message = if user {
+        serde_json::json!({"role": "user", "content": pool.text(rng, size)})
+    } else {
+        serde_json::json!({"role": "assistant", "model": "claude-sonnet-4-20250514",
+            "content": [{"type": "text", "text": pool.text(rng, size)}]})
+    };
+    serde_json::json!({"type": if user { "user" } else { "assistant" }, "uuid": rng.uuid(),
+        "sessionId": session, "cwd": project, "gitBranch": "main",
+        "timestamp": humantime::format_rfc3339_millis(at).to_string(), "message": message})
+    .to_string()
+}
+
+/// One Claude Code session of about `bytes` under `home/.claude/projects/`: prompts and
+/// answers of 0.2–8 KB of text in turn. Returns its id.
+pub fn claude_long_session(home: &Path, bytes: usize) -> String {
+    let pool = TextPool::new(11);
+    let mut rng = Rng::new(0x10_6e55);
+    let project = "/home/dev/src/long";
+    let dir = home
+        .join(".claude/projects")
+        .join(project.replace('/', "-"));
+    fs::create_dir_all(&dir).expect("creating a project directory");
+    let session = rng.uuid();
+    let mut out = BufWriter::new(File::create(dir.join(format!("{session}.jsonl"))).unwrap());
+    let (mut written, mut turn, mut clock) = (0, 0, 1_750_000_000_000u64);
+    while written < bytes {
+        clock += rng.below(20_000);
+        let size = rng.log_uniform(200.0, 8000.0);
+        let mut line = claude_record(
+            &mut rng,
+            &pool,
+            &session,
+            project,
+            clock,
+            turn % 2 == 0,
+            size,
+        );
+        line.push('\n');
+        out.write_all(line.as_bytes()).unwrap();
+        written += line.len();
+        turn += 1;
+    }
+    out.flush().unwrap();
+    session
+}

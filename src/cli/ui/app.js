@@ -3,14 +3,18 @@
 // this server made (and escaped); text from elsewhere is only ever set as textContent.
 "use strict";
 
+// The HTML at `url`; a failure is an Error saying what the server said.
 function fetchHtml(url) {
-  return fetch(url, { credentials: "same-origin" }).then((r) => {
-    if (!r.ok) throw new Error(url + ": HTTP " + r.status);
-    return r.text();
-  });
+  return fetch(url, { credentials: "same-origin" }).then((r) => r.text().then((body) => {
+    if (r.ok) return body;
+    const page = new DOMParser().parseFromString(body, "text/html");
+    const why = page.querySelector(".error");
+    throw new Error("HTTP " + r.status + (why ? ": " + why.textContent : ""));
+  }));
 }
 
-// Replaces `marker` with the HTML at its data-src.
+// Replaces `marker` with the HTML at its data-src; on a failure it says why, and a click
+// tries again.
 function load(marker, where) {
   if (marker.dataset.loading) return;
   marker.dataset.loading = "1";
@@ -19,8 +23,9 @@ function load(marker, where) {
     marker.remove();
     setup();
   }, (e) => {
-    marker.textContent = "Could not load: " + e.message;
+    marker.textContent = "Could not load (" + e.message + "). Click to try again.";
     delete marker.dataset.loading;
+    marker.addEventListener("click", () => load(marker, where), { once: true });
   });
 }
 
@@ -45,10 +50,34 @@ function liveState(el, text) {
   state.textContent = text;
 }
 
-// Follows the records the daemon archives, through the server's event stream.
+// Follows the records the daemon archives, through the server's event stream. A hidden
+// page lets its stream go (a browser holds a few connections per server) and takes it up
+// again from the last record it has when shown.
 function follow(el) {
-  const feed = new EventSource(el.dataset.live);
+  let last = null;
+  let feed = null;
+  const open = () => {
+    const url = new URL(el.dataset.live, location.href);
+    if (last !== null) url.searchParams.set("since", last);
+    feed = new EventSource(url);
+    listen(el, feed, (id) => { last = id; });
+  };
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden && feed) { feed.close(); feed = null; }
+    else if (!document.hidden && !feed) open();
+  });
+  window.addEventListener("pagehide", () => { if (feed) feed.close(); });
+  open();
+}
+
+function listen(el, feed, seen) {
   const conversation = el.classList.contains("live-here");
+  feed.onerror = () => {
+    liveState(el, feed.readyState === EventSource.CLOSED
+      ? "Not live: the server refused or stopped; reload the page."
+      : "Not live: the connection to the server was lost; trying again…");
+  };
+  feed.addEventListener("seq", (e) => seen(e.lastEventId));
   feed.addEventListener("daemon", (e) => {
     liveState(el, e.data === "up" ? "Live: new messages appear as they are archived." : e.data);
   });
@@ -60,6 +89,7 @@ function follow(el) {
     feed.close();
   });
   feed.addEventListener("record", (e) => {
+    seen(e.lastEventId);
     if (e.lastEventId && document.getElementById("m-" + e.lastEventId)) return;
     const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
     if (conversation) {

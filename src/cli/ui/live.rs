@@ -106,8 +106,10 @@ impl Feed {
         let _ = stream.set_read_timeout(Some(KEEP_ALIVE));
         event(out, "daemon", None, "up")?;
         let mut reader = BufReader::new(stream);
+        line.clear();
         loop {
-            line.clear();
+            // A read that times out may have taken part of a line: it stays in `line`, and
+            // the next read goes on from there.
             match reader.read_until(b'\n', &mut line) {
                 Ok(0) => return Ok(false),
                 Ok(_) if !line.ends_with(b"\n") => return Ok(false),
@@ -124,37 +126,49 @@ impl Feed {
                 }
                 Err(_) => return Ok(false),
             }
-            if let Ok(control) = serde_json::from_slice::<Control>(&line) {
-                match control {
-                    Control::CaughtUp { seq } => {
-                        event(out, "caught-up", None, &seq.to_string())?;
-                        continue;
-                    }
-                    Control::Lagged { resume_from } => {
-                        self.request.since_seq = Some(resume_from - 1);
-                        return Ok(true);
-                    }
-                    Control::Error { reason } => {
-                        event(out, "refused", None, &reason)?;
-                        return Err(io::Error::other(reason));
-                    }
-                }
+            let again = self.send(&line, out)?;
+            line.clear();
+            if again {
+                return Ok(true);
             }
-            let Some(seq) = seq_of(&line) else { continue };
-            if seq <= self.request.since_seq.unwrap_or(0) {
-                continue;
-            }
-            let html = match self.conversation {
-                true => pages::live_message(&line),
-                false => Some(pages::live_line(&line)),
-            };
-            match html {
-                Some(html) => event(out, "record", Some(seq), &html)?,
-                // Not a message: only its place is said.
-                None => event(out, "seq", Some(seq), &seq.to_string())?,
-            }
-            self.request.since_seq = Some(seq);
         }
+    }
+
+    /// Sends what one line from the daemon says: a record as its event. `Ok(true)` when the
+    /// daemon said `lagged` (to connect again from where it was).
+    fn send(&mut self, line: &[u8], out: &mut dyn Write) -> io::Result<bool> {
+        if let Ok(control) = serde_json::from_slice::<Control>(line) {
+            return match control {
+                Control::CaughtUp { seq } => {
+                    event(out, "caught-up", None, &seq.to_string()).map(|()| false)
+                }
+                Control::Lagged { resume_from } => {
+                    self.request.since_seq = Some(resume_from - 1);
+                    Ok(true)
+                }
+                Control::Error { reason } => {
+                    event(out, "refused", None, &reason)?;
+                    Err(io::Error::other(reason))
+                }
+            };
+        }
+        let Some(seq) = seq_of(line) else {
+            return Ok(false);
+        };
+        if seq <= self.request.since_seq.unwrap_or(0) {
+            return Ok(false);
+        }
+        let html = match self.conversation {
+            true => pages::live_message(line),
+            false => Some(pages::live_line(line)),
+        };
+        match html {
+            Some(html) => event(out, "record", Some(seq), &html)?,
+            // Not a message: only its place is said.
+            None => event(out, "seq", Some(seq), &seq.to_string())?,
+        }
+        self.request.since_seq = Some(seq);
+        Ok(false)
     }
 }
 
@@ -164,9 +178,12 @@ fn event(out: &mut dyn Write, name: &str, id: Option<i64>, data: &str) -> io::Re
     if let Some(id) = id {
         text.push_str(&format!("id: {id}\n"));
     }
+    // A browser ends a line of the stream at `\r` too: one in the data (a progress bar's, in
+    // a tool's output) is written as HTML's `&#13;`, so that it cannot end the line early
+    // and start a field of its own (an event's name or id).
     for line in data.split('\n') {
         text.push_str("data: ");
-        text.push_str(line.trim_end_matches('\r'));
+        text.push_str(&line.replace('\r', "&#13;"));
         text.push('\n');
     }
     text.push('\n');
@@ -181,4 +198,27 @@ fn seq_of(line: &[u8]) -> Option<i64> {
         seq: i64,
     }
     serde_json::from_slice::<Seq>(line).ok().map(|s| s.seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_carriage_return_in_the_data_starts_no_field() {
+        let mut out = Vec::new();
+        event(
+            &mut out,
+            "record",
+            Some(7),
+            "<pre>10%\r\revent: refused\rid: 99\r\r</pre>\nb",
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(!text.contains('\r'), "{text:?}");
+        assert_eq!(
+            text,
+            "event: record\nid: 7\ndata: <pre>10%&#13;&#13;event: refused&#13;id: 99&#13;&#13;</pre>\ndata: b\n\n"
+        );
+    }
 }

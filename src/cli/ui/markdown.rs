@@ -97,6 +97,10 @@ mod tests {
             "[x](vbscript:x)",
             "![x](javascript:alert(1))",
             "<javascript:alert(1)>",
+            "[x](&#106;avascript:alert(1))",
+            "[x](jav&#x09;ascript:alert(1))",
+            "[x][r]\n\n[r]: javascript:alert(1)",
+            "[x](<javascript:alert(1)>)",
         ] {
             let html = to_html(bad);
             assert!(!html.contains("href"), "{bad}: {html}");

@@ -182,8 +182,12 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
         Some(Ok(ms)) => Some(ms),
         None => None,
     };
-    let machine = match asked.param("machine") {
-        Some(name) => Some(query::machine_named(archive, name)?.unwrap_or(-1)),
+    let machine = match asked.param("machine").filter(|m| *m != "all") {
+        Some(name) => match query::machine_named(archive, name) {
+            Ok(m) => m,
+            Err(e @ Error::NoSuchMachine { .. }) => return Ok(bad_request(&e.to_string())),
+            Err(e) => return Err(e),
+        },
         None => None,
     };
     let filter = Filter {
@@ -310,9 +314,11 @@ fn find(
     let machine = asked.param("machine").unwrap_or("all");
     match crate::cli::find_session(archive, id, machine) {
         Ok(s) => Ok(Ok(s)),
-        Err(e @ (Error::NoSuchSession { .. } | Error::AmbiguousSession { .. })) => {
-            Ok(Err(Answer::Html(StatusCode(404), failed(&e.to_string()))))
-        }
+        Err(
+            e @ (Error::NoSuchSession { .. }
+            | Error::AmbiguousSession { .. }
+            | Error::NoSuchMachine { .. }),
+        ) => Ok(Err(Answer::Html(StatusCode(404), failed(&e.to_string())))),
         Err(e) => Err(e),
     }
 }
@@ -417,7 +423,10 @@ fn forward(archive: &mut Archive, s: &Session, from: usize, done: i64) -> Result
     let more = messages.len() > MESSAGES_PAGE;
     messages.truncate(MESSAGES_PAGE);
     let base = session_href(&s.id, s.machine_id, &s.machine, "/messages");
-    let next = append_query(&base, &[("from", &(from + MESSAGES_PAGE).to_string())]);
+    let next = append_query(
+        &base,
+        &[("from", &from.saturating_add(MESSAGES_PAGE).to_string())],
+    );
     let live = href(
         &format!("/s/{}/live", segment(&s.id)),
         &[("since", &done.to_string())],
@@ -682,7 +691,7 @@ fn hits(archive: &mut Archive, q: &str) -> Result<Markup> {
         @if hits.is_empty() { p.hint { "No message matches." } }
         @for h in &hits {
             @let home = home.as_deref().filter(|_| h.machine_id == 0);
-            @let to = format!("{}#m-{}", href(&session_href(&h.session, h.machine_id, &h.machine, ""), &[("at", &h.seq.to_string())]), h.seq);
+            @let to = format!("{}#m-{}", append_query(&session_href(&h.session, h.machine_id, &h.machine, ""), &[("at", &h.seq.to_string())]), h.seq);
             a.hit href=(to) {
                 div.where_ {
                     span.agent { (h.harness) }
@@ -712,12 +721,14 @@ fn raw(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
         Err(answer) => return Ok(answer),
     };
     let files = query::session_files(archive, &s)?;
+    let Some(main) = files.first() else {
+        let why = format!("session {} has no transcript archived as a file", s.id);
+        return Ok(Answer::Html(StatusCode(404), failed(&why)));
+    };
     let mut body = Vec::new();
-    if let Some(main) = files.first() {
-        query::write_records(archive, main, None, &mut body)?.map_err(|e| Error::Ui {
-            reason: format!("the session's records could not be gathered: {e}"),
-        })?;
-    }
+    query::write_records(archive, main, None, &mut body)?.map_err(|e| Error::Ui {
+        reason: format!("the session's records could not be gathered: {e}"),
+    })?;
     let name = (files.first())
         .and_then(|f| f.path.file_name())
         .map_or(format!("{}.jsonl", s.id), |n| {
