@@ -117,10 +117,20 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
     for agent in ["codex", "gemini-cli"] {
         copy_agent_fixture(agent, &home);
     }
+    // A screenshot the user pasted (a PNG of 1×1).
+    let png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    let pasted = line(
+        "user",
+        "u5",
+        5,
+        json!({"role": "user", "content": [
+        {"type": "text", "text": "and this screenshot"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}]}),
+    );
     crafted(
         &env,
         "Please list the **invoices** folder.\n\n- one\n- two",
-        &[],
+        &[pasted],
     );
     env.run_once_home();
     let ui = Ui::start(&env);
@@ -195,6 +205,12 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
             .contains("archive/old-29.pdf")
     );
     assert!(browser.text("details.tool-call summary").contains("Bash"));
+    let loaded = browser.script(
+        "const i = document.querySelector('article.role-user img.attached');
+         return i && i.complete && i.naturalWidth;",
+        json!([]),
+    );
+    assert_eq!(loaded, 1, "the pasted image is shown");
     screenshot(&browser, "session");
 
     browser.goto(&format!("{}/usage?by=model&since=3650d", ui.base));

@@ -508,7 +508,72 @@ fn message(seq: i64, harness: &str, role: &str, at_ms: Option<i64>, record: &[u8
             } @else {
                 (parts_html(&parts, prose))
             }
+            (images_html(record))
         }
+    }
+}
+
+/// The largest image a page shows inline.
+const MAX_IMAGE: usize = 8 << 20;
+
+/// The images a record holds inline (base64), shown as `data:` URLs, which run nothing:
+/// Anthropic's `{"type": "image", "source": {"type": "base64", "media_type", "data"}}`,
+/// Gemini's `{"inlineData": {"mimeType", "data"}}` and OpenAI's `data:image/…` URLs.
+fn images_html(record: &[u8]) -> Markup {
+    if memchr::memmem::find(record, b"base64").is_none() {
+        return html! {};
+    }
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(record) else {
+        return html! {};
+    };
+    let mut found = Vec::new();
+    images_in(&value, &mut found);
+    html! {
+        @for (kind, data) in &found {
+            @if data.len() > MAX_IMAGE {
+                p.cut { "An image (" (kind) ", " (HumanBytes(data.len() as u64)) ") not shown: the raw download has it" }
+            } @else {
+                img.attached src=(format!("data:{kind};base64,{data}")) alt="An image in the transcript" loading="lazy";
+            }
+        }
+    }
+}
+
+/// Each inline image of `value` (its type and base64 data), for the types a browser shows
+/// as pictures only.
+fn images_in<'a>(value: &'a serde_json::Value, found: &mut Vec<(&'a str, &'a str)>) {
+    use serde_json::Value;
+    let shown = |kind: &str| ["image/png", "image/jpeg", "image/gif", "image/webp"].contains(&kind);
+    let base64 =
+        |data: &str| (data.bytes()).all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
+    match value {
+        Value::Object(map) => {
+            let source = map
+                .get("source")
+                .filter(|_| map.get("type").and_then(Value::as_str) == Some("image"));
+            let pair = |o: &'a Value, kind: &str, data: &str| -> Option<(&'a str, &'a str)> {
+                Some((o.get(kind)?.as_str()?, o.get(data)?.as_str()?))
+            };
+            let image = (source.and_then(|s| pair(s, "media_type", "data"))).or_else(|| {
+                map.get("inlineData")
+                    .and_then(|d| pair(d, "mimeType", "data"))
+            });
+            if let Some((kind, data)) = image.filter(|(k, d)| shown(k) && base64(d)) {
+                found.push((kind, data));
+                return;
+            }
+            map.values().for_each(|v| images_in(v, found));
+        }
+        Value::Array(items) => items.iter().for_each(|v| images_in(v, found)),
+        Value::String(url) => {
+            let image = (url.strip_prefix("data:"))
+                .and_then(|rest| rest.split_once(";base64,"))
+                .filter(|(k, d)| shown(k) && base64(d));
+            if let Some(image) = image {
+                found.push(image);
+            }
+        }
+        _ => {}
     }
 }
 
