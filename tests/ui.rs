@@ -181,6 +181,7 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
 
     // The conversation: Markdown rendered; thinking and tool output folded.
     browser.goto(&format!("{}/s/{ID}", ui.base));
+    screenshot(&browser, "session");
     assert_eq!(browser.text("article.role-user .text strong"), "invoices");
     assert_eq!(browser.count("article.role-user .text li"), 2);
     assert_eq!(
@@ -211,7 +212,7 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
         json!([]),
     );
     assert_eq!(loaded, 1, "the pasted image is shown");
-    screenshot(&browser, "session");
+    screenshot(&browser, "session-open");
 
     browser.goto(&format!("{}/usage?by=model&since=3650d", ui.base));
     browser.wait_for("#usage-chart rect");

@@ -157,6 +157,10 @@ fn work(server: &tiny_http::Server, shared: &Arc<Shared>) {
     let mut archive: Option<Archive> = None;
     for request in server.incoming_requests() {
         handle(shared, &mut archive, request);
+        // What a page took (a list of every session is tens of MB) goes back to the system:
+        // glibc keeps the freed memory of each thread's arena otherwise, and four workers
+        // would each hold on to their largest page's.
+        crate::platform::sys::return_free_memory();
     }
 }
 

@@ -74,9 +74,10 @@ impl Feed {
                 }
                 Err(e) if !said_down => {
                     said_down = true;
+                    log::debug!("no daemon at {:?}: {e}", shared.socket);
                     let text = format!(
-                        "no daemon answers at {} ({e}): new records show once `transcript-sync \
-                         run` archives them",
+                        "Not live: no daemon answers at {}. New messages show once \
+                         `transcript-sync run` archives them.",
                         shared.socket.display()
                     );
                     event(&mut out, "daemon", None, &text).map(|()| false)
