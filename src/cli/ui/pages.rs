@@ -172,8 +172,9 @@ fn session_href(id: &str, machine_id: i64, machine: &str, rest: &str) -> String 
     }
 }
 
+/// The home directory, as every command finds it, for paths written `~/…`.
 fn home() -> Option<std::path::PathBuf> {
-    std::env::var_os("HOME").map(std::path::PathBuf::from)
+    crate::platform::home::home(&crate::cli::env).ok()
 }
 
 fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
