@@ -174,26 +174,6 @@ fn time_command(home: &Path, db: &Path, args: &[&str], runs: usize) -> Timed {
     timed
 }
 
-/// Makes `home` hold the corpus where the agents keep it, as hard links:
-/// `.claude/projects/<project>/…` and `.codex/sessions/yyyy/mm/dd/…`.
-fn link_corpus(corpus: &Path, home: &Path) {
-    link_tree(&corpus.join("claude"), &home.join(".claude/projects"));
-    link_tree(&corpus.join("codex"), &home.join(".codex/sessions"));
-}
-
-fn link_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).expect("creating the fake home");
-    for entry in fs::read_dir(from).expect("reading the corpus") {
-        let entry = entry.expect("reading the corpus");
-        let target = to.join(entry.file_name());
-        if entry.file_type().expect("a file type").is_dir() {
-            link_tree(&entry.path(), &target);
-        } else {
-            fs::hard_link(entry.path(), &target).expect("linking a corpus file");
-        }
-    }
-}
-
 /// Bytes of pages by what they hold, in the archive and in the session index's own file
 /// beside it: from `dbstat`, or, where SQLite lacks it, the two files' sizes.
 fn size_split(db: &Path) -> Vec<(String, u64)> {
@@ -250,7 +230,7 @@ fn search_bench(md: &mut String, scratch: &Path, cache: &Path, quick: bool, runs
     let spec = corpus::Spec::transcripts_for(quick);
     let c = corpus::ensure(cache, &spec);
     let home = scratch.join("corpus-home");
-    link_corpus(&c.dir, &home);
+    corpus::link_home(&c.dir, &home);
     // Untimed: the page cache holds the corpus before the backfill is timed.
     let _ = Command::new("cat")
         .args(c.paths())

@@ -169,25 +169,6 @@ fn row(md: &mut String, what: &str, p: &Paint, baseline: &str, cli_ms: &[f64]) {
     );
 }
 
-/// A home with the compare corpus linked where the agents keep it.
-fn link_corpus(corpus: &Path, home: &Path) {
-    link_tree(&corpus.join("claude"), &home.join(".claude/projects"));
-    link_tree(&corpus.join("codex"), &home.join(".codex/sessions"));
-}
-
-fn link_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            link_tree(&entry.path(), &target);
-        } else {
-            fs::hard_link(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 fn main() {
     let quick = std::env::var_os("COMPARE_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
     let runs = (std::env::var("UI_RUNS").ok())
@@ -263,7 +244,7 @@ fn main() {
     let spec = corpus::Spec::transcripts_for(quick);
     let c = corpus::ensure(&bench.join("corpus"), &spec);
     let home = scratch.join("corpus-home");
-    link_corpus(&c.dir, &home);
+    corpus::link_home(&c.dir, &home);
     let db: PathBuf = scratch.join("corpus.db");
     let secs = archive(&home, &db);
     let size = if quick { "64 MB" } else { "1 GiB" };

@@ -156,7 +156,15 @@ fn random_hex(bytes: usize) -> Result<String> {
 fn work(server: &tiny_http::Server, shared: &Arc<Shared>) {
     let mut archive: Option<Archive> = None;
     for request in server.incoming_requests() {
-        handle(shared, &mut archive, request);
+        // A request that panics (a page's panic is answered 500 in `answer`) is dropped, and
+        // the worker goes on.
+        let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            handle(shared, &mut archive, request);
+        }));
+        if handled.is_err() {
+            log::warn!("a request of the web view failed (a bug); its worker goes on");
+            archive = None;
+        }
         // What a page took (a list of every session is tens of MB) goes back to the system:
         // glibc keeps the freed memory of each thread's arena otherwise, and four workers
         // would each hold on to their largest page's.
@@ -234,11 +242,12 @@ fn handle(shared: &Arc<Shared>, archive: &mut Option<Archive>, mut request: Requ
         let rest = form_urlencoded::Serializer::new(String::new())
             .extend_pairs(rest)
             .finish();
-        let to = if rest.is_empty() {
-            path
-        } else {
-            format!("{path}?{rest}")
+        let to = match rest.is_empty() {
+            true => path,
+            false => format!("{path}?{rest}"),
         };
+        // A header holds ASCII only (a browser sends a path percent-encoded).
+        let to = if to.is_ascii() { to } else { "/".to_owned() };
         let cookie = format!(
             "{}={}; Path=/; HttpOnly; SameSite=Strict",
             shared.cookie, shared.token
@@ -335,8 +344,8 @@ fn answer(shared: &Arc<Shared>, archive: &mut Option<Archive>, asked: &Asked) ->
     let path: Vec<&str> = asked.path.iter().map(String::as_str).collect();
     match (&asked.method, path.as_slice()) {
         (Method::Get, ["assets", name]) => return asset(name),
-        (Method::Get, ["live", "feed"]) => return live::global(shared, asked),
-        (Method::Get, ["s", id, "live"]) => return live::session(shared, asked, id),
+        (Method::Get, ["live", "feed"]) => return live::global(asked),
+        (Method::Get, ["s", id, "live"]) => return live::session(asked, id),
         _ => {}
     }
     let opened = match archive.take() {

@@ -342,3 +342,23 @@ pub fn claude_long_session(home: &Path, bytes: usize) -> String {
     out.flush().unwrap();
     session
 }
+
+/// Makes `home` hold the transcripts corpus at `corpus` where the agents keep theirs, as hard
+/// links: `.claude/projects/<project>/…` and `.codex/sessions/yyyy/mm/dd/…`.
+pub fn link_home(corpus: &Path, home: &Path) {
+    link_tree(&corpus.join("claude"), &home.join(".claude/projects"));
+    link_tree(&corpus.join("codex"), &home.join(".codex/sessions"));
+}
+
+fn link_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).expect("creating the fake home");
+    for entry in fs::read_dir(from).expect("reading the corpus") {
+        let entry = entry.expect("reading the corpus");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("a file type").is_dir() {
+            link_tree(&entry.path(), &target);
+        } else {
+            fs::hard_link(entry.path(), &target).expect("linking a corpus file");
+        }
+    }
+}

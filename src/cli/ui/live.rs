@@ -23,7 +23,7 @@ pub(crate) struct Feed {
 }
 
 /// The feed of session `id`'s records after `since` (or the `Last-Event-ID`).
-pub(crate) fn session(_shared: &Shared, asked: &Asked, id: &str) -> Answer {
+pub(crate) fn session(asked: &Asked, id: &str) -> Answer {
     Answer::Live(Feed {
         request: Request {
             since_seq: since(asked),
@@ -35,7 +35,7 @@ pub(crate) fn session(_shared: &Shared, asked: &Asked, id: &str) -> Answer {
 }
 
 /// The feed of every record from now on (or after `since`, or the `Last-Event-ID`).
-pub(crate) fn global(_shared: &Shared, asked: &Asked) -> Answer {
+pub(crate) fn global(asked: &Asked) -> Answer {
     Answer::Live(Feed {
         request: Request {
             since_seq: since(asked),

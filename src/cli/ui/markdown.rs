@@ -15,12 +15,21 @@ pub(crate) fn to_html(text: &str) -> String {
     let events = Parser::new_ext(text, options).filter_map(|event| match event {
         // HTML in the text is shown as written.
         Event::Html(raw) | Event::InlineHtml(raw) => Some(Event::Text(raw)),
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => {
+        // A link, or an image shown as a link to it; an unsafe one as its text only.
+        Event::Start(
+            Tag::Link {
+                link_type,
+                dest_url,
+                title,
+                id,
+            }
+            | Tag::Image {
+                link_type,
+                dest_url,
+                title,
+                id,
+            },
+        ) => {
             let safe = is_safe(&dest_url);
             unsafe_links.push(!safe);
             safe.then_some(Event::Start(Tag::Link {
@@ -30,27 +39,7 @@ pub(crate) fn to_html(text: &str) -> String {
                 id,
             }))
         }
-        Event::End(TagEnd::Link) => match unsafe_links.pop() {
-            Some(true) => None,
-            _ => Some(Event::End(TagEnd::Link)),
-        },
-        // An image is shown as a link to it (an unsafe one as its text only).
-        Event::Start(Tag::Image {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => {
-            let safe = is_safe(&dest_url);
-            unsafe_links.push(!safe);
-            safe.then_some(Event::Start(Tag::Link {
-                link_type,
-                dest_url,
-                title,
-                id,
-            }))
-        }
-        Event::End(TagEnd::Image) => match unsafe_links.pop() {
+        Event::End(TagEnd::Link | TagEnd::Image) => match unsafe_links.pop() {
             Some(true) => None,
             _ => Some(Event::End(TagEnd::Link)),
         },
