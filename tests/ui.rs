@@ -526,6 +526,72 @@ fn an_open_session_follows_new_records_live() {
     daemon.terminate();
 }
 
+/// A chat the agent rewrites whole (Gemini CLI's JSON) followed live: a message it grows is
+/// replaced where it is, a new one is added, and none is shown twice, as the index keeps them.
+#[test]
+fn a_message_the_agent_rewrites_is_replaced_where_it_is_live() {
+    let env = Env::new();
+    let id = "5b0c7e52-9d51-4a53-8f1c-0d8a3e6f2a11";
+    let path = env
+        .dir
+        .path()
+        .join("home/.gemini/tmp/proj/chats/session-2026-12-03T10-00-5b0c7e52.json");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let write = |messages: &[(&str, &str, &str)]| {
+        let messages: Vec<Value> = (messages.iter().enumerate())
+            .map(|(i, (id, kind, text))| {
+                json!({"id": id, "timestamp": format!("2026-12-03T10:00:{i:02}.000Z"),
+                    "type": kind, "content": text})
+            })
+            .collect();
+        let doc = json!({"sessionId": id, "projectHash": "9f1e",
+            "startTime": "2026-12-03T10:00:00.000Z",
+            "lastUpdated": format!("2026-12-03T10:00:{:02}.000Z", messages.len()),
+            "messages": messages});
+        let temp = path.with_extension("tmp");
+        fs::write(&temp, serde_json::to_vec_pretty(&doc).unwrap()).unwrap();
+        fs::rename(&temp, &path).unwrap();
+    };
+    write(&[
+        ("m1", "user", "first question alpha"),
+        ("m2", "gemini", "first answer"),
+    ]);
+    let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
+    daemon.wait_log("caught up");
+    let ui = Ui::start(&env);
+    let browser = Browser::start();
+    browser.goto(&ui.url);
+    browser.goto(&format!("{}/s/{id}", ui.base));
+    browser.wait_until("the page following the daemon", |b| {
+        b.text("#live-state").starts_with("Live")
+    });
+    assert_eq!(browser.count("article.msg"), 2);
+    write(&[
+        ("m1", "user", "first question alpha"),
+        ("m2", "gemini", "first answer, longer now"),
+        ("m3", "user", "second question charlie"),
+    ]);
+    browser.wait_until("the new question shown", |b| {
+        b.text("#conversation").contains("second question charlie")
+    });
+    browser.wait_until("the answer replaced", |b| {
+        b.text("#conversation").contains("first answer, longer now")
+    });
+    let texts = browser.script(
+        "return [...document.querySelectorAll('article.msg .text')].map(e => e.textContent.trim())",
+        json!([]),
+    );
+    assert_eq!(
+        texts,
+        json!([
+            "first question alpha",
+            "first answer, longer now",
+            "second question charlie"
+        ])
+    );
+    daemon.terminate();
+}
+
 /// A long session opens with its first messages and loads the rest as it scrolls into
 /// view; opened at a message further on, it loads the earlier ones on request.
 #[test]

@@ -94,10 +94,19 @@ function listen(el, feed, seen) {
     const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
     if (conversation) {
       for (const old of document.querySelectorAll(".live-new")) old.classList.remove("live-new");
-      el.insertAdjacentHTML("beforebegin", e.data);
-      const added = el.previousElementSibling;
-      if (added) added.classList.add("live-new");
-      if (atEnd && added) added.scrollIntoView({ block: "end" });
+      const made = document.createElement("template");
+      made.innerHTML = e.data;
+      const added = made.content.firstElementChild;
+      if (!added) return;
+      // A message the page has already: an upsert replaces it where it is, a copy is
+      // passed over (as the index keeps them).
+      const key = added.dataset.key;
+      const shown = key && el.parentNode.querySelector("article[data-key=\"" + CSS.escape(key) + "\"]");
+      if (shown && !added.dataset.upsert) return;
+      if (shown) shown.replaceWith(added);
+      else el.parentNode.insertBefore(added, el);
+      added.classList.add("live-new");
+      if (atEnd && !shown) added.scrollIntoView({ block: "end" });
     } else {
       el.insertAdjacentHTML("afterbegin", e.data);
       while (el.children.length > 500) el.lastElementChild.remove();

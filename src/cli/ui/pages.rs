@@ -481,6 +481,10 @@ fn more_messages(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answe
 /// One message of a conversation: its role and time, then its parts.
 fn message(seq: i64, harness: &str, role: &str, at_ms: Option<i64>, record: &[u8]) -> Markup {
     let parsed = parse(harness, record);
+    // The agent's key: a live record of a message already shown replaces it (an upsert) or
+    // is passed over (a copy), as the index keeps one.
+    let key = parsed.message.as_ref().and_then(|m| m.key.clone());
+    let upsert = parsed.message.as_ref().is_some_and(|m| m.upsert);
     let parts = parsed
         .message
         .map(|m| m.parts)
@@ -498,7 +502,8 @@ fn message(seq: i64, harness: &str, role: &str, at_ms: Option<i64>, record: &[u8
     }
     let prose = role == "user" || role == "assistant";
     html! {
-        article class=(format!("msg role-{role}")) id=(format!("m-{seq}")) data-seq=(seq) {
+        article class=(format!("msg role-{role}")) id=(format!("m-{seq}")) data-seq=(seq)
+            data-key=[key] data-upsert=[upsert.then_some("1")] {
             div.who {
                 span.role { (role) }
                 @if let Some(at) = at { time datetime=(format_time(at)) { (format_time(at).replace('T', " ").trim_end_matches('Z')) } }
