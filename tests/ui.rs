@@ -526,6 +526,57 @@ fn an_open_session_follows_new_records_live() {
     daemon.terminate();
 }
 
+/// A Claude Code session with a subagent and a compaction: the compaction is marked where it
+/// happened, and the subagent's conversation is read inside its parent's page when opened.
+#[test]
+fn a_subagent_is_read_inside_its_parent_and_a_compaction_is_marked() {
+    let env = Env::new();
+    let id = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+    let project = env
+        .dir
+        .path()
+        .join("home/.claude/projects/-home-dana-src-ledger");
+    let fixture = |name: &str| {
+        fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/sessions")
+                .join(name),
+        )
+        .unwrap()
+    };
+    let subagent = project.join(format!("{id}/subagents/agent-b41c2d.jsonl"));
+    fs::create_dir_all(subagent.parent().unwrap()).unwrap();
+    fs::write(
+        project.join(format!("{id}.jsonl")),
+        fixture("claude-code.jsonl"),
+    )
+    .unwrap();
+    fs::write(&subagent, fixture("claude-code-subagent.jsonl")).unwrap();
+    env.run_once_home();
+    let ui = Ui::start(&env);
+    let browser = Browser::start();
+    browser.goto(&ui.url);
+    browser.goto(&format!("{}/s/{id}", ui.base));
+    assert!(browser.text("#conversation .compact").contains("Compacted"));
+    assert_eq!(browser.count("details.subagent"), 1);
+    assert_eq!(browser.count("details.subagent article.msg"), 0);
+    browser.click("details.subagent summary");
+    browser.wait_for("details.subagent article.msg");
+    let inside = browser.text("details.subagent");
+    assert!(
+        inside.contains("List every call site of Invoice::total"),
+        "{inside}"
+    );
+    // Its own page too.
+    browser.click("details.subagent summary a");
+    browser.wait_for("#conversation article.msg");
+    assert!(
+        browser.url().contains("/s/agent-b41c2d"),
+        "{}",
+        browser.url()
+    );
+}
+
 /// A chat the agent rewrites whole (Gemini CLI's JSON) followed live: a message it grows is
 /// replaced where it is, a new one is added, and none is shown twice, as the index keeps them.
 #[test]

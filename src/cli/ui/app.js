@@ -123,6 +123,20 @@ function setup() {
     m.dataset.watched = "1";
     m.querySelector("button").addEventListener("click", () => load(m, "afterend"));
   }
+  // A subagent's conversation, loaded into its fold the first time it is opened.
+  for (const d of document.querySelectorAll("details.subagent[data-src]:not([data-watched])")) {
+    d.dataset.watched = "1";
+    d.addEventListener("toggle", () => {
+      if (!d.open || d.dataset.loaded) return;
+      d.dataset.loaded = "1";
+      const marker = document.createElement("div");
+      marker.className = "more";
+      marker.dataset.src = d.dataset.src;
+      marker.textContent = "Loading…";
+      d.appendChild(marker);
+      load(marker);
+    });
+  }
   for (const el of document.querySelectorAll("[data-live]:not([data-following])")) {
     el.dataset.following = "1";
     follow(el);

@@ -366,11 +366,17 @@ fn session(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
                 a.button href=(link("/restore")) { "Restore…" }
             }
             @if !subagents.is_empty() {
-                details.subagents open {
-                    summary { (subagents.len()) " subagents" }
-                    ul { @for sub in &subagents {
-                        li { a href=(session_href(&sub.id, sub.machine_id, &sub.machine, "")) { (sub.title.as_deref().unwrap_or(&sub.id)) } " · " (sub.messages) " messages" }
-                    } }
+                section.subagents {
+                    h2 { (subagents.len()) " subagents" }
+                    // Each one's conversation, read here when opened (or on a page of its own).
+                    @for sub in &subagents {
+                        details.subagent data-src=(session_href(&sub.id, sub.machine_id, &sub.machine, "/messages")) {
+                            summary {
+                                (sub.title.as_deref().unwrap_or(&sub.id)) " · " (sub.messages) " messages · "
+                                a href=(session_href(&sub.id, sub.machine_id, &sub.machine, "")) { "its page" }
+                            }
+                        }
+                    }
                 }
             }
         }
