@@ -365,6 +365,7 @@ impl Settings {
             rescan_interval: humantime::format_duration(self.rescan_interval).to_string(),
             poll_interval: humantime::format_duration(self.poll_interval).to_string(),
             compress: self.compress,
+            ui_listen: self.ui_listen.map(|a| a.to_string()),
             root: self.roots.iter().map(RootView::of).collect(),
             sink: (self.sinks.iter())
                 .map(|s| SinkView {
@@ -633,6 +634,9 @@ struct SettingsView {
     rescan_interval: String,
     poll_interval: String,
     compress: bool,
+    /// `[ui] listen`, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ui_listen: Option<String>,
     root: Vec<RootView>,
     sink: Vec<SinkView>,
 }

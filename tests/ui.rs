@@ -702,6 +702,11 @@ fn run_serves_the_web_view_when_the_configuration_says_where() {
     crafted(&env, "served by the daemon", &[]);
     let port = testkit::ports::free_port();
     env.write_config(&format!("[ui]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let checked = crate::util::stdout_of(&env, &["config", "check"]);
+    assert!(
+        checked.contains(&format!("ui_listen = \"127.0.0.1:{port}\"")),
+        "{checked}"
+    );
     let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
     daemon.wait_log("caught up");
     daemon.wait_log("web view at http://");
