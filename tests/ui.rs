@@ -774,6 +774,53 @@ fn run_goes_on_without_the_web_view_when_its_address_is_taken() {
     daemon.terminate();
 }
 
+/// `reindex` while `ui` serves makes a new index file: every worker reads the new one (a
+/// session archived after it is listed by every page), not the one it had open.
+#[test]
+fn after_reindex_every_page_reads_the_new_index() {
+    let env = Env::new();
+    crafted(&env, "the first session", &[]);
+    env.run_once_home();
+    let ui = Ui::start(&env);
+    let (_, headers, _) = get(&ui, &format!("/?token={}", ui.token()), &[]);
+    let cookie = header(&headers, "set-cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let list = || get(&ui, "/", &[("Cookie", &cookie)]).2;
+    // Every worker has served (and opened the index) once, most likely several times.
+    for _ in 0..16 {
+        assert!(list().contains("the first session"));
+    }
+    let out = env
+        .cmd()
+        .args(["reindex", "--db"])
+        .arg(&env.db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = env.dir.path().join("home/.claude/projects/-w-other");
+    fs::create_dir_all(&dir).unwrap();
+    let other = json!({"type": "user", "uuid": "o1", "sessionId": "0a1b2c3d-0000-4000-8000-000000000001",
+        "cwd": "/w/other", "timestamp": "2026-12-02T10:00:00.000Z",
+        "message": {"role": "user", "content": "a session after the reindex"}});
+    fs::write(
+        dir.join("0a1b2c3d-0000-4000-8000-000000000001.jsonl"),
+        format!("{other}\n"),
+    )
+    .unwrap();
+    env.run_once_home();
+    for _ in 0..16 {
+        let page = list();
+        assert!(page.contains("a session after the reindex"), "{page}");
+    }
+}
+
 /// `ui` on an archive that is not there says so, naming it, and serves nothing.
 #[test]
 fn ui_without_an_archive_names_the_missing_archive() {

@@ -152,10 +152,25 @@ fn random_hex(bytes: usize) -> Result<String> {
 }
 
 /// One worker: answers requests until the server stops. Its archive is opened at its first
-/// request, and opened again after an error.
+/// request, and opened again after an error, or when the index file is another (`reindex`
+/// made it again: the one attached is gone from its path).
 fn work(server: &tiny_http::Server, shared: &Arc<Shared>) {
     let mut archive: Option<Archive> = None;
+    let index = crate::consumers::sessions::store::path_of(&shared.db);
+    let identity = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&index).ok().map(|m| (m.dev(), m.ino()))
+    };
+    let mut opened_on = None;
     for request in server.incoming_requests() {
+        let now = identity();
+        if archive.is_some() && now != opened_on {
+            log::info!("the session index at {index:?} is another file; opening it again");
+            archive = None;
+        }
+        if archive.is_none() {
+            opened_on = now;
+        }
         // A request that panics (a page's panic is answered 500 in `answer`) is dropped, and
         // the worker goes on.
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
