@@ -250,45 +250,10 @@ fn handle(shared: &Arc<Shared>, archive: &mut Option<Archive>, mut request: Requ
     let answer = if let Some(refused) = refused {
         refused
     } else if query.get("token").is_some_and(|t| same(t, &shared.token)) {
-        // The token leaves the URL for the cookie, so that it is in no history or link.
-        let mut rest: Vec<(String, String)> =
-            (query.into_iter()).filter(|(k, _)| k != "token").collect();
-        rest.sort();
-        let rest = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(rest)
-            .finish();
-        let to = match rest.is_empty() {
-            true => path,
-            false => format!("{path}?{rest}"),
-        };
-        // A header holds ASCII only (a browser sends a path percent-encoded).
-        let to = if to.is_ascii() { to } else { "/".to_owned() };
-        let cookie = format!(
-            "{}={}; Path=/; HttpOnly; SameSite=Strict",
-            shared.cookie, shared.token
-        );
-        let mut response = Response::empty(303)
-            .with_header(header_of("Location", &to))
-            .with_header(header_of("Set-Cookie", &cookie));
-        add_common(&mut response);
-        let _ = request.respond(response);
-        return;
+        return token_to_cookie(shared, request, path, query);
     } else if !cookie.is_some_and(|c| has_token(&c, &shared.cookie, &shared.token)) {
         Answer::Html(StatusCode(403), pages::no_token())
     } else {
-        let form = match *request.method() {
-            Method::Post => {
-                let mut body = String::new();
-                let read = (request.as_reader().take(MAX_BODY)).read_to_string(&mut body);
-                match read {
-                    Ok(_) => form_urlencoded::parse(body.as_bytes())
-                        .into_owned()
-                        .collect(),
-                    Err(_) => HashMap::new(),
-                }
-            }
-            _ => HashMap::new(),
-        };
         let asked = Asked {
             method: request.method().clone(),
             path: (path.split('/'))
@@ -300,12 +265,57 @@ fn handle(shared: &Arc<Shared>, archive: &mut Option<Archive>, mut request: Requ
                 })
                 .collect(),
             query,
-            form,
+            form: read_form(&mut request),
             last_event,
         };
         answer(shared, archive, &asked)
     };
     respond(shared, request, answer);
+}
+
+/// Answers a request that carries the token in its URL: the token goes to a cookie, and the
+/// browser to the same page without it, so that it is in no history or link.
+fn token_to_cookie(
+    shared: &Shared,
+    request: Request,
+    path: String,
+    query: HashMap<String, String>,
+) {
+    let mut rest: Vec<(String, String)> =
+        (query.into_iter()).filter(|(k, _)| k != "token").collect();
+    rest.sort();
+    let rest = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(rest)
+        .finish();
+    let to = match rest.is_empty() {
+        true => path,
+        false => format!("{path}?{rest}"),
+    };
+    // A header holds ASCII only (a browser sends a path percent-encoded).
+    let to = if to.is_ascii() { to } else { "/".to_owned() };
+    let cookie = format!(
+        "{}={}; Path=/; HttpOnly; SameSite=Strict",
+        shared.cookie, shared.token
+    );
+    let mut response = Response::empty(303)
+        .with_header(header_of("Location", &to))
+        .with_header(header_of("Set-Cookie", &cookie));
+    add_common(&mut response);
+    let _ = request.respond(response);
+}
+
+/// A POST's form fields (none for another method, or a body that is not text).
+fn read_form(request: &mut Request) -> HashMap<String, String> {
+    if *request.method() != Method::Post {
+        return HashMap::new();
+    }
+    let mut body = String::new();
+    match (request.as_reader().take(MAX_BODY)).read_to_string(&mut body) {
+        Ok(_) => form_urlencoded::parse(body.as_bytes())
+            .into_owned()
+            .collect(),
+        Err(_) => HashMap::new(),
+    }
 }
 
 /// The refusal of a request whose `Host` is not this server (DNS rebinding), whose

@@ -177,26 +177,34 @@ fn home() -> Option<std::path::PathBuf> {
     crate::platform::home::home(&crate::cli::env).ok()
 }
 
-fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
+/// The filters of the sessions page, or the answer to filters it cannot read.
+fn session_filter(archive: &Archive, asked: &Asked) -> Result<std::result::Result<Filter, Answer>> {
     let since_ms = match asked.param("since").map(crate::cli::args::parse_since) {
-        Some(Err(e)) => return Ok(bad_request(&e)),
+        Some(Err(e)) => return Ok(Err(bad_request(&e))),
         Some(Ok(ms)) => Some(ms),
         None => None,
     };
     let machine = match asked.param("machine").filter(|m| *m != "all") {
         Some(name) => match query::machine_named(archive, name) {
             Ok(m) => m,
-            Err(e @ Error::NoSuchMachine { .. }) => return Ok(bad_request(&e.to_string())),
+            Err(e @ Error::NoSuchMachine { .. }) => return Ok(Err(bad_request(&e.to_string()))),
             Err(e) => return Err(e),
         },
         None => None,
     };
-    let filter = Filter {
+    Ok(Ok(Filter {
         harness: asked.param("agent").map(str::to_owned),
         project: asked.param("project").map(str::to_owned),
         since_ms,
         machine,
         limit: 0,
+    }))
+}
+
+fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
+    let filter = match session_filter(archive, asked)? {
+        Ok(filter) => filter,
+        Err(answer) => return Ok(answer),
     };
     let mut list = query::sessions(archive, &filter)?;
     match asked.param("deleted") {
@@ -220,30 +228,46 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
     let page = page.clamp(1, pages);
     let shown = &list[(page - 1) * SESSIONS_PAGE..(page * SESSIONS_PAGE).min(total)];
     let known = query::session_ids(archive)?;
-    let agents = query::harnesses(archive)?;
-    let machines = shown.iter().any(|s| s.machine_id != 0) || machine.is_some();
-    let now = now_ms();
-    let home = home();
-    let keep = |name: &str| asked.param(name).unwrap_or("").to_owned();
+    let machines = shown.iter().any(|s| s.machine_id != 0) || filter.machine.is_some();
     let page_link = |n: usize| {
-        let mut pairs: Vec<(&str, String)> =
-            ["agent", "project", "machine", "since", "deleted", "sort"]
-                .iter()
-                .map(|k| (*k, keep(k)))
-                .collect();
-        pairs.push(("page", n.to_string()));
-        let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let keys = ["agent", "project", "machine", "since", "deleted", "sort"];
+        let mut pairs: Vec<(&str, &str)> = keys
+            .iter()
+            .map(|k| (*k, asked.param(k).unwrap_or("")))
+            .collect();
+        let n = n.to_string();
+        pairs.push(("page", &n));
         href("/", &pairs)
-    };
-    let option = |value: &str, name: &str, current: &str| {
-        html! { option value=(value) selected[value == current] { (name) } }
     };
     let body = html! {
         h1 { "Sessions" }
+        (filters_form(asked, &query::harnesses(archive)?, sort))
+        p.count { (HumanCount(total as u64)) " sessions" @if pages > 1 { ", page " (page) " of " (pages) } }
+        (sessions_table(shown, &known, machines))
+        @if pages > 1 {
+            nav.pages {
+                @if page > 1 { a href=(page_link(page - 1)) { "← newer" } }
+                @if page < pages { a href=(page_link(page + 1)) { "older →" } }
+            }
+        }
+    };
+    Ok(Answer::Html(
+        StatusCode(200),
+        layout("Sessions", Tab::Sessions, body),
+    ))
+}
+
+/// The sessions page's form: its filters and sort as asked.
+fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
+    let keep = |name: &str| asked.param(name).unwrap_or("").to_owned();
+    let option = |value: &str, name: &str, current: &str| {
+        html! { option value=(value) selected[value == current] { (name) } }
+    };
+    html! {
         form.filters method="get" action="/" {
             label { "Agent " select name="agent" {
                 (option("", "any", &keep("agent")))
-                @for a in &agents { (option(a, a, &keep("agent"))) }
+                @for a in agents { (option(a, a, &keep("agent"))) }
             } }
             label { "Project " input type="text" name="project" value=(keep("project")) placeholder="any"; }
             label { "Machine " input type="text" name="machine" value=(keep("machine")) placeholder="every" size="10"; }
@@ -261,7 +285,15 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
             } }
             button type="submit" { "Filter" }
         }
-        p.count { (HumanCount(total as u64)) " sessions" @if pages > 1 { ", page " (page) " of " (pages) } }
+    }
+}
+
+/// The table of `shown` sessions (with a machine column when `machines`); `known` is every
+/// session id, sorted, for their short ids.
+fn sessions_table(shown: &[Session], known: &[String], machines: bool) -> Markup {
+    let now = now_ms();
+    let home = home();
+    html! {
         table.sessions {
             thead { tr {
                 th { "Last active" } th { "Agent" }
@@ -281,7 +313,7 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
                             a href=(session_href(&s.id, s.machine_id, &s.machine, "")) {
                                 (s.title.as_deref().unwrap_or("(untitled)"))
                             }
-                            " " span.id { (short_id(&s.id, &known)) }
+                            " " span.id { (short_id(&s.id, known)) }
                             @if s.subagents > 0 { " " span.badge { "+" (s.subagents) " subagents" } }
                             @if !s.on_disk { " " span.badge.gone { "deleted" } }
                         }
@@ -289,17 +321,7 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
                 }
             }
         }
-        @if pages > 1 {
-            nav.pages {
-                @if page > 1 { a href=(page_link(page - 1)) { "← newer" } }
-                @if page < pages { a href=(page_link(page + 1)) { "older →" } }
-            }
-        }
-    };
-    Ok(Answer::Html(
-        StatusCode(200),
-        layout("Sessions", Tab::Sessions, body),
-    ))
+    }
 }
 
 fn bad_request(why: &str) -> Answer {
@@ -911,24 +933,7 @@ fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<A
         ..usage::Request::default()
     };
     let (rows, total) = usage::usage(archive, by, &request, &shared.prices)?;
-    let all = |t: &usage::Tokens| t.input + t.output + t.cache_read + t.cache_write;
-    let top = rows
-        .iter()
-        .map(|r| all(&r.tokens))
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let width = |n: i64| n as f64 * 600.0 / top as f64;
-    let cost = |t: &usage::Tokens| {
-        let mark = if t.unpriced.is_empty() { "" } else { "*" };
-        match t.cost {
-            Some(c) if c > 0.0 && c < 0.01 => format!("${c:.4}{mark}"),
-            Some(c) => format!("${c:.2}{mark}"),
-            None => "—".into(),
-        }
-    };
     let tab = |name: &str| html! { a href=(href("/usage", &[("by", name), ("since", since)])) class=[(name == by_name).then_some("on")] { (name) } };
-    let row_h = 22.0;
     let body = html! {
         h1 { "Usage" }
         nav.by { "By " @for n in ["day", "week", "month", "model", "project", "agent", "machine", "session"] { (tab(n)) " " } }
@@ -937,26 +942,8 @@ fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<A
             label { "Since " input type="text" name="since" value=(since) size="12"; }
             button type="submit" { "Show" }
         }
-        p.count { "Since " (format_time(since_ms)[..10].to_owned()) ": " (HumanCount(total.calls as u64)) " model calls, " (HumanCount(all(&total) as u64)) " tokens, " (cost(&total)) }
-        @if !rows.is_empty() {
-            div.chart {
-                svg #usage-chart viewBox=(format!("0 0 900 {}", rows.len() as f64 * row_h + 10.0)) role="img" aria-label="Tokens per row" {
-                    @for (i, r) in rows.iter().enumerate() {
-                        @let y = i as f64 * row_h + 4.0;
-                        @let t = &r.tokens;
-                        text x="0" y=(y + 14.0) class="label" { (crate::cli::show::shorten(&r.of, 30)) }
-                        @let x0 = 230.0;
-                        @let parts = [(t.input, "input"), (t.output, "output"), (t.cache_read, "cache-read"), (t.cache_write, "cache-write")];
-                        @let mut x = x0;
-                        @for (n, class) in parts {
-                            rect x=(format!("{x:.1}")) y=(y) width=(format!("{:.1}", width(n))) height="16" class=(class) { title { (class) ": " (HumanCount(n as u64)) } }
-                            ({ x += width(n); "" })
-                        }
-                    }
-                }
-                div.legend { span.input { "input" } span.output { "output" } span.cache-read { "cache read" } span.cache-write { "cache write" } }
-            }
-        }
+        p.count { "Since " (format_time(since_ms)[..10].to_owned()) ": " (HumanCount(total.calls as u64)) " model calls, " (HumanCount(all_tokens(&total) as u64)) " tokens, " (cost(&total)) }
+        @if !rows.is_empty() { (usage_chart(&rows)) }
         table.usage {
             thead { tr { th { (by_name) } th.num { "Calls" } th.num { "Input" } th.num { "Output" } th.num { "Cache read" } th.num { "Cache write" } th.num { "Cost" } } }
             tbody {
@@ -981,4 +968,49 @@ fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<A
         StatusCode(200),
         layout("Usage", Tab::Usage, body),
     ))
+}
+
+/// Every token of `t`, of whatever kind.
+fn all_tokens(t: &usage::Tokens) -> i64 {
+    t.input + t.output + t.cache_read + t.cache_write
+}
+
+/// What `t` cost, `*` when some of its calls have no price; a dash when none has.
+fn cost(t: &usage::Tokens) -> String {
+    let mark = if t.unpriced.is_empty() { "" } else { "*" };
+    match t.cost {
+        Some(c) if c > 0.0 && c < 0.01 => format!("${c:.4}{mark}"),
+        Some(c) => format!("${c:.2}{mark}"),
+        None => "—".into(),
+    }
+}
+
+/// A bar a row, its tokens by kind end to end, the longest row the chart's width.
+fn usage_chart(rows: &[usage::Row]) -> Markup {
+    const ROW: f64 = 22.0;
+    const LABEL: f64 = 230.0;
+    let top = rows
+        .iter()
+        .map(|r| all_tokens(&r.tokens))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let width = |n: i64| n as f64 * 600.0 / top as f64;
+    html! {
+        div.chart {
+            svg #usage-chart viewBox=(format!("0 0 900 {}", rows.len() as f64 * ROW + 10.0)) role="img" aria-label="Tokens per row" {
+                @for (i, r) in rows.iter().enumerate() {
+                    @let y = i as f64 * ROW + 4.0;
+                    @let t = &r.tokens;
+                    text x="0" y=(y + 14.0) class="label" { (crate::cli::show::shorten(&r.of, 30)) }
+                    @let kinds = [(t.input, "input"), (t.output, "output"), (t.cache_read, "cache-read"), (t.cache_write, "cache-write")];
+                    @for (k, (n, class)) in kinds.iter().enumerate() {
+                        @let x = LABEL + kinds[..k].iter().map(|(m, _)| width(*m)).sum::<f64>();
+                        rect x=(format!("{x:.1}")) y=(y) width=(format!("{:.1}", width(*n))) height="16" class=(class) { title { (class) ": " (HumanCount(*n as u64)) } }
+                    }
+                }
+            }
+            div.legend { span.input { "input" } span.output { "output" } span.cache-read { "cache read" } span.cache-write { "cache write" } }
+        }
+    }
 }
