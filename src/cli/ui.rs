@@ -79,7 +79,11 @@ pub(crate) fn start(settings: &Settings, listen: SocketAddr, check: bool) -> Res
         drop(super::indexed_archive(&settings.archive)?);
     }
     let server = tiny_http::Server::http(listen).map_err(|e| Error::Ui {
-        reason: format!("cannot listen on {listen}: {e}"),
+        reason: format!(
+            "cannot listen on {listen}: {e} (another `ui`, or `run` with [ui] listen, may \
+             serve there: open its link, or give another address with --listen, port 0 for \
+             a free one)"
+        ),
     })?;
     let addr = match server.server_addr().to_ip() {
         Some(addr) => addr,
