@@ -238,6 +238,13 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         {"type": "tool_result", "tool_use_id": "toolu_2", "content": "</pre><svg id=injected onload=alert(1)>"}]});
     let markdown = json!({"role": "assistant", "id": "msg_3", "model": "m", "content": [
         {"type": "text", "text": "[run me](javascript:window.pwned=3) and <a href=\"javascript:window.pwned=4\" id=injected>this</a>\n\n![x](javascript:window.pwned=5)"}]});
+    // Images a browser must not be given: an SVG (a document that may hold script) and data
+    // that would end the attribute.
+    let images = json!({"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/svg+xml",
+            "data": "PHN2ZyBvbmxvYWQ9ImFsZXJ0KDEpIi8+"}},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+            "data": "iVBORw0K\" id=injected onerror=\"window.pwned=6"}}]});
     crafted(
         &env,
         attack,
@@ -245,6 +252,7 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
             line("assistant", "a2", 3, tool),
             line("user", "u3", 4, result),
             line("assistant", "a3", 5, markdown),
+            line("user", "u4", 6, images),
         ],
     );
     env.run_once_home();
@@ -256,6 +264,8 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         format!("/s/{ID}"),
         "/search?q=injected".to_owned(),
         "/search?q=pwned".to_owned(),
+        format!("/s/{ID}/restore"),
+        "/usage?by=session&since=3650d".to_owned(),
     ];
     for page in &pages {
         browser.goto(&format!("{}{page}", ui.base));

@@ -156,25 +156,22 @@ fn random_hex(bytes: usize) -> Result<String> {
 }
 
 /// One worker: answers requests until the server stops. Its archive is opened at its first
-/// request, and opened again after an error, or when the index file is another (`reindex`
-/// made it again: the one attached is gone from its path).
+/// request, and opened again after an error, or once the index file is another and has
+/// caught up (`reindex` made it again: the one attached is gone from its path; until the new
+/// one is ready, pages come from the old).
 fn work(server: &tiny_http::Server, shared: &Arc<Shared>) {
     let mut archive: Option<Archive> = None;
-    let index = crate::consumers::sessions::store::path_of(&shared.db);
-    let identity = || {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(&index).ok().map(|m| (m.dev(), m.ino()))
-    };
     let mut opened_on = None;
     for request in server.incoming_requests() {
-        let now = identity();
-        if archive.is_some() && now != opened_on {
-            log::info!("the session index at {index:?} is another file; opening it again");
+        if let Some(open) = &archive
+            && index_identity(&shared.db) != opened_on
+            && index_ready(&shared.db, open)
+        {
+            log::info!("the session index is another file; opening it again");
             archive = None;
         }
-        if archive.is_none() {
-            opened_on = now;
-        }
+        let was_open = archive.is_some();
+        let page = !request.url().starts_with("/assets/");
         // A request that panics (a page's panic is answered 500 in `answer`) is dropped, and
         // the worker goes on.
         let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -184,11 +181,31 @@ fn work(server: &tiny_http::Server, shared: &Arc<Shared>) {
             log::warn!("a request of the web view failed (a bug); its worker goes on");
             archive = None;
         }
+        if !was_open && archive.is_some() {
+            opened_on = index_identity(&shared.db);
+        }
         // What a page took (a list of every session is tens of MB) goes back to the system:
         // glibc keeps the freed memory of each thread's arena otherwise, and four workers
         // would each hold on to their largest page's.
-        crate::platform::sys::return_free_memory();
+        if page {
+            crate::platform::sys::return_free_memory();
+        }
     }
+}
+
+/// The device and inode of the session index file of the archive at `db`.
+fn index_identity(db: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let index = crate::consumers::sessions::store::path_of(db);
+    std::fs::metadata(index).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether the index file at its path holds every record `archive` does.
+fn index_ready(db: &std::path::Path, archive: &Archive) -> bool {
+    let done = crate::consumers::sessions::store::done(db);
+    archive
+        .last_seq()
+        .is_ok_and(|last| done.is_ok_and(|done| done >= last))
 }
 
 /// A request as the pages read it.

@@ -65,8 +65,6 @@ pub(crate) fn batch_thread_policy() -> io::Result<()> {
     Ok(())
 }
 
-/// Sets the calling thread's scheduling policy (one without priorities).
-#[cfg(target_os = "linux")]
 /// Gives the memory the allocator holds free back to the system, where the allocator is
 /// glibc's (which keeps what each thread's arena freed); elsewhere nothing.
 #[allow(unsafe_code)] // malloc_trim: rustix has no wrapper
@@ -78,6 +76,8 @@ pub(crate) fn return_free_memory() {
     }
 }
 
+/// Sets the calling thread's scheduling policy (one without priorities).
+#[cfg(target_os = "linux")]
 #[allow(unsafe_code)] // sched_setscheduler: rustix has no wrapper
 fn thread_policy(policy: libc::c_int) -> io::Result<()> {
     let param = libc::sched_param { sched_priority: 0 };

@@ -93,7 +93,6 @@ function listen(el, feed, seen) {
     if (e.lastEventId && document.getElementById("m-" + e.lastEventId)) return;
     const atEnd = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
     if (conversation) {
-      for (const old of document.querySelectorAll(".live-new")) old.classList.remove("live-new");
       const made = document.createElement("template");
       made.innerHTML = e.data;
       const added = made.content.firstElementChild;
@@ -103,10 +102,12 @@ function listen(el, feed, seen) {
       const key = added.dataset.key;
       const shown = key && el.parentNode.querySelector("article[data-key=\"" + CSS.escape(key) + "\"]");
       if (shown && !added.dataset.upsert) return;
+      for (const old of document.querySelectorAll(".live-new")) old.classList.remove("live-new");
       if (shown) shown.replaceWith(added);
       else el.parentNode.insertBefore(added, el);
       added.classList.add("live-new");
-      if (atEnd && !shown) added.scrollIntoView({ block: "end" });
+      // Kept in view when the reader was at the end and the message is the last one.
+      if (atEnd && added.nextElementSibling === el) added.scrollIntoView({ block: "end" });
     } else {
       el.insertAdjacentHTML("afterbegin", e.data);
       while (el.children.length > 500) el.lastElementChild.remove();
@@ -137,9 +138,11 @@ function setup() {
       load(marker);
     });
   }
+  // The page's own conversation follows live; a subagent's, read in its fold, does not (a
+  // browser holds a few connections to a server, and every fold would take one).
   for (const el of document.querySelectorAll("[data-live]:not([data-following])")) {
     el.dataset.following = "1";
-    follow(el);
+    if (!el.closest("details.subagent")) follow(el);
   }
   for (const b of document.querySelectorAll("button[data-copy]:not([data-watched])")) {
     b.dataset.watched = "1";

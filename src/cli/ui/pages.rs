@@ -564,8 +564,10 @@ fn images_html(record: &[u8]) -> Markup {
     images_in(&value, &mut found);
     html! {
         @for (kind, data) in &found {
-            @if data.len() > MAX_IMAGE {
-                p.cut { "An image (" (kind) ", " (HumanBytes(data.len() as u64)) ") not shown: the raw download has it" }
+            // Base64 holds 3 bytes in 4 characters.
+            @let size = data.len() / 4 * 3;
+            @if size > MAX_IMAGE {
+                p.cut { "An image (" (kind) ", " (HumanBytes(size as u64)) ") not shown: the raw download has it" }
             } @else {
                 img.attached src=(format!("data:{kind};base64,{data}")) alt="An image in the transcript" loading="lazy";
             }
@@ -578,8 +580,9 @@ fn images_html(record: &[u8]) -> Markup {
 fn images_in<'a>(value: &'a serde_json::Value, found: &mut Vec<(&'a str, &'a str)>) {
     use serde_json::Value;
     let shown = |kind: &str| ["image/png", "image/jpeg", "image/gif", "image/webp"].contains(&kind);
-    let base64 =
-        |data: &str| (data.bytes()).all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b));
+    let base64 = |data: &str| {
+        !data.is_empty() && (data.bytes()).all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+    };
     match value {
         Value::Object(map) => {
             let source = map
