@@ -163,6 +163,11 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
     );
     let hit = browser.text("#results a.hit");
     assert!(hit.contains("invoice-2026-12.pdf"), "{hit}");
+    // Under its session's title.
+    assert_eq!(
+        browser.text("#results a.hit .title"),
+        "Please list the **invoices** folder. - one - two"
+    );
     assert!(
         browser.url().ends_with("/search?q=invoice-2026-12"),
         "{}",

@@ -788,13 +788,17 @@ fn hits(archive: &mut Archive, q: &str) -> Result<Markup> {
         Err(e @ Error::SearchQuery { .. }) => return Ok(html! { p.error { (e.to_string()) } }),
         Err(e) => return Err(e),
     };
+    let titles = (hits.iter())
+        .map(|h| query::title(archive, h.machine_id, &h.harness, &h.session))
+        .collect::<Result<Vec<_>>>()?;
     let home = home();
     Ok(html! {
         @if hits.is_empty() { p.hint { "No message matches." } }
-        @for h in &hits {
+        @for (h, title) in hits.iter().zip(&titles) {
             @let home = home.as_deref().filter(|_| h.machine_id == 0);
             @let to = format!("{}#m-{}", append_query(&session_href(&h.session, h.machine_id, &h.machine, ""), &[("at", &h.seq.to_string())]), h.seq);
             a.hit href=(to) {
+                div.title { (title.as_deref().unwrap_or("(untitled)")) }
                 div.where_ {
                     span.agent { (h.harness) }
                     span.project { (tilde(h.project.as_deref().unwrap_or("-"), home)) }

@@ -363,6 +363,25 @@ pub(crate) fn machine_named(archive: &Archive, name: &str) -> Result<Option<i64>
     }
 }
 
+/// The title of the session `session` of watcher `harness` on machine `machine` (the agent's,
+/// else its first prompt), as listed.
+pub(crate) fn title(
+    archive: &mut Archive,
+    machine: i64,
+    harness: &str,
+    session: &str,
+) -> Result<Option<String>> {
+    let result = (|| {
+        let mut stmt = archive.connection().prepare_cached(
+            "SELECT coalesce(agent_title, first_prompt) FROM sessions
+             WHERE machine = ?1 AND harness = ?2 AND session = ?3",
+        )?;
+        let title = stmt.query_row(params![machine, harness, session], |r| r.get(0));
+        title.optional().map(Option::flatten)
+    })();
+    archive.db(result)
+}
+
 /// A message of a session with its record.
 pub(crate) struct MessageRecord {
     /// The record's seq.
