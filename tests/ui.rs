@@ -836,6 +836,51 @@ fn after_reindex_every_page_reads_the_new_index() {
     }
 }
 
+/// The sessions page shows 200 at a time, newest first, the next ones a link away: read a
+/// page at a time in the index's order, or (a filter that needs every session) all read and
+/// cut here; either way every session once.
+#[test]
+fn the_sessions_are_paged_each_once() {
+    let env = Env::new();
+    let dir = env.dir.path().join("home/.claude/projects/-w-many");
+    fs::create_dir_all(&dir).unwrap();
+    for i in 0..205 {
+        let id = format!("00000000-0000-4000-8000-{i:012}");
+        let prompt = json!({"type": "user", "uuid": format!("p{i}"), "sessionId": id,
+            "cwd": "/w/many", "timestamp": format!("2026-11-{:02}T10:{:02}:00.000Z", 1 + i / 60, i % 60),
+            "message": {"role": "user", "content": format!("prompt of session {i}")}});
+        fs::write(dir.join(format!("{id}.jsonl")), format!("{prompt}\n")).unwrap();
+    }
+    env.run_once_home();
+    let ui = Ui::start(&env);
+    let (_, headers, _) = get(&ui, &format!("/?token={}", ui.token()), &[]);
+    let cookie = header(&headers, "set-cookie")
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let titles = |path: &str| -> (Vec<String>, String) {
+        let page = get(&ui, path, &[("Cookie", &cookie)]).2;
+        let titles = (page.split("prompt of session ").skip(1))
+            .map(|t| t.split('<').next().unwrap().to_owned())
+            .collect();
+        (titles, page)
+    };
+    for (first, second) in [
+        ("/", "/?page=2"),
+        ("/?deleted=hide", "/?deleted=hide&page=2"),
+    ] {
+        let (one, page) = titles(first);
+        assert_eq!(one.len(), 200, "{first}");
+        assert!(page.contains("205 sessions, page 1 of 2"), "{first}");
+        assert!(page.contains("older →"), "{first}");
+        let (two, _) = titles(second);
+        let all: Vec<String> = one.into_iter().chain(two).collect();
+        let newest_first: Vec<String> = (0..205).rev().map(|i: i32| i.to_string()).collect();
+        assert_eq!(all, newest_first, "{first} then {second}");
+    }
+}
+
 /// `ui` on an archive that is not there says so, naming it, and serves nothing.
 #[test]
 fn ui_without_an_archive_names_the_missing_archive() {

@@ -748,6 +748,7 @@ impl SessionFilter {
             since_ms: self.since,
             machine: query::machine_named(archive, &self.machine)?,
             limit: self.limit,
+            offset: 0,
         })
     }
 }

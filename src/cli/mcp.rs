@@ -105,6 +105,7 @@ impl Server {
             machine: None,
             // 0 would be no limit at all.
             limit: number(args, "limit", 20).clamp(1, limit) as usize,
+            offset: 0,
         })
     }
 

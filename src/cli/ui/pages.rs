@@ -198,35 +198,51 @@ fn session_filter(archive: &Archive, asked: &Asked) -> Result<std::result::Resul
         since_ms,
         machine,
         limit: 0,
+        offset: 0,
     }))
 }
 
 fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
-    let filter = match session_filter(archive, asked)? {
+    let mut filter = match session_filter(archive, asked)? {
         Ok(filter) => filter,
         Err(answer) => return Ok(answer),
     };
-    let mut list = query::sessions(archive, &filter)?;
-    match asked.param("deleted") {
-        Some("only") => list.retain(|s| !s.on_disk),
-        Some("hide") => list.retain(|s| s.on_disk),
-        _ => {}
-    }
     let sort = asked.param("sort").unwrap_or("active");
-    match sort {
-        "started" => list.sort_by_key(|s| std::cmp::Reverse(s.started)),
-        "messages" => list.sort_by_key(|s| std::cmp::Reverse(s.messages)),
-        "title" => list.sort_by_cached_key(|s| s.title.clone().unwrap_or_default().to_lowercase()),
-        _ => {}
-    }
-    let total = list.len();
-    let pages = total.div_ceil(SESSIONS_PAGE).max(1);
-    let page: usize = asked
+    let asked_page: usize = asked
         .param("page")
         .and_then(|p| p.parse().ok())
         .unwrap_or(1);
-    let page = page.clamp(1, pages);
-    let shown = &list[(page - 1) * SESSIONS_PAGE..(page * SESSIONS_PAGE).min(total)];
+    // The index's own order and no filter that needs every session's files: one page is
+    // read, and the sessions counted. Else every session is read, filtered and sorted here.
+    let paged = sort == "active" && asked.param("deleted").is_none() && filter.since_ms.is_none();
+    let (total, page, shown) = if paged {
+        let total = query::sessions_count(archive, &filter)?;
+        let page = asked_page.clamp(1, total.div_ceil(SESSIONS_PAGE).max(1));
+        filter.limit = SESSIONS_PAGE;
+        filter.offset = (page - 1) * SESSIONS_PAGE;
+        (total, page, query::sessions(archive, &filter)?)
+    } else {
+        let mut list = query::sessions(archive, &filter)?;
+        match asked.param("deleted") {
+            Some("only") => list.retain(|s| !s.on_disk),
+            Some("hide") => list.retain(|s| s.on_disk),
+            _ => {}
+        }
+        match sort {
+            "started" => list.sort_by_key(|s| std::cmp::Reverse(s.started)),
+            "messages" => list.sort_by_key(|s| std::cmp::Reverse(s.messages)),
+            "title" => {
+                list.sort_by_cached_key(|s| s.title.clone().unwrap_or_default().to_lowercase())
+            }
+            _ => {}
+        }
+        let total = list.len();
+        let page = asked_page.clamp(1, total.div_ceil(SESSIONS_PAGE).max(1));
+        let end = (page * SESSIONS_PAGE).min(total);
+        let shown = list.drain((page - 1) * SESSIONS_PAGE..end).collect();
+        (total, page, shown)
+    };
+    let pages = total.div_ceil(SESSIONS_PAGE).max(1);
     let known = query::session_ids(archive)?;
     let machines = shown.iter().any(|s| s.machine_id != 0) || filter.machine.is_some();
     let page_link = |n: usize| {
@@ -243,7 +259,7 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
         h1 { "Sessions" }
         (filters_form(asked, &query::harnesses(archive)?, sort))
         p.count { (HumanCount(total as u64)) " sessions" @if pages > 1 { ", page " (page) " of " (pages) } }
-        (sessions_table(shown, &known, machines))
+        (sessions_table(&shown, &known, machines))
         @if pages > 1 {
             nav.pages {
                 @if page > 1 { a href=(page_link(page - 1)) { "← newer" } }

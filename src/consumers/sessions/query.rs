@@ -26,6 +26,8 @@ pub(crate) struct Filter {
     pub machine: Option<i64>,
     /// At most this many (0: all).
     pub limit: usize,
+    /// Past this many first ones (a page of a list).
+    pub offset: usize,
 }
 
 impl Filter {
@@ -213,20 +215,24 @@ fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
     paths
 }
 
+/// The `WHERE` of the sessions listed: top-level sessions (and subagents whose parent is not
+/// in the archive) of watcher `?1`, project `?2` and machine `?5`.
+const LISTED: &str = "
+    WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
+            WHERE p.machine = se.machine AND p.harness = se.harness
+              AND p.session = se.parent))
+      AND (?1 IS NULL OR se.harness = ?1)
+      AND (?2 IS NULL OR instr(lower(se.project), lower(?2)) > 0)
+      AND (?5 IS NULL OR se.machine = ?5)";
+
 /// Top-level sessions (and subagents whose parent is not in the archive), newest activity
 /// first.
 pub(crate) fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> {
     let sql = format!(
-        "SELECT * FROM ({SESSION}
-            WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
-                    WHERE p.machine = se.machine AND p.harness = se.harness
-                      AND p.session = se.parent))
-              AND (?1 IS NULL OR se.harness = ?1)
-              AND (?2 IS NULL OR instr(lower(se.project), lower(?2)) > 0)
-              AND (?5 IS NULL OR se.machine = ?5))
+        "SELECT * FROM ({SESSION} {LISTED})
          WHERE (?3 IS NULL OR last >= ?3)
          ORDER BY last IS NULL, last DESC, 1 DESC
-         LIMIT ?4"
+         LIMIT ?4 OFFSET ?6"
     );
     let limit = filter.sql_limit();
     let args = params![
@@ -234,9 +240,21 @@ pub(crate) fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Ses
         filter.project,
         filter.since_ms,
         limit,
-        filter.machine
+        filter.machine,
+        filter.offset as i64
     ];
     collect(archive, &sql, args)
+}
+
+/// How many sessions [`sessions`] lists with `filter` when it has no time (`since_ms` and
+/// the limit are not read): counted from the sessions alone.
+pub(crate) fn sessions_count(archive: &mut Archive, filter: &Filter) -> Result<usize> {
+    let sql = format!("SELECT count(*) FROM sessions se {LISTED}");
+    // `?3` and `?4` are not in the SQL; SQLite counts them all the same.
+    let none = None::<i64>;
+    let args = params![filter.harness, filter.project, none, none, filter.machine];
+    let result = (archive.connection()).query_row(&sql, args, |r| r.get::<_, i64>(0));
+    archive.db(result).map(|n| n as usize)
 }
 
 /// The subagents of `parent`, oldest first.
