@@ -44,6 +44,13 @@ impl Ui {
     fn token(&self) -> &str {
         self.url.split_once("token=").unwrap().1
     }
+
+    /// The `Cookie` header's value the token is exchanged for.
+    fn cookie(&self) -> String {
+        let (_, headers, _) = get(self, &format!("/?token={}", self.token()), &[]);
+        let set = header(&headers, "set-cookie");
+        set.split(';').next().unwrap().to_owned()
+    }
 }
 
 impl Drop for Ui {
@@ -104,6 +111,15 @@ fn crafted(env: &Env, prompt: &str, extra: &[String]) -> PathBuf {
     let path = dir.join(format!("{ID}.jsonl"));
     fs::write(&path, lines.join("\n") + "\n").unwrap();
     path
+}
+
+/// The crafted session of `prompt`, archived, then deleted by its agent: its path and bytes.
+fn archived_then_deleted(env: &Env, prompt: &str) -> (PathBuf, Vec<u8>) {
+    let path = crafted(env, prompt, &[]);
+    let bytes = fs::read(&path).unwrap();
+    env.run_once_home();
+    fs::remove_file(&path).unwrap();
+    (path, bytes)
 }
 
 /// The sessions, search, a conversation, usage, status and live pages, read in Chromium:
@@ -363,10 +379,7 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
 #[test]
 fn the_token_host_origin_and_csrf_checks_refuse_what_another_site_sends() {
     let env = Env::new();
-    let path = crafted(&env, "restore me later", &[]);
-    let original = fs::read(&path).unwrap();
-    env.run_once_home();
-    fs::remove_file(&path).unwrap();
+    let (path, original) = archived_then_deleted(&env, "restore me later");
     let ui = Ui::start(&env);
     let port = ui.base.rsplit_once(':').unwrap().1.to_owned();
     let host = format!("127.0.0.1:{port}");
@@ -465,10 +478,7 @@ fn form_body(form: &[(&str, &str)]) -> String {
 #[test]
 fn a_deleted_session_is_restored_from_its_page() {
     let env = Env::new();
-    let path = crafted(&env, "bring this one back", &[]);
-    let original = fs::read(&path).unwrap();
-    env.run_once_home();
-    fs::remove_file(&path).unwrap();
+    let (path, original) = archived_then_deleted(&env, "bring this one back");
     let ui = Ui::start(&env);
     let browser = Browser::start();
     browser.goto(&ui.url);
@@ -797,12 +807,7 @@ fn after_reindex_every_page_reads_the_new_index() {
     crafted(&env, "the first session", &[]);
     env.run_once_home();
     let ui = Ui::start(&env);
-    let (_, headers, _) = get(&ui, &format!("/?token={}", ui.token()), &[]);
-    let cookie = header(&headers, "set-cookie")
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = ui.cookie();
     let list = || get(&ui, "/", &[("Cookie", &cookie)]).2;
     // Every worker has served (and opened the index) once, most likely several times.
     for _ in 0..16 {
@@ -853,12 +858,7 @@ fn the_sessions_are_paged_each_once() {
     }
     env.run_once_home();
     let ui = Ui::start(&env);
-    let (_, headers, _) = get(&ui, &format!("/?token={}", ui.token()), &[]);
-    let cookie = header(&headers, "set-cookie")
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
+    let cookie = ui.cookie();
     let titles = |path: &str| -> (Vec<String>, String) {
         let page = get(&ui, path, &[("Cookie", &cookie)]).2;
         let titles = (page.split("prompt of session ").skip(1))
