@@ -426,9 +426,10 @@ fn session(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
     ))
 }
 
-/// Messages `from` on (at most `count`), with what loads the ones before and after: the
+/// A page of messages from the `from`th, with what loads the ones before and after: the
 /// ones after as the page scrolls to them, and past the last a live feed of new ones (from
-/// `done`, the last record the index held).
+/// `done`, the last record the index held before the messages were read: one read since is
+/// sent again, and the page keeps the copy it has).
 fn window(archive: &mut Archive, s: &Session, from: usize, done: i64) -> Result<Markup> {
     Ok(html! {
         section #conversation {
