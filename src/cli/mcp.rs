@@ -7,7 +7,7 @@
 use super::{find_session, show};
 use crate::archive::Archive;
 use crate::consumers::redact::Redactor;
-use crate::consumers::sessions::parse::parse;
+use crate::consumers::sessions::parse::{parse, prefix_of};
 use crate::consumers::sessions::query::{self, Filter};
 use crate::consumers::sessions::usage::{self, By, Prices, Request};
 use crate::error::Result;
@@ -324,13 +324,9 @@ fn bounded(text: String) -> String {
     if text.len() <= MAX_RESULT {
         return text;
     }
-    let mut end = MAX_RESULT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
     format!(
         "{}\n[cut at {MAX_RESULT} of {} bytes: ask for fewer (limit) or a later window (offset)]",
-        &text[..end],
+        prefix_of(&text, MAX_RESULT),
         text.len()
     )
 }

@@ -30,7 +30,7 @@ mod share;
 pub(crate) mod store;
 pub(crate) mod usage;
 
-use parse::{INDEXED_STRING, Parsed, Part, parse, with_long_strings_cut};
+use parse::{INDEXED_STRING, Parsed, Part, parse, prefix_of, with_long_strings_cut};
 
 /// At most this many records, or bytes of records, are taken from the archive at a time.
 const BATCH: usize = 2000;
@@ -768,13 +768,8 @@ pub(crate) fn indexed(record: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 /// The searchable text of a message's parts, cut at [`BODY_LIMIT`].
 pub(crate) fn body(parts: &[Part]) -> String {
     let mut text = Part::joined(parts);
-    if text.len() > BODY_LIMIT {
-        let mut cut = BODY_LIMIT;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-    }
+    let cut = prefix_of(&text, BODY_LIMIT).len();
+    text.truncate(cut);
     text
 }
 

@@ -4,7 +4,7 @@
 use super::{Answer, Asked, Shared, markdown};
 use crate::archive::Archive;
 use crate::cli::show::{ago, short_id, tilde};
-use crate::consumers::sessions::parse::{Part, Role, parse};
+use crate::consumers::sessions::parse::{Part, Role, parse, prefix_of};
 use crate::consumers::sessions::query::{self, Filter, MessageRecord, Session, format_time};
 use crate::consumers::sessions::usage::{self, By};
 use crate::error::{Error, Result};
@@ -633,19 +633,16 @@ fn images_in<'a>(value: &'a serde_json::Value, found: &mut Vec<(&'a str, &'a str
 
 /// `text` cut to what a page shows, with a note of its whole size.
 fn shown(text: &str) -> (&str, Option<String>) {
-    if text.len() <= MAX_SHOWN {
+    let cut = prefix_of(text, MAX_SHOWN);
+    if cut.len() == text.len() {
         return (text, None);
-    }
-    let mut end = MAX_SHOWN;
-    while !text.is_char_boundary(end) {
-        end -= 1;
     }
     let note = format!(
         "cut at {} of {}: the raw download holds it all",
-        HumanBytes(end as u64),
+        HumanBytes(cut.len() as u64),
         HumanBytes(text.len() as u64)
     );
-    (&text[..end], Some(note))
+    (cut, Some(note))
 }
 
 fn parts_html(parts: &[Part], prose: bool) -> Markup {

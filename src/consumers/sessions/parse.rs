@@ -296,6 +296,18 @@ impl Part {
 /// held a second time, whole, as the parsed value.
 pub(crate) const INDEXED_STRING: usize = 1 << 20;
 
+/// The longest start of `text` of at most `max` bytes that ends between two characters.
+pub(crate) fn prefix_of(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// `record` with every JSON string value (not member names) longer than `limit` bytes (as
 /// written) cut to its first `limit` bytes or a little fewer (never inside an escape or a
 /// UTF-8 sequence); the record itself when it has no such string, or is not a JSON object or
