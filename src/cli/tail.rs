@@ -222,7 +222,7 @@ impl Tail<'_> {
 }
 
 /// The `seq` and `source` of an envelope line.
-fn seq_of(line: &[u8]) -> (Option<i64>, Option<i64>) {
+pub(crate) fn seq_of(line: &[u8]) -> (Option<i64>, Option<i64>) {
     #[derive(serde::Deserialize)]
     struct Seq {
         seq: i64,

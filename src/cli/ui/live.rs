@@ -153,7 +153,7 @@ impl Feed {
                 }
             };
         }
-        let Some(seq) = seq_of(line) else {
+        let (Some(seq), _) = crate::cli::tail::seq_of(line) else {
             return Ok(false);
         };
         if seq <= self.request.since_seq.unwrap_or(0) {
@@ -190,15 +190,6 @@ fn event(out: &mut dyn Write, name: &str, id: Option<i64>, data: &str) -> io::Re
     text.push('\n');
     out.write_all(text.as_bytes())?;
     out.flush()
-}
-
-/// The `seq` of an envelope line.
-fn seq_of(line: &[u8]) -> Option<i64> {
-    #[derive(serde::Deserialize)]
-    struct Seq {
-        seq: i64,
-    }
-    serde_json::from_slice::<Seq>(line).ok().map(|s| s.seq)
 }
 
 #[cfg(test)]

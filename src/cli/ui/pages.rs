@@ -140,14 +140,16 @@ pub(crate) fn not_found(what: &str) -> String {
     )
 }
 
-/// A link's target for `path` and the query `pairs` (encoded).
+/// A link's target: `path` (which may have a query already) with the `pairs` that have a
+/// value added to its query, encoded.
 fn href(path: &str, pairs: &[(&str, &str)]) -> String {
     let query = form_urlencoded::Serializer::new(String::new())
         .extend_pairs(pairs.iter().filter(|(_, v)| !v.is_empty()))
         .finish();
-    match query.is_empty() {
-        true => path.to_owned(),
-        false => format!("{path}?{query}"),
+    match (query.is_empty(), path.contains('?')) {
+        (true, _) => path.to_owned(),
+        (false, true) => format!("{path}&{query}"),
+        (false, false) => format!("{path}?{query}"),
     }
 }
 
@@ -449,17 +451,8 @@ fn earlier(s: &Session, from: usize) -> Markup {
         ("earlier", "1".into()),
     ];
     let pairs: Vec<(&str, &str)> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let to = append_query(&base, &pairs);
+    let to = href(&base, &pairs);
     html! { div.earlier data-src=(to) { button type="button" { "Load earlier messages" } } }
-}
-
-/// `path` (which may have a query already) with `pairs` added to its query.
-fn append_query(path: &str, pairs: &[(&str, &str)]) -> String {
-    let query = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(pairs)
-        .finish();
-    let sep = if path.contains('?') { '&' } else { '?' };
-    format!("{path}{sep}{query}")
 }
 
 /// Messages `from` on, a page of them, then what loads the next page as it comes into
@@ -469,7 +462,7 @@ fn forward(archive: &mut Archive, s: &Session, from: usize, done: i64) -> Result
     let more = messages.len() > MESSAGES_PAGE;
     messages.truncate(MESSAGES_PAGE);
     let base = session_href(&s.id, s.machine_id, &s.machine, "/messages");
-    let next = append_query(
+    let next = href(
         &base,
         &[("from", &from.saturating_add(MESSAGES_PAGE).to_string())],
     );
@@ -810,7 +803,7 @@ fn hits(archive: &mut Archive, q: &str) -> Result<Markup> {
         @if hits.is_empty() { p.hint { "No message matches." } }
         @for (h, title) in hits.iter().zip(&titles) {
             @let home = home.as_deref().filter(|_| h.machine_id == 0);
-            @let to = format!("{}#m-{}", append_query(&session_href(&h.session, h.machine_id, &h.machine, ""), &[("at", &h.seq.to_string())]), h.seq);
+            @let to = format!("{}#m-{}", href(&session_href(&h.session, h.machine_id, &h.machine, ""), &[("at", &h.seq.to_string())]), h.seq);
             a.hit href=(to) {
                 div.title { (title.as_deref().unwrap_or("(untitled)")) }
                 div.where_ {
