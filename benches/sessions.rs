@@ -16,6 +16,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 use testkit::corpus;
 use testkit::cpu::children_cpu_secs;
+use testkit::env;
 use testkit::machine::{self, Machine};
 use testkit::stats::{median, quantile_of};
 
@@ -378,11 +379,8 @@ fn sessions_bench(md: &mut String, scratch: &Path, runs: usize) {
 }
 
 fn main() {
-    let quick = std::env::var_os("COMPARE_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
-    let runs = std::env::var("SESSIONS_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7);
+    let quick = env::env_flag("COMPARE_QUICK");
+    let runs = env::env_or("SESSIONS_RUNS", 7) as usize;
     let bench = machine::target_dir().join("bench");
     let scratch = bench.join("sessions-scratch");
     let _ = fs::remove_dir_all(&scratch);

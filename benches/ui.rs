@@ -10,13 +10,14 @@
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
-use testkit::browser::Browser;
+use testkit::browser::{Browser, WebView};
 use testkit::corpus;
+use testkit::env::{env_flag, env_or};
 use testkit::machine::{self, Machine};
+use testkit::procfs;
 use testkit::stats::{median, quantile_of};
 
 const BIN: &str = env!("CARGO_BIN_EXE_transcript-sync");
@@ -46,51 +47,18 @@ fn archive(home: &Path, db: &Path) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
-/// A `ui` server on `db`.
-struct Ui {
-    child: Child,
-    url: String,
-    base: String,
+/// `ui --no-open` on `db`.
+fn serve(home: &Path, db: &Path) -> WebView {
+    let mut cmd = ts(home);
+    cmd.args(["ui", "--no-open", "--db"]).arg(db);
+    WebView::start(cmd)
 }
 
-impl Ui {
-    fn start(home: &Path, db: &Path) -> Ui {
-        let mut cmd = ts(home);
-        cmd.args(["ui", "--no-open", "--db"]).arg(db);
-        cmd.stdout(Stdio::piped());
-        let mut child = cmd.spawn().expect("ui starts");
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().unwrap().unwrap();
-        let url = first.split_once("serving ").unwrap().1.to_owned();
-        std::thread::spawn(move || lines.for_each(drop));
-        let base = url.split_once("/?token=").unwrap().0.to_owned();
-        Ui { child, url, base }
-    }
-
-    /// Its peak resident memory, then of what is resident now its anonymous memory (heap
-    /// and stacks) and its file pages (the archive and index SQLite maps), in MiB.
-    fn memory(&self) -> (f64, f64, f64) {
-        let status = fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let kib = |key: &str| {
-            (status.lines())
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|n| n.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
-        (
-            kib("VmHWM:") / 1024.0,
-            kib("RssAnon:") / 1024.0,
-            kib("RssFile:") / 1024.0,
-        )
-    }
-}
-
-impl Drop for Ui {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The server's peak resident memory, then of what is resident now its anonymous memory
+/// (heap and stacks) and its file pages (the archive and index SQLite maps), in MiB.
+fn memory_of(ui: &WebView) -> (f64, f64, f64) {
+    let mib = |field| procfs::status_kib(ui.pid(), field).unwrap_or(0) as f64 / 1024.0;
+    (mib("VmHWM"), mib("RssAnon"), mib("RssFile"))
 }
 
 /// One page's times over the runs: first contentful paint, and the HTML's arrival
@@ -170,10 +138,8 @@ fn row(md: &mut String, what: &str, p: &Paint, baseline: &str, cli_ms: &[f64]) {
 }
 
 fn main() {
-    let quick = std::env::var_os("COMPARE_QUICK").is_some_and(|v| v != "0" && !v.is_empty());
-    let runs = (std::env::var("UI_RUNS").ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7);
+    let quick = env_flag("COMPARE_QUICK");
+    let runs = env_or("UI_RUNS", 7) as usize;
     let bench = machine::target_dir().join("bench");
     let scratch = bench.join("ui-scratch");
     let _ = fs::remove_dir_all(&scratch);
@@ -196,7 +162,7 @@ fn main() {
     let db = scratch.join("sessions.db");
     let secs = archive(&home, &db);
     println!("10,000 sessions archived in {secs:.1} s");
-    let ui = Ui::start(&home, &db);
+    let ui = serve(&home, &db);
     browser.goto(&ui.url);
     // The floor: a page of a few lines (not found), and the command that does least.
     let p = paint(&browser, &format!("{}/nothing-here", ui.base), runs);
@@ -217,7 +183,7 @@ fn main() {
         "sessions --limit 0",
         &c,
     );
-    memory.push(("10,000 sessions", ui.memory()));
+    memory.push(("10,000 sessions", memory_of(&ui)));
     drop(ui);
 
     // One 50 MB session.
@@ -226,7 +192,7 @@ fn main() {
     let db = scratch.join("long.db");
     let secs = archive(&home, &db);
     println!("a 50 MB session archived in {secs:.1} s");
-    let ui = Ui::start(&home, &db);
+    let ui = serve(&home, &db);
     browser.goto(&ui.url);
     let p = paint(&browser, &format!("{}/s/{id}", ui.base), runs);
     let c = cli(&home, &db, &["show", &id, "--format", "markdown"], runs);
@@ -237,7 +203,7 @@ fn main() {
         "show ID --format markdown",
         &c,
     );
-    memory.push(("a 50 MB session", ui.memory()));
+    memory.push(("a 50 MB session", memory_of(&ui)));
     drop(ui);
 
     // Search over the compare corpus.
@@ -249,7 +215,7 @@ fn main() {
     let secs = archive(&home, &db);
     let size = if quick { "64 MB" } else { "1 GiB" };
     println!("the {size} corpus archived in {secs:.1} s");
-    let ui = Ui::start(&home, &db);
+    let ui = serve(&home, &db);
     browser.goto(&ui.url);
     for (word, what) in [
         ("exit_code", "word of Codex tool outputs"),
@@ -260,7 +226,7 @@ fn main() {
         let label = format!("search over {size}, {what} ({word})");
         row(&mut md, &label, &p, &format!("search {word}"), &c);
     }
-    memory.push(("search over the corpus", ui.memory()));
+    memory.push(("search over the corpus", memory_of(&ui)));
     drop(ui);
 
     md.push_str(

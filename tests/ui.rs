@@ -2,62 +2,30 @@
 //! chromedriver) as a person reads them, and the server's guards (the token, `Host`,
 //! `Origin`, the CSRF token) checked with plain HTTP requests as another site would make them.
 
-use crate::util::{Env, copy_agent_fixture, home_daemon_cmd, wait_until_else};
+use crate::util::{
+    Env, cli, copy_agent_fixture, home_daemon_cmd, stderr, stdout_of, wait_until_else,
+};
 use serde_json::{Value, json};
 use std::fs;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use testkit::browser::Browser;
+use testkit::browser::{Browser, WebView};
 use testkit::daemon::{Daemon, TapReader};
 
 /// The crafted session's id.
 const ID: &str = "5f0c8a52-6d1e-4a8b-9c3f-2e7d4b1a9c60";
 
-/// A `ui` server: its process, its URL with the token, and its address.
-struct Ui {
-    child: Child,
-    url: String,
-    base: String,
+/// `ui --no-open` on the env's archive, once it has printed its link.
+fn serve(env: &Env) -> WebView {
+    let mut cmd = env.cmd();
+    cmd.args(["ui", "--no-open", "--db"]).arg(&env.db);
+    WebView::start(cmd)
 }
 
-impl Ui {
-    /// `ui --no-open` on the env's archive, once it has printed its URL.
-    fn start(env: &Env) -> Ui {
-        let mut cmd = env.cmd();
-        cmd.args(["ui", "--no-open", "--db"]).arg(&env.db);
-        cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
-        let mut child = cmd.spawn().unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let first = lines.next().expect("ui prints its URL").unwrap();
-        let url = first
-            .split_once("serving ")
-            .unwrap_or_else(|| panic!("no URL in {first:?}"))
-            .1
-            .to_owned();
-        let base = url.split_once("/?token=").unwrap().0.to_owned();
-        // The rest of what it prints is read, so that it never writes to a closed pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Ui { child, url, base }
-    }
-
-    fn token(&self) -> &str {
-        self.url.split_once("token=").unwrap().1
-    }
-
-    /// The `Cookie` header's value the token is exchanged for.
-    fn cookie(&self) -> String {
-        let (_, headers, _) = get(self, &format!("/?token={}", self.token()), &[]);
-        let set = header(&headers, "set-cookie");
-        set.split(';').next().unwrap().to_owned()
-    }
-}
-
-impl Drop for Ui {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The `Cookie` header's value the token of `ui` is exchanged for.
+fn cookie(ui: &WebView) -> String {
+    let (_, headers, _) = get(ui, &format!("/?token={}", ui.token()), &[]);
+    let set = header(&headers, "set-cookie");
+    set.split(';').next().unwrap().to_owned()
 }
 
 /// Where the tests leave their screenshots (`docs/ui/` holds the ones the README shows).
@@ -149,7 +117,7 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
         &[pasted],
     );
     env.run_once_home();
-    let ui = Ui::start(&env);
+    let ui = serve(&env);
     let browser = Browser::start();
 
     browser.goto(&ui.url);
@@ -277,7 +245,7 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         ],
     );
     env.run_once_home();
-    let ui = Ui::start(&env);
+    let ui = serve(&env);
     let browser = Browser::start();
     browser.goto(&ui.url);
     let pages = [
@@ -351,7 +319,7 @@ fn http() -> ureq::Agent {
 }
 
 /// Status, headers of interest and body of a GET of `path` with `headers`.
-fn get(ui: &Ui, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
+fn get(ui: &WebView, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
     let mut request = http().get(format!("{}{path}", ui.base));
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -380,7 +348,7 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
 fn the_token_host_origin_and_csrf_checks_refuse_what_another_site_sends() {
     let env = Env::new();
     let (path, original) = archived_then_deleted(&env, "restore me later");
-    let ui = Ui::start(&env);
+    let ui = serve(&env);
     let port = ui.base.rsplit_once(':').unwrap().1.to_owned();
     let host = format!("127.0.0.1:{port}");
 
@@ -479,7 +447,7 @@ fn form_body(form: &[(&str, &str)]) -> String {
 fn a_deleted_session_is_restored_from_its_page() {
     let env = Env::new();
     let (path, original) = archived_then_deleted(&env, "bring this one back");
-    let ui = Ui::start(&env);
+    let ui = serve(&env);
     let browser = Browser::start();
     browser.goto(&ui.url);
     browser.wait_for("tr.deleted");
@@ -507,7 +475,7 @@ fn an_open_session_follows_new_records_live() {
     let path = crafted(&env, "watch this session", &[]);
     let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
     daemon.wait_log("caught up");
-    let ui = Ui::start(&env);
+    let ui = serve(&env);
     let browser = Browser::start();
     browser.goto(&ui.url);
     browser.goto(&format!("{}/s/{ID}", ui.base));
@@ -578,7 +546,7 @@ fn a_subagent_is_read_inside_its_parent_and_a_compaction_is_marked() {
     .unwrap();
     fs::write(&subagent, fixture("claude-code-subagent.jsonl")).unwrap();
     env.run_once_home();
-    let ui = Ui::start(&env);
+    let ui = serve(&env);
     let browser = Browser::start();
     browser.goto(&ui.url);
     browser.goto(&format!("{}/s/{id}", ui.base));
@@ -634,7 +602,7 @@ fn a_message_the_agent_rewrites_is_replaced_where_it_is_live() {
     ]);
     let daemon = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
     daemon.wait_log("caught up");
-    let ui = Ui::start(&env);
+    let ui = serve(&env);
     let browser = Browser::start();
     browser.goto(&ui.url);
     browser.goto(&format!("{}/s/{id}", ui.base));
@@ -686,7 +654,7 @@ fn a_long_session_loads_as_it_scrolls() {
         .collect();
     crafted(&env, "a long one", &extra);
     env.run_once_home();
-    let ui = Ui::start(&env);
+    let ui = serve(&env);
     let browser = Browser::start();
     browser.goto(&ui.url);
     browser.goto(&format!("{}/s/{ID}", ui.base));
@@ -709,7 +677,7 @@ fn a_long_session_loads_as_it_scrolls() {
         .collect();
     assert_eq!(texts, json!(expected));
 
-    let hits = crate::util::stdout_of(&env, &["search", "\"follow-up number 120\"", "--json"]);
+    let hits = stdout_of(&env, &["search", "\"follow-up number 120\"", "--json"]);
     let seq = serde_json::from_str::<Value>(hits.lines().next().unwrap()).unwrap()["seq"].clone();
     browser.goto(&format!("{}/s/{ID}?at={seq}#m-{seq}", ui.base));
     browser.wait_for(&format!("#m-{seq}"));
@@ -727,7 +695,7 @@ fn run_serves_the_web_view_when_the_configuration_says_where() {
     crafted(&env, "served by the daemon", &[]);
     let port = testkit::ports::free_port();
     env.write_config(&format!("[ui]\nlisten = \"127.0.0.1:{port}\"\n"));
-    let checked = crate::util::stdout_of(&env, &["config", "check"]);
+    let checked = stdout_of(&env, &["config", "check"]);
     assert!(
         checked.contains(&format!("ui_listen = \"127.0.0.1:{port}\"")),
         "{checked}"
@@ -793,7 +761,7 @@ fn run_goes_on_without_the_web_view_when_its_address_is_taken() {
         "{log}"
     );
     daemon.wait_log("caught up");
-    let listed = crate::util::stdout_of(&env, &["sessions", "--json"]);
+    let listed = stdout_of(&env, &["sessions", "--json"]);
     assert!(listed.contains("archived all the same"), "{listed}");
     assert!(path.exists());
     daemon.terminate();
@@ -806,24 +774,14 @@ fn after_reindex_every_page_reads_the_new_index() {
     let env = Env::new();
     crafted(&env, "the first session", &[]);
     env.run_once_home();
-    let ui = Ui::start(&env);
-    let cookie = ui.cookie();
+    let ui = serve(&env);
+    let cookie = cookie(&ui);
     let list = || get(&ui, "/", &[("Cookie", &cookie)]).2;
     // Every worker has served (and opened the index) once, most likely several times.
     for _ in 0..16 {
         assert!(list().contains("the first session"));
     }
-    let out = env
-        .cmd()
-        .args(["reindex", "--db"])
-        .arg(&env.db)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    stdout_of(&env, &["reindex"]);
     let dir = env.dir.path().join("home/.claude/projects/-w-other");
     fs::create_dir_all(&dir).unwrap();
     let other = json!({"type": "user", "uuid": "o1", "sessionId": "0a1b2c3d-0000-4000-8000-000000000001",
@@ -857,8 +815,8 @@ fn the_sessions_are_paged_each_once() {
         fs::write(dir.join(format!("{id}.jsonl")), format!("{prompt}\n")).unwrap();
     }
     env.run_once_home();
-    let ui = Ui::start(&env);
-    let cookie = ui.cookie();
+    let ui = serve(&env);
+    let cookie = cookie(&ui);
     let titles = |path: &str| -> (Vec<String>, String) {
         let page = get(&ui, path, &[("Cookie", &cookie)]).2;
         let titles = (page.split("prompt of session ").skip(1))
@@ -885,13 +843,8 @@ fn the_sessions_are_paged_each_once() {
 #[test]
 fn ui_without_an_archive_names_the_missing_archive() {
     let env = Env::new();
-    let out = env
-        .cmd()
-        .args(["ui", "--no-open", "--db"])
-        .arg(&env.db)
-        .output()
-        .unwrap();
+    let out = cli(&env, &["ui", "--no-open"]);
     assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr(&out);
     assert!(stderr.contains(&env.db.display().to_string()), "{stderr}");
 }

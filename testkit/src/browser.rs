@@ -11,6 +11,50 @@ use std::time::{Duration, Instant};
 /// How long a page is given to show what is waited for.
 const PATIENCE: Duration = Duration::from_secs(30);
 
+/// A `transcript-sync ui` process, once it has printed its link; stopped when dropped.
+pub struct WebView {
+    child: Child,
+    /// The link it printed, token included.
+    pub url: String,
+    /// Its address, `http://IP:PORT`.
+    pub base: String,
+}
+
+impl WebView {
+    /// Runs `cmd` (a `ui --no-open` command line) and reads the link it prints first; what it
+    /// prints after is read too, so that it never writes to a closed pipe.
+    pub fn start(mut cmd: Command) -> WebView {
+        use std::io::{BufRead, BufReader};
+        cmd.stdout(Stdio::piped());
+        let mut child = cmd.spawn().expect("ui starts");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let first = lines.next().expect("ui prints its link").unwrap();
+        let url = (first.split_once("serving "))
+            .unwrap_or_else(|| panic!("no link in {first:?}"))
+            .1
+            .to_owned();
+        std::thread::spawn(move || lines.for_each(drop));
+        let base = url.split_once("/?token=").unwrap().0.to_owned();
+        WebView { child, url, base }
+    }
+
+    /// The token in its link.
+    pub fn token(&self) -> &str {
+        self.url.split_once("token=").unwrap().1
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for WebView {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// A headless Chromium with its own profile, closed when dropped.
 pub struct Browser {
     driver: Child,
