@@ -6,6 +6,7 @@
 //! more to read goes to the back of the queue.
 
 pub(crate) mod database;
+pub(crate) mod evidence;
 pub(crate) mod lifecycle;
 pub(crate) mod plan;
 pub(crate) mod progress;
@@ -287,7 +288,7 @@ impl Engine {
             log::debug!("gone during the scan path={p:?}; taken as absent");
         }
         self.report.files = found.candidates.len() as u64;
-        let (queue, claimed) = self.plan(found.candidates)?;
+        let (queue, claimed) = self.plan(found.candidates, roots)?;
         let unlisted: Vec<&Path> = found.unlisted.iter().map(PathBuf::as_path).collect();
         self.mark_missing_gone(roots, &claimed, &unlisted)?;
         if self.run_queue(queue, roots)? {
@@ -323,7 +324,7 @@ impl Engine {
             }
         }
         self.report.files = candidates.len() as u64;
-        let (queue, _) = self.plan(candidates)?;
+        let (queue, _) = self.plan(candidates, roots)?;
         self.run_queue(queue, roots)?;
         Ok(std::mem::take(&mut self.report))
     }
@@ -513,14 +514,32 @@ impl Engine {
         Ok(())
     }
 
-    /// Plans `candidates` (see [`plan::plan`]) into a queue of work.
-    fn plan(&self, candidates: Vec<Candidate>) -> Result<(VecDeque<Work>, HashSet<SourceId>)> {
-        let marked = |identity| Ok(self.reads.prefix_mark(identity)?.is_some());
-        let (planned, claimed) = plan::plan(&self.sources, candidates, &marked)?;
+    /// Plans `candidates`, found under `roots` (see [`plan::plan`]), into a queue of work.
+    fn plan(
+        &self,
+        candidates: Vec<Candidate>,
+        roots: &[Root],
+    ) -> Result<(VecDeque<Work>, HashSet<SourceId>)> {
+        let (planned, claimed) = plan::plan(&self.sources, candidates, &self.witness(roots))?;
         let queue = (planned.into_iter())
             .map(|p| work(p.candidate, p.plan))
             .collect();
         Ok((queue, claimed))
+    }
+
+    /// What the engine knows to answer planning's questions about files under `roots`.
+    fn witness<'a>(&'a self, roots: &'a [Root]) -> evidence::Witness<'a> {
+        evidence::Witness {
+            roots,
+            reads: &self.reads,
+            states: &self.snapshot_states,
+        }
+    }
+
+    /// The live source that `work`'s file, opened as `identity`, is (see [`plan::owner`]).
+    fn owner(&self, work: &Work, identity: Identity, roots: &[Root]) -> Result<Option<SourceId>> {
+        let witness = self.witness(roots);
+        plan::owner(&self.sources, identity, &work.path, work.root, &witness)
     }
 
     fn mark_missing_gone(
@@ -567,11 +586,11 @@ impl Engine {
         let root = &roots[work.root];
         if let Some(reader) = root.database_reader(&work.path) {
             let harness = root.harness.clone();
-            return self.step_database(work, &harness, reader);
+            return self.step_database(work, &harness, reader, roots);
         }
         if let Some(spec) = root.snapshot_of(&work.path) {
-            let (spec, harness) = (spec.clone(), root.harness.clone());
-            return self.step_snapshot(work, &spec, &harness);
+            let spec = spec.clone();
+            return self.step_snapshot(work, &spec, roots);
         }
         match work.plan {
             Plan::Known(id) => self.step_known(work, id),
@@ -581,8 +600,8 @@ impl Engine {
                     Plan::Marked(old) => old,
                     _ => None,
                 };
-                let (root, first) = (&roots[work.root], first_scan[work.root]);
-                self.step_new(work, first, &root.harness, root.start_at, replaces)
+                let first = first_scan[work.root];
+                self.step_new(work, first, roots, replaces)
             }
         }
     }
@@ -705,8 +724,7 @@ impl Engine {
         &mut self,
         mut work: Work,
         first_scan: bool,
-        harness: &str,
-        start_at: StartAt,
+        roots: &[Root],
         replaces: Option<SourceId>,
     ) -> Result<Step> {
         let (file, meta) = match self.open_owned(&mut work)? {
@@ -715,10 +733,11 @@ impl Engine {
             Opened::Replanned => return Ok(Step::Again(Box::new(work))),
         };
         let identity = Identity::of(&meta);
-        if let Some(id) = self.sources.live_by_identity(identity, &work.path) {
+        if let Some(id) = self.owner(&work, identity, roots)? {
             work.plan = Plan::Known(id);
             return Ok(Step::Again(Box::new(work)));
         }
+        let (harness, start_at) = (&roots[work.root].harness, roots[work.root].start_at);
         let size = meta.size();
         match seed_new_source(&self.reads, &file, size, identity, start_at, first_scan)? {
             Ok(seed) => {
@@ -824,7 +843,7 @@ impl Engine {
             return Opened::Skip;
         }
         log::debug!("path changed between scan and open path={:?}", work.path);
-        work.plan = plan::replan(&self.sources, Identity::of(&meta), &work.path);
+        work.plan = plan::replan(&self.sources, &work.path);
         work.meta = meta;
         work.target = None;
         Opened::Replanned

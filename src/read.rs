@@ -83,20 +83,11 @@ pub fn read_complete_records(
     size: u64,
     limits: &ReadLimits,
 ) -> io::Result<Result<Batch, Mismatch>> {
-    if size < from.offset {
-        return Ok(Err(Mismatch::Truncated { size }));
-    }
+    let window = match verified_tail(file, from, size)? {
+        Ok(window) => window,
+        Err(mismatch) => return Ok(Err(mismatch)),
+    };
     let start = from.offset - from.markers.tail.len;
-    let mut window = vec![0; from.markers.tail.len as usize];
-    match file.read_exact_at(&mut window, start) {
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            return Ok(Err(Mismatch::Truncated { size }));
-        }
-        other => other?,
-    }
-    if Window::over(&window) != from.markers.tail || !head_matches(file, from, start)? {
-        return Ok(Err(Mismatch::Rewritten));
-    }
     let mut scan = Scan::new(from, window, start == 0, limits);
     // A small batch reads small chunks: what lies past the batch's end is read again next turn.
     let chunk_len = CHUNK.min(limits.batch_bytes.max(MIN_CHUNK));
@@ -113,6 +104,36 @@ pub fn read_complete_records(
         pos += n as u64;
     }
     Ok(Ok(scan.finish(from, pos)))
+}
+
+/// Verifies `from`'s marker windows against `file`, whose size is `size`: `Ok(Ok(()))` when
+/// the bytes before the cursor are still the ones that were archived (the file is the same
+/// document, however it is named now), `Ok(Err(mismatch))` when not, `Err` on an I/O error.
+pub(crate) fn cursor_applies(
+    file: &File,
+    from: &Position,
+    size: u64,
+) -> io::Result<Result<(), Mismatch>> {
+    Ok(verified_tail(file, from, size)?.map(drop))
+}
+
+/// The bytes of `from`'s tail window, once both its windows are verified against `file`.
+fn verified_tail(file: &File, from: &Position, size: u64) -> io::Result<Result<Vec<u8>, Mismatch>> {
+    if size < from.offset {
+        return Ok(Err(Mismatch::Truncated { size }));
+    }
+    let start = from.offset - from.markers.tail.len;
+    let mut window = vec![0; from.markers.tail.len as usize];
+    match file.read_exact_at(&mut window, start) {
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            return Ok(Err(Mismatch::Truncated { size }));
+        }
+        other => other?,
+    }
+    if Window::over(&window) != from.markers.tail || !head_matches(file, from, start)? {
+        return Ok(Err(Mismatch::Rewritten));
+    }
+    Ok(Ok(window))
 }
 
 /// The head window lies inside the tail window when the cursor is within the first KiB;

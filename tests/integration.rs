@@ -16,6 +16,7 @@ mod model;
 mod reading;
 mod redact;
 mod rejects;
+mod reused_inodes;
 mod seeding;
 mod service;
 mod sessions;

@@ -21,6 +21,7 @@ impl Engine {
         mut work: Work,
         harness: &str,
         reader: DatabaseReader,
+        roots: &[Root],
     ) -> Result<Step> {
         let (file, meta) = match self.open_owned(&mut work)? {
             Opened::File(file, meta) => (file, meta),
@@ -44,11 +45,18 @@ impl Engine {
             return Ok(Step::Done);
         }
         let identity = Identity::of(&meta);
-        let Some(id) = self.whole_source(&mut work, identity, harness, "database")? else {
+        // Its mark says what was read of this file. Another file at its path (a copy put back,
+        // a database made anew), or one found again, is read from its beginning: what it
+        // holds below the mark need not be what was read.
+        let same_file = matches!(work.plan, Plan::Known(_));
+        let Some(id) = self.whole_source(&mut work, identity, "database", roots)? else {
             return Ok(Step::Again(Box::new(work)));
         };
         self.unsettled.remove(&work.path);
-        let since = self.source(id).cursor.position.offset as i64;
+        let since = match same_file {
+            true => self.source(id).cursor.position.offset as i64,
+            false => 0,
+        };
         let read = Db::open(reader, &work.path).and_then(|db| Ok((db.changed(since)?, db)));
         let (changed, db) = match read {
             Ok(read) => read,

@@ -1,6 +1,12 @@
 //! Planning a pass: which source each file found by the scan is, decided for all of them
 //! before anything is read, so that a file moved within the roots keeps its source even when a
 //! new file takes its old name in the same pass.
+//!
+//! An identity (device and inode) names a file only while the file lives: an atomic save frees
+//! the old inode, and the filesystem may give it to the next file made, another agent's
+//! included. So a file found by identity away from its source's path is that source only with
+//! evidence that it is the same document ([`Evidence::same_document`]); without it, it is
+//! planned as a file of its own, and the source stays what its own path says.
 
 use crate::capture::discover::Candidate;
 use crate::domain::fingerprint::Identity;
@@ -33,17 +39,56 @@ pub(crate) struct Planned {
     pub plan: Plan,
 }
 
-/// Plans `candidates`: first against live sources by identity (moves, aliases), then the rest
-/// by path (replacements), and only then against gone sources by identity (a file that came
-/// back; a reused inode is told apart by its marker windows when it is read). `marked` says
-/// whether an identity has a prefix mark, which wins over everything but a live source.
+/// What planning asks of a file beyond its identity and path (the engine answers from the
+/// archive and the file's bytes).
+pub(crate) trait Evidence {
+    /// True when `identity` carries a prefix mark.
+    fn marked(&self, identity: Identity) -> Result<bool>;
+
+    /// True when the file at `path`, found under root `root` with the identity `src` owned,
+    /// is `src`'s document: the same agent's, and its content agreeing with what was last
+    /// captured of `src`. Asked only when `path` is not `src`'s path. `Err` is the
+    /// archive's.
+    fn same_document(&self, path: &Path, root: usize, src: &SourceRow) -> Result<bool>;
+}
+
+/// The live source that the file `identity` at `path` (under root `root`) is: the one
+/// recorded at `path` with that identity, else one whose document it is shown to be (moved
+/// there, or a second name of its file). `Err` is `evidence`'s.
+pub(crate) fn owner(
+    sources: &Sources,
+    identity: Identity,
+    path: &Path,
+    root: usize,
+    evidence: &dyn Evidence,
+) -> Result<Option<SourceId>> {
+    for id in sources.live_by_identity(identity, path) {
+        let Some(src) = sources.get(id) else { continue };
+        if src.path == path || evidence.same_document(path, root, src)? {
+            return Ok(Some(id));
+        }
+        log::info!(
+            "inode reused path={path:?} identity={}:{} source={id} source_path={:?}: not the \
+             same document, so not the same source",
+            identity.dev,
+            identity.ino,
+            src.path
+        );
+    }
+    Ok(None)
+}
+
+/// Plans `candidates`: first against live sources by identity (a move or a second name, with
+/// `evidence` that it is the same document), then the rest by path (replacements), and only
+/// then against gone sources by identity (a file that came back, with the same evidence). A
+/// prefix mark on an identity wins over everything but a live source.
 ///
 /// Returns the files in path order, those of known identities first, with the live sources
-/// they claim; a file found under a second path is planned once. `Err` is `marked`'s.
+/// they claim; a file found under a second path is planned once. `Err` is `evidence`'s.
 pub(crate) fn plan(
     sources: &Sources,
     mut candidates: Vec<Candidate>,
-    marked: &dyn Fn(Identity) -> Result<bool>,
+    evidence: &dyn Evidence,
 ) -> Result<(Vec<Planned>, HashSet<SourceId>)> {
     candidates.sort_by(|a, b| a.path.cmp(&b.path));
     let mut seen = HashMap::<Identity, PathBuf>::new();
@@ -62,19 +107,17 @@ pub(crate) fn plan(
             continue;
         }
         seen.insert(identity, c.path.clone());
-        match sources.live_by_identity(identity, &c.path) {
-            Some(id) => {
-                claimed.insert(id);
-                planned.push(Planned {
-                    candidate: c,
-                    plan: Plan::Known(id),
-                });
-            }
+        let owner = owner(sources, identity, &c.path, c.root, evidence)?;
+        match owner.filter(|id| claimed.insert(*id)) {
+            Some(id) => planned.push(Planned {
+                candidate: c,
+                plan: Plan::Known(id),
+            }),
             None => unknown.push(c),
         }
     }
     for c in unknown {
-        let plan = plan_unknown(sources, &c, &mut claimed, marked)?;
+        let plan = plan_unknown(sources, &c, &mut claimed, evidence)?;
         planned.push(Planned { candidate: c, plan });
     }
     Ok((planned, claimed))
@@ -82,16 +125,16 @@ pub(crate) fn plan(
 
 /// A file whose identity no live source owns: a prefix mark on it wins (the user said where
 /// it starts); else it may replace the live source at its path, or be a gone source come
-/// back (only one that has archived something, and so has marker windows to tell it from a
-/// reused inode); else it is new.
+/// back (only one that has archived something, and so has content to compare, and whose
+/// document it is shown to be); else it is new.
 fn plan_unknown(
     sources: &Sources,
     c: &Candidate,
     claimed: &mut HashSet<SourceId>,
-    marked: &dyn Fn(Identity) -> Result<bool>,
+    evidence: &dyn Evidence,
 ) -> Result<Plan> {
     let identity = Identity::of(&c.meta);
-    let marked = marked(identity)?;
+    let marked = evidence.marked(identity)?;
     let at_path = (sources.live_by_path(&c.path)).filter(|id| claimed.insert(*id));
     if marked {
         return Ok(Plan::Marked(at_path));
@@ -99,20 +142,25 @@ fn plan_unknown(
     if let Some(id) = at_path {
         return Ok(Plan::PathMatch(id));
     }
-    let returning = (sources.gone_by_identity(identity)).filter(|id| {
-        sources
-            .get(*id)
-            .is_some_and(|s| s.cursor.position.offset > 0)
-    });
-    Ok(returning.map_or(Plan::New, Plan::Known))
+    let returning = sources
+        .gone_by_identity(identity)
+        .and_then(|id| sources.get(id));
+    let Some(src) = returning.filter(|s| s.cursor.position.offset > 0) else {
+        return Ok(Plan::New);
+    };
+    if src.path == c.path || evidence.same_document(&c.path, c.root, src)? {
+        return Ok(Plan::Known(src.id));
+    }
+    Ok(Plan::New)
 }
 
-/// The plan for a file whose path, when opened, named another inode than the scan saw.
-pub(crate) fn replan(sources: &Sources, identity: Identity, path: &Path) -> Plan {
-    match sources.live_by_identity(identity, path) {
-        Some(id) => Plan::Known(id),
-        None => Plan::New,
-    }
+/// The plan for a file whose path, when opened, named another inode than the scan saw: the
+/// live source recorded at its path may go on in it (told when it is read); else it is new,
+/// unless its identity turns out to be a source's (asked again before it is seeded).
+pub(crate) fn replan(sources: &Sources, path: &Path) -> Plan {
+    sources
+        .live_by_path(path)
+        .map_or(Plan::New, Plan::PathMatch)
 }
 
 /// True when `src` is found at `path` and its recorded path no longer names its identity:
@@ -155,9 +203,38 @@ mod tests {
         row
     }
 
+    /// Evidence that answers every question of sameness with `same`, and finds a prefix mark
+    /// on `marked` only.
+    struct Shown {
+        same: bool,
+        marked: Option<Identity>,
+    }
+
+    impl Evidence for Shown {
+        fn marked(&self, identity: Identity) -> Result<bool> {
+            Ok(self.marked == Some(identity))
+        }
+
+        fn same_document(&self, _: &Path, _: usize, _: &SourceRow) -> Result<bool> {
+            Ok(self.same)
+        }
+    }
+
+    const SAME: Shown = Shown {
+        same: true,
+        marked: None,
+    };
+
     fn plans(sources: &Sources, found: Vec<Candidate>) -> Vec<(String, Plan)> {
-        let none = |_: Identity| Ok(false);
-        let (planned, _) = plan(sources, found, &none).unwrap();
+        plans_with(sources, found, &SAME)
+    }
+
+    fn plans_with(
+        sources: &Sources,
+        found: Vec<Candidate>,
+        evidence: &Shown,
+    ) -> Vec<(String, Plan)> {
+        let (planned, _) = plan(sources, found, evidence).unwrap();
         (planned.into_iter())
             .map(|p| {
                 let name = p.candidate.path.file_name().unwrap().to_string_lossy();
@@ -179,6 +256,55 @@ mod tests {
                 ("b.jsonl".into(), Plan::Known(1)),
                 ("a.jsonl".into(), Plan::New)
             ]
+        );
+    }
+
+    #[test]
+    fn an_identity_found_elsewhere_without_evidence_is_a_new_file_and_the_source_keeps_its_path() {
+        // Regression: an atomic save freed source 1's inode, another agent's next file took
+        // it, and that file was taken for source 1 moved there, while source 1's own path
+        // (holding its next state) was read as a new source.
+        let dir = tempfile::tempdir().unwrap();
+        let other = found(&dir, "other.json");
+        let sources = Sources::new(vec![source(
+            1,
+            &other,
+            &dir.path().join("a.json"),
+            false,
+            8,
+        )]);
+        let next_state = found(&dir, "a.json");
+        let unproven = Shown {
+            same: false,
+            marked: None,
+        };
+        assert_eq!(
+            plans_with(&sources, vec![other, next_state], &unproven),
+            [
+                ("a.json".into(), Plan::PathMatch(1)),
+                ("other.json".into(), Plan::New)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_gone_sources_identity_without_evidence_is_a_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let reused = found(&dir, "reused.json");
+        let sources = Sources::new(vec![source(
+            1,
+            &reused,
+            &dir.path().join("a.json"),
+            true,
+            8,
+        )]);
+        let unproven = Shown {
+            same: false,
+            marked: None,
+        };
+        assert_eq!(
+            plans_with(&sources, vec![reused], &unproven),
+            [("reused.json".into(), Plan::New)]
         );
     }
 
@@ -222,8 +348,10 @@ mod tests {
         let old = found(&dir, "old.jsonl");
         let sources = Sources::new(vec![source(1, &old, &dir.path().join("a.jsonl"), false, 8)]);
         let seeded = found(&dir, "a.jsonl");
-        let identity = Identity::of(&seeded.meta);
-        let marked = move |id: Identity| Ok(id == identity);
+        let marked = Shown {
+            same: true,
+            marked: Some(Identity::of(&seeded.meta)),
+        };
         let (planned, claimed) = plan(&sources, vec![seeded], &marked).unwrap();
         assert_eq!(planned[0].plan, Plan::Marked(Some(1)));
         assert_eq!(claimed, HashSet::from([1]));
@@ -266,7 +394,9 @@ mod tests {
             moved(&src, &dir.path().join("c.jsonl")),
             "another file took it"
         );
-        let other = Identity::of(&fs::symlink_metadata(&a.path).unwrap());
-        assert_eq!(replan(&Sources::new(vec![src]), other, &a.path), Plan::New);
+        let sources = Sources::new(vec![src]);
+        // Whether the file now at its path goes on with it is told when that file is read.
+        assert_eq!(replan(&sources, &a.path), Plan::PathMatch(1));
+        assert_eq!(replan(&sources, &dir.path().join("c.jsonl")), Plan::New);
     }
 }

@@ -66,7 +66,7 @@ impl Engine {
         &mut self,
         mut work: Work,
         spec: &Spec,
-        harness: &str,
+        roots: &[Root],
     ) -> Result<Step> {
         if let Plan::Known(id) = work.plan
             && self.unchanged(&work, id)?
@@ -88,7 +88,7 @@ impl Engine {
             Err(e) => return self.read_failed(&work, &e),
         };
         let identity = Identity::of(&meta);
-        let Some(id) = self.whole_source(&mut work, identity, harness, "snapshot file")? else {
+        let Some(id) = self.whole_source(&mut work, identity, "snapshot file", roots)? else {
             return Ok(Step::Again(Box::new(work)));
         };
         self.unsettled.remove(&work.path);
@@ -155,9 +155,10 @@ impl Engine {
         &mut self,
         work: &mut Work,
         identity: Identity,
-        harness: &str,
         what: &str,
+        roots: &[Root],
     ) -> Result<Option<SourceId>> {
+        let harness = &roots[work.root].harness;
         let path = work.path.clone();
         let id = match work.plan {
             Plan::Known(id) => id,
@@ -166,7 +167,7 @@ impl Engine {
                 self.continue_source(old, identity, &path, detail)?
             }
             Plan::New | Plan::Marked(_) => {
-                if let Some(id) = self.sources.live_by_identity(identity, &path) {
+                if let Some(id) = self.owner(work, identity, roots)? {
                     work.plan = Plan::Known(id);
                     return Ok(None);
                 }
@@ -317,23 +318,28 @@ impl Engine {
     /// capture (the capture puts the next one back), or read from the archive's latest state
     /// of it.
     fn snapshot_state(&mut self, id: SourceId, spec: &Spec) -> Result<State> {
-        if let Some(state) = self.snapshot_states.remove(&id) {
-            return Ok(state);
+        match self.snapshot_states.remove(&id) {
+            Some(state) => Ok(state),
+            None => archived_state(&self.reads, id, spec),
         }
-        let state = match self.reads.latest_snapshot(id)? {
-            Some(doc) => match snapshot::derive(&doc, spec) {
-                Ok(entries) => State::of(&doc, &entries),
-                Err(_) => State::default(),
-            },
-            None => State::default(),
-        };
-        Ok(state)
     }
+}
+
+/// What the latest state of source `id` that `reads` keeps holds; empty when it keeps none.
+pub(super) fn archived_state(reads: &Archive, id: SourceId, spec: &Spec) -> Result<State> {
+    let state = match reads.latest_snapshot(id)? {
+        Some(doc) => match snapshot::derive(&doc, spec) {
+            Ok(entries) => State::of(&doc, &entries),
+            Err(_) => State::default(),
+        },
+        None => State::default(),
+    };
+    Ok(state)
 }
 
 /// The whole file, read from `file` whose metadata was `meta`; `None` when it changed while
 /// it was read (another size or modification time after the read).
-fn read_whole(file: &File, meta: &Metadata) -> io::Result<Option<Vec<u8>>> {
+pub(super) fn read_whole(file: &File, meta: &Metadata) -> io::Result<Option<Vec<u8>>> {
     let size = meta.size();
     if size > MAX_SNAPSHOT {
         return Err(io::Error::new(

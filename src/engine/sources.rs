@@ -33,23 +33,25 @@ impl Sources {
         self.rows.values()
     }
 
-    /// The live source that owns `identity`, found at `path`: the one recorded at `path`, else
-    /// one that moved there. A source whose cursor is at offset 0 is not taken to have moved:
-    /// with no bytes behind its cursor, no marker window can tell a moved file from another
-    /// file that reused its inode, and following it would put the records it archived under
-    /// a path they were never written at. Such a file is matched by its path instead. A
-    /// source whose cursor row is invalid keeps its identity wherever the file is, so that no
-    /// new source reads the file again from its start.
-    pub(crate) fn live_by_identity(&self, identity: Identity, path: &Path) -> Option<SourceId> {
-        let ids = self.by_identity.get(&identity)?;
+    /// The live sources that may own `identity`, found at `path`: the one recorded at `path`
+    /// first, then those that may have moved there (whose claim the caller must check, see
+    /// `plan::owner`). A source whose cursor is at offset 0 is not taken to have moved: with
+    /// nothing captured, nothing could show a moved file from another file that reused its
+    /// inode, and following it would put the records it archived under a path they were
+    /// never written at. Such a file is matched by its path instead. A source whose cursor
+    /// row is invalid keeps its identity wherever the file is, so that no new source reads
+    /// the file again from its start.
+    pub(crate) fn live_by_identity(&self, identity: Identity, path: &Path) -> Vec<SourceId> {
+        let Some(ids) = self.by_identity.get(&identity) else {
+            return Vec::new();
+        };
         let live = || ids.iter().copied().filter(|id| !self.rows[id].gone);
         let followed = |id: &SourceId| {
             let row = &self.rows[id];
-            row.cursor.position.offset > 0 || row.invalid.is_some()
+            row.path != path && (row.cursor.position.offset > 0 || row.invalid.is_some())
         };
-        live()
-            .find(|id| self.rows[id].path == path)
-            .or_else(|| live().find(followed))
+        let at_path = live().filter(|id| self.rows[id].path == path);
+        at_path.chain(live().filter(followed)).collect()
     }
 
     /// The newest gone source that owned `identity` (its file may have come back, or the

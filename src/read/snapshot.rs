@@ -165,6 +165,20 @@ impl State {
         }
     }
 
+    /// True when `doc`, split into `entries`, is a later (or the same) state of the document
+    /// this state was taken of: the same bytes, or a message under the same id, which an
+    /// agent gives one message of one session. A key made from a message's place in the list
+    /// (`#3`) is no such evidence: any two documents have a first message.
+    pub(crate) fn same_document(&self, doc: &[u8], entries: &[Entry]) -> bool {
+        if self.document == Some(xxh3_64(doc)) {
+            return true;
+        }
+        (entries.iter())
+            .filter_map(|e| e.key.as_ref())
+            .filter(|key| !key.starts_with('#'))
+            .any(|key| self.entries.contains_key(&Some(key.clone())))
+    }
+
     /// What `entries` (of `doc`) add to this state.
     pub(crate) fn changes(&self, doc: &[u8], entries: Vec<Entry>) -> Changes {
         let state = State::of(doc, &entries);
@@ -296,6 +310,32 @@ mod tests {
             ]
         );
         assert_eq!(changes.dropped, 1);
+    }
+
+    #[test]
+    fn a_later_state_shares_an_id_or_the_bytes_and_another_document_shares_neither() {
+        let spec = gemini();
+        let state_of = |doc: &[u8]| State::of(doc, &derive(doc, &spec).unwrap());
+        let same =
+            |state: &State, doc: &[u8]| state.same_document(doc, &derive(doc, &spec).unwrap());
+        let captured = state_of(br#"{"messages":[{"id":"a","c":"x"}]}"#);
+        assert!(same(&captured, br#"{"messages":[{"id":"a","c":"x"}]}"#));
+        assert!(same(
+            &captured,
+            br#"{"t":2,"messages":[{"id":"a","c":"x+"},{"id":"b"}]}"#
+        ));
+        assert!(!same(&captured, br#"{"messages":[{"id":"z","c":"x"}]}"#));
+        // Messages keyed by their place: the first message of every document is `#0`.
+        let by_place = Spec {
+            messages: Some(String::new()),
+            key: String::new(),
+            format: SnapshotFormat::Json,
+        };
+        let doc = br#"[{"c":"x"}]"#;
+        let captured = State::of(doc, &derive(doc, &by_place).unwrap());
+        let other = br#"[{"c":"y"}]"#;
+        assert!(!captured.same_document(other, &derive(other, &by_place).unwrap()));
+        assert!(captured.same_document(doc, &derive(doc, &by_place).unwrap()));
     }
 
     #[test]
