@@ -458,7 +458,9 @@ fn show(args: ShowArgs, settings: &Settings) -> Result<()> {
     let stdout = io::stdout();
     let style = show::Style::new(args.color, stdout.is_terminal());
     let pager = match args.format {
-        Format::Text | Format::Markdown if stdout.is_terminal() && !args.no_pager => {
+        Format::Text | Format::Markdown
+            if stdout.is_terminal() && !args.no_pager && !args.raw() =>
+        {
             crate::cli::pager::Pager::start()
         }
         _ => None,
@@ -496,10 +498,10 @@ fn write_show(
     style: show::Style,
     out: &mut impl Write,
 ) -> Result<()> {
-    if args.format == Format::Raw {
-        let files = query::session_files(archive, session)?;
-        let written = match files.first() {
-            Some(main) => query::write_records(archive, main, redactor, out)?.map(drop),
+    if args.raw() {
+        let files = query::files_transcript_first(archive, session)?;
+        let written = match raw_file(args, session, &files)? {
+            Some(file) => query::write_records(archive, file, redactor, out)?.map(drop),
             None => Ok(()),
         };
         return stdout_result(written.and_then(|()| out.flush()));
@@ -523,6 +525,41 @@ fn write_show(
         stdout_result(written)?;
     }
     stdout_result(out.flush())
+}
+
+/// The file of `files` (the session's, its transcript first) that `show --format raw` prints:
+/// the one `--file` names, else the transcript, named on stderr beside the others when there
+/// are others.
+fn raw_file<'a>(
+    args: &ShowArgs,
+    session: &query::Session,
+    files: &'a [query::SessionFile],
+) -> Result<Option<&'a query::SessionFile>> {
+    if let Some(path) = &args.file {
+        let wanted = std::path::absolute(path).unwrap_or_else(|_| path.clone());
+        return match files.iter().find(|f| f.path == wanted) {
+            Some(file) => Ok(Some(file)),
+            None => Err(Error::NotASessionFile {
+                id: session.id.clone(),
+                path: path.clone(),
+                files: files.iter().map(|f| f.path.display().to_string()).collect(),
+            }),
+        };
+    }
+    if let [transcript, others @ ..] = files
+        && !others.is_empty()
+    {
+        let others: Vec<String> = others
+            .iter()
+            .map(|f| f.path.display().to_string())
+            .collect();
+        eprintln!(
+            "raw: {} (the transcript); the session's other files, each printed with --file: {}",
+            transcript.path.display(),
+            others.join(", ")
+        );
+    }
+    Ok(files.first())
 }
 
 fn search(args: SearchArgs, db: &Path) -> Result<()> {

@@ -172,6 +172,16 @@ pub enum Error {
     /// `restore` was given what only another machine's session takes, or cannot place a file.
     #[error("restore: {0}")]
     RestoreRefused(String),
+    /// `show --file` named a file that is not one of the session's.
+    #[error("session {id} has no file {path}; its files: {}", files.join(", "))]
+    NotASessionFile {
+        /// The session.
+        id: String,
+        /// The file asked for.
+        path: PathBuf,
+        /// The session's files.
+        files: Vec<String>,
+    },
     /// `restore` has no archived records for a session.
     #[error("session {id} has no archived records to restore")]
     NothingToRestore {
@@ -467,6 +477,7 @@ impl Error {
         match self {
             Error::AmbiguousSession { .. }
             | Error::SearchQuery { .. }
+            | Error::NotASessionFile { .. }
             | Error::UnknownHarness { .. } => 2,
             _ => 1,
         }

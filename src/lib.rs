@@ -14,8 +14,10 @@
 //! - `read`: a changed file opened as an owned handle, its cursor's marker windows verified
 //!   against it, and exactly the complete lines of `[cursor, size on the handle)` read in
 //!   bounded batches; `record` decides which lines are records.
-//! - `engine`: a pass. Each file found is matched to a source (by identity, then by path) and
-//!   skipped when its [`Fingerprint`] equals its cursor's; a new source's start is seeded
+//! - `engine`: a pass. Each file found is matched to a source (by identity, then by path; an
+//!   identity away from its source's path only with evidence that the file is the source's
+//!   document, since a freed inode is given to the next file made) and skipped when its
+//!   [`Fingerprint`] equals its cursor's; a new source's start is seeded
 //!   (persisted cursor, prefix mark, start policy); what happens to a source becomes its new
 //!   in-memory row and the [`Commit`] that records it, in one function (`lifecycle`).
 //! - `archive`: each batch committed with the cursor past it in one SQLite transaction, so a

@@ -32,6 +32,8 @@ struct Scale {
     max_life_ms: u64,
     /// How many times the default event flood.
     flood: usize,
+    /// SIGKILLs while two agents save their files atomically.
+    save_kills: usize,
 }
 
 impl Scale {
@@ -43,6 +45,7 @@ impl Scale {
                 kills: 400,
                 max_life_ms: 600,
                 flood: 4,
+                save_kills: 100,
             }
         } else {
             Scale {
@@ -51,6 +54,7 @@ impl Scale {
                 kills: 50,
                 max_life_ms: 250,
                 flood: 1,
+                save_kills: 12,
             }
         }
     }
@@ -993,4 +997,160 @@ fn wait_event(env: &Env, path: &Path, kind: &str, detail: &str) {
     wait_until(&format!("a {kind} event at {path:?}"), || {
         env.sql(&query).iter().any(|d| d.contains(detail))
     });
+}
+
+#[test]
+fn sigkill_while_two_agents_save_atomically_keeps_each_message_once_in_its_own_session() {
+    // Cline's messages file and a Gemini CLI chat, each saved whole at every message through
+    // a temporary file renamed over it, on one filesystem: the inode one save frees is often
+    // the other writer's next temporary file, so the daemon (SIGKILLed at random moments and
+    // restarted) keeps meeting one agent's old inode at the other's path. Afterwards every
+    // message of each final state is in its own session once, and `restore` gives each file
+    // back byte for byte.
+    let scale = Scale::get();
+    let seed = chaos_seed("two agents saving");
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    copy_agent_fixture("cline", &home);
+    copy_agent_fixture("gemini-cli-json", &home);
+    let stop = Arc::new(AtomicBool::new(false));
+    let savers = [Saver::cline(&home), Saver::gemini(&home)].map(|saver| {
+        let (stop, rng) = (Arc::clone(&stop), Lcg(seed ^ saver.id.len() as u64));
+        std::thread::spawn(move || saver.save_until(rng, &stop))
+    });
+    let mut rng = Lcg(seed);
+    for _ in 0..scale.save_kills {
+        let mut d = Daemon::spawn(home_daemon_cmd(&env), TapReader::Read);
+        // Long enough, now and then, for a state to settle and be captured.
+        std::thread::sleep(Duration::from_millis(rng.below(1500)));
+        d.child.kill().expect("SIGKILL the daemon");
+        d.child.wait().expect("reap the daemon");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let saved: Vec<Saved> = (savers.into_iter())
+        .map(|s| s.join().expect("a saving thread panicked"))
+        .collect();
+    env.run_once_home();
+
+    // Nothing crossed from one agent to the other, and no session file was taken for moved.
+    let crossed = env.sql(
+        "SELECT harness || ' ' || path FROM sources WHERE harness = 'cline' AND path LIKE '%/.gemini/%'
+         OR harness = 'gemini-cli' AND path NOT LIKE '%/.gemini/%'",
+    );
+    assert!(crossed.is_empty(), "seed {seed}: {crossed:?}");
+    assert_eq!(
+        env.sql("SELECT count(*) FROM events WHERE kind IN ('moved', 'source_gone', 'replaced')"),
+        ["0"],
+        "seed {seed}"
+    );
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    assert_eq!(listed.lines().count(), 2, "seed {seed}: {listed}");
+    for (s, other) in [(&saved[0], &saved[1]), (&saved[1], &saved[0])] {
+        let shown = stdout_of(&env, &["show", &s.id, "--format", "json"]);
+        let messages: Vec<serde_json::Value> = (shown.lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let final_state: serde_json::Value = serde_json::from_slice(&s.bytes).unwrap();
+        let in_final = final_state["messages"].as_array().unwrap().len();
+        assert_eq!(
+            messages.len(),
+            in_final,
+            "seed {seed}: {} shows {shown}",
+            s.id
+        );
+        for said in &s.said {
+            let times = shown.matches(said.as_str()).count();
+            assert_eq!(times, 1, "seed {seed}: {said:?} in {}:\n{shown}", s.id);
+        }
+        let strays: Vec<&String> = (other.said.iter()).filter(|w| shown.contains(*w)).collect();
+        assert!(strays.is_empty(), "seed {seed}: {strays:?} in {}", s.id);
+    }
+    for s in &saved {
+        fs::remove_file(&s.path).unwrap();
+        let out = cli(&env, &["restore", &s.id]);
+        assert!(out.status.success(), "seed {seed}: {}", stderr(&out));
+        assert!(
+            fs::read(&s.path).unwrap() == s.bytes,
+            "seed {seed}: {:?}",
+            s.path
+        );
+    }
+    eprintln!(
+        "two agents saving: {} kills, {} and {} messages saved",
+        scale.save_kills,
+        saved[0].said.len(),
+        saved[1].said.len()
+    );
+}
+
+/// One agent's session file, saved whole at every message as its agent saves it.
+struct Saver {
+    /// The session's id.
+    id: String,
+    path: PathBuf,
+    /// The message the agent adds, of its number and text.
+    message: fn(u64, &str) -> serde_json::Value,
+}
+
+/// What a [`Saver`] saved: its last state, and the text of each message it added.
+struct Saved {
+    id: String,
+    path: PathBuf,
+    bytes: Vec<u8>,
+    said: Vec<String>,
+}
+
+impl Saver {
+    fn cline(home: &Path) -> Saver {
+        let id = "1796311346532_t87ya";
+        Saver {
+            id: id.into(),
+            path: home.join(format!(".cline/data/sessions/{id}/{id}.messages.json")),
+            message: |n, text| {
+                serde_json::json!({"id": format!("cline-{n}"), "role": "user",
+                    "content": [{"type": "text", "text": text}], "ts": 1796311349000u64 + n})
+            },
+        }
+    }
+
+    fn gemini(home: &Path) -> Saver {
+        Saver {
+            id: "d8bc5fca-b273-44e2-a18a-799374e3995c".into(),
+            path: home.join(".gemini/tmp/project/chats/session-2026-12-03T15-14-d8bc5fca.json"),
+            message: |n, text| {
+                serde_json::json!({"id": format!("gemini-{n}"), "type": "user",
+                    "timestamp": format!("2026-12-03T16:{:02}:{:02}.000Z", n / 60 % 60, n % 60),
+                    "content": [{"text": text}]})
+            },
+        }
+    }
+
+    /// Adds a message and saves atomically (a new temporary file, renamed over the session's),
+    /// pausing a random while between saves, until `stop` is set.
+    fn save_until(self, mut rng: Lcg, stop: &AtomicBool) -> Saved {
+        let mut doc: serde_json::Value =
+            serde_json::from_slice(&fs::read(&self.path).unwrap()).expect("the fixture is JSON");
+        let temp = self.path.with_extension("json.tmp");
+        let (mut said, mut bytes) = (Vec::new(), Vec::new());
+        while !stop.load(Ordering::Relaxed) {
+            let n = said.len() as u64;
+            let text = format!("{}-note-{n:04}-end", &self.id[..5]);
+            doc["messages"]
+                .as_array_mut()
+                .unwrap()
+                .push((self.message)(n, &text));
+            said.push(text);
+            bytes = serde_json::to_vec_pretty(&doc).unwrap();
+            fs::write(&temp, &bytes).expect("write the temporary file");
+            fs::rename(&temp, &self.path).expect("rename it over the session's file");
+            // Pacing, not synchronisation: some states settle before the next save.
+            std::thread::sleep(Duration::from_millis(rng.below(800)));
+        }
+        Saved {
+            id: self.id,
+            path: self.path,
+            bytes,
+            said,
+        }
+    }
 }

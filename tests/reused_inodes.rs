@@ -177,3 +177,28 @@ fn a_database_replaced_by_a_copy_is_read_again_from_its_beginning() {
     assert_eq!(all.len(), 2, "{titles:?}");
     assert!(titles.contains(&"The copied session"), "{titles:?}");
 }
+
+#[test]
+fn a_snapshot_file_moved_and_saved_again_keeps_its_source() {
+    // The evidence a move needs, met: the chat's old path holds nothing, and its next state
+    // shares its messages' ids with the state captured last.
+    let env = Env::new();
+    let (_, gemini) = cline_and_gemini(&env);
+    env.run_once_home();
+    let moved = gemini.with_file_name("session-2026-12-03T15-14-d8bc5fca-kept.json");
+    fs::rename(&gemini, &moved).unwrap();
+    let next = with_message(
+        &fs::read(&moved).unwrap(),
+        serde_json::json!({"id": "gemini-added", "timestamp": "2026-12-03T15:15:00.000Z",
+            "type": "user", "content": [{"text": "gemini added words"}]}),
+    );
+    // Written in place: the moved file keeps its inode.
+    fs::write(&moved, &next).unwrap();
+    let log = env.run_once_home();
+
+    assert_log_has(&log, "moved path=");
+    let gemini_sources = "SELECT path || ' ' || gone FROM sources WHERE harness = 'gemini-cli'";
+    assert_eq!(env.sql(gemini_sources), [format!("{} 0", moved.display())]);
+    let all = sessions(&env);
+    assert_eq!(session(&all, GEMINI_SESSION)["messages"], 4, "{all:?}");
+}

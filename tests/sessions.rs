@@ -1335,3 +1335,45 @@ fn the_daemon_stops_without_waiting_for_the_index_which_catches_up_later() {
     env.run_once(&[]);
     assert_eq!(env.status()["index"]["behind"], 0);
 }
+
+#[test]
+fn raw_of_a_session_kept_in_several_files_is_its_transcript_and_names_the_others() {
+    // Regression: `show --format raw` of a Cline session printed its manifest (`<id>.json`,
+    // the first of its files), not the conversation.
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    crate::util::copy_agent_fixture("cline", &home);
+    env.run_once_home();
+    let id = "1796311346532_t87ya";
+    let folder = home.join(format!(".cline/data/sessions/{id}"));
+    let (messages, manifest) = (
+        folder.join(format!("{id}.messages.json")),
+        folder.join(format!("{id}.json")),
+    );
+    let out = cli(&env, &["show", id, "--format", "raw"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        out.stdout == fs::read(&messages).unwrap(),
+        "not the messages file"
+    );
+    let said = stderr(&out);
+    let names = |p: &Path| said.contains(p.to_str().unwrap());
+    assert!(
+        names(&messages) && names(&manifest) && said.contains("--file"),
+        "{said}"
+    );
+    let out = cli(&env, &["show", id, "--file", manifest.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        out.stdout == fs::read(&manifest).unwrap(),
+        "not the manifest"
+    );
+    let out = cli(&env, &["show", id, "--file", "elsewhere.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let refused = stderr(&out);
+    let lists = refused.contains(manifest.to_str().unwrap());
+    assert!(
+        refused.contains("has no file elsewhere.json") && lists,
+        "{refused}"
+    );
+}

@@ -109,8 +109,11 @@ pub enum Command {
         text: the conversation as a person reads it (who, when, the text; a tool call as one line \
         with its name and a short input; a tool result shortened, with its size). markdown: the \
         same as Markdown. json: one object per message, whole, after de-duplication and upserts. \
-        raw: the archived lines of the session's main transcript, latest generation, each with \
-        its newline, byte for byte."
+        raw: the session's transcript as archived: the lines of its latest generation, each with \
+        its newline, byte for byte, or a file its agent rewrites whole as last kept. For an agent \
+        that keeps a session in several files (a manifest beside the conversation), the \
+        transcript is the file that holds the most of its messages; stderr names it and the \
+        others, and --file prints another."
     )]
     Show(ShowArgs),
     /// Search everything said in every session: prompts, answers, tool inputs and outputs.
@@ -799,6 +802,10 @@ pub struct ShowArgs {
     /// Also show each subagent's conversation, after the session's.
     #[arg(long)]
     pub(crate) subagents: bool,
+    /// Print this file of the session, raw (as --format raw prints the transcript): one of
+    /// the `files` that `sessions --json` lists.
+    #[arg(long, value_name = "PATH", conflicts_with = "subagents")]
+    pub(crate) file: Option<PathBuf>,
     /// Replace every secret with [REDACTED:<rule>], for sharing.
     #[arg(long)]
     pub(crate) redact: bool,
@@ -809,6 +816,13 @@ pub struct ShowArgs {
     /// Write to stdout rather than through $PAGER (which `show` uses on a terminal).
     #[arg(long)]
     pub(crate) no_pager: bool,
+}
+
+impl ShowArgs {
+    /// True when a session's file is printed as archived (`--format raw`, or `--file`).
+    pub(crate) fn raw(&self) -> bool {
+        self.format == Format::Raw || self.file.is_some()
+    }
 }
 
 impl Facts for ShowArgs {

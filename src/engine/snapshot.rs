@@ -92,7 +92,16 @@ impl Engine {
             return Ok(Step::Again(Box::new(work)));
         };
         self.unsettled.remove(&work.path);
-        self.capture(&work.path, id, Some(Fingerprint::of(&meta)), bytes, spec)?;
+        // Read under a second name of its file, it stays where it is.
+        let src = self.source(id);
+        let path = match plan::moved(src, &work.path) {
+            true => {
+                log::info!("moved path={:?} from={:?} source={id}", work.path, src.path);
+                work.path.clone()
+            }
+            false => src.path.clone(),
+        };
+        self.capture(&path, id, Some(Fingerprint::of(&meta)), bytes, spec)?;
         Ok(Step::Done)
     }
 

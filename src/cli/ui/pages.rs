@@ -833,7 +833,7 @@ fn raw(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
         Ok(s) => s,
         Err(answer) => return Ok(answer),
     };
-    let files = query::session_files(archive, &s)?;
+    let files = query::files_transcript_first(archive, &s)?;
     let Some(main) = files.first() else {
         let why = format!("session {} has no transcript archived as a file", s.id);
         return Ok(Answer::Html(StatusCode(404), failed(&why)));

@@ -514,6 +514,42 @@ pub(crate) fn session_files(archive: &mut Archive, session: &Session) -> Result<
     Ok(assemble(archive.db(result)?))
 }
 
+/// The files of a session (as [`session_files`]) with its transcript first: the file that
+/// holds the most of its messages, so that an agent that keeps a manifest or what it showed
+/// beside the conversation (Cline's `<id>.json`, its `ui_messages.json`) is read by its
+/// conversation. The others keep their order.
+pub(crate) fn files_transcript_first(
+    archive: &mut Archive,
+    session: &Session,
+) -> Result<Vec<SessionFile>> {
+    let mut files = session_files(archive, session)?;
+    if files.len() < 2 {
+        return Ok(files);
+    }
+    let result = (|| {
+        let conn = archive.connection();
+        let mut stmt = conn.prepare(
+            "SELECT r.source_id, count(*) FROM messages m JOIN records r ON r.seq = m.seq
+             WHERE m.session = ?1 GROUP BY r.source_id",
+        )?;
+        let rows = stmt.query_map([session.key], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<rusqlite::Result<HashMap<i64, i64>>>()
+    })();
+    let per_source = archive.db(result)?;
+    let messages = |f: &SessionFile| -> i64 {
+        (f.pieces.iter())
+            .filter_map(|(source, _)| per_source.get(source))
+            .sum()
+    };
+    // The first of those with the most, as `max_by_key` would give the last.
+    let most = (files.iter().map(messages)).max().unwrap_or(0);
+    if let Some(at) = files.iter().position(|f| messages(f) == most) {
+        let transcript = files.remove(at);
+        files.insert(0, transcript);
+    }
+    Ok(files)
+}
+
 /// The empty files of this machine that `harness`'s watcher archived in the directories
 /// `dirs`: paths whose latest source holds no record, no reject and no state. An empty file
 /// beside a session's files (a log segment not yet written to, which the agent expects to
