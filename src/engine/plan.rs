@@ -84,13 +84,15 @@ pub(crate) fn owner(
 /// prefix mark on an identity wins over everything but a live source.
 ///
 /// Returns the files in path order, those of known identities first, with the live sources
-/// they claim; a file found under a second path is planned once. `Err` is `evidence`'s.
+/// they claim. A file found under a second path is planned once, under the path a live source
+/// records for it if one does (so that a second name elsewhere, which may be no evidence of
+/// anything, never leaves its source unclaimed). `Err` is `evidence`'s.
 pub(crate) fn plan(
     sources: &Sources,
     mut candidates: Vec<Candidate>,
     evidence: &dyn Evidence,
 ) -> Result<(Vec<Planned>, HashSet<SourceId>)> {
-    candidates.sort_by(|a, b| a.path.cmp(&b.path));
+    candidates.sort_by_cached_key(|c| (sources.live_by_path(&c.path).is_none(), c.path.clone()));
     let mut seen = HashMap::<Identity, PathBuf>::new();
     let mut claimed = HashSet::new();
     let (mut planned, mut unknown) = (Vec::new(), Vec::new());
@@ -371,6 +373,25 @@ mod tests {
         let second = found(&dir, "b.jsonl");
         let planned = plans(&Sources::default(), vec![second, first]);
         assert_eq!(planned, [("a.jsonl".into(), Plan::New)]);
+    }
+
+    #[test]
+    fn one_file_under_two_paths_is_planned_under_the_path_its_source_records() {
+        // A second name sorted first (another agent's folder, say) must not leave the source
+        // at the other name unclaimed, and so marked gone with its file on disk.
+        let dir = tempfile::tempdir().unwrap();
+        let recorded = found(&dir, "z.json");
+        fs::hard_link(&recorded.path, dir.path().join("a.json")).unwrap();
+        let second = found(&dir, "a.json");
+        let sources = Sources::new(vec![source(1, &recorded, &recorded.path, false, 8)]);
+        let unproven = Shown {
+            same: false,
+            marked: None,
+        };
+        assert_eq!(
+            plans_with(&sources, vec![second, recorded], &unproven),
+            [("z.json".into(), Plan::Known(1))]
+        );
     }
 
     #[test]
