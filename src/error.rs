@@ -119,7 +119,7 @@ pub enum Error {
     },
     /// `search` was given a query FTS5 cannot read.
     #[error(
-        "search query {query:?} cannot be read: {reason}; put a phrase in double quotes, and use AND, OR, NOT between words"
+        "search query \"{query}\" cannot be read: {reason}; put a phrase in double quotes, and use AND, OR, NOT between words"
     )]
     SearchQuery {
         /// The query.
@@ -128,7 +128,7 @@ pub enum Error {
         reason: String,
     },
     /// `search` found no message (exit status 1, as grep's and rg's).
-    #[error("no message matches {query:?}")]
+    #[error("no message matches \"{query}\"")]
     NoMatch {
         /// The query.
         query: String,

@@ -10,6 +10,7 @@ mod doctor;
 mod faults;
 mod generations;
 mod identity;
+mod languages;
 mod live;
 mod mcp;
 mod model;

@@ -119,7 +119,9 @@ pub enum Command {
     /// Search everything said in every session: prompts, answers, tool inputs and outputs.
     #[command(
         long_about = "Search everything said in every session: user and assistant text, tool \
-        inputs and tool outputs. Words match whole words (any case, accents ignored); \
+        inputs and tool outputs. Words match whole words (any case, accents ignored), in every \
+        script: a word of Chinese, Japanese, Thai, Lao, Khmer or Myanmar is found inside \
+        running text, and a Korean word with its particles attached; \
         \"a phrase\" matches words in a row; pre* matches a prefix; AND (the default between \
         words), OR, NOT and parentheses combine them. Other punctuation is taken literally: \
         exit-code searches the phrase \"exit code\".\n\n\

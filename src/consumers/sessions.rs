@@ -29,6 +29,7 @@ pub(crate) mod query;
 mod share;
 pub(crate) mod store;
 pub(crate) mod usage;
+pub(crate) mod words;
 
 use parse::{INDEXED_STRING, Parsed, Part, parse, prefix_of, with_long_strings_cut};
 

@@ -7,6 +7,7 @@ use crate::consumers::redact::Redactor;
 use crate::consumers::sessions::body;
 use crate::consumers::sessions::indexed;
 use crate::consumers::sessions::parse::parse;
+use crate::consumers::sessions::words;
 use crate::error::{Error, Result};
 pub(crate) use crate::platform::time::format_time;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -813,10 +814,11 @@ fn ranked_hits(
     let ranked = ranked.collect::<rusqlite::Result<Vec<_>>>()?;
     // Snippets only for the hits kept: the index keeps no text, so each is made from its
     // record, the text indexed again on its own in a table of this connection's.
-    conn.execute_batch(
+    conn.execute_batch(&format!(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_text
-             USING fts5 (body, tokenize = 'unicode61 remove_diacritics 2');",
-    )?;
+             USING fts5 (body, tokenize = {});",
+        words::tokenize_option()
+    ))?;
     let mut record = conn.prepare_cached(
         "SELECT s.harness, r.record FROM records r JOIN sources s ON s.id = r.source_id
          WHERE r.seq = ?1",
@@ -975,6 +977,11 @@ fn fts_word(word: &str, expand: &mut dyn FnMut(Word) -> Option<String>) -> Strin
         Some(stem) if !stem.is_empty() => (stem, "*"),
         _ => (word, ""),
     };
+    // One character of a script cut in pairs stands for every pair it starts (and is a term
+    // of its own where a run ends): FTS5's own prefix query, since the terms may be many.
+    if words::one_unspaced_character(stem) {
+        return format!("{stem}*");
+    }
     let bare = (stem.chars()).all(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii());
     match (bare, star) {
         (true, "*") => expand(Word::Prefix(stem)).unwrap_or_else(|| format!("{stem}*")),
@@ -1055,13 +1062,14 @@ fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<String>>
 
 /// The Porter stem of each of `terms` (each one term, as the index folds them), in order.
 fn stems(conn: &Connection, terms: &[String]) -> rusqlite::Result<Vec<String>> {
-    conn.execute_batch(
+    conn.execute_batch(&format!(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem
-             USING fts5 (t, tokenize = 'porter unicode61 remove_diacritics 2');
+             USING fts5 (t, tokenize = 'porter unicode61 {}');
          CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_terms
              USING fts5vocab (temp, stem, instance);
          DELETE FROM temp.stem;",
-    )?;
+        words::UNICODE61.replace('\'', "''")
+    ))?;
     let mut insert = conn.prepare_cached("INSERT INTO temp.stem (rowid, t) VALUES (?1, ?2)")?;
     for (i, term) in terms.iter().enumerate() {
         insert.execute(params![i as i64, term])?;
@@ -1087,14 +1095,16 @@ fn or_of<'a>(terms: impl Iterator<Item = &'a str>) -> String {
 }
 
 /// `text` as the index's tokenizer makes it a term (lower case, diacritics removed), by having
-/// SQLite's own tokenizer read it; `None` unless it is exactly one term.
+/// that tokenizer read it; `None` unless it is exactly one term (a word of a script cut in
+/// pairs is not: FTS5 reads its prefix itself).
 fn fold(conn: &Connection, text: &str) -> rusqlite::Result<Option<String>> {
-    conn.execute_batch(
+    conn.execute_batch(&format!(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fold
-             USING fts5 (t, tokenize = 'unicode61 remove_diacritics 2');
+             USING fts5 (t, tokenize = {});
          CREATE VIRTUAL TABLE IF NOT EXISTS temp.fold_terms USING fts5vocab (temp, fold, row);
          DELETE FROM temp.fold;",
-    )?;
+        words::tokenize_option()
+    ))?;
     conn.execute("INSERT INTO temp.fold (t) VALUES (?1)", [text])?;
     let mut stmt = conn.prepare_cached("SELECT term FROM temp.fold_terms")?;
     let mut terms: Vec<String> = stmt

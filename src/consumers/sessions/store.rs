@@ -9,6 +9,7 @@
 //! the archive put back) is emptied and built again from seq 0, with a log line saying why.
 
 use crate::archive::{Archive, StateKey};
+use crate::consumers::sessions::words;
 use crate::error::{Error, Result};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
@@ -18,7 +19,7 @@ use std::time::Duration;
 /// changes with the schema and with what the index derives from records (which sessions and
 /// messages there are), so that an index built by another build is built again.
 const SCHEMA: &str = include_str!("schema.sql");
-const VERSION: i64 = 4;
+const VERSION: i64 = 5;
 
 /// The name the index takes on an archive's connection.
 const INDEX: &str = "idx";
@@ -50,6 +51,7 @@ pub(crate) fn open_to_write(archive: &Path) -> Result<Connection> {
     let at = index_error(archive);
     let mut conn = Connection::open(&path).map_err(&at)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(&at)?;
+    register_words(&conn).map_err(&at)?;
     // Turning WAL on takes the file to itself, and SQLite does not wait for another process
     // making the index at that moment (a daemon starting while a command makes it): it is
     // tried again until the file is free.
@@ -87,7 +89,14 @@ pub(crate) fn attach(archive: &Archive) -> Result<()> {
     if made(archive.path())?.is_none() {
         drop(open_to_write(archive.path())?);
     }
+    register_words(archive.records_reader().connection()).map_err(index_error(archive.path()))?;
     archive.attach_read_only(&path_of(archive.path()), INDEX)
+}
+
+/// Registers the index's tokenizer (`words`) on `conn`, which every connection that reads or
+/// writes the index's text needs.
+pub(crate) fn register_words(conn: &Connection) -> rusqlite::Result<()> {
+    crate::platform::fts5::register(conn, words::TOKENIZER, words::split)
 }
 
 /// The last seq the index of the archive at `archive` holds: 0 when it has no index yet.
@@ -188,6 +197,10 @@ fn stale(tx: &Connection, archive_id: &str) -> rusqlite::Result<Option<String>> 
 
 /// Drops whatever the file holds and makes the schema, empty, for the archive `archive_id`.
 fn rebuild(tx: &Connection, archive_id: &str) -> rusqlite::Result<()> {
+    // Tables are dropped in no particular order, and dropping one deletes its rows first,
+    // which would break the references of the rows of another not dropped yet: the foreign
+    // keys are checked at the commit, when every table is made again, empty.
+    tx.pragma_update(None, "defer_foreign_keys", true)?;
     // Virtual tables first: dropping one drops its shadow tables, which cannot be dropped
     // before it.
     for virtual_only in [true, false] {

@@ -1,0 +1,204 @@
+//! How the session index cuts text into terms, for every script. Scripts that put spaces
+//! between words (Latin, Cyrillic, Greek, Arabic, Devanagari…) are left to SQLite's
+//! `unicode61` (lower case, diacritics removed), as before. Scripts that do not (Chinese,
+//! Japanese, Korean with its particles attached, Thai, Lao, Khmer, Myanmar) are cut into
+//! overlapping pairs of characters, as Lucene's CJK analyzer does: `连接池` is `连接` `接池`, so a
+//! word of two characters or more is found inside running text as the pairs it is made of, in
+//! a row (a query is cut the same way, and FTS5 reads the pieces of one word as a phrase). A
+//! character is a grapheme cluster (UAX #29), so a Thai or Khmer vowel sign stays with its
+//! consonant and a snippet never marks half of one. In the index, the last character of each
+//! run is also a term of its own at the last pair's place, so that a query of one character
+//! (`池*`, see `query::fts_word`) finds it wherever it is: as the first of a pair, or last.
+//!
+//! Registered on each connection that reads or writes the index as the FTS5 tokenizer
+//! [`TOKENIZER`] (`platform::fts5`).
+
+use crate::platform::fts5::Piece;
+use std::ops::Range;
+use unicode_segmentation::UnicodeSegmentation;
+
+/// The tokenizer's name, as the index's schema and the snippet table name it.
+pub(crate) const TOKENIZER: &str = "words";
+
+/// What `unicode61` is given under [`TOKENIZER`]: diacritics removed, and combining marks
+/// (`M*`) part of words, so that a word of Devanagari, Bengali or Tamil is one term with its
+/// vowel signs rather than pieces cut at each (Latin letters still lose theirs).
+pub(crate) const UNICODE61: &str = "remove_diacritics 2 categories 'L* N* Co M*'";
+
+/// The `tokenize` option of a table of the index's text, as SQL (quotes doubled).
+pub(crate) fn tokenize_option() -> String {
+    format!("'{TOKENIZER} {}'", UNICODE61.replace('\'', "''"))
+}
+
+/// Cuts `text` (a message to index, or with `query` a query) into what FTS5 makes terms of,
+/// in order, giving each to `emit` until it returns false.
+pub(crate) fn split(text: &str, query: bool, emit: &mut dyn FnMut(Piece) -> bool) {
+    // Every character of the scripts cut in pairs is past U+0E00, three bytes or more in
+    // UTF-8, which start with a byte of 0xE0 or more.
+    if !text.bytes().any(|b| b >= 0xE0) {
+        emit(Piece::Words(0..text.len()));
+        return;
+    }
+    let mut spaced_from = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        if !unspaced(c) {
+            continue;
+        }
+        let mut end = at + c.len_utf8();
+        while let Some((i, c)) = chars.next_if(|&(_, c)| unspaced(c) || continues(c)) {
+            end = i + c.len_utf8();
+        }
+        if spaced_from < at && !emit(Piece::Words(spaced_from..at)) {
+            return;
+        }
+        if !pairs(text, at..end, query, emit) {
+            return;
+        }
+        spaced_from = end;
+    }
+    if spaced_from < text.len() {
+        emit(Piece::Words(spaced_from..text.len()));
+    }
+}
+
+/// True when `word` is one character of a script cut in pairs: a query of it stands for every
+/// term it starts.
+pub(crate) fn one_unspaced_character(word: &str) -> bool {
+    let mut graphemes = word.graphemes(true);
+    let first = graphemes.next().and_then(|g| g.chars().next());
+    first.is_some_and(unspaced) && graphemes.next().is_none()
+}
+
+/// Emits the run `run` of `text` as its overlapping pairs of characters, and (in the index)
+/// its last character at the last pair's place; false when `emit` said to stop.
+fn pairs(text: &str, run: Range<usize>, query: bool, emit: &mut dyn FnMut(Piece) -> bool) -> bool {
+    let units: Vec<Range<usize>> = (text[run.clone()].grapheme_indices(true))
+        .map(|(i, g)| run.start + i..run.start + i + g.len())
+        .collect();
+    if let [one] = &units[..] {
+        return emit(Piece::Token {
+            range: one.clone(),
+            colocated: false,
+        });
+    }
+    for pair in units.windows(2) {
+        let range = pair[0].start..pair[1].end;
+        if !emit(Piece::Token {
+            range,
+            colocated: false,
+        }) {
+            return false;
+        }
+    }
+    match (query, units.last()) {
+        (false, Some(last)) => emit(Piece::Token {
+            range: last.clone(),
+            colocated: true,
+        }),
+        _ => true,
+    }
+}
+
+/// True for a character of a script written without spaces between words (or, for Korean,
+/// with its particles attached to them): Han, kana, Hangul, Thai, Lao, Khmer, Myanmar, and
+/// the marks used with them; not their punctuation.
+fn unspaced(c: char) -> bool {
+    matches!(c as u32,
+        0x0E00..=0x0E4E | 0x0E50..=0x0E59 // Thai, but its punctuation ๏ ๚ ๛
+        | 0x0E80..=0x0EFF // Lao
+        | 0x1000..=0x1049 | 0x1050..=0x109F // Myanmar, but its punctuation
+        | 0x1100..=0x11FF // Hangul Jamo
+        | 0x1780..=0x17D3 | 0x17D7 | 0x17DC..=0x17FF // Khmer, but its punctuation
+        | 0x19E0..=0x19FF // Khmer symbols
+        | 0x2E80..=0x2FDF // CJK and Kangxi radicals
+        | 0x3005..=0x3007 | 0x3021..=0x3029 | 0x3031..=0x3035 | 0x303B..=0x303C // 々 〆 〇 …
+        | 0x3040..=0x309F // Hiragana
+        | 0x30A0..=0x30FA | 0x30FC..=0x30FF // Katakana, but the middle dot ・
+        | 0x3100..=0x312F | 0x31A0..=0x31BF // Bopomofo
+        | 0x3130..=0x318F // Hangul compatibility Jamo
+        | 0x31F0..=0x31FF // Katakana phonetic extensions
+        | 0x3400..=0x4DBF | 0x4E00..=0x9FFF // CJK ideographs
+        | 0xA960..=0xA97F | 0xD7B0..=0xD7FF // Hangul Jamo extensions
+        | 0xA9E0..=0xA9FF | 0xAA60..=0xAA7F // Myanmar extensions
+        | 0xAC00..=0xD7AF // Hangul syllables
+        | 0xF900..=0xFAFF // CJK compatibility ideographs
+        | 0xFF66..=0xFF9F | 0xFFA0..=0xFFDC // half-width Katakana and Hangul
+        | 0x1B000..=0x1B16F // Kana supplement and extensions
+        | 0x20000..=0x3134F // CJK ideographs, extensions B to H
+    )
+}
+
+/// True for a character that continues the one before it (a variation selector after an
+/// ideograph), which a grapheme cluster keeps with it.
+fn continues(c: char) -> bool {
+    matches!(c as u32, 0xFE00..=0xFE0F | 0xE0100..=0xE01EF | 0x200D)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `text` is cut into: the spaced parts as they are, each pair or character with a
+    /// `+` when it shares the place of the one before.
+    fn cut(text: &str, query: bool) -> Vec<String> {
+        let mut pieces = Vec::new();
+        split(text, query, &mut |p| {
+            pieces.push(match p {
+                Piece::Words(r) => format!("[{}]", &text[r]),
+                Piece::Token { range, colocated } => {
+                    format!("{}{}", &text[range], if colocated { "+" } else { "" })
+                }
+            });
+            true
+        });
+        pieces
+    }
+
+    #[test]
+    fn runs_without_spaces_are_pairs_and_the_rest_is_left_to_unicode61() {
+        assert_eq!(cut("plain text, café", false), ["[plain text, café]"]);
+        assert_eq!(
+            cut("fix 连接池 in db.rs", false),
+            ["[fix ]", "连接", "接池", "池+", "[ in db.rs]"]
+        );
+        assert_eq!(cut("连接池", true), ["连接", "接池"]);
+        assert_eq!(cut("API连接", true), ["[API]", "连接"]);
+        assert_eq!(cut("池。", false), ["池", "[。]"]);
+        // Korean: a word with its particle is the pairs of both.
+        assert_eq!(cut("결제를 확인", true), ["결제", "제를", "[ ]", "확인"]);
+    }
+
+    #[test]
+    fn a_character_is_a_grapheme_cluster() {
+        // ข้ is a consonant and its tone mark: one character of the pairs.
+        assert_eq!(cut("ข้อมูล", true), ["ข้อ", "อมู", "มูล"]);
+        // An ideograph with a variation selector stays whole.
+        assert_eq!(cut("葛\u{E0100}城", true), ["葛\u{E0100}城"]);
+    }
+
+    #[test]
+    fn the_index_schema_names_this_tokenizer() {
+        let schema = include_str!("schema.sql");
+        assert!(schema.contains(&format!("tokenize = {}", tokenize_option())));
+    }
+
+    #[test]
+    fn stopping_stops() {
+        let mut n = 0;
+        split("一二三四五 six", false, &mut |_| {
+            n += 1;
+            n < 2
+        });
+        assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn one_character_is_told_from_a_word() {
+        assert!(one_unspaced_character("池"));
+        assert!(one_unspaced_character("ข้"));
+        assert!(!one_unspaced_character("连接"));
+        assert!(!one_unspaced_character("a"));
+        assert!(!one_unspaced_character(""));
+    }
+}

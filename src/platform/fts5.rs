@@ -1,0 +1,371 @@
+//! A tokenizer of the project's own for SQLite's full-text index, through FTS5's C API (which
+//! rusqlite does not wrap; the only `unsafe` here is that API's). It wraps FTS5's built-in
+//! `unicode61`: a [`Split`] function cuts the text into pieces, and each piece is either
+//! given to `unicode61` (with the arguments the table names, such as `remove_diacritics 2`)
+//! or is a term as it is. Offsets are the text's own, so snippets mark what was matched.
+#![allow(unsafe_code)] // FTS5's tokenizer API is C only: rusqlite has no wrapper for it
+
+use rusqlite::Connection;
+use rusqlite::ffi;
+use std::ffi::{CString, c_char, c_int, c_void};
+use std::ops::Range;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::ptr;
+
+/// A piece of a text, as a [`Split`] gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// Bytes that `unicode61` cuts into terms.
+    Words(Range<usize>),
+    /// Bytes that are one term as they are.
+    Token {
+        /// Where it is in the text.
+        range: Range<usize>,
+        /// True when it takes the place of the term before it rather than the next place.
+        colocated: bool,
+    },
+}
+
+/// Cuts a text (a document, or with the flag a query) into pieces, giving each to the
+/// function until it returns false. It must not panic (a panic is caught and fails the
+/// statement).
+pub(crate) type Split = fn(&str, bool, &mut dyn FnMut(Piece) -> bool);
+
+/// Registers the tokenizer `name` on `conn`: `split` over `unicode61`. A table made with
+/// `tokenize = 'NAME ARGS'` passes ARGS to `unicode61`. Every connection that reads or
+/// writes such a table must have it registered first.
+pub(crate) fn register(conn: &Connection, name: &str, split: Split) -> rusqlite::Result<()> {
+    let api = fts5_api(conn)?;
+    let name = CString::new(name).map_err(|_| misuse("a tokenizer name holds a NUL"))?;
+    let mut tokenizer = ffi::fts5_tokenizer {
+        xCreate: Some(create),
+        xDelete: Some(delete),
+        xTokenize: Some(tokenize),
+    };
+    let registration = Box::into_raw(Box::new(Registration { api, split }));
+    // SAFETY: `api` is the connection's FTS5 API (checked non-null by `fts5_api`), valid for
+    // the connection's life; FTS5 copies `tokenizer`, keeps `registration` until it calls
+    // `drop_registration`, and gives it back to `create` as its first argument.
+    let rc = unsafe {
+        let create_tokenizer = (*api)
+            .xCreateTokenizer
+            .ok_or_else(|| misuse("no xCreateTokenizer"))?;
+        create_tokenizer(
+            api,
+            name.as_ptr(),
+            registration.cast(),
+            &mut tokenizer,
+            Some(drop_registration),
+        )
+    };
+    if rc != ffi::SQLITE_OK {
+        // SAFETY: FTS5 did not take it: it is still this function's.
+        drop(unsafe { Box::from_raw(registration) });
+        return Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None));
+    }
+    Ok(())
+}
+
+/// What a registration keeps: the API (to find `unicode61` when a table is opened) and the
+/// split.
+struct Registration {
+    api: *mut ffi::fts5_api,
+    split: Split,
+}
+
+/// One tokenizer instance, made for a table: `unicode61` made with the table's arguments.
+struct Instance {
+    inner: ffi::fts5_tokenizer,
+    inner_instance: *mut ffi::Fts5Tokenizer,
+    split: Split,
+}
+
+/// The connection's FTS5 API, as SQLite hands it out: a pointer bound to `SELECT fts5(?1)`.
+fn fts5_api(conn: &Connection) -> rusqlite::Result<*mut ffi::fts5_api> {
+    let mut api: *mut ffi::fts5_api = ptr::null_mut();
+    // SAFETY: the statement is prepared, bound, stepped and finalized on this connection's
+    // handle, which outlives it; the bound pointer is to `api`, which outlives the statement,
+    // and is of the type `fts5_api_ptr` names, which FTS5 writes through.
+    let rc = unsafe {
+        let db = conn.handle();
+        let mut stmt = ptr::null_mut();
+        let sql = c"SELECT fts5(?1)";
+        let mut rc = ffi::sqlite3_prepare_v2(db, sql.as_ptr(), -1, &mut stmt, ptr::null_mut());
+        if rc == ffi::SQLITE_OK {
+            let out = (&mut api as *mut *mut ffi::fts5_api).cast();
+            rc = ffi::sqlite3_bind_pointer(stmt, 1, out, c"fts5_api_ptr".as_ptr(), None);
+            if rc == ffi::SQLITE_OK && ffi::sqlite3_step(stmt) != ffi::SQLITE_ROW {
+                rc = ffi::SQLITE_ERROR;
+            }
+        }
+        ffi::sqlite3_finalize(stmt);
+        rc
+    };
+    if rc != ffi::SQLITE_OK || api.is_null() {
+        return Err(misuse("this SQLite has no FTS5"));
+    }
+    Ok(api)
+}
+
+fn misuse(why: &str) -> rusqlite::Error {
+    rusqlite::Error::SqliteFailure(
+        ffi::Error::new(ffi::SQLITE_MISUSE),
+        Some(format!("fts5 tokenizer: {why}")),
+    )
+}
+
+unsafe extern "C" fn drop_registration(registration: *mut c_void) {
+    // SAFETY: FTS5 calls this once, with the pointer `register` made by `Box::into_raw`.
+    drop(unsafe { Box::from_raw(registration.cast::<Registration>()) });
+}
+
+unsafe extern "C" fn create(
+    registration: *mut c_void,
+    args: *mut *const c_char,
+    n_args: c_int,
+    out: *mut *mut ffi::Fts5Tokenizer,
+) -> c_int {
+    // SAFETY: `registration` is the pointer `register` gave FTS5, alive until
+    // `drop_registration`; `args` and `out` are FTS5's, passed on as its API says.
+    unsafe {
+        let registration = &*registration.cast::<Registration>();
+        let api = registration.api;
+        let Some(find) = (*api).xFindTokenizer else {
+            return ffi::SQLITE_ERROR;
+        };
+        let mut inner = ffi::fts5_tokenizer {
+            xCreate: None,
+            xDelete: None,
+            xTokenize: None,
+        };
+        let mut inner_data = ptr::null_mut();
+        let rc = find(api, c"unicode61".as_ptr(), &mut inner_data, &mut inner);
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+        let (Some(inner_create), Some(_), Some(_)) =
+            (inner.xCreate, inner.xDelete, inner.xTokenize)
+        else {
+            return ffi::SQLITE_ERROR;
+        };
+        let mut inner_instance = ptr::null_mut();
+        let rc = inner_create(inner_data, args, n_args, &mut inner_instance);
+        if rc != ffi::SQLITE_OK {
+            return rc;
+        }
+        let instance = Instance {
+            inner,
+            inner_instance,
+            split: registration.split,
+        };
+        *out = Box::into_raw(Box::new(instance)).cast();
+        ffi::SQLITE_OK
+    }
+}
+
+unsafe extern "C" fn delete(instance: *mut ffi::Fts5Tokenizer) {
+    // SAFETY: FTS5 calls this once per instance `create` made; `unicode61`'s own instance is
+    // deleted by its own `xDelete`, which `create` checked is there.
+    unsafe {
+        let instance = Box::from_raw(instance.cast::<Instance>());
+        if let Some(inner_delete) = instance.inner.xDelete {
+            inner_delete(instance.inner_instance);
+        }
+    }
+}
+
+/// FTS5's callback for each term.
+type TokenCallback =
+    unsafe extern "C" fn(*mut c_void, c_int, *const c_char, c_int, c_int, c_int) -> c_int;
+
+unsafe extern "C" fn tokenize(
+    instance: *mut ffi::Fts5Tokenizer,
+    ctx: *mut c_void,
+    flags: c_int,
+    text: *const c_char,
+    n_text: c_int,
+    token: Option<TokenCallback>,
+) -> c_int {
+    let Some(token) = token else {
+        return ffi::SQLITE_ERROR;
+    };
+    // SAFETY: `instance` is one `create` made; `text` holds `n_text` bytes (FTS5 may pass a
+    // null pointer with none).
+    let (instance, bytes) = unsafe {
+        let bytes = match n_text {
+            n if n > 0 && !text.is_null() => std::slice::from_raw_parts(text.cast(), n as usize),
+            _ => &[][..],
+        };
+        (&*instance.cast::<Instance>(), bytes)
+    };
+    let call = Call {
+        instance,
+        ctx,
+        flags,
+        token,
+        bytes,
+    };
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return call.words(0..bytes.len());
+    };
+    let query = flags & ffi::FTS5_TOKENIZE_QUERY != 0;
+    let mut rc = ffi::SQLITE_OK;
+    let split = catch_unwind(AssertUnwindSafe(|| {
+        (instance.split)(text, query, &mut |piece| {
+            rc = match piece {
+                Piece::Words(range) => call.words(range),
+                Piece::Token { range, colocated } => call.term(range, colocated),
+            };
+            rc == ffi::SQLITE_OK
+        })
+    }));
+    match split {
+        Ok(()) => rc,
+        Err(_) => ffi::SQLITE_ERROR,
+    }
+}
+
+/// One call of [`tokenize`]: what it passes on to FTS5 and to `unicode61`.
+struct Call<'a> {
+    instance: &'a Instance,
+    ctx: *mut c_void,
+    flags: c_int,
+    token: TokenCallback,
+    bytes: &'a [u8],
+}
+
+impl Call<'_> {
+    /// Gives the bytes `range` to FTS5 as one term.
+    fn term(&self, range: Range<usize>, colocated: bool) -> c_int {
+        let tflags = if colocated {
+            ffi::FTS5_TOKEN_COLOCATED
+        } else {
+            0
+        };
+        let Some(piece) = self.bytes.get(range.clone()) else {
+            return ffi::SQLITE_ERROR;
+        };
+        // SAFETY: `token` and `ctx` are FTS5's for this call; the term is `piece`'s bytes,
+        // inside the text FTS5 gave.
+        unsafe {
+            (self.token)(
+                self.ctx,
+                tflags,
+                piece.as_ptr().cast(),
+                piece.len() as c_int,
+                range.start as c_int,
+                range.end as c_int,
+            )
+        }
+    }
+
+    /// Has `unicode61` cut the bytes `range` into terms, given to FTS5 at their places in the
+    /// whole text.
+    fn words(&self, range: Range<usize>) -> c_int {
+        let Some(piece) = self.bytes.get(range.clone()) else {
+            return ffi::SQLITE_ERROR;
+        };
+        let mut shifted = Shifted {
+            ctx: self.ctx,
+            token: self.token,
+            by: range.start as c_int,
+        };
+        let Some(inner_tokenize) = self.instance.inner.xTokenize else {
+            return ffi::SQLITE_ERROR;
+        };
+        // SAFETY: `unicode61`'s instance is alive while ours is; it reads `piece` only during
+        // the call, and calls `shift` with `shifted`, which outlives the call.
+        unsafe {
+            inner_tokenize(
+                self.instance.inner_instance,
+                (&mut shifted as *mut Shifted).cast(),
+                self.flags,
+                piece.as_ptr().cast(),
+                piece.len() as c_int,
+                Some(shift),
+            )
+        }
+    }
+}
+
+/// FTS5's callback, for terms whose offsets are from a piece `by` bytes into the text.
+struct Shifted {
+    ctx: *mut c_void,
+    token: TokenCallback,
+    by: c_int,
+}
+
+unsafe extern "C" fn shift(
+    shifted: *mut c_void,
+    tflags: c_int,
+    term: *const c_char,
+    n_term: c_int,
+    start: c_int,
+    end: c_int,
+) -> c_int {
+    // SAFETY: `shifted` is the `Shifted` that `Call::words` passed, alive during the call
+    // that calls this; the rest is `unicode61`'s, passed on to FTS5's callback unchanged.
+    unsafe {
+        let s = &*shifted.cast::<Shifted>();
+        (s.token)(s.ctx, tflags, term, n_term, start + s.by, end + s.by)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pairs of letters for runs of `x`, the rest to `unicode61`.
+    fn xx(text: &str, _query: bool, emit: &mut dyn FnMut(Piece) -> bool) {
+        match text.find("xx") {
+            Some(at) => {
+                let _ = (at > 0 && !emit(Piece::Words(0..at)))
+                    || !emit(Piece::Token {
+                        range: at..at + 2,
+                        colocated: false,
+                    })
+                    || !emit(Piece::Words(at + 2..text.len()));
+            }
+            None => {
+                emit(Piece::Words(0..text.len()));
+            }
+        }
+    }
+
+    #[test]
+    fn a_registered_tokenizer_cuts_its_pieces_and_leaves_the_rest_to_unicode61() {
+        let conn = Connection::open_in_memory().unwrap();
+        register(&conn, "xx", xx).unwrap();
+        conn.execute_batch(
+            "CREATE VIRTUAL TABLE t USING fts5 (body, tokenize = 'xx remove_diacritics 2');
+             CREATE VIRTUAL TABLE v USING fts5vocab (t, instance);
+             INSERT INTO t (body) VALUES ('Café xxAB done');",
+        )
+        .unwrap();
+        let terms: Vec<(String, i64)> = (conn
+            .prepare("SELECT term, offset FROM v ORDER BY offset"))
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+        let want = [("cafe", 0), ("xx", 1), ("ab", 2), ("done", 3)];
+        let want: Vec<(String, i64)> = want.iter().map(|(t, o)| (t.to_string(), *o)).collect();
+        assert_eq!(terms, want);
+        let marked: String = conn
+            .query_row(
+                "SELECT highlight(t, 0, '[', ']') FROM t WHERE t MATCH 'ab'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(marked, "Café xx[AB] done");
+    }
+
+    #[test]
+    fn a_table_of_an_unregistered_tokenizer_cannot_be_made() {
+        let conn = Connection::open_in_memory().unwrap();
+        let made = conn.execute_batch("CREATE VIRTUAL TABLE t USING fts5 (body, tokenize = 'xx')");
+        assert!(made.is_err());
+    }
+}
