@@ -9,7 +9,8 @@
 //! text (one connection, contentless, the index's tokenizer, transactions of 20,000 rows).
 //! Last, what `search --stem` adds for twenty common words (`stem`).
 //!
-//! `INDEX_MB` sets the corpus size (default 256; `COMPARE_QUICK=1` makes it 32), `INDEX_RUNS`
+//! `INDEX_MB` sets the corpus size (default 256; `COMPARE_QUICK=1` makes it 32),
+//! `REAL_SHAPED_PROSE=cjk` a corpus whose prose is Chinese, Japanese and Korean, `INDEX_RUNS`
 //! how many rounds (default 3), `INDEX_BASELINE_BIN` another build's binary, measured in the
 //! same rounds right after this one. Results: a table on stdout and in
 //! `target/bench/index.md`.
@@ -45,6 +46,8 @@ struct Subject {
     once_secs: Vec<f64>,
     /// CPU microseconds of the index threads per live record.
     live_us: Vec<f64>,
+    /// Bytes of the index's file (with its WAL) after each `reindex`.
+    index_bytes: Vec<f64>,
 }
 
 fn main() {
@@ -78,6 +81,7 @@ fn main() {
             let secs = run_secs(&s.bin, &home, &db, &["reindex"]);
             s.cpu_secs.push(children_cpu_secs() - before);
             s.secs.push(secs);
+            s.index_bytes.push(index_bytes(&db));
             println!("round {round}: {} reindex {secs:.2} s", s.label);
         }
         for s in &mut subjects {
@@ -120,13 +124,22 @@ fn subject(label: &str, bin: &str) -> Subject {
         cpu_secs: Vec::new(),
         once_secs: Vec::new(),
         live_us: Vec::new(),
+        index_bytes: Vec::new(),
     }
+}
+
+/// Bytes of the index of the archive at `db`: its file and its WAL.
+fn index_bytes(db: &Path) -> f64 {
+    let size =
+        |suffix: &str| fs::metadata(format!("{}{suffix}", db.display())).map_or(0, |m| m.len());
+    (size("-index") + size("-index-wal")) as f64
 }
 
 /// The tree of `mb` MB, written once into `cache` and kept for later runs (a file `done`
 /// marks a whole one).
 fn ensure_corpus(cache: &Path, mb: u64) -> PathBuf {
-    let dir = cache.join(format!("{mb}mb-seed1"));
+    let prose = if tree::cjk_prose() { "-cjk" } else { "" };
+    let dir = cache.join(format!("{mb}mb-seed1{prose}"));
     if !dir.join("done").exists() {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).expect("creating the corpus directory");
@@ -245,31 +258,39 @@ struct Corpus {
 fn report(machine: &str, c: &Corpus, runs: usize, subjects: &[Subject], fts: &[f64]) -> String {
     let started = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
     let mut md = format!(
-        "Taken {started}: a {:.1} MB real-shaped tree (`INDEX_MB={}`), {} messages of {:.1} MB \
+        "Taken {started}: a {:.1} MB real-shaped tree (`INDEX_MB={}`{}), {} messages of {:.1} MB \
          of text, {runs} rounds. {machine}\n\n",
         c.bytes as f64 / 1e6,
         c.mb,
+        if tree::cjk_prose() {
+            ", `REAL_SHAPED_PROSE=cjk`"
+        } else {
+            ""
+        },
         c.messages,
         c.text_bytes as f64 / 1e6,
     );
-    md.push_str("| subject | median s | MB/s of transcript | CPU s (median) | × bare FTS5 |\n");
-    md.push_str("|---|---:|---:|---:|---:|\n");
+    md.push_str(
+        "| subject | median s | MB/s of transcript | CPU s (median) | × bare FTS5 | index MB |\n",
+    );
+    md.push_str("|---|---:|---:|---:|---:|---:|\n");
     let fts_secs = median(fts);
     let mbps = |secs: f64| c.bytes as f64 / 1e6 / secs;
     for s in subjects {
         let secs = median(&s.secs);
         let _ = writeln!(
             md,
-            "| {} `reindex` | {secs:.2} | {:.1} | {:.2} | {:.2} |",
+            "| {} `reindex` | {secs:.2} | {:.1} | {:.2} | {:.2} | {:.1} |",
             s.label,
             mbps(secs),
             median(&s.cpu_secs),
-            fts_secs / secs
+            fts_secs / secs,
+            median(&s.index_bytes) / 1e6
         );
     }
     let _ = writeln!(
         md,
-        "| bare FTS5 insert, same text | {fts_secs:.2} | {:.1} | – | 1.00 |",
+        "| bare FTS5 insert, same text | {fts_secs:.2} | {:.1} | – | 1.00 | – |",
         mbps(fts_secs)
     );
     md.push_str(

@@ -13,6 +13,11 @@
 //! `/usr/share/doc`. Only what is random in real transcripts is random here: ids, timestamps,
 //! thinking signatures, Codex's `encrypted_content`, the rare pasted image.
 //!
+//! With `REAL_SHAPED_PROSE=cjk`, the prose (prompts, answers, plans) is Chinese, Japanese and
+//! Korean instead: paragraphs of the translated man pages under `/usr/share/man/{ja,ko,zh_CN,
+//! zh_TW}`, for a corpus whose people write in those languages (code and tool output stay as
+//! they are).
+//!
 //! Files are listed in sorted order and chosen with `fastrand::Rng::with_seed`, so the same
 //! seed on a machine with the same files gives the same tree; the tree depends on the files
 //! present (another set of crates in the registry gives another tree).
@@ -381,7 +386,10 @@ impl Shelf {
                  ~/.cargo/registry/src (run a cargo build first) and /usr/include",
             ));
         }
-        let (prose, long_docs) = gather_prose(&projects);
+        let (prose, long_docs) = match cjk_prose() {
+            true => (gather_cjk_prose(), Vec::new()),
+            false => gather_prose(&projects),
+        };
         let base_prompt = match long_docs.is_empty() {
             true => prose[..prose.len().min(40)].join("\n\n"),
             false => fs::read_to_string(&long_docs[rng.usize(0..long_docs.len())])?,
@@ -528,6 +536,62 @@ fn gather_prose(projects: &[Project]) -> (Vec<String>, Vec<PathBuf>) {
         prose.push("The project builds and its tests pass.".to_owned());
     }
     (prose, long_docs)
+}
+
+/// True when `REAL_SHAPED_PROSE=cjk` asks for Chinese, Japanese and Korean prose.
+pub fn cjk_prose() -> bool {
+    std::env::var("REAL_SHAPED_PROSE").is_ok_and(|v| v == "cjk")
+}
+
+/// Paragraphs of the Chinese, Japanese and Korean man pages of this machine, their roff
+/// markup taken out: the runs of lines that hold such characters, joined.
+fn gather_cjk_prose() -> Vec<String> {
+    let mut pages: Vec<PathBuf> = ["ja", "ko", "zh_CN", "zh_TW"]
+        .iter()
+        .flat_map(|lang| walkdir::WalkDir::new(Path::new("/usr/share/man").join(lang)))
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.into_path())
+        .collect();
+    pages.sort();
+    let mut prose = Vec::new();
+    for page in pages {
+        let Ok(file) = File::open(&page) else {
+            continue;
+        };
+        let mut text = String::new();
+        if io::Read::read_to_string(&mut flate2::read::GzDecoder::new(file), &mut text).is_err() {
+            continue;
+        }
+        let mut paragraph = String::new();
+        for line in text.lines().map(roff_text) {
+            if line.chars().any(|c| c as u32 >= 0x3000) {
+                paragraph.push_str(line.trim());
+            } else if paragraph.chars().count() >= 40 {
+                prose.push(std::mem::take(&mut paragraph));
+            } else {
+                paragraph.clear();
+            }
+        }
+    }
+    assert!(
+        !prose.is_empty(),
+        "REAL_SHAPED_PROSE=cjk: no Chinese, Japanese or Korean man page under /usr/share/man"
+    );
+    prose
+}
+
+/// A line of a man page without its roff: a request's name, font changes and escapes.
+fn roff_text(line: &str) -> String {
+    let line = match line.strip_prefix(['.', '\'']) {
+        Some(request) => request.split_once(' ').map_or("", |(_, rest)| rest),
+        None => line,
+    };
+    let mut out = line.to_owned();
+    for escape in ["\\fB", "\\fI", "\\fR", "\\fP", "\\&", "\\-", "\""] {
+        out = out.replace(escape, if escape == "\\-" { "-" } else { "" });
+    }
+    out
 }
 
 /// The Markdown and text files of `/usr/share/doc`, at most 12 a package so that one with
