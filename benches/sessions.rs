@@ -6,12 +6,14 @@
 //! 1 GiB one (both are the compare bench's, generated once into `target/bench/corpus/`).
 //! `SESSIONS_RUNS` sets how many timed runs each command gets (default 7, after one untimed).
 //! Every time is from spawn to exit, so process start and opening the archive are in it; the
-//! floor is `sessions --limit 1`. Results: tables on stdout and `target/bench/sessions.md`.
+//! floor is `sessions --limit 1`. `SESSIONS_BASELINE_BIN=<binary>` archives the corpus again
+//! with another build and times each query with it too, right after this build's runs.
+//! Results: tables on stdout and `target/bench/sessions.md`.
 
 use rusqlite::{Connection, OpenFlags};
 use std::fmt::Write as _;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 use testkit::corpus;
@@ -79,8 +81,8 @@ impl Timed {
 
 /// transcript-sync with nothing of this machine's environment: `HOME` is `home`, so the
 /// built-in watchers look there and nowhere else.
-fn ts(home: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
+fn ts(bin: &Path, home: &Path) -> Command {
+    let mut cmd = Command::new(bin);
     cmd.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
         .env("HOME", home)
@@ -99,7 +101,7 @@ struct Archived {
 /// `run --once` into `db` over what the built-in watchers find under `home`. A run that fails
 /// is run again (it resumes from its cursors, the index from its last batch), at most twice,
 /// and the failure is reported rather than hidden.
-fn archive(home: &Path, db: &Path) -> Archived {
+fn archive(bin: &Path, home: &Path, db: &Path) -> Archived {
     let _ = Command::new("sync").status();
     let mut archived = Archived {
         secs: 0.0,
@@ -107,7 +109,7 @@ fn archive(home: &Path, db: &Path) -> Archived {
         failures: Vec::new(),
     };
     loop {
-        let mut cmd = ts(home);
+        let mut cmd = ts(bin, home);
         cmd.args(["run", "--once", "--db"])
             .arg(db)
             .env("RUST_LOG", "warn");
@@ -149,13 +151,13 @@ impl Archived {
 
 /// Runs `args` against `db` once untimed, then `runs` times, each from spawn to exit with
 /// its whole output read.
-fn time_command(home: &Path, db: &Path, args: &[&str], runs: usize) -> Timed {
+fn time_command(bin: &Path, home: &Path, db: &Path, args: &[&str], runs: usize) -> Timed {
     let mut timed = Timed {
         ms: Vec::new(),
         lines: 0,
     };
     for run in 0..=runs {
-        let mut cmd = ts(home);
+        let mut cmd = ts(bin, home);
         cmd.args(args).arg("--db").arg(db);
         let start = Instant::now();
         let out = cmd.output().expect("starting transcript-sync");
@@ -239,7 +241,7 @@ fn search_bench(md: &mut String, scratch: &Path, cache: &Path, quick: bool, runs
         .status();
     let db = scratch.join("corpus.db");
     println!("search: archiving {} files, {}", c.files.len(), mb(c.bytes));
-    let a = archive(&home, &db);
+    let a = archive(Path::new(BIN), &home, &db);
     let _ = writeln!(
         md,
         "Corpus: {} files, {} records, {}. `run --once` (backfill with the index on, until \
@@ -253,7 +255,23 @@ fn search_bench(md: &mut String, scratch: &Path, cache: &Path, quick: bool, runs
         a.note()
     );
     size_table(md, &db);
-    query_table(md, &home, &db, runs);
+    let baseline = std::env::var_os("SESSIONS_BASELINE_BIN").map(PathBuf::from);
+    let baseline = baseline.map(|bin| {
+        let base_db = scratch.join("corpus-baseline.db");
+        println!("search: archiving again with {}", bin.display());
+        let b = archive(&bin, &home, &base_db);
+        let _ = writeln!(
+            md,
+            "The baseline build (`SESSIONS_BASELINE_BIN`), into an archive of its own: \
+             `run --once` {:.2} s wall, {:.2} s CPU; session index {}.{}\n",
+            b.secs,
+            b.cpu_secs,
+            mb(fs::metadata(format!("{}-index", base_db.display())).map_or(0, |m| m.len())),
+            b.note()
+        );
+        (bin, base_db)
+    });
+    query_table(md, &home, &db, baseline.as_ref(), runs);
     usage_table(md, &home, &db, runs);
 }
 
@@ -271,7 +289,7 @@ fn usage_table(md: &mut String, home: &Path, db: &Path, runs: usize) {
     );
     for by in ["day", "model", "project", "session"] {
         let args = ["usage", "--json", "--by", by];
-        let t = time_command(home, db, &args, runs);
+        let t = time_command(Path::new(BIN), home, db, &args, runs);
         println!("  usage --by {by:<10} {:>8.1} ms", t.median());
         let _ = writeln!(
             md,
@@ -303,28 +321,48 @@ fn size_table(md: &mut String, db: &Path) {
     md.push('\n');
 }
 
-fn query_table(md: &mut String, home: &Path, db: &Path, runs: usize) {
-    let floor = time_command(home, db, &["sessions", "--limit", "1"], runs);
-    md.push_str("| query | arguments | hits | median ms | min ms | max ms |\n");
-    md.push_str("|---|---|---:|---:|---:|---:|\n");
-    let mut medians = Vec::new();
+/// `search` for each of [`QUERIES`], by this build over `db` and, when given, by a baseline
+/// build over its own archive.
+fn query_table(
+    md: &mut String,
+    home: &Path,
+    db: &Path,
+    baseline: Option<&(PathBuf, PathBuf)>,
+    runs: usize,
+) {
+    let this = Path::new(BIN);
+    let floor = time_command(this, home, db, &["sessions", "--limit", "1"], runs);
+    md.push_str(
+        "| query | arguments | hits | median ms | min ms | max ms | baseline median ms |\n",
+    );
+    md.push_str("|---|---|---:|---:|---:|---:|---:|\n");
+    let (mut medians, mut base_medians) = (Vec::new(), Vec::new());
     for query in QUERIES {
         let mut args = vec!["search"];
         args.extend(query.args);
         args.extend(["--json", "--limit", "20"]);
-        let t = time_command(home, db, &args, runs);
-        println!("  {:<32} {:>8.1} ms", query.label, t.median());
+        let t = time_command(this, home, db, &args, runs);
+        let base = baseline.map(|(bin, base_db)| time_command(bin, home, base_db, &args, runs));
+        let base_ms = base.as_ref().map(Timed::median);
+        println!(
+            "  {:<32} {:>8.1} ms {}",
+            query.label,
+            t.median(),
+            base_ms.map_or(String::new(), |ms| format!("(baseline {ms:.1} ms)"))
+        );
         let _ = writeln!(
             md,
-            "| {} | `{}` | {} | {:.1} | {:.1} | {:.1} |",
+            "| {} | `{}` | {} | {:.1} | {:.1} | {:.1} | {} |",
             query.label,
             query.args.join(" "),
             t.lines,
             t.median(),
             quantile_of(&t.ms, 0.0),
-            quantile_of(&t.ms, 1.0)
+            quantile_of(&t.ms, 1.0),
+            base_ms.map_or("–".to_owned(), |ms| format!("{ms:.1}"))
         );
         medians.push(t.median());
+        base_medians.extend(base_ms);
     }
     let _ = writeln!(
         md,
@@ -335,6 +373,14 @@ fn query_table(md: &mut String, home: &Path, db: &Path, runs: usize) {
         quantile_of(&medians, 0.95),
         floor.median()
     );
+    if !base_medians.is_empty() {
+        let _ = writeln!(
+            md,
+            "The baseline build over the same queries: p50 {:.1} ms, p95 {:.1} ms.\n",
+            median(&base_medians),
+            quantile_of(&base_medians, 0.95)
+        );
+    }
 }
 
 /// The listing half: 10,000 sessions archived under a fake home, then `sessions`. Appends its
@@ -344,7 +390,7 @@ fn sessions_bench(md: &mut String, scratch: &Path, runs: usize) {
     corpus::claude_sessions(&home, SESSIONS);
     let db = scratch.join("sessions.db");
     println!("sessions: archiving {SESSIONS} sessions");
-    let a = archive(&home, &db);
+    let a = archive(Path::new(BIN), &home, &db);
     let _ = writeln!(
         md,
         "{SESSIONS} Claude Code sessions of 4 records (0.1–1.5 KB of text each) in 100 \
@@ -362,7 +408,7 @@ fn sessions_bench(md: &mut String, scratch: &Path, runs: usize) {
         &["sessions", "--limit", "0", "--json"],
     ];
     for args in commands {
-        let t = time_command(&home, &db, args, runs);
+        let t = time_command(Path::new(BIN), &home, &db, args, runs);
         println!("  {:<32} {:>8.1} ms", args.join(" "), t.median());
         let _ = writeln!(
             md,
