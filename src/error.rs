@@ -119,7 +119,8 @@ pub enum Error {
     },
     /// `search` was given a query FTS5 cannot read.
     #[error(
-        "search query \"{query}\" cannot be read: {reason}; put a phrase in double quotes, and use AND, OR, NOT between words"
+        "search query {} cannot be read: {reason}; put a phrase in double quotes, and use AND, OR, NOT between words",
+        quoted(query)
     )]
     SearchQuery {
         /// The query.
@@ -128,7 +129,7 @@ pub enum Error {
         reason: String,
     },
     /// `search` found no message (exit status 1, as grep's and rg's).
-    #[error("no message matches \"{query}\"")]
+    #[error("no message matches {}", quoted(query))]
     NoMatch {
         /// The query.
         query: String,
@@ -484,6 +485,26 @@ impl Error {
     }
 }
 
+/// `text` in double quotes as it was typed, but for what would make it ambiguous or move the
+/// terminal: `"` and `\` escaped, control characters as `\n`, `\t` or `\u{1b}`. Unlike `{:?}`,
+/// a combining mark (Thai's, Devanagari's) stays the character it is.
+pub(crate) fn quoted(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// Attaches the archive's path to a SQLite error.
 pub(crate) trait ArchiveContext<T> {
     fn at_archive(self, path: &Path) -> Result<T>;
@@ -501,6 +522,13 @@ impl<T> ArchiveContext<T> for rusqlite::Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_query_is_quoted_as_typed_with_only_what_is_ambiguous_escaped() {
+        assert_eq!(quoted("ทดลอง"), "\"ทดลอง\"");
+        assert_eq!(quoted("\"lock file"), format!("{:?}", "\"lock file"));
+        assert_eq!(quoted("a\\b\n\u{1b}[2J"), "\"a\\\\b\\n\\u{1b}[2J\"");
+    }
 
     #[test]
     fn an_archive_error_chain_names_sqlites_reason_once() {
