@@ -40,6 +40,7 @@ pub fn report(bin: &Path, home: &Path, db: &Path) -> String {
     ));
     let conn = Connection::open_with_flags(&index, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .expect("opening the index");
+    transcript_sync::register_index_tokenizer(&conn).expect("registering the index's tokenizer");
     let mut md = String::from(
         "| word | messages, exact | messages, `--stem` | words added (messages holding each) |\n\
          |---|---:|---:|---|\n",
