@@ -33,33 +33,54 @@ pub(crate) fn tokenize_option() -> String {
 /// Cuts `text` (a message to index, or with `query` a query) into what FTS5 makes terms of,
 /// in order, giving each to `emit` until it returns false.
 pub(crate) fn split(text: &str, query: bool, emit: &mut dyn FnMut(Piece) -> bool) {
-    // Every character of the scripts cut in pairs is past U+0E00, three bytes or more in
-    // UTF-8, which start with a byte of 0xE0 or more.
-    if !text.bytes().any(|b| b >= 0xE0) {
-        emit(Piece::Words(0..text.len()));
-        return;
-    }
     let mut spaced_from = 0;
-    let mut chars = text.char_indices().peekable();
-    while let Some((at, c)) = chars.next() {
+    let mut at = 0;
+    while let Some(start) = next_wide(text, at) {
+        let c = text[start..]
+            .chars()
+            .next()
+            .expect("a wide byte starts a character");
+        at = start + c.len_utf8();
         if !unspaced(c) {
             continue;
         }
-        let mut end = at + c.len_utf8();
-        while let Some((i, c)) = chars.next_if(|&(_, c)| unspaced(c) || continues(c)) {
-            end = i + c.len_utf8();
-        }
-        if spaced_from < at && !emit(Piece::Words(spaced_from..at)) {
+        let more = text[at..].char_indices();
+        let run_end = (more
+            .take_while(|&(_, c)| unspaced(c) || continues(c))
+            .last())
+        .map_or(at, |(i, c)| at + i + c.len_utf8());
+        if spaced_from < start && !emit(Piece::Words(spaced_from..start)) {
             return;
         }
-        if !pairs(text, at..end, query, emit) {
+        if !pairs(text, start..run_end, query, emit) {
             return;
         }
-        spaced_from = end;
+        (spaced_from, at) = (run_end, run_end);
     }
     if spaced_from < text.len() {
         emit(Piece::Words(spaced_from..text.len()));
     }
+}
+
+/// Where the next character of three bytes or more in UTF-8 starts, from `from` on. Every
+/// character of the scripts cut in pairs is past U+0E00, so one: its first byte is 0xE0 or
+/// more, which no other byte of UTF-8 is (the rest of a text is skipped byte by byte, not
+/// decoded).
+fn next_wide(text: &str, from: usize) -> Option<usize> {
+    let bytes = &text.as_bytes()[from..];
+    let wide = |b: &u8| *b >= 0xE0;
+    // Blocks of 32 bytes tested without an early exit, which the compiler makes a few vector
+    // instructions: the text is mostly ASCII, and this runs over every message indexed.
+    let mut blocks = bytes.chunks_exact(32);
+    let mut skipped = 0;
+    for block in blocks.by_ref() {
+        if block.iter().fold(false, |any, b| any | wide(b)) {
+            return block.iter().position(wide).map(|i| from + skipped + i);
+        }
+        skipped += 32;
+    }
+    let tail = blocks.remainder().iter().position(wide)?;
+    Some(from + skipped + tail)
 }
 
 /// True when `word` is one character of a script cut in pairs: a query of it stands for every
@@ -104,6 +125,12 @@ fn pairs(text: &str, run: Range<usize>, query: bool, emit: &mut dyn FnMut(Piece)
 /// with its particles attached to them): Han, kana, Hangul, Thai, Lao, Khmer, Myanmar, and
 /// the marks used with them; not their punctuation.
 fn unspaced(c: char) -> bool {
+    // Most characters are below every range, and the wide ones of code and tool output
+    // (punctuation, arrows, box drawing) between them: a comparison or two for those.
+    let n = c as u32;
+    if n < 0x0E00 || (0x2000..0x2E80).contains(&n) {
+        return false;
+    }
     matches!(c as u32,
         0x0E00..=0x0E4E | 0x0E50..=0x0E59 // Thai, but its punctuation ๏ ๚ ๛
         | 0x0E80..=0x0EFF // Lao
@@ -165,6 +192,8 @@ mod tests {
         assert_eq!(cut("连接池", true), ["连接", "接池"]);
         assert_eq!(cut("API连接", true), ["[API]", "连接"]);
         assert_eq!(cut("池。", false), ["池", "[。]"]);
+        // Other wide characters (a dash, an emoji) stay with the spaced text.
+        assert_eq!(cut("— 连接 😀", false), ["[— ]", "连接", "接+", "[ 😀]"]);
         // Korean: a word with its particle is the pairs of both.
         assert_eq!(cut("결제를 확인", true), ["결제", "제를", "[ ]", "확인"]);
     }
