@@ -127,7 +127,7 @@ impl Server {
             lines.push(serde_json::to_string(&hit).map_err(|e| e.to_string())?);
         }
         Ok(match lines.is_empty() {
-            true => format!("no message matches {query:?}"),
+            true => format!("no message matches {}", crate::error::quoted(query)),
             false => lines.join("\n"),
         })
     }
