@@ -1084,7 +1084,7 @@ fn show(id: Identity) -> String {
 mod tests {
     use super::*;
     use crate::archive::writer::ArchiveWriter;
-    use crate::capture::harness::watch_roots;
+    use crate::capture::harness::{builtin_roots, watch_roots};
     use std::fs;
 
     /// An engine over a temp directory, committing straight into a temp archive.
@@ -1164,6 +1164,93 @@ mod tests {
         let src = s.only_source();
         assert_eq!((src.generation, src.records, src.rejects), (1, 3, 1));
         assert_eq!(src.cursor.position.offset, 8);
+    }
+
+    #[test]
+    fn another_snapshot_renamed_over_a_path_between_scan_and_open_is_that_source_moved() {
+        // The scan saw chat s at its path; before the open, chat t was renamed over it. The
+        // replanned work says "s's path, another inode", which must not make s go on with
+        // t's file (t's messages under s): t's file is t, moved.
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let chats = home.join(".gemini/tmp/p/chats");
+        fs::create_dir_all(&chats).unwrap();
+        let home_text = home.to_string_lossy().into_owned();
+        let roots = builtin_roots(&|k| (k == "HOME").then(|| home_text.clone())).unwrap();
+        let mut engine = Setup::engine(dir.path());
+        let chat = |id: &str| format!(r#"{{"sessionId":"{id}","messages":[{{"id":"{id}-1"}}]}}"#);
+        let (s, t) = (chats.join("session-s.json"), chats.join("session-t.json"));
+        fs::write(&s, chat("s")).unwrap();
+        fs::write(&t, chat("t")).unwrap();
+        engine.run_pass(&roots).unwrap();
+        let id_at = |engine: &Engine, p: &Path| {
+            (engine.sources.iter())
+                .find(|r| r.path == p && !r.gone)
+                .unwrap()
+                .id
+        };
+        let (s_id, t_id) = (id_at(&engine, &s), id_at(&engine, &t));
+        fs::rename(&t, &s).unwrap();
+        let root = roots.iter().position(|r| r.matches(&s)).unwrap();
+        let meta = fs::symlink_metadata(&s).unwrap();
+        let c = Candidate {
+            path: s.clone(),
+            meta,
+            root,
+        };
+        let mut step = Step::Again(Box::new(work(c, Plan::PathMatch(s_id))));
+        let first_scan = vec![false; roots.len()];
+        while let Step::Again(w) = step {
+            step = engine.step(*w, &first_scan, &roots).unwrap();
+        }
+        assert_eq!(id_at(&engine, &s), t_id, "t moved to s's path");
+        let s_row = engine.sources.get(s_id).unwrap();
+        assert_ne!(
+            s_row.identity,
+            Identity::of(&fs::symlink_metadata(&s).unwrap())
+        );
+        assert_eq!(
+            s_row.records, 2,
+            "s holds its own document and message only"
+        );
+    }
+
+    #[test]
+    fn a_file_read_under_a_second_name_stays_at_the_path_its_source_records() {
+        // A change seen only under a hard link (an event on that name alone): a snapshot
+        // file, and a database with its sessions, stay where they are recorded.
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("home");
+        let chats = home.join(".gemini/tmp/p/chats");
+        let data = home.join(".local/share/opencode");
+        fs::create_dir_all(&chats).unwrap();
+        fs::create_dir_all(&data).unwrap();
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/agents/opencode/.local/share/opencode/opencode.db");
+        fs::copy(fixture, data.join("opencode.db")).unwrap();
+        let chat = chats.join("session-s.json");
+        fs::write(&chat, r#"{"sessionId":"s","messages":[{"id":"s-1"}]}"#).unwrap();
+        let home_text = home.to_string_lossy().into_owned();
+        let roots = builtin_roots(&|k| (k == "HOME").then(|| home_text.clone())).unwrap();
+        let mut engine = Setup::engine(dir.path());
+        engine.run_pass(&roots).unwrap();
+        let paths = |engine: &Engine| {
+            let mut paths: Vec<PathBuf> = engine.sources.iter().map(|s| s.path.clone()).collect();
+            paths.sort();
+            paths
+        };
+        let before = paths(&engine);
+        let (chat_link, db_link) = (chats.join("session-s2.json"), data.join("opencode-2.db"));
+        fs::hard_link(&chat, &chat_link).unwrap();
+        fs::hard_link(data.join("opencode.db"), &db_link).unwrap();
+        fs::write(
+            &chat_link,
+            r#"{"sessionId":"s","messages":[{"id":"s-1"},{"id":"s-2"}]}"#,
+        )
+        .unwrap();
+        let report = engine.sync_paths(&roots, vec![chat_link, db_link]).unwrap();
+        assert_eq!(report.records, 1, "the chat's new message");
+        assert_eq!(paths(&engine), before);
     }
 
     #[test]

@@ -3,8 +3,10 @@
 //!
 //! # Architecture
 //!
-//! One folder per stage, in the order records flow; each stage uses only those below it in
-//! the list of modules here (`platform` at the bottom, `cli` on top).
+//! One folder per stage. The stages below are in the order records flow; in the list of
+//! modules after this text they are in the order of their dependencies: each uses only those
+//! declared before it (`error` and `domain` first, `cli` last), so `archive` comes before
+//! `engine`, which commits through it.
 //!
 //! - `capture`: which transcripts there are and when they change. [`Root`]s from the
 //!   embedded watcher definitions (`watchers/*.toml`) or `--watch`; discovery walks them
@@ -35,26 +37,27 @@
 //!   installs the user service; `cli` defines the commands and runs them.
 //!
 //! The types every stage shares (sources, cursors, records, rejects) live in `domain`, and
-//! system calls beyond std's in `platform::sys`, as safe calls on rustix: `unsafe` is denied
-//! everywhere but there and in the SIMD code of `read::record`.
+//! system calls beyond std's in `platform::sys`, as safe calls on rustix; `platform::fts5`
+//! registers the session index's tokenizer through FTS5's C API. `unsafe` is denied
+//! everywhere but in those two and in the SIMD code of `read::record`.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 #![warn(unreachable_pub)]
 
 // The modules in the order of the layers, each using only those above it in this list.
-mod platform;
-
 mod error;
 
 mod domain;
+
+mod platform;
 
 mod capture;
 
 mod read;
 
-mod engine;
-
 mod archive;
+
+mod engine;
 
 mod consumers;
 

@@ -53,6 +53,11 @@ impl Engine {
             return Ok(Step::Again(Box::new(work)));
         };
         self.unsettled.remove(&work.path);
+        // Read under a second name of its file, its sessions stay under its recorded path.
+        let db_path = match plan::moved(self.source(id), &work.path) {
+            true => work.path.clone(),
+            false => self.source(id).path.clone(),
+        };
         let since = match same_file {
             true => self.source(id).cursor.position.offset as i64,
             false => 0,
@@ -98,12 +103,12 @@ impl Engine {
                 self.report.errors += 1;
                 continue;
             }
-            let path = work.path.join(session);
+            let path = db_path.join(session);
             let sid = self.session_source(&path, harness)?;
             self.capture(&path, sid, None, doc, &spec)?;
         }
         drop(db);
-        self.end_sessions_gone(&work.path, &changed.all)?;
+        self.end_sessions_gone(&db_path, &changed.all)?;
         // As they were before the read: a change made during it is read again.
         self.databases_seen.insert(work.path.clone(), seen);
         let src = self.source(id).clone();
@@ -111,7 +116,7 @@ impl Engine {
         cursor.position.offset = changed.mark.max(0) as u64;
         cursor.fingerprint = Some(Fingerprint::of(&meta));
         let change = Change::Captured {
-            path: work.path.clone(),
+            path: db_path,
             records: Vec::new(),
             rejects: Vec::new(),
             cursor,

@@ -99,6 +99,18 @@ pub(crate) fn plan(
     for c in candidates {
         let identity = Identity::of(&c.meta);
         if let Some(first) = seen.get(&identity) {
+            // The same file under another path that another live source records (two agents'
+            // folders linked to one file, which no evidence made one source): that source's,
+            // so that it is not taken for gone.
+            let recorded = (sources.live_by_path(&c.path))
+                .filter(|id| sources.get(*id).is_some_and(|s| s.identity == identity));
+            if let Some(id) = recorded.filter(|id| claimed.insert(*id)) {
+                planned.push(Planned {
+                    candidate: c,
+                    plan: Plan::Known(id),
+                });
+                continue;
+            }
             // Overlapping roots find one path twice; that is no alias.
             if *first != c.path {
                 log::info!(
@@ -391,6 +403,29 @@ mod tests {
         assert_eq!(
             plans_with(&sources, vec![second, recorded], &unproven),
             [("z.json".into(), Plan::Known(1))]
+        );
+    }
+
+    #[test]
+    fn one_file_that_two_sources_record_under_two_paths_is_planned_for_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = found(&dir, "a.json");
+        fs::hard_link(&a.path, dir.path().join("z.json")).unwrap();
+        let z = found(&dir, "z.json");
+        let sources = Sources::new(vec![
+            source(1, &a, &a.path, false, 8),
+            source(2, &z, &z.path, false, 8),
+        ]);
+        let unproven = Shown {
+            same: false,
+            marked: None,
+        };
+        assert_eq!(
+            plans_with(&sources, vec![z, a], &unproven),
+            [
+                ("a.json".into(), Plan::Known(1)),
+                ("z.json".into(), Plan::Known(2))
+            ]
         );
     }
 

@@ -172,6 +172,12 @@ impl Engine {
         let id = match work.plan {
             Plan::Known(id) => id,
             Plan::PathMatch(old) => {
+                // Another source's file renamed over this path (between the scan and the
+                // open) is that source's, moved: not this one's next state.
+                if let Some(id) = self.owner(work, identity, roots)?.filter(|id| *id != old) {
+                    work.plan = Plan::Known(id);
+                    return Ok(None);
+                }
                 let detail = format!("{what} saved anew, {}", show(identity));
                 self.continue_source(old, identity, &path, detail)?
             }

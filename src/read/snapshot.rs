@@ -167,15 +167,20 @@ impl State {
 
     /// True when `doc`, split into `entries`, is a later (or the same) state of the document
     /// this state was taken of: the same bytes, or a message under the same id, which an
-    /// agent gives one message of one session. A key made from a message's place in the list
-    /// (`#3`) is no such evidence: any two documents have a first message.
+    /// agent gives one message of one session. A key that is a number is no such evidence,
+    /// nor one made from a message's place (`#3`): Amp numbers its messages 0, 1, 2…, Aider's
+    /// blocks are keyed by their offsets, and any two documents have a first message.
     pub(crate) fn same_document(&self, doc: &[u8], entries: &[Entry]) -> bool {
         if self.document == Some(xxh3_64(doc)) {
             return true;
         }
+        let an_id = |key: &&String| {
+            let id = key.split('#').next().unwrap_or_default();
+            !id.is_empty() && !id.bytes().all(|b| b.is_ascii_digit())
+        };
         (entries.iter())
             .filter_map(|e| e.key.as_ref())
-            .filter(|key| !key.starts_with('#'))
+            .filter(an_id)
             .any(|key| self.entries.contains_key(&Some(key.clone())))
     }
 
@@ -336,6 +341,17 @@ mod tests {
         let other = br#"[{"c":"y"}]"#;
         assert!(!captured.same_document(other, &derive(other, &by_place).unwrap()));
         assert!(captured.same_document(doc, &derive(doc, &by_place).unwrap()));
+        // Messages numbered 0, 1, 2… (Amp's): every thread has a message 0.
+        let by_number = Spec {
+            messages: Some("/messages".into()),
+            key: "/messageId".into(),
+            format: SnapshotFormat::Json,
+        };
+        let thread = |text: &str| format!(r#"{{"messages":[{{"messageId":0,"c":"{text}"}}]}}"#);
+        let (a, b) = (thread("a"), thread("b"));
+        let captured = State::of(a.as_bytes(), &derive(a.as_bytes(), &by_number).unwrap());
+        let entries = derive(b.as_bytes(), &by_number).unwrap();
+        assert!(!captured.same_document(b.as_bytes(), &entries));
     }
 
     #[test]
