@@ -535,6 +535,9 @@ fn raw_file<'a>(
     session: &query::Session,
     files: &'a [query::SessionFile],
 ) -> Result<Option<&'a query::SessionFile>> {
+    let paths = |files: &[query::SessionFile]| -> Vec<String> {
+        files.iter().map(|f| f.path.display().to_string()).collect()
+    };
     if let Some(path) = &args.file {
         let wanted = std::path::absolute(path).unwrap_or_else(|_| path.clone());
         return match files.iter().find(|f| f.path == wanted) {
@@ -542,17 +545,14 @@ fn raw_file<'a>(
             None => Err(Error::NotASessionFile {
                 id: session.id.clone(),
                 path: path.clone(),
-                files: files.iter().map(|f| f.path.display().to_string()).collect(),
+                files: paths(files),
             }),
         };
     }
     if let [transcript, others @ ..] = files
         && !others.is_empty()
     {
-        let others: Vec<String> = others
-            .iter()
-            .map(|f| f.path.display().to_string())
-            .collect();
+        let others = paths(others);
         eprintln!(
             "raw: {} (the transcript); the session's other files, each printed with --file: {}",
             transcript.path.display(),

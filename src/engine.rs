@@ -1166,17 +1166,23 @@ mod tests {
         assert_eq!(src.cursor.position.offset, 8);
     }
 
+    /// `dir/home`, and the built-in watchers' roots with it as HOME.
+    fn home_roots(dir: &Path) -> (PathBuf, Vec<Root>) {
+        let home = dir.join("home");
+        let text = home.to_string_lossy().into_owned();
+        let roots = builtin_roots(&|k| (k == "HOME").then(|| text.clone())).unwrap();
+        (home, roots)
+    }
+
     #[test]
     fn another_snapshot_renamed_over_a_path_between_scan_and_open_is_that_source_moved() {
         // The scan saw chat s at its path; before the open, chat t was renamed over it. The
         // replanned work says "s's path, another inode", which must not make s go on with
         // t's file (t's messages under s): t's file is t, moved.
         let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
+        let (home, roots) = home_roots(dir.path());
         let chats = home.join(".gemini/tmp/p/chats");
         fs::create_dir_all(&chats).unwrap();
-        let home_text = home.to_string_lossy().into_owned();
-        let roots = builtin_roots(&|k| (k == "HOME").then(|| home_text.clone())).unwrap();
         let mut engine = Setup::engine(dir.path());
         let chat = |id: &str| format!(r#"{{"sessionId":"{id}","messages":[{{"id":"{id}-1"}}]}}"#);
         let (s, t) = (chats.join("session-s.json"), chats.join("session-t.json"));
@@ -1225,7 +1231,7 @@ mod tests {
         // A change seen only under a hard link (an event on that name alone): a snapshot
         // file, and a database with its sessions, stay where they are recorded.
         let dir = tempfile::tempdir().unwrap();
-        let home = dir.path().join("home");
+        let (home, roots) = home_roots(dir.path());
         let chats = home.join(".gemini/tmp/p/chats");
         let data = home.join(".local/share/opencode");
         fs::create_dir_all(&chats).unwrap();
@@ -1235,8 +1241,6 @@ mod tests {
         fs::copy(fixture, data.join("opencode.db")).unwrap();
         let chat = chats.join("session-s.json");
         fs::write(&chat, r#"{"sessionId":"s","messages":[{"id":"s-1"}]}"#).unwrap();
-        let home_text = home.to_string_lossy().into_owned();
-        let roots = builtin_roots(&|k| (k == "HOME").then(|| home_text.clone())).unwrap();
         let mut engine = Setup::engine(dir.path());
         engine.run_pass(&roots).unwrap();
         let paths = |engine: &Engine| {

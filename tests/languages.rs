@@ -150,7 +150,7 @@ fn an_index_of_the_previous_version_is_rebuilt_once_by_the_first_search() {
     // version says so, and the first command that reads it empties it and builds it again
     // (dropping its tables in any order, their rows referring to each other's).
     let env = archived_home();
-    let index = rusqlite::Connection::open(format!("{}-index", env.db.display())).unwrap();
+    let index = rusqlite::Connection::open(env.index_file()).unwrap();
     index.pragma_update(None, "user_version", 4).unwrap();
     drop(index);
     let first = cli(&env, &["search", "连接池"]);

@@ -33,6 +33,12 @@ fn with_message(doc: &[u8], message: Value) -> Vec<u8> {
     serde_json::to_vec_pretty(&doc).unwrap()
 }
 
+/// The message the Gemini chat gets, as Gemini CLI 0.38 writes one.
+fn gemini_added() -> Value {
+    serde_json::json!({"id": "gemini-added", "timestamp": "2026-12-03T15:15:00.000Z",
+        "type": "user", "content": [{"text": "gemini added words"}]})
+}
+
 fn sessions(env: &Env) -> Vec<Value> {
     (stdout_of(env, &["sessions", "--json"]).lines())
         .map(|l| serde_json::from_str(l).unwrap())
@@ -63,11 +69,7 @@ fn a_snapshot_files_freed_inode_taken_by_another_agents_save_is_not_a_move() {
     let cline_temp = cline.with_extension("tmp");
     fs::write(&cline_temp, &cline_next).unwrap();
     fs::rename(&cline_temp, &cline).unwrap();
-    let gemini_next = with_message(
-        &fs::read(&gemini).unwrap(),
-        serde_json::json!({"id": "gemini-added", "timestamp": "2026-12-03T15:15:00.000Z",
-            "type": "user", "content": [{"text": "gemini added words"}]}),
-    );
+    let gemini_next = with_message(&fs::read(&gemini).unwrap(), gemini_added());
     // Written in place: the temporary file keeps the inode it was given.
     fs::write(&gemini_temp, &gemini_next).unwrap();
     fs::rename(&gemini_temp, &gemini).unwrap();
@@ -187,11 +189,7 @@ fn a_snapshot_file_moved_and_saved_again_keeps_its_source() {
     env.run_once_home();
     let moved = gemini.with_file_name("session-2026-12-03T15-14-d8bc5fca-kept.json");
     fs::rename(&gemini, &moved).unwrap();
-    let next = with_message(
-        &fs::read(&moved).unwrap(),
-        serde_json::json!({"id": "gemini-added", "timestamp": "2026-12-03T15:15:00.000Z",
-            "type": "user", "content": [{"text": "gemini added words"}]}),
-    );
+    let next = with_message(&fs::read(&moved).unwrap(), gemini_added());
     // Written in place: the moved file keeps its inode.
     fs::write(&moved, &next).unwrap();
     let log = env.run_once_home();

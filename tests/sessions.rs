@@ -1061,7 +1061,7 @@ fn commands_wait_for_the_running_daemons_index_to_reach_what_was_archived() {
             .iter()
             .all(|id| listed.contains(id))
     });
-    let lock = rusqlite::Connection::open(index_file(&env)).unwrap();
+    let lock = rusqlite::Connection::open(env.index_file()).unwrap();
     lock.execute_batch("BEGIN IMMEDIATE").unwrap();
     let archived = record_count(&env);
     let new_id = "5a1e0c3d-2b4f-4e6a-8c9d-0e1f2a3b4c5d";
@@ -1124,7 +1124,7 @@ fn caught_up_says_whether_the_session_index_has_caught_up_too() {
     let made = cli(&env, &["run", "--once"]);
     assert!(made.status.success(), "{}", stderr(&made));
     Home::write(&env);
-    let lock = rusqlite::Connection::open(index_file(&env)).unwrap();
+    let lock = rusqlite::Connection::open(env.index_file()).unwrap();
     lock.execute_batch("BEGIN IMMEDIATE").unwrap();
     let daemon = start_daemon(&env);
     let log = daemon.wait_log("caught up sources=");
@@ -1148,14 +1148,10 @@ fn caught_up_says_whether_the_session_index_has_caught_up_too() {
 }
 
 /// The session index's own file, beside the env's archive.
-fn index_file(env: &Env) -> PathBuf {
-    PathBuf::from(format!("{}-index", env.db.display()))
-}
-
 /// Removes the session index's file (with its WAL and shared memory).
 fn remove_index(env: &Env) {
     for suffix in ["", "-wal", "-shm"] {
-        let file = PathBuf::from(format!("{}{suffix}", index_file(env).display()));
+        let file = PathBuf::from(format!("{}{suffix}", env.index_file().display()));
         if file.exists() {
             fs::remove_file(file).unwrap();
         }
@@ -1174,7 +1170,7 @@ fn index_back_into_the_archive(env: &Env, text: &str) -> rusqlite::Connection {
     assert!(schema.contains(words), "the schema's tokenizer changed");
     let schema = schema.replace(words, "tokenize = 'unicode61 remove_diacritics 2'");
     conn.execute_batch(&schema).unwrap();
-    let index = index_file(env);
+    let index = env.index_file();
     conn.execute("ATTACH ?1 AS i", [index.to_str().unwrap()])
         .unwrap();
     conn.execute_batch(
@@ -1228,7 +1224,7 @@ fn an_archive_that_kept_its_index_inside_moves_it_to_a_file_of_its_own_and_finds
         env.sql("SELECT count(*) FROM consumers WHERE name = 'index'"),
         ["0"]
     );
-    assert!(index_file(&env).is_file());
+    assert!(env.index_file().is_file());
     let stale = cli(&env, &["search", "stale", "--json"]);
     assert_eq!(stale.status.code(), Some(1), "{}", stderr(&stale));
     assert!(stale.stdout.is_empty());

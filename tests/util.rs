@@ -234,6 +234,11 @@ impl Env {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
+    /// The session index's file, beside the archive.
+    pub fn index_file(&self) -> PathBuf {
+        PathBuf::from(format!("{}-index", self.db.display()))
+    }
+
     /// Runs one SQL query on the archive and returns the first column of every row as text.
     pub fn sql(&self, query: &str) -> Vec<String> {
         let conn = rusqlite::Connection::open(&self.db).unwrap();

@@ -14,7 +14,7 @@
 //!   read as a new source from its beginning, since its mark says what was read of the file
 //!   at that path, not of another.
 
-use super::snapshot::{MAX_SNAPSHOT, archived_state, read_whole};
+use super::snapshot::{archived_state, read_whole};
 use crate::archive::Archive;
 use crate::capture::harness::Root;
 use crate::domain::fingerprint::Identity;
@@ -75,12 +75,9 @@ impl Witness<'_> {
             Holds::Another => return Ok(false),
             Holds::Nothing => {}
         }
-        let Some(bytes) = read_owned(path, src.identity, |file, meta| {
-            if meta.size() > MAX_SNAPSHOT {
-                return None;
-            }
-            read_whole(file, meta).ok().flatten()
-        }) else {
+        // `read_whole` refuses a file larger than a snapshot may be.
+        let whole = |file: &File, meta: &Metadata| read_whole(file, meta).ok().flatten();
+        let Some(bytes) = read_owned(path, src.identity, whole) else {
             return Ok(false);
         };
         let Ok(entries) = snapshot::derive(&bytes, spec) else {

@@ -239,6 +239,11 @@ mod tests {
         marked: None,
     };
 
+    const UNPROVEN: Shown = Shown {
+        same: false,
+        marked: None,
+    };
+
     fn plans(sources: &Sources, found: Vec<Candidate>) -> Vec<(String, Plan)> {
         plans_with(sources, found, &SAME)
     }
@@ -288,12 +293,8 @@ mod tests {
             8,
         )]);
         let next_state = found(&dir, "a.json");
-        let unproven = Shown {
-            same: false,
-            marked: None,
-        };
         assert_eq!(
-            plans_with(&sources, vec![other, next_state], &unproven),
+            plans_with(&sources, vec![other, next_state], &UNPROVEN),
             [
                 ("a.json".into(), Plan::PathMatch(1)),
                 ("other.json".into(), Plan::New)
@@ -312,12 +313,8 @@ mod tests {
             true,
             8,
         )]);
-        let unproven = Shown {
-            same: false,
-            marked: None,
-        };
         assert_eq!(
-            plans_with(&sources, vec![reused], &unproven),
+            plans_with(&sources, vec![reused], &UNPROVEN),
             [("reused.json".into(), Plan::New)]
         );
     }
@@ -396,12 +393,8 @@ mod tests {
         fs::hard_link(&recorded.path, dir.path().join("a.json")).unwrap();
         let second = found(&dir, "a.json");
         let sources = Sources::new(vec![source(1, &recorded, &recorded.path, false, 8)]);
-        let unproven = Shown {
-            same: false,
-            marked: None,
-        };
         assert_eq!(
-            plans_with(&sources, vec![second, recorded], &unproven),
+            plans_with(&sources, vec![second, recorded], &UNPROVEN),
             [("z.json".into(), Plan::Known(1))]
         );
     }
@@ -416,12 +409,8 @@ mod tests {
             source(1, &a, &a.path, false, 8),
             source(2, &z, &z.path, false, 8),
         ]);
-        let unproven = Shown {
-            same: false,
-            marked: None,
-        };
         assert_eq!(
-            plans_with(&sources, vec![z, a], &unproven),
+            plans_with(&sources, vec![z, a], &UNPROVEN),
             [
                 ("a.json".into(), Plan::Known(1)),
                 ("z.json".into(), Plan::Known(2))

@@ -273,30 +273,22 @@ impl Call<'_> {
         let Some(inner_tokenize) = self.instance.inner.xTokenize else {
             return ffi::SQLITE_ERROR;
         };
-        if range.start == 0 {
-            // Offsets that need no shift (the whole of most texts): FTS5's own callback.
-            // SAFETY: as below, with FTS5's context and callback for this call.
-            return unsafe {
-                inner_tokenize(
-                    self.instance.inner_instance,
-                    self.ctx,
-                    self.flags,
-                    piece.as_ptr().cast(),
-                    piece.len() as c_int,
-                    Some(self.token),
-                )
-            };
-        }
+        // Offsets that need no shift (the whole of most texts) go to FTS5's own callback.
+        let (ctx, callback): (*mut c_void, TokenCallback) = match range.start {
+            0 => (self.ctx, self.token),
+            _ => ((&mut shifted as *mut Shifted).cast(), shift),
+        };
         // SAFETY: `unicode61`'s instance is alive while ours is; it reads `piece` only during
-        // the call, and calls `shift` with `shifted`, which outlives the call.
+        // the call, and calls `callback` with `ctx`: FTS5's own for this call, or `shifted`,
+        // which outlives the call.
         unsafe {
             inner_tokenize(
                 self.instance.inner_instance,
-                (&mut shifted as *mut Shifted).cast(),
+                ctx,
                 self.flags,
                 piece.as_ptr().cast(),
                 piece.len() as c_int,
-                Some(shift),
+                Some(callback),
             )
         }
     }

@@ -817,7 +817,7 @@ fn ranked_hits(
     conn.execute_batch(&format!(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_text
              USING fts5 (body, tokenize = {});",
-        words::tokenize_option()
+        words::tokenize_option(words::TOKENIZER)
     ))?;
     let mut record = conn.prepare_cached(
         "SELECT s.harness, r.record FROM records r JOIN sources s ON s.id = r.source_id
@@ -1064,11 +1064,11 @@ fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<String>>
 fn stems(conn: &Connection, terms: &[String]) -> rusqlite::Result<Vec<String>> {
     conn.execute_batch(&format!(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem
-             USING fts5 (t, tokenize = 'porter unicode61 {}');
+             USING fts5 (t, tokenize = {});
          CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_terms
              USING fts5vocab (temp, stem, instance);
          DELETE FROM temp.stem;",
-        words::UNICODE61.replace('\'', "''")
+        words::tokenize_option("porter unicode61")
     ))?;
     let mut insert = conn.prepare_cached("INSERT INTO temp.stem (rowid, t) VALUES (?1, ?2)")?;
     for (i, term) in terms.iter().enumerate() {
@@ -1103,7 +1103,7 @@ fn fold(conn: &Connection, text: &str) -> rusqlite::Result<Option<String>> {
              USING fts5 (t, tokenize = {});
          CREATE VIRTUAL TABLE IF NOT EXISTS temp.fold_terms USING fts5vocab (temp, fold, row);
          DELETE FROM temp.fold;",
-        words::tokenize_option()
+        words::tokenize_option(words::TOKENIZER)
     ))?;
     conn.execute("INSERT INTO temp.fold (t) VALUES (?1)", [text])?;
     let mut stmt = conn.prepare_cached("SELECT term FROM temp.fold_terms")?;

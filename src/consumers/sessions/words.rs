@@ -23,11 +23,12 @@ pub(crate) const TOKENIZER: &str = "words";
 /// What `unicode61` is given under [`TOKENIZER`]: diacritics removed, and combining marks
 /// (`M*`) part of words, so that a word of Devanagari, Bengali or Tamil is one term with its
 /// vowel signs rather than pieces cut at each (Latin letters still lose theirs).
-pub(crate) const UNICODE61: &str = "remove_diacritics 2 categories 'L* N* Co M*'";
+const UNICODE61: &str = "remove_diacritics 2 categories 'L* N* Co M*'";
 
-/// The `tokenize` option of a table of the index's text, as SQL (quotes doubled).
-pub(crate) fn tokenize_option() -> String {
-    format!("'{TOKENIZER} {}'", UNICODE61.replace('\'', "''"))
+/// The `tokenize` option, as SQL (quotes doubled), of a table whose text `over` (the index's
+/// [`TOKENIZER`], or `porter unicode61` for stems) cuts with [`UNICODE61`]'s arguments.
+pub(crate) fn tokenize_option(over: &str) -> String {
+    format!("'{over} {}'", UNICODE61.replace('\'', "''"))
 }
 
 /// Cuts `text` (a message to index, or with `query` a query) into what FTS5 makes terms of,
@@ -209,7 +210,7 @@ mod tests {
     #[test]
     fn the_index_schema_names_this_tokenizer() {
         let schema = include_str!("schema.sql");
-        assert!(schema.contains(&format!("tokenize = {}", tokenize_option())));
+        assert!(schema.contains(&format!("tokenize = {}", tokenize_option(TOKENIZER))));
     }
 
     #[test]
