@@ -906,7 +906,7 @@ fn bare_read(db: &Path) -> BareRead {
 }
 
 /// The reader's work redone here: each session's row, parts and messages by its queries,
-/// each `data` parsed and the document serialized (`src/read/opencode.rs`).
+/// each `data` parsed and the document serialized (`src/agents/opencode.rs`).
 struct DocumentsRead {
     sessions: u64,
     bytes: u64,
@@ -1003,7 +1003,7 @@ fn json_of(v: rusqlite::types::ValueRef<'_>) -> Value {
     }
 }
 
-/// The daemon's query for the sessions changed since its mark (`src/read/opencode.rs`), and
+/// The daemon's query for the sessions changed since its mark (`src/agents/opencode.rs`), and
 /// the same kept to the rowid range (`+` makes `aggregate_id` no index's column).
 const CHANGED: [(&str, &str); 2] = [
     (

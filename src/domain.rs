@@ -163,12 +163,12 @@ pub(crate) struct SnapshotSpec {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub(crate) enum DatabaseReader {
-    /// OpenCode's (1.2 and later) and its forks' (Kilo Code's CLI): `read::opencode`.
+    /// OpenCode's (1.2 and later) and its forks' (Kilo Code's CLI): `agents::opencode`.
     OpenCode,
-    /// Crush's: `read::crush`.
+    /// Crush's: `agents::crush`.
     Crush,
     /// OpenCode's storage before 1.2, a folder of JSON files named by a file in it
-    /// (`storage/migration`): `read::opencode_storage`.
+    /// (`storage/migration`): `agents::opencode::storage`.
     #[serde(rename = "opencode-storage")]
     OpenCodeStorage,
 }
@@ -189,6 +189,6 @@ pub(crate) enum SnapshotFormat {
     Json,
     /// Aider's Markdown chat history (`.aider.chat.history.md`), which Aider appends to: each
     /// of its blocks (a chat's start, a prompt, a reply, Aider's own output) is a message,
-    /// keyed by where it starts in the file (`read::aider`).
+    /// keyed by where it starts in the file (`agents::aider`).
     Aider,
 }

@@ -55,6 +55,8 @@ mod capture;
 
 mod read;
 
+mod agents;
+
 mod archive;
 
 mod engine;

@@ -5,12 +5,8 @@
 //! new markers from those same bytes, so a cursor never describes bytes other than the ones
 //! that were archived.
 
-pub(crate) mod aider;
-pub(crate) mod crush;
 pub(crate) mod database;
 pub(crate) mod open;
-pub(crate) mod opencode;
-pub(crate) mod opencode_storage;
 pub(crate) mod record;
 pub(crate) mod snapshot;
 

@@ -1,5 +1,5 @@
 //! The searchable text of a tree's messages, taken as the session index takes it
-//! (`src/consumers/sessions/parse.rs`, Claude Code and Codex), for the bare FTS5 baseline.
+//! (`src/agents/message.rs`, Claude Code and Codex), for the bare FTS5 baseline.
 //!
 //! Kept apart from the daemon's own code on purpose: the baseline is what FTS5 costs for this
 //! text, whatever the index does to get it. It follows the index's rules closely enough that

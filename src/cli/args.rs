@@ -1100,7 +1100,7 @@ pub(crate) fn parse_since(text: &str) -> std::result::Result<i64, String> {
     } else {
         text.to_owned()
     };
-    crate::consumers::sessions::parse::time_ms(&time).ok_or_else(|| {
+    crate::agents::message::time_ms(&time).ok_or_else(|| {
         format!("{text:?} is neither a duration (90m, 12h, 2d, 1w) nor a date (2026-11-01) or time (2026-11-01T09:00:00Z)")
     })
 }

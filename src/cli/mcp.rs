@@ -5,9 +5,9 @@
 //! context) and bounded in size. Logs go to stderr: stdout carries only the protocol.
 
 use super::{find_session, show};
+use crate::agents::message::{parse, prefix_of};
 use crate::archive::Archive;
 use crate::consumers::redact::Redactor;
-use crate::consumers::sessions::parse::{parse, prefix_of};
 use crate::consumers::sessions::query::{self, Filter};
 use crate::consumers::sessions::usage::{self, By, Prices, Request};
 use crate::error::Result;

@@ -1,8 +1,8 @@
 //! What people read: `sessions` as a table, a session's conversation (`show`) as text,
 //! Markdown or JSON, and `search` hits.
 
+use crate::agents::message::{Part, parse};
 use crate::cli::args::ColorChoice;
-use crate::consumers::sessions::parse::{Part, parse};
 use crate::consumers::sessions::query::{Hit, MessageRecord, Session, format_time};
 use indicatif::HumanBytes;
 use serde_json::{Value, json};

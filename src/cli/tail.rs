@@ -2,9 +2,9 @@
 //! through the daemon's socket. Across a `lagged` or a daemon restart it connects again from
 //! the last `seq` it printed, so its output has no gap and no duplicate.
 
+use crate::agents::message::{self, Part};
 use crate::archive::Archive;
 use crate::consumers::redact::Redactor;
-use crate::consumers::sessions::parse::{self, Part};
 use crate::consumers::socket::{Control, Filter, Request};
 use crate::error::{Error, Result};
 use serde_json::Value;
@@ -277,7 +277,7 @@ pub(crate) fn text_line(envelope: &[u8]) -> String {
         None => v["harness"].as_str().unwrap_or("-").to_owned(),
     };
     let record = serde_json::to_vec(&v["record"]).unwrap_or_default();
-    let parsed = parse::parse(v["harness"].as_str().unwrap_or("-"), &record);
+    let parsed = message::parse(v["harness"].as_str().unwrap_or("-"), &record);
     let time = parsed.at_ms.map_or("-".to_owned(), |ms| {
         let at = std::time::UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64);
         humantime::format_rfc3339_seconds(at).to_string()

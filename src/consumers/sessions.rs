@@ -24,14 +24,15 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub(crate) mod git;
-pub(crate) mod parse;
 pub(crate) mod query;
 mod share;
 pub(crate) mod store;
 pub(crate) mod usage;
 pub(crate) mod words;
 
-use parse::{INDEXED_STRING, Parsed, Part, parse, prefix_of, with_long_strings_cut};
+use crate::agents::message::{
+    INDEXED_STRING, Parsed, Part, parse, prefix_of, with_long_strings_cut,
+};
 
 /// At most this many records, or bytes of records, are taken from the archive at a time.
 const BATCH: usize = 2000;
@@ -671,7 +672,7 @@ fn add_message(
     session: i64,
     row: &ExportRow,
     at_ms: Option<i64>,
-    message: &parse::Message,
+    message: &crate::agents::message::Message,
 ) -> rusqlite::Result<()> {
     let place = place_key(row);
     let key = match (&message.key, message.copy) {
@@ -720,7 +721,7 @@ fn add_usage(
     session: i64,
     row: &ExportRow,
     at_ms: Option<i64>,
-    usage: &parse::Usage,
+    usage: &crate::agents::message::Usage,
 ) -> rusqlite::Result<()> {
     let key = match (&usage.key, usage.in_session) {
         (Some(key), false) => key.clone(),
@@ -749,8 +750,12 @@ fn add_usage(
     .map(drop)
 }
 
-/// Whether `copy` is the twin of the session's latest prompt copy (see [`parse::PromptCopy`]).
-fn is_twin(tx: &Connection, session: i64, copy: parse::PromptCopy) -> rusqlite::Result<bool> {
+/// Whether `copy` is the twin of the session's latest prompt copy (see [`crate::agents::message::PromptCopy`]).
+fn is_twin(
+    tx: &Connection,
+    session: i64,
+    copy: crate::agents::message::PromptCopy,
+) -> rusqlite::Result<bool> {
     let latest: Option<String> = tx
         .prepare_cached(
             "SELECT key FROM messages WHERE session = ?1 AND key GLOB 'prompt:*'

@@ -1,11 +1,12 @@
 //! Agents' SQLite databases (OpenCode's `opencode.db`, Crush's `crush.db`), and OpenCode's
 //! store of files before them, read as one JSON document per session, which the engine captures as it captures a file rewritten whole
-//! (`read::snapshot`). Each agent's tables have a reader of their own (`read::opencode`,
-//! `read::crush`); what they share is here: a read-only connection, read transactions (a
+//! (`read::snapshot`). Each agent's tables have a reader of their own (`agents::opencode`,
+//! `agents::crush`); what they share is here: a read-only connection, read transactions (a
 //! consistent snapshot; in WAL mode a reader never blocks the agent's writes), and columns
 //! as JSON.
 
-use super::{crush, opencode, opencode_storage};
+use crate::agents::opencode::storage as opencode_storage;
+use crate::agents::{crush, opencode};
 use crate::domain::{DatabaseReader, SnapshotSpec};
 use rusqlite::{Connection, OpenFlags};
 use serde_json::{Map, Value};
@@ -39,7 +40,7 @@ pub(crate) struct Changed {
 }
 
 /// An agent's database, open for reading: a read-only connection to a SQLite file, or the
-/// folder of a store of files (`read::opencode_storage`), named by a file in it.
+/// folder of a store of files (`agents::opencode::storage`), named by a file in it.
 pub(crate) enum Db {
     /// A SQLite database, and the reader of its tables.
     Sqlite(Connection, DatabaseReader),

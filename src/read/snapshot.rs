@@ -32,7 +32,7 @@ pub(crate) struct Entry {
 pub(crate) fn derive(doc: &[u8], spec: &Spec) -> Result<Vec<Entry>, String> {
     let text = std::str::from_utf8(doc).map_err(|e| format!("not UTF-8: {e}"))?;
     if spec.format == SnapshotFormat::Aider {
-        return Ok(super::aider::derive(text));
+        return Ok(crate::agents::aider::derive(text));
     }
     let root: &RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let Some(pointer) = &spec.messages else {

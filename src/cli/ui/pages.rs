@@ -2,9 +2,9 @@
 //! reaches a page only escaped, or as Markdown made safe by [`markdown`].
 
 use super::{Answer, Asked, Shared, markdown};
+use crate::agents::message::{Part, Role, parse, prefix_of};
 use crate::archive::Archive;
 use crate::cli::show::{ago, short_id, tilde};
-use crate::consumers::sessions::parse::{Part, Role, parse, prefix_of};
 use crate::consumers::sessions::query::{self, Filter, MessageRecord, Session, format_time};
 use crate::consumers::sessions::usage::{self, By};
 use crate::error::{Error, Result};

@@ -1,12 +1,12 @@
 //! Reading the session index: sessions newest first, one session by id or prefix, its
 //! messages with their records, and full-text search.
 
+use crate::agents::message::parse;
 use crate::archive::machines::MachineRow;
 use crate::archive::{Archive, Records, path_from_blob};
 use crate::consumers::redact::Redactor;
 use crate::consumers::sessions::body;
 use crate::consumers::sessions::indexed;
-use crate::consumers::sessions::parse::parse;
 use crate::consumers::sessions::words;
 use crate::error::{Error, Result};
 pub(crate) use crate::platform::time::format_time;

@@ -1,7 +1,8 @@
 //! Gemini CLI's chat records (`$set`, `$rewindTo`, messages), and its content parts, which
 //! Qwen Code shares.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 pub(super) fn gemini(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();

@@ -12,7 +12,7 @@
 //! OpenCode writes the files in place, without a temporary file: a file read while it is
 //! written may not be JSON yet, and then the read fails and is made again once they settle.
 
-use super::database::{Changed, session_document};
+use crate::read::database::{Changed, session_document};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::fs::{self, Metadata};

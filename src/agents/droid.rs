@@ -1,6 +1,7 @@
 //! Factory Droid's session lines: `session_start`, then `message`s of Anthropic-style blocks.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 /// `session_start` names the session, its title and directory; a `message` is one message,
 /// keyed by its `id`. A user message of the agent's own markup only (the `<system-reminder>`

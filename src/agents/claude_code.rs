@@ -1,6 +1,7 @@
 //! Claude Code's records: `user`, `assistant` (a record per content block), `system`, titles.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 pub(super) fn claude(obj: &Map<String, Value>) -> Option<Parsed> {
     let kind = obj.get("type").and_then(Value::as_str)?;

@@ -1,6 +1,8 @@
 //! Qwen Code's records: Claude Code's envelope around Gemini's parts.
 
-use super::*;
+use super::gemini_cli::gemini_content;
+use super::message::*;
+use serde_json::{Map, Value};
 
 /// Qwen Code's records: Claude Code's envelope (`uuid`, `sessionId`, `cwd`, `timestamp`,
 /// `type`) around a message of Gemini's parts. `system` records are the agent's bookkeeping

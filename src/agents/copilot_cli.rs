@@ -1,6 +1,7 @@
 //! GitHub Copilot CLI's session events: `{type, data, id, timestamp, parentId}`.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 /// `session.start` names the session, its directory and model; `user.message`,
 /// `assistant.message` (with its tool requests) and `tool.execution_complete` are messages,

@@ -1,6 +1,7 @@
 //! Pi's session entries: a header, then a tree of messages and events.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 /// Pi's entries (pi's docs/session-format.md, version 3): a `session` header names the
 /// session and its directory; a `message` holds one agent message (`user`, `assistant`,

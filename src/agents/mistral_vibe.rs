@@ -7,7 +7,8 @@
 //! and are no messages. Its 2.x sessions: `messages.jsonl` lines (`{role, content,
 //! message_id, tool_calls}`, a tool's result a `tool` line) and the same `meta.json`.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 pub(super) fn vibe(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();

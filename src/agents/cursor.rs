@@ -1,6 +1,7 @@
 //! Cursor's agent transcript records: a role and a message.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 pub(super) fn cursor(obj: &Map<String, Value>) -> Option<Parsed> {
     let role = match obj.get("role").and_then(Value::as_str)? {

@@ -1,6 +1,7 @@
 //! gptme's conversation log: one message per line, `{role, content, timestamp}`.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 /// A message of gptme's log. Tool calls are written inside the assistant's text, one per line,
 /// as `@tool(call id): {json}`; a tool's result is a `system` message with that `call_id`. The

@@ -5,7 +5,8 @@
 //! `{type: "tool_result", toolUseID, run: {status, result: {output, exitCode}}}` in a user
 //! message. As Amp 0.0.1767830505 writes them (`scripts/agents/record`).
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 pub(super) fn amp(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();

@@ -4,7 +4,8 @@
 //! Code extension's task history (`{role, content, ts, modelInfo}`, no ids), whose first
 //! prompt is wrapped in `<task>` and whose user messages carry `<environment_details>`.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 pub(super) fn cline(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();

@@ -22,55 +22,21 @@
 //! - Qwen Code: Claude Code's envelope around a message of Gemini's parts.
 //! - Factory Droid: a `session_start` line, then `message`s of Anthropic-style blocks.
 //! - gptme: `{role, content, timestamp}`, tool calls written in the assistant's text.
-//! - Aider: the blocks of its Markdown history, as `read::aider` makes records of them.
+//! - Aider: the blocks of its Markdown history, as `agents::aider` makes records of them.
 //! - Amp: a thread's document around its messages, then `{role, messageId, content}`.
 //! - Crush: a session's row from its database, then each message's row with its `parts`.
 //! - Mistral Vibe: a session's `meta.json`, and the entries of its conversation as shown.
 //! - GitHub Copilot CLI: events `{type, data, id, timestamp}` (`session.start`,
 //!   `user.message`, `assistant.message`, `tool.execution_complete`, …).
 //!
-//! Each agent's reader is a module of its own (`parse/`); what they share is here.
+//! Each agent's reader is a module of its own (`agents/`); what they share is here.
 
 use crate::read::record::parse_value;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
-mod aider;
-mod amp;
-mod claude;
-mod cline;
-mod codex;
-mod copilot;
-mod crush;
-mod cursor;
-mod droid;
-mod gemini;
-mod generic;
-mod gptme;
-mod opencode;
-mod pi;
-mod qwen;
-mod vibe;
-
-use aider::aider;
-use amp::amp;
-use claude::claude;
-use cline::cline;
-use codex::codex;
-use copilot::copilot;
-use crush::crush;
-use cursor::cursor;
-use droid::droid;
-use gemini::{gemini, gemini_content};
-use generic::generic;
-use gptme::gptme;
-use opencode::opencode;
-use pi::pi;
-use qwen::qwen;
-use vibe::vibe;
-
 /// How much of a title or prompt is kept.
-const TITLE_CHARS: usize = 200;
+pub(super) const TITLE_CHARS: usize = 200;
 
 /// What a record says about its session, and the message it is, if any.
 #[derive(Debug, Default, PartialEq)]
@@ -119,7 +85,7 @@ pub(crate) struct Usage {
 impl Usage {
     /// From an object of token counts, given the names of its fields: input (`input_total`
     /// says whether it counts the cached input too), output, cache read, cache write.
-    fn of(
+    pub(super) fn of(
         counts: &Map<String, Value>,
         [input, output, read, write]: [&str; 4],
         input_total: bool,
@@ -141,14 +107,14 @@ impl Usage {
         })
     }
 
-    fn keyed(mut self, key: Option<String>, model: Option<String>) -> Usage {
+    pub(super) fn keyed(mut self, key: Option<String>, model: Option<String>) -> Usage {
         self.key = key;
         self.model = model;
         self
     }
 
     /// Keyed by `key`, unique only within its session.
-    fn keyed_in_session(self, key: Option<String>, model: Option<String>) -> Usage {
+    pub(super) fn keyed_in_session(self, key: Option<String>, model: Option<String>) -> Usage {
         Usage {
             in_session: true,
             ..self.keyed(key, model)
@@ -173,7 +139,7 @@ pub(crate) struct Message {
 
 impl Message {
     /// A message that is no upsert and no prompt copy.
-    fn new(key: Option<String>, role: Role, parts: Vec<Part>) -> Message {
+    pub(super) fn new(key: Option<String>, role: Role, parts: Vec<Part>) -> Message {
         Message {
             key,
             role,
@@ -199,7 +165,7 @@ pub(crate) struct PromptCopy {
 }
 
 impl PromptCopy {
-    fn of(event: bool, parts: &[Part]) -> PromptCopy {
+    pub(super) fn of(event: bool, parts: &[Part]) -> PromptCopy {
         PromptCopy {
             event,
             hash: xxhash_rust::xxh3::xxh3_64(Part::joined(parts).as_bytes()),
@@ -216,7 +182,7 @@ impl PromptCopy {
         self.tag_of(!self.event)
     }
 
-    fn tag_of(self, event: bool) -> String {
+    pub(super) fn tag_of(self, event: bool) -> String {
         let kind = if event { "event" } else { "item" };
         format!("prompt:{:016x}:{kind}", self.hash)
     }
@@ -339,7 +305,7 @@ pub(crate) fn with_long_strings_cut(record: &[u8], limit: usize) -> Cow<'_, [u8]
 /// `limit`, can be cut: between two characters, outside any escape, and not between the two
 /// escapes of a surrogate pair (a lone half would make the whole record's surrogates read as
 /// U+FFFD).
-fn cut_at(raw: &[u8], limit: usize) -> usize {
+pub(super) fn cut_at(raw: &[u8], limit: usize) -> usize {
     let mut at = 0;
     loop {
         let step = match raw[at] {
@@ -359,7 +325,7 @@ fn cut_at(raw: &[u8], limit: usize) -> usize {
 }
 
 /// Whether `escape` begins with the `\\u` escape of a UTF-16 high surrogate (D800 to DBFF).
-fn is_high_surrogate(escape: &[u8]) -> bool {
+pub(super) fn is_high_surrogate(escape: &[u8]) -> bool {
     escape.len() >= 6
         && escape[1] == b'u'
         && escape[2].eq_ignore_ascii_case(&b'd')
@@ -373,30 +339,30 @@ pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
         return unparsed(record);
     };
     let parsed = match (harness, value.as_object()) {
-        ("aider", Some(obj)) => aider(obj),
-        ("amp", Some(obj)) => amp(obj),
-        ("claude-code", Some(obj)) => claude(obj),
-        ("cline", Some(obj)) => cline(obj),
-        ("codex", Some(obj)) => codex(obj),
-        ("gemini-cli", Some(obj)) => gemini(obj),
-        ("cursor", Some(obj)) => cursor(obj),
-        ("pi", Some(obj)) => pi(obj),
-        ("copilot-cli", Some(obj)) => copilot(obj),
-        ("crush", Some(obj)) => crush(obj),
-        ("gptme", Some(obj)) => gptme(obj),
+        ("aider", Some(obj)) => super::aider::aider(obj),
+        ("amp", Some(obj)) => super::amp::amp(obj),
+        ("claude-code", Some(obj)) => super::claude_code::claude(obj),
+        ("cline", Some(obj)) => super::cline::cline(obj),
+        ("codex", Some(obj)) => super::codex::codex(obj),
+        ("gemini-cli", Some(obj)) => super::gemini_cli::gemini(obj),
+        ("cursor", Some(obj)) => super::cursor::cursor(obj),
+        ("pi", Some(obj)) => super::pi::pi(obj),
+        ("copilot-cli", Some(obj)) => super::copilot_cli::copilot(obj),
+        ("crush", Some(obj)) => super::crush::crush(obj),
+        ("gptme", Some(obj)) => super::gptme::gptme(obj),
         // Kilo Code's CLI is a fork of OpenCode, with its tables.
-        ("opencode" | "kilo-code", Some(obj)) => opencode(obj),
-        ("droid", Some(obj)) => droid(obj),
-        ("qwen-code", Some(obj)) => qwen(obj),
-        ("mistral-vibe", Some(obj)) => vibe(obj),
-        (_, Some(obj)) => generic(obj),
+        ("opencode" | "kilo-code", Some(obj)) => super::opencode::opencode(obj),
+        ("droid", Some(obj)) => super::droid::droid(obj),
+        ("qwen-code", Some(obj)) => super::qwen_code::qwen(obj),
+        ("mistral-vibe", Some(obj)) => super::mistral_vibe::vibe(obj),
+        (_, Some(obj)) => super::generic::generic(obj),
         (_, None) => None,
     };
     parsed.unwrap_or_else(|| unparsed(record))
 }
 
 /// A record shown as its raw JSON.
-fn unparsed(record: &[u8]) -> Parsed {
+pub(super) fn unparsed(record: &[u8]) -> Parsed {
     Parsed {
         message: Some(Message::new(
             None,
@@ -407,12 +373,12 @@ fn unparsed(record: &[u8]) -> Parsed {
     }
 }
 
-fn string(obj: &Map<String, Value>, key: &str) -> Option<String> {
+pub(super) fn string(obj: &Map<String, Value>, key: &str) -> Option<String> {
     obj.get(key).and_then(Value::as_str).map(str::to_owned)
 }
 
 /// `text` cut to a title's length, on one line.
-fn title_of(text: &str) -> String {
+pub(super) fn title_of(text: &str) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     line.chars().take(TITLE_CHARS).collect()
 }
@@ -425,14 +391,14 @@ pub(crate) fn time_ms(text: &str) -> Option<i64> {
 }
 
 /// The record's `timestamp` (RFC 3339) as Unix ms.
-fn timestamp_ms(obj: &Map<String, Value>) -> Option<i64> {
+pub(super) fn timestamp_ms(obj: &Map<String, Value>) -> Option<i64> {
     obj.get("timestamp")
         .and_then(Value::as_str)
         .and_then(time_ms)
 }
 
 /// A tool input as compact JSON (a string as itself).
-fn input_text(value: Option<&Value>) -> String {
+pub(super) fn input_text(value: Option<&Value>) -> String {
     match value {
         Some(Value::String(s)) => s.clone(),
         Some(v) => v.to_string(),
@@ -441,7 +407,7 @@ fn input_text(value: Option<&Value>) -> String {
 }
 
 /// The text of a tool result's content: a string, or text blocks.
-fn result_text(value: Option<&Value>) -> String {
+pub(super) fn result_text(value: Option<&Value>) -> String {
     match value {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(items)) => {
@@ -467,7 +433,7 @@ fn result_text(value: Option<&Value>) -> String {
 }
 
 /// Content blocks (`text`, `tool_use`, `tool_result`, `thinking`) or a plain string as parts.
-fn content_parts(content: &Value) -> Option<Vec<Part>> {
+pub(super) fn content_parts(content: &Value) -> Option<Vec<Part>> {
     if let Some(text) = content.as_str() {
         return Some(vec![Part::Text(text.to_owned())]);
     }
@@ -497,7 +463,7 @@ fn content_parts(content: &Value) -> Option<Vec<Part>> {
 /// tool's, one of thinking only is reasoning (Claude Code writes each content block of a
 /// reply as a record of its own: a reply of text and a tool call is one assistant message and
 /// one tool message); else `role`.
-fn role_of(role: Role, parts: &[Part]) -> Role {
+pub(super) fn role_of(role: Role, parts: &[Part]) -> Role {
     let all = |f: fn(&Part) -> bool| !parts.is_empty() && parts.iter().all(f);
     if all(|p| matches!(p, Part::ToolResult(_) | Part::ToolCall { .. })) {
         Role::Tool
@@ -510,7 +476,7 @@ fn role_of(role: Role, parts: &[Part]) -> Role {
 
 /// A prompt a person typed: text that is not the agent's own markup (commands, caveats,
 /// reminders, interruptions), which starts with `<` or `[`.
-fn typed_prompt(parts: &[Part]) -> Option<String> {
+pub(super) fn typed_prompt(parts: &[Part]) -> Option<String> {
     let text = parts.iter().find_map(|p| match p {
         Part::Text(t) => Some(t.trim()),
         _ => None,

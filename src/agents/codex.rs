@@ -1,6 +1,7 @@
 //! Codex CLI's rollout records: `session_meta`, `turn_context`, `response_item`, `event_msg`.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 pub(super) fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
     let at_ms = timestamp_ms(obj);

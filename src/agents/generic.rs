@@ -1,6 +1,7 @@
 //! Records of any other watcher: a role where there is one, every string as text.
 
-use super::*;
+use super::message::*;
+use serde_json::{Map, Value};
 
 /// Any other watcher's records: a role from `role` or `type` where there is one, and every
 /// string in the record as its text.
