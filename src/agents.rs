@@ -1,4 +1,12 @@
-//! What is particular to each agent: one module per agent.
+//! What is particular to each agent, one module per agent, and the registry every other layer
+//! asks: where the agent keeps sessions (its `watchers/NAME.toml`, embedded), the readers of
+//! its databases and text documents, how its records become messages, which session a file
+//! of it is, where `restore` puts its files back and the command that resumes one, and what
+//! `doctor` says about it.
+//!
+//! [`Agent`] has no default: an agent that leaves out one of its parts does not compile. The
+//! registry, [`AGENTS`], is sorted by name and lists every watcher file (both checked by a
+//! test); a name it does not hold is no agent, and each caller says so.
 
 pub(crate) mod aider;
 pub(crate) mod amp;
@@ -12,8 +20,174 @@ pub(crate) mod droid;
 pub(crate) mod gemini_cli;
 pub(crate) mod generic;
 pub(crate) mod gptme;
+pub(crate) mod kilo_code;
 pub(crate) mod message;
 pub(crate) mod mistral_vibe;
 pub(crate) mod opencode;
 pub(crate) mod pi;
 pub(crate) mod qwen_code;
+pub(crate) mod restore;
+pub(crate) mod session;
+
+use crate::capture::harness::{
+    self, Formats, GENERIC, Root, Watcher, listed_projects, root, watcher_home,
+};
+use crate::error::{Error, Result};
+use message::Parsed;
+use restore::Restore;
+use serde_json::{Map, Value};
+use session::Identified;
+use std::path::{Path, PathBuf};
+
+/// One agent: everything that is particular to it.
+pub(crate) struct Agent {
+    /// Its name: its watcher file's stem, recorded as each of its sources' harness.
+    pub name: &'static str,
+    /// Where it keeps sessions: its `watchers/NAME.toml`.
+    pub watcher: &'static str,
+    /// The readers its watcher's `[[database]]` and `[[snapshot]]` tables name.
+    pub formats: Formats,
+    /// What one of its records (a JSON object) says; `None` for a record that is not what
+    /// its format promises.
+    pub parse: fn(&Map<String, Value>) -> Option<Parsed>,
+    /// Which session a new source of it (a file, or a session in its database) starts, given
+    /// its first record.
+    pub identify: fn(&Path, &Parsed) -> Identified,
+    /// Where `restore` puts its files, and the command that resumes a session.
+    pub restore: Restore,
+    /// What `doctor` says about it when none of its sessions can be found.
+    pub doctor: Option<Unwatched>,
+}
+
+/// What `doctor` says about an agent whose sessions are kept where no built-in root looks
+/// (Aider's, in each project): when `ran`, a directory under the home, shows it has run here
+/// and no root of it is configured.
+#[derive(Clone, Copy)]
+pub(crate) struct Unwatched {
+    /// The directory under the home that the agent makes when it runs.
+    pub ran: &'static str,
+    /// What is not archived.
+    pub message: &'static str,
+    /// What to add to `config.toml`.
+    pub fix: &'static str,
+}
+
+/// Every agent, sorted by name.
+pub(crate) static AGENTS: &[&Agent] = &[
+    &aider::AGENT,
+    &amp::AGENT,
+    &claude_code::AGENT,
+    &cline::AGENT,
+    &codex::AGENT,
+    &copilot_cli::AGENT,
+    &crush::AGENT,
+    &cursor::AGENT,
+    &droid::AGENT,
+    &gemini_cli::AGENT,
+    &generic::AGENT,
+    &gptme::AGENT,
+    &kilo_code::AGENT,
+    &mistral_vibe::AGENT,
+    &opencode::AGENT,
+    &pi::AGENT,
+    &qwen_code::AGENT,
+];
+
+/// The agent named `name`, if there is one.
+pub(crate) fn get(name: &str) -> Option<&'static Agent> {
+    let at = AGENTS.binary_search_by(|a| a.name.cmp(name)).ok()?;
+    Some(AGENTS[at])
+}
+
+/// The names of the agents (the built-in watchers and `generic`), sorted.
+pub(crate) fn names() -> impl Iterator<Item = &'static str> {
+    AGENTS.iter().map(|a| a.name)
+}
+
+impl Agent {
+    /// Its watcher definition.
+    pub(crate) fn watcher(&self) -> Result<Watcher> {
+        toml::from_str(self.watcher).map_err(|source| Error::Watcher {
+            name: self.name.to_owned(),
+            source,
+        })
+    }
+
+    /// Roots of its watcher at `dirs` (`[[watch]]` tables with `harness`), read by its globs
+    /// and its snapshot and database tables; `glob` instead of its own for `generic`.
+    pub(crate) fn roots_at(&self, dirs: &[PathBuf], glob: Option<&str>) -> Result<Vec<Root>> {
+        let watcher = self.watcher()?;
+        let glob = glob.or(watcher.glob.as_deref()).unwrap_or("");
+        (dirs.iter())
+            .map(|d| root(harness::absolute(d), &watcher, glob, &self.formats))
+            .collect()
+    }
+}
+
+/// Every agent's watcher definition.
+pub(crate) fn watchers() -> Result<Vec<Watcher>> {
+    AGENTS.iter().map(|a| a.watcher()).collect()
+}
+
+/// The roots of the built-in watchers, resolved against the environment.
+pub fn builtin_roots(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Root>> {
+    builtin_roots_where(env, &|_, builtin| builtin)
+}
+
+/// The roots of the watchers for which `enabled(name, builtin)` is true.
+pub(crate) fn builtin_roots_where(
+    env: &dyn Fn(&str) -> Option<String>,
+    enabled: &dyn Fn(&str, bool) -> bool,
+) -> Result<Vec<Root>> {
+    let mut roots = Vec::new();
+    for agent in AGENTS.iter().filter(|a| a.name != GENERIC) {
+        let w = agent.watcher()?;
+        if !enabled(&w.name, w.builtin) {
+            continue;
+        }
+        let home = watcher_home(&w, env)?;
+        let listed = (w.projects.as_ref()).map_or(Vec::new(), |p| listed_projects(&home, p));
+        let dirs: Vec<PathBuf> = (w.roots.iter().map(|dir| home.join(dir)))
+            .chain(listed)
+            .collect();
+        roots.extend(agent.roots_at(&dirs, None)?);
+    }
+    Ok(roots)
+}
+
+/// Roots for directories given with `--watch`, all of the generic harness.
+pub fn watch_roots(dirs: &[PathBuf], glob: &str) -> Result<Vec<Root>> {
+    generic::AGENT.roots_at(dirs, Some(glob))
+}
+
+/// The database `harness` keeps its sessions in, when it keeps them in one (by its watcher's
+/// `[[database]]` glob), for a message that names it.
+pub(crate) fn database_of_harness(harness: &str) -> Option<String> {
+    let watcher = get(harness)?.watcher().ok()?;
+    watcher.database.first().map(|d| d.glob.clone())
+}
+
+/// Which session a new source of `harness` at `path` starts, given its first record.
+pub(crate) fn identify(harness: &str, path: &Path, first: &Parsed) -> Identified {
+    (of(harness).identify)(path, first)
+}
+
+/// The agent named `harness`; the generic agent, logged once per name, for a name no agent
+/// has.
+pub(crate) fn of(harness: &str) -> &'static Agent {
+    if let Some(agent) = get(harness) {
+        return agent;
+    }
+    static WARNED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut warned = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if !warned.iter().any(|w| w == harness) {
+        log::warn!(
+            "harness {harness:?} is no agent this release knows: its records are read as the generic agent reads them"
+        );
+        warned.push(harness.to_owned());
+    }
+    &generic::AGENT
+}
+
+#[cfg(test)]
+mod tests;

@@ -537,9 +537,9 @@ fn expand_sink_paths(t: &SinkTable, env: Env) -> Result<SinkTable> {
 fn roots(source: &Source, file: &FileConfig, flags: &Overrides, env: Env) -> Result<Vec<Root>> {
     if !flags.watch.is_empty() {
         let glob = flags.glob.as_deref().unwrap_or(harness::DEFAULT_GLOB);
-        return harness::watch_roots(&flags.watch, glob);
+        return crate::agents::watch_roots(&flags.watch, glob);
     }
-    let known = harness::watchers()?;
+    let known = crate::agents::watchers()?;
     for name in file.watchers.keys() {
         if !known.iter().any(|w| w.builtin && w.name == *name.get_ref()) {
             return Err(unknown_watcher(source, &file.text, name, &known));
@@ -551,7 +551,7 @@ fn roots(source: &Source, file: &FileConfig, flags: &Overrides, env: Env) -> Res
             .find(|(n, _)| n.get_ref() == name)
             .map_or(builtin, |(_, on)| *on)
     };
-    let mut roots = harness::builtin_roots_where(env, &enabled)?;
+    let mut roots = crate::agents::builtin_roots_where(env, &enabled)?;
     for w in &file.watch {
         let dirs = [home::expand_tilde(&w.path, env)?];
         let mut dir = match &w.harness {
@@ -579,11 +579,11 @@ fn roots(source: &Source, file: &FileConfig, flags: &Overrides, env: Env) -> Res
                         name.get_ref()
                     )));
                 }
-                harness::roots_of(watcher, &dirs)?
+                crate::agents::of(&watcher.name).roots_at(&dirs, None)?
             }
             None => {
                 let glob = w.glob.as_deref().unwrap_or(harness::DEFAULT_GLOB);
-                harness::watch_roots(&dirs, glob)?
+                crate::agents::watch_roots(&dirs, glob)?
             }
         };
         dir.iter_mut()

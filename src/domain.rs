@@ -5,7 +5,10 @@
 pub(crate) mod fingerprint;
 
 use crate::domain::fingerprint::{Fingerprint, Identity, Markers};
-use std::path::PathBuf;
+use std::collections::HashSet;
+use std::fs::Metadata;
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// How many of the held-back bytes a cursor keeps at hand, to tell at the next read whether
 /// they were overwritten (all of them, up to the record limit, are in the archive).
@@ -159,36 +162,87 @@ pub(crate) struct SnapshotSpec {
     pub(crate) format: SnapshotFormat,
 }
 
-/// Which reader knows an agent's SQLite database: a watcher's `[[database]]` `reader`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum DatabaseReader {
-    /// OpenCode's (1.2 and later) and its forks' (Kilo Code's CLI): `agents::opencode`.
-    OpenCode,
-    /// Crush's: `agents::crush`.
-    Crush,
-    /// OpenCode's storage before 1.2, a folder of JSON files named by a file in it
-    /// (`storage/migration`): `agents::opencode::storage`.
-    #[serde(rename = "opencode-storage")]
-    OpenCodeStorage,
+/// How an agent's sessions database is read: by the reader its agent's module defines
+/// (`agents::opencode`, `agents::crush`), named by its watcher's `[[database]]` `reader`.
+pub(crate) type DatabaseReader = &'static dyn DatabaseFormat;
+
+/// An agent's database format: how a database of it (a SQLite file, or a folder of files
+/// named by a file in it) is opened, read and watched.
+pub(crate) trait DatabaseFormat: Sync + std::fmt::Debug {
+    /// The name a watcher's `[[database]]` `reader` gives it.
+    fn name(&self) -> &'static str;
+
+    /// Whether it reads a folder of files (named by a file in it) rather than a SQLite file.
+    fn is_store(&self) -> bool;
+
+    /// Where a session's document keeps its messages.
+    fn spec(&self) -> SnapshotSpec;
+
+    /// The database at `path`, open for reading (read-only: the agent is never blocked).
+    fn open(&self, path: &Path) -> io::Result<Box<dyn SessionsDatabase>>;
+
+    /// What tells whether the database at `path` (whose metadata is `meta`) changed since it
+    /// was last read, and the metadata of its part written last (for how long ago that was).
+    fn state(&self, path: &Path, meta: Metadata) -> io::Result<(u64, Metadata)>;
 }
 
-impl DatabaseReader {
-    /// Whether it reads a folder of files (named by a file in it) rather than a SQLite file.
-    pub(crate) fn is_store(self) -> bool {
-        self == DatabaseReader::OpenCodeStorage
-    }
+/// An agent's database, open for reading.
+pub(crate) trait SessionsDatabase {
+    /// The sessions changed since mark `since` (0: everything), read at once (in one read
+    /// transaction, for SQLite).
+    fn changed(&self, since: i64) -> io::Result<Changed>;
+
+    /// Session `id`'s document; `None` when there is no such session (any more).
+    fn document(&self, id: &str) -> io::Result<Option<Vec<u8>>>;
+}
+
+/// What changed in an agent's database since a mark (0: everything).
+#[derive(Debug, Default)]
+pub(crate) struct Changed {
+    /// The sessions whose rows, messages or parts changed, in id order: each is read with
+    /// [`SessionsDatabase::document`], one at a time.
+    pub sessions: Vec<String>,
+    /// Every session the database holds.
+    pub all: HashSet<String>,
+    /// The mark to give the next read: taken before any document is read, so that what
+    /// changes while they are read is read again (and found the same where it is).
+    pub mark: i64,
 }
 
 /// The kind of document a snapshot file is.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) enum SnapshotFormat {
     /// A JSON document (`messages` and `key` say where its messages are).
     #[default]
     Json,
-    /// Aider's Markdown chat history (`.aider.chat.history.md`), which Aider appends to: each
-    /// of its blocks (a chat's start, a prompt, a reply, Aider's own output) is a message,
-    /// keyed by where it starts in the file (`agents::aider`).
-    Aider,
+    /// A text document that its agent's module splits into messages (Aider's Markdown chat
+    /// history, `agents::aider`), named by a watcher's `[[snapshot]]` `format`.
+    Text(TextFormat),
+}
+
+/// A text format of snapshot documents, and how its agent's module splits one into entries.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TextFormat {
+    /// The name a watcher's `[[snapshot]]` `format` gives it.
+    pub name: &'static str,
+    /// The document's entries, in file order. Any text is such a document.
+    pub derive: fn(&str) -> Vec<SnapshotEntry>,
+}
+
+impl PartialEq for TextFormat {
+    fn eq(&self, other: &TextFormat) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for TextFormat {}
+
+/// One value taken out of a snapshot document: the document around the list (`key` `None`),
+/// or a message.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct SnapshotEntry {
+    /// The message's key; `None` for the document around the list.
+    pub(crate) key: Option<String>,
+    /// The record: the value's bytes on one line.
+    pub(crate) record: Vec<u8>,
 }

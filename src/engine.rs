@@ -173,7 +173,7 @@ pub struct Engine {
     unsettled: HashMap<PathBuf, snapshot::Unsettled>,
     /// What each snapshot source's last captured state held, once read or captured.
     snapshot_states: HashMap<SourceId, crate::read::snapshot::State>,
-    /// Each database's state (`read::database::state`) when it was last read.
+    /// Each database's state (`DatabaseFormat::state`) when it was last read.
     databases_seen: HashMap<PathBuf, u64>,
 }
 
@@ -1083,8 +1083,8 @@ fn show(id: Identity) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::{builtin_roots, watch_roots};
     use crate::archive::writer::ArchiveWriter;
-    use crate::capture::harness::{builtin_roots, watch_roots};
     use std::fs;
 
     /// An engine over a temp directory, committing straight into a temp archive.

@@ -227,6 +227,20 @@ pub enum Error {
         /// The path.
         path: PathBuf,
     },
+    /// A built-in watcher definition names a reader its agent's module does not define.
+    #[error(
+        "watcher definition watchers/{watcher}.toml names {kind} {name:?}, which its agent's module does not define (it defines: {known})"
+    )]
+    UnknownReader {
+        /// The watcher's name.
+        watcher: String,
+        /// What kind of reader it names.
+        kind: &'static str,
+        /// The name it gives.
+        name: String,
+        /// The names the agent's module defines.
+        known: String,
+    },
     /// A built-in watcher definition does not parse.
     #[error("watcher definition watchers/{name}.toml is invalid")]
     Watcher {

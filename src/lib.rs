@@ -69,10 +69,11 @@ mod daemon;
 
 pub mod cli;
 
+pub use agents::{builtin_roots, watch_roots};
 pub use archive::follow::{Follower, Hub, Offer, Published, Start, Subscriber};
 pub use archive::writer::{ArchiveWriter, ChannelCommitter};
 pub use archive::{Archive, Commit, Committer, Op};
-pub use capture::harness::{Root, builtin_roots, watch_roots};
+pub use capture::harness::Root;
 pub use consumers::redact::{Finding, RedactSettings, Redactor, RuleDef};
 pub use consumers::tap::Tap;
 pub use daemon::RECORDS_COMMITTED;

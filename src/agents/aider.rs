@@ -15,13 +15,67 @@
 //!
 //! Lines end in two spaces (Markdown's line break), which the text leaves out.
 //!
-//! Aider's chat history, as `agents::aider` makes records of it: `{type, at, text}` with `type`
+//! Its records, as the reader below makes them: `{type, at, text}` with `type`
 //! `chat` (a run's start, with its `timestamp`), `user`, `assistant` or `output` (Aider's own).
 
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::Identified;
+use super::{Agent, Unwatched};
+use crate::capture::harness::Formats;
+use crate::domain::TextFormat;
 use crate::read::snapshot::Entry;
 use serde_json::json;
 use serde_json::{Map, Value};
+use std::path::Path;
+
+/// Aider (its chat history in each project).
+pub(crate) static AGENT: Agent = Agent {
+    name: "aider",
+    watcher: include_str!("../../watchers/aider.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[TextFormat {
+            name: "aider",
+            derive,
+        }],
+    },
+    parse: aider,
+    identify,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: Some(Unwatched {
+        ran: ".aider",
+        message: "Aider has run here, but no [[watch]] table names its projects: their \
+                  .aider.chat.history.md are not archived",
+        fix: "add to config.toml: [[watch]] path = \"~/src\" harness = \"aider\" (a project, \
+              or a folder of projects)",
+    }),
+};
+
+/// `<project>/.aider.chat.history.md`: every chat of a project, as Aider's
+/// `--restore-chat-history` reads them back; named by the project's folder and a hash of its
+/// path, which tells projects of the same name apart.
+fn identify(path: &Path, _first: &Parsed) -> Identified {
+    let project = path.parent().unwrap_or(path);
+    let hash = xxhash_rust::xxh3::xxh3_64(project.as_os_str().as_encoded_bytes());
+    let name = (project.file_name()).map_or_else(String::new, |n| n.to_string_lossy().into());
+    Identified {
+        session: format!("{name}-{:08x}", hash as u32),
+        parent: None,
+        project: Some(project.to_string_lossy().into_owned()),
+    }
+}
+
+/// A project's history is all its chats: Aider reads it all back.
+fn resume(r: &Resume) -> Option<String> {
+    r.in_place(format!("{}aider --restore-chat-history", r.cd))
+}
 
 /// A block of the history. Each is keyed by where it starts in the file, and the last one
 /// may still grow: a later copy of the same block replaces the earlier.

@@ -5,8 +5,37 @@
 //! `{type: "tool_result", toolUseID, run: {status, result: {output, exitCode}}}` in a user
 //! message. As Amp 0.0.1767830505 writes them (`scripts/agents/record`).
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::Identified;
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+
+/// Amp (its threads, rewritten whole).
+pub(crate) static AGENT: Agent = Agent {
+    name: "amp",
+    watcher: include_str!("../../watchers/amp.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: amp,
+    identify: Identified::by_record,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `threads/T-<id>.json`.
+fn resume(r: &Resume) -> Option<String> {
+    r.in_place(format!("{}amp threads continue {}", r.cd, r.id))
+}
 
 pub(super) fn amp(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();

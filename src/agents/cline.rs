@@ -4,8 +4,42 @@
 //! Code extension's task history (`{role, content, ts, modelInfo}`, no ids), whose first
 //! prompt is wrapped in `<task>` and whose user messages carry `<environment_details>`.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::Identified;
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+
+/// Cline (its CLI's and VS Code extension's documents, rewritten whole).
+pub(crate) static AGENT: Agent = Agent {
+    name: "cline",
+    watcher: include_str!("../../watchers/cline.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: cline,
+    identify: Identified::by_folder,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// A task of Cline's CLI 2 or VS Code extension (its id a time in ms), or a session of its
+/// CLI 3: `sessions/<id>/<id>[.messages].json`, `tasks/<id>/api_conversation_history.json`.
+fn resume(r: &Resume) -> Option<String> {
+    let flag = match r.id.bytes().all(|b| b.is_ascii_digit()) {
+        true => "-T",
+        false => "--id",
+    };
+    r.in_place(format!("{}cline {flag} {}", r.cd, r.id))
+}
 
 pub(super) fn cline(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();

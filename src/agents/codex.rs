@@ -1,7 +1,56 @@
 //! Codex CLI's rollout records: `session_meta`, `turn_context`, `response_item`, `event_msg`.
+//!
+//! `{timestamp, type, payload}` with `type` `session_meta` (`payload.id`, `cwd`, `git.branch`),
+//! `turn_context` (`model`), `response_item` (`message` with `input_text` / `output_text`
+//! blocks, `function_call`, `function_call_output`, `reasoning`, …), `compacted` and
+//! `event_msg`. Rollouts written before that envelope hold the bare items.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::{self};
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+use std::path::{Path, PathBuf};
+
+/// Codex CLI (appended rollouts).
+pub(crate) static AGENT: Agent = Agent {
+    name: "codex",
+    watcher: include_str!("../../watchers/codex.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: codex,
+    identify: session::by_record_or_uuid,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: rollout_day,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `rollout-<time>-<uuid>.jsonl`, the uuid being the `session_meta`'s id.
+fn resume(r: &Resume) -> Option<String> {
+    Some(format!("{}codex resume {}", r.home("CODEX_HOME"), r.id))
+}
+
+/// `YYYY/MM/DD` of a rollout named `rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl`: where an
+/// archived session goes back (Codex resumes from `sessions/`, not `archived_sessions/`).
+fn rollout_day(path: &Path) -> Option<PathBuf> {
+    let name = path.file_name()?.to_str()?;
+    let date = name.strip_prefix("rollout-")?.get(..10)?;
+    let parts: Vec<&str> = date.split('-').collect();
+    let digits = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
+    let day: PathBuf = match parts.as_slice() {
+        [y, m, d] if digits(y, 4) && digits(m, 2) && digits(d, 2) => [*y, *m, *d].iter().collect(),
+        _ => return None,
+    };
+    Some(day.join(path.file_name()?))
+}
 
 pub(super) fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
     let at_ms = timestamp_ms(obj);

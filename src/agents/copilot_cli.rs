@@ -1,7 +1,48 @@
 //! GitHub Copilot CLI's session events: `{type, data, id, timestamp, parentId}`.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::{self, Identified};
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+use std::path::Path;
+
+/// GitHub Copilot CLI (appended session events).
+pub(crate) static AGENT: Agent = Agent {
+    name: "copilot-cli",
+    watcher: include_str!("../../watchers/copilot-cli.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: copilot,
+    identify,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `session-state/<session id>/events.jsonl`.
+fn identify(path: &Path, first: &Parsed) -> Identified {
+    let session = (first.session_id.clone())
+        .or_else(|| session::folder(path))
+        .unwrap_or_else(|| session::stem(path));
+    Identified {
+        session,
+        ..Identified::by_stem(path, first)
+    }
+}
+
+fn resume(r: &Resume) -> Option<String> {
+    let home = r.home("COPILOT_HOME");
+    Some(format!("{}{home}copilot --resume={}", r.cd, r.id))
+}
 
 /// `session.start` names the session, its directory and model; `user.message`,
 /// `assistant.message` (with its tool requests) and `tool.execution_complete` are messages,

@@ -8,17 +8,60 @@
 //! sessions' and messages' `updated_at`, which it sets (in seconds) at each write, the
 //! messages' as they stream (the tables of crush v0.92.0's migrations, `internal/db/`).
 //!
-//! Crush's records: the documents its database is read as (`agents::crush`), a session's row
+//! Its records: the documents its database is read as (below), a session's row
 //! (`{"session": {...}, "messages": []}`) and each message's row (`{id, role, parts, model,
 //! created_at, is_summary_message, …}`, times in seconds), whose `parts` are `{type, data}`:
 //! `text`, `reasoning`, `tool_call` (its `input` a JSON text), `tool_result`, `image_url`,
 //! `binary`, `finish` (as crush v0.92.0's `internal/message/content.go` writes them).
 
+use super::Agent;
 use super::message::*;
-use crate::domain::{SnapshotFormat, SnapshotSpec};
+use super::restore::{self, Restore};
+use super::session::Identified;
+use crate::capture::harness::Formats;
+use crate::domain::{DatabaseFormat, SessionsDatabase, SnapshotFormat, SnapshotSpec};
+use crate::read::database;
 use crate::read::database::{Changed, column, in_read_transaction, row_object, session_document};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::{Map, Value};
+use std::fs::Metadata;
+use std::io;
+use std::path::Path;
+
+/// Crush (a SQLite database per project).
+pub(crate) static AGENT: Agent = Agent {
+    name: "crush",
+    watcher: include_str!("../../watchers/crush.toml"),
+    formats: Formats {
+        databases: &[&Database],
+        documents: &[],
+    },
+    parse: crush,
+    identify,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume: restore::no_resume,
+    },
+    doctor: None,
+};
+
+/// `<project>/.crush/crush.db/<session id>`: a session in a project's database. The project
+/// is the folder of its `.crush`, or else the data directory itself.
+fn identify(path: &Path, first: &Parsed) -> Identified {
+    let db = path.parent().unwrap_or(path);
+    let data = db.parent().unwrap_or(db);
+    let project = match data.ends_with(".crush") {
+        true => data.parent(),
+        false => None,
+    };
+    Identified {
+        project: Some(project.unwrap_or(data).to_string_lossy().into_owned()),
+        ..Identified::by_record(path, first)
+    }
+}
 
 pub(super) fn crush(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();
@@ -75,6 +118,32 @@ fn crush_part(part: &Map<String, Value>) -> Option<Part> {
         // The reason a reply ended is the agent's bookkeeping.
         _ => return None,
     })
+}
+
+/// Crush's database, as its watcher's `[[database]]` `reader = "crush"` names it.
+#[derive(Debug)]
+pub(crate) struct Database;
+
+impl DatabaseFormat for Database {
+    fn name(&self) -> &'static str {
+        "crush"
+    }
+
+    fn is_store(&self) -> bool {
+        false
+    }
+
+    fn spec(&self) -> SnapshotSpec {
+        spec()
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Box<dyn SessionsDatabase>> {
+        database::open_sqlite(path, changed, document)
+    }
+
+    fn state(&self, path: &Path, meta: Metadata) -> io::Result<(u64, Metadata)> {
+        database::sqlite_state(path, meta)
+    }
 }
 
 /// How a session's document keeps its messages.

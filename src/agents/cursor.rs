@@ -1,7 +1,49 @@
 //! Cursor's agent transcript records: a role and a message.
+//!
+//! `{role, message: {content}}` with `text` and `tool_use` blocks; no ids, no times.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::{self, Identified};
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+use std::path::Path;
+
+/// Cursor's agent CLI (appended transcripts).
+pub(crate) static AGENT: Agent = Agent {
+    name: "cursor",
+    watcher: include_str!("../../watchers/cursor.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: cursor,
+    identify,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `projects/<project>/agent-transcripts/[<id>/]<id>.jsonl`.
+fn identify(path: &Path, first: &Parsed) -> Identified {
+    Identified {
+        project: session::dir_before(path, "agent-transcripts"),
+        ..Identified::by_stem(path, first)
+    }
+}
+
+fn resume(r: &Resume) -> Option<String> {
+    r.in_place(format!(
+        "cursor-agent --resume {}   (from the project's directory)",
+        r.id
+    ))
+}
 
 pub(super) fn cursor(obj: &Map<String, Value>) -> Option<Parsed> {
     let role = match obj.get("role").and_then(Value::as_str)? {

@@ -1,7 +1,36 @@
 //! Factory Droid's session lines: `session_start`, then `message`s of Anthropic-style blocks.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::Identified;
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+
+/// Factory Droid (appended sessions).
+pub(crate) static AGENT: Agent = Agent {
+    name: "droid",
+    watcher: include_str!("../../watchers/droid.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: droid,
+    identify: Identified::by_record,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `sessions/<cwd>/<session id>.jsonl`.
+fn resume(r: &Resume) -> Option<String> {
+    r.in_place(format!("{}droid --resume {}", r.cd, r.id))
+}
 
 /// `session_start` names the session, its title and directory; a `message` is one message,
 /// keyed by its `id`. A user message of the agent's own markup only (the `<system-reminder>`

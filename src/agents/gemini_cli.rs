@@ -1,8 +1,75 @@
 //! Gemini CLI's chat records (`$set`, `$rewindTo`, messages), and its content parts, which
 //! Qwen Code shares.
+//!
+//! A metadata line (`sessionId`, `projectHash`, `startTime`, `summary`), then messages `{id,
+//! timestamp, type: user|gemini|info|error|warning, content, toolCalls, thoughts, model}`;
+//! `{"$set": {…}}` merges metadata and `{"$rewindTo": id}` drops the messages from `id` on. A
+//! message whose `id` comes again replaces the earlier one.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::{self, Identified};
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+use std::path::Path;
+
+/// Gemini CLI (appended chats).
+pub(crate) static AGENT: Agent = Agent {
+    name: "gemini-cli",
+    watcher: include_str!("../../watchers/gemini-cli.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: gemini,
+    identify,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `tmp/<project>/chats/<file>.jsonl`, a subagent's under `chats/<parent>/`.
+fn identify(path: &Path, first: &Parsed) -> Identified {
+    let dir = session::folder(path);
+    Identified {
+        parent: dir.filter(|d| d != "chats"),
+        project: session::dir_before(path, "chats").map(|name| project(path, name)),
+        ..Identified::by_record(path, first)
+    }
+}
+
+/// The directory a project `name` (its folder under `.gemini/tmp/`) stands for, as
+/// `.gemini/projects.json` maps them (`{"projects": {"/path": "name"}}`, as Gemini CLI 0.61.0
+/// keeps it); `name` itself when the file does not say (a hash, in older releases; another
+/// machine's session).
+fn project(path: &Path, name: String) -> String {
+    let Some(gemini) = path
+        .ancestors()
+        .find(|a| a.file_name() == Some(".gemini".as_ref()))
+    else {
+        return name;
+    };
+    let projects = std::fs::read(gemini.join("projects.json")).ok();
+    let map = projects.and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    let found = (map.as_ref())
+        .and_then(|m| m.get("projects")?.as_object())
+        .and_then(|p| p.iter().find(|(_, n)| n.as_str() == Some(name.as_str())))
+        .map(|(dir, _)| dir.clone());
+    found.unwrap_or(name)
+}
+
+fn resume(r: &Resume) -> Option<String> {
+    r.in_place(format!(
+        "gemini --resume {}   (from the project's directory)",
+        r.id
+    ))
+}
 
 pub(super) fn gemini(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();

@@ -1,7 +1,31 @@
 //! Records of any other watcher: a role where there is one, every string as text.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore};
+use super::session::Identified;
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+
+/// Any other transcript: directories given with `--watch` or `[[watch]]`.
+pub(crate) static AGENT: Agent = Agent {
+    name: "generic",
+    watcher: include_str!("../../watchers/generic.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: generic,
+    identify: Identified::by_stem,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume: restore::no_resume,
+    },
+    doctor: None,
+};
 
 /// Any other watcher's records: a role from `role` or `type` where there is one, and every
 /// string in the record as its text.

@@ -1,7 +1,37 @@
 //! gptme's conversation log: one message per line, `{role, content, timestamp}`.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::Identified;
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+
+/// gptme (appended conversation logs).
+pub(crate) static AGENT: Agent = Agent {
+    name: "gptme",
+    watcher: include_str!("../../watchers/gptme.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: gptme,
+    identify: Identified::by_folder,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `logs/<conversation name>/conversation.jsonl`.
+fn resume(r: &Resume) -> Option<String> {
+    let home = r.home("XDG_DATA_HOME");
+    Some(format!("{}{home}gptme --name {}", r.cd, r.id))
+}
 
 /// A message of gptme's log. Tool calls are written inside the assistant's text, one per line,
 /// as `@tool(call id): {json}`; a tool's result is a `system` message with that `call_id`. The

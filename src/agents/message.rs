@@ -1,35 +1,8 @@
 //! What one record says, per harness: about its session (project, branch, title, model, time)
 //! and which message it is (role, parts), for the index and for `show`.
 //!
-//! The formats, as their agents write them (checked against their public sources and
-//! documentation):
-//! - Claude Code: one object per line with `type` (`user`, `assistant`, `system`, `summary`,
-//!   `custom-title`, `ai-title`, …), `uuid`, `timestamp`, `cwd`, `gitBranch` and
-//!   `message: {role, content, model}`; `content` is a string or blocks (`text`, `tool_use`,
-//!   `tool_result`, `thinking`). `isMeta` marks injected lines; `system` with
-//!   `subtype: compact_boundary` marks a compaction.
-//! - Codex CLI: `{timestamp, type, payload}` with `type` `session_meta` (`payload.id`, `cwd`,
-//!   `git.branch`), `turn_context` (`model`), `response_item` (`message` with `input_text` /
-//!   `output_text` blocks, `function_call`, `function_call_output`, `reasoning`, …),
-//!   `compacted` and `event_msg`. Rollouts written before that envelope hold the bare items.
-//! - Gemini CLI: a metadata line (`sessionId`, `projectHash`, `startTime`, `summary`), then
-//!   messages `{id, timestamp, type: user|gemini|info|error|warning, content, toolCalls,
-//!   thoughts, model}`; `{"$set": {…}}` merges metadata and `{"$rewindTo": id}` drops the
-//!   messages from `id` on. A message whose `id` comes again replaces the earlier one.
-//! - Cursor: `{role, message: {content}}` with `text` and `tool_use` blocks; no ids, no times.
-//! - Pi: a `session` header, then entries (`message`, `model_change`, `compaction`, …) of a
-//!   tree linked by `id`/`parentId`.
-//! - Qwen Code: Claude Code's envelope around a message of Gemini's parts.
-//! - Factory Droid: a `session_start` line, then `message`s of Anthropic-style blocks.
-//! - gptme: `{role, content, timestamp}`, tool calls written in the assistant's text.
-//! - Aider: the blocks of its Markdown history, as `agents::aider` makes records of them.
-//! - Amp: a thread's document around its messages, then `{role, messageId, content}`.
-//! - Crush: a session's row from its database, then each message's row with its `parts`.
-//! - Mistral Vibe: a session's `meta.json`, and the entries of its conversation as shown.
-//! - GitHub Copilot CLI: events `{type, data, id, timestamp}` (`session.start`,
-//!   `user.message`, `assistant.message`, `tool.execution_complete`, …).
-//!
-//! Each agent's reader is a module of its own (`agents/`); what they share is here.
+//! Each agent's module says how its records look and reads them (`agents/`); the vocabulary
+//! they read into, and the helpers they share, are here.
 
 use crate::read::record::parse_value;
 use serde_json::{Map, Value};
@@ -333,31 +306,14 @@ pub(super) fn is_high_surrogate(escape: &[u8]) -> bool {
 }
 
 /// What `record`, a record of a `harness` transcript, says. Never fails: a record that is not
-/// what its format promises becomes an [`Role::Unparsed`] message holding its raw JSON.
+/// what its format promises becomes an [`Role::Unparsed`] message holding its raw JSON. A
+/// harness no agent has (an archive written by a newer release) is read as the generic agent
+/// reads (see [`super::of`]).
 pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
     let Some(value) = parse_value(record) else {
         return unparsed(record);
     };
-    let parsed = match (harness, value.as_object()) {
-        ("aider", Some(obj)) => super::aider::aider(obj),
-        ("amp", Some(obj)) => super::amp::amp(obj),
-        ("claude-code", Some(obj)) => super::claude_code::claude(obj),
-        ("cline", Some(obj)) => super::cline::cline(obj),
-        ("codex", Some(obj)) => super::codex::codex(obj),
-        ("gemini-cli", Some(obj)) => super::gemini_cli::gemini(obj),
-        ("cursor", Some(obj)) => super::cursor::cursor(obj),
-        ("pi", Some(obj)) => super::pi::pi(obj),
-        ("copilot-cli", Some(obj)) => super::copilot_cli::copilot(obj),
-        ("crush", Some(obj)) => super::crush::crush(obj),
-        ("gptme", Some(obj)) => super::gptme::gptme(obj),
-        // Kilo Code's CLI is a fork of OpenCode, with its tables.
-        ("opencode" | "kilo-code", Some(obj)) => super::opencode::opencode(obj),
-        ("droid", Some(obj)) => super::droid::droid(obj),
-        ("qwen-code", Some(obj)) => super::qwen_code::qwen(obj),
-        ("mistral-vibe", Some(obj)) => super::mistral_vibe::vibe(obj),
-        (_, Some(obj)) => super::generic::generic(obj),
-        (_, None) => None,
-    };
+    let parsed = value.as_object().and_then(super::of(harness).parse);
     parsed.unwrap_or_else(|| unparsed(record))
 }
 

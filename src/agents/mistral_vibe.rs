@@ -7,8 +7,51 @@
 //! and are no messages. Its 2.x sessions: `messages.jsonl` lines (`{role, content,
 //! message_id, tool_calls}`, a tool's result a `tool` line) and the same `meta.json`.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::{self, Identified};
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+use std::path::Path;
+
+/// Mistral Vibe (its sessions' files).
+pub(crate) static AGENT: Agent = Agent {
+    name: "mistral-vibe",
+    watcher: include_str!("../../watchers/mistral-vibe.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: vibe,
+    identify,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `unified/<session id>/…`, `session_<time>_<id>/…`: everything in a session's folder.
+fn identify(path: &Path, first: &Parsed) -> Identified {
+    let folder = path.ancestors().find(|a| {
+        let parent = a.parent().and_then(Path::file_name);
+        let name = a.file_name().map(|n| n.to_string_lossy());
+        parent == Some("unified".as_ref()) || name.is_some_and(|n| n.starts_with("session_"))
+    });
+    let name = folder.and_then(Path::file_name);
+    Identified {
+        session: name.map_or_else(|| session::stem(path), |n| n.to_string_lossy().into_owned()),
+        ..Identified::by_stem(path, first)
+    }
+}
+
+fn resume(r: &Resume) -> Option<String> {
+    r.in_place(format!("{}vibe --resume {}", r.cd, r.id))
+}
 
 pub(super) fn vibe(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();

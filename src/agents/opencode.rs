@@ -6,20 +6,48 @@
 //! found through OpenCode's own log of changes (`event`, whose rowid only grows), or, in a
 //! database without one, through the sessions' and messages' `time_updated`.
 //!
-//! OpenCode's records: the documents its database is read as (`agents::opencode`), a session's
+//! Its records: the documents its database is read as (below), a session's
 //! row (`{"session": {...}, "messages": []}`) and each message with its parts
 //! (`{"info": {...}, "parts": [...]}`: text, reasoning, tool calls with their state).
 
 pub(crate) mod storage;
 
+use super::Agent;
 use super::message::*;
-use crate::domain::{SnapshotFormat, SnapshotSpec};
+use super::restore::{self, Restore};
+use super::session::Identified;
+use crate::capture::harness::Formats;
+use crate::domain::{DatabaseFormat, SessionsDatabase, SnapshotFormat, SnapshotSpec};
+use crate::read::database;
 use crate::read::database::{
     Changed, column, in_read_transaction, object, row_object, session_document,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
+use std::fs::Metadata;
+use std::io;
+use std::path::Path;
+
+/// OpenCode (its SQLite database, and its store of files before 1.2).
+pub(crate) static AGENT: Agent = Agent {
+    name: "opencode",
+    watcher: include_str!("../../watchers/opencode.toml"),
+    formats: Formats {
+        databases: &[&Database, &storage::Storage],
+        documents: &[],
+    },
+    parse: opencode,
+    identify: Identified::by_record,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume: restore::no_resume,
+    },
+    doctor: None,
+};
 
 pub(super) fn opencode(obj: &Map<String, Value>) -> Option<Parsed> {
     let mut parsed = Parsed::default();
@@ -91,6 +119,32 @@ pub(super) fn opencode(obj: &Map<String, Value>) -> Option<Parsed> {
         ..Message::new(string(info, "id"), role, parts)
     });
     Some(parsed)
+}
+
+/// OpenCode's database (1.2 and later), as its watcher's `[[database]]` `reader = "opencode"` names it.
+#[derive(Debug)]
+pub(crate) struct Database;
+
+impl DatabaseFormat for Database {
+    fn name(&self) -> &'static str {
+        "opencode"
+    }
+
+    fn is_store(&self) -> bool {
+        false
+    }
+
+    fn spec(&self) -> SnapshotSpec {
+        spec()
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Box<dyn SessionsDatabase>> {
+        database::open_sqlite(path, changed, document)
+    }
+
+    fn state(&self, path: &Path, meta: Metadata) -> io::Result<(u64, Metadata)> {
+        database::sqlite_state(path, meta)
+    }
 }
 
 /// How a session's document keeps its messages.

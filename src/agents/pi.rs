@@ -1,7 +1,40 @@
 //! Pi's session entries: a header, then a tree of messages and events.
+//!
+//! A `session` header, then entries (`message`, `model_change`, `compaction`, …) of a tree
+//! linked by `id`/`parentId`.
 
+use super::Agent;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::{self};
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+
+/// Pi (appended session entries).
+pub(crate) static AGENT: Agent = Agent {
+    name: "pi",
+    watcher: include_str!("../../watchers/pi.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: pi,
+    identify: session::by_record_or_uuid,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `sessions/--<cwd>--/<time>_<uuid>.jsonl`, the uuid being the header's id.
+fn resume(r: &Resume) -> Option<String> {
+    let home = r.home("PI_CODING_AGENT_DIR");
+    Some(format!("{}{home}pi --session {}", r.cd, r.id))
+}
 
 /// Pi's entries (pi's docs/session-format.md, version 3): a `session` header names the
 /// session and its directory; a `message` holds one agent message (`user`, `assistant`,

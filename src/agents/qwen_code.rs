@@ -1,8 +1,37 @@
 //! Qwen Code's records: Claude Code's envelope around Gemini's parts.
 
+use super::Agent;
 use super::gemini_cli::gemini_content;
 use super::message::*;
+use super::restore::{self, Restore, Resume};
+use super::session::Identified;
+use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
+
+/// Qwen Code (appended chats).
+pub(crate) static AGENT: Agent = Agent {
+    name: "qwen-code",
+    watcher: include_str!("../../watchers/qwen-code.toml"),
+    formats: Formats {
+        databases: &[],
+        documents: &[],
+    },
+    parse: qwen,
+    identify: Identified::by_record,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume,
+    },
+    doctor: None,
+};
+
+/// `projects/<cwd>/chats/<session id>.jsonl`.
+fn resume(r: &Resume) -> Option<String> {
+    r.in_place(format!("{}qwen --resume {}", r.cd, r.id))
+}
 
 /// Qwen Code's records: Claude Code's envelope (`uuid`, `sessionId`, `cwd`, `timestamp`,
 /// `type`) around a message of Gemini's parts. `system` records are the agent's bookkeeping

@@ -133,7 +133,7 @@ pub(crate) fn file_kind(meta: &Metadata) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::capture::harness::watch_roots;
+    use crate::agents::watch_roots;
     use std::fs;
     use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -1,42 +1,12 @@
 //! Watcher definitions: one `watchers/NAME.toml` per agent harness, embedded at build time,
 //! resolved into the roots a pass scans.
 
-use crate::domain::{DatabaseReader, SnapshotFormat, SnapshotSpec as Spec, StartAt};
+use crate::domain::{DatabaseReader, SnapshotFormat, SnapshotSpec as Spec, StartAt, TextFormat};
 use crate::error::{Error, Result};
 use globset::{GlobBuilder, GlobMatcher};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// The embedded definitions, sorted by name.
-const DEFINITIONS: &[(&str, &str)] = &[
-    ("aider", include_str!("../../watchers/aider.toml")),
-    ("amp", include_str!("../../watchers/amp.toml")),
-    (
-        "claude-code",
-        include_str!("../../watchers/claude-code.toml"),
-    ),
-    ("cline", include_str!("../../watchers/cline.toml")),
-    ("codex", include_str!("../../watchers/codex.toml")),
-    (
-        "copilot-cli",
-        include_str!("../../watchers/copilot-cli.toml"),
-    ),
-    ("crush", include_str!("../../watchers/crush.toml")),
-    ("cursor", include_str!("../../watchers/cursor.toml")),
-    ("droid", include_str!("../../watchers/droid.toml")),
-    ("gemini-cli", include_str!("../../watchers/gemini-cli.toml")),
-    ("generic", include_str!("../../watchers/generic.toml")),
-    ("gptme", include_str!("../../watchers/gptme.toml")),
-    ("kilo-code", include_str!("../../watchers/kilo-code.toml")),
-    (
-        "mistral-vibe",
-        include_str!("../../watchers/mistral-vibe.toml"),
-    ),
-    ("opencode", include_str!("../../watchers/opencode.toml")),
-    ("pi", include_str!("../../watchers/pi.toml")),
-    ("qwen-code", include_str!("../../watchers/qwen-code.toml")),
-];
 
 /// The harness name of directories given with `--watch`.
 pub(crate) const GENERIC: &str = "generic";
@@ -100,8 +70,8 @@ pub(crate) struct ProjectsDef {
 pub(crate) struct DatabaseDef {
     /// Which files under a root are such databases, relative to the root.
     pub glob: String,
-    /// The reader that knows its tables (`opencode`, `crush`).
-    pub reader: DatabaseReader,
+    /// The reader that knows its tables: one its agent's module defines (`opencode`, `crush`).
+    pub reader: String,
 }
 
 /// A watcher's `[[snapshot]]` table: which files are JSON documents rewritten whole (not
@@ -118,9 +88,10 @@ pub(crate) struct SnapshotDef {
     /// JSON pointer, inside a message, to its id; empty to key messages by their place.
     #[serde(default)]
     pub key: String,
-    /// `json` (the default) or `aider` (Aider's Markdown chat history).
+    /// `json` (the default), or a text format its agent's module defines (`aider`, Aider's
+    /// Markdown chat history).
     #[serde(default)]
-    pub format: SnapshotFormat,
+    pub format: Option<String>,
 }
 
 fn yes() -> bool {
@@ -271,70 +242,10 @@ impl Root {
     }
 }
 
-/// The names of the embedded watchers (the built-in ones and `generic`), sorted.
-pub(crate) fn names() -> impl Iterator<Item = &'static str> {
-    DEFINITIONS.iter().map(|(name, _)| *name)
-}
-
-/// Every embedded watcher definition.
-pub(crate) fn watchers() -> Result<Vec<Watcher>> {
-    DEFINITIONS
-        .iter()
-        .map(|(name, text)| {
-            toml::from_str(text).map_err(|source| Error::Watcher {
-                name: name.to_string(),
-                source,
-            })
-        })
-        .collect()
-}
-
-/// The database `harness` keeps its sessions in, when it keeps them in one (by its watcher's
-/// `[[database]]` glob), for a message that names it.
-pub(crate) fn database_of_harness(harness: &str) -> Option<String> {
-    static DATABASES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
-    let databases = DATABASES.get_or_init(|| {
-        let all = watchers().unwrap_or_default().into_iter();
-        all.filter_map(|w| Some((w.name, w.database.first()?.glob.clone())))
-            .collect()
-    });
-    (databases.iter()).find_map(|(name, glob)| (name == harness).then(|| glob.clone()))
-}
-
-/// The roots of the built-in watchers, resolved against the environment.
-pub fn builtin_roots(env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<Root>> {
-    builtin_roots_where(env, &|_, builtin| builtin)
-}
-
-/// The roots of the watchers for which `enabled(name, builtin)` is true.
-pub(crate) fn builtin_roots_where(
-    env: &dyn Fn(&str) -> Option<String>,
-    enabled: &dyn Fn(&str, bool) -> bool,
-) -> Result<Vec<Root>> {
-    let mut roots = Vec::new();
-    let chosen = watchers()?.into_iter().filter(|w| w.name != GENERIC);
-    for w in chosen.filter(|w| enabled(&w.name, w.builtin)) {
-        let home = watcher_home(&w, env)?;
-        // No appended transcripts: a glob that no file under the root matches.
-        let glob = w.glob.as_deref().unwrap_or("");
-        for dir in &w.roots {
-            roots.push(root(home.join(dir), &w, glob)?);
-        }
-        for dir in w
-            .projects
-            .as_ref()
-            .map_or(Vec::new(), |p| listed_projects(&home, p))
-        {
-            roots.push(root(dir, &w, glob)?);
-        }
-    }
-    Ok(roots)
-}
-
 /// The project directories the agent lists in its `[projects]` file, as they are when this
 /// is called: none when there is no such file; a file that cannot be read as the table says
 /// is logged and lists none.
-fn listed_projects(home: &Path, def: &ProjectsDef) -> Vec<PathBuf> {
+pub(crate) fn listed_projects(home: &Path, def: &ProjectsDef) -> Vec<PathBuf> {
     let path = home.join(&def.file);
     let text = match std::fs::read(&path) {
         Ok(text) => text,
@@ -360,27 +271,8 @@ fn listed_projects(home: &Path, def: &ProjectsDef) -> Vec<PathBuf> {
     dirs.filter(|d| d.is_absolute()).collect()
 }
 
-/// Roots for directories given with `--watch`, all of the generic harness.
-pub fn watch_roots(dirs: &[PathBuf], glob: &str) -> Result<Vec<Root>> {
-    let generic = watchers()?
-        .into_iter()
-        .find(|w| w.name == GENERIC)
-        .expect("watchers/generic.toml is embedded");
-    dirs.iter()
-        .map(|d| root(absolute(d), &generic, glob))
-        .collect()
-}
-
-/// Roots for directories that `watcher` reads as it reads its own (`[[watch]]` tables with
-/// `harness`): by its globs and its snapshot and database tables.
-pub(crate) fn roots_of(watcher: &Watcher, dirs: &[PathBuf]) -> Result<Vec<Root>> {
-    let glob = watcher.glob.as_deref().unwrap_or("");
-    (dirs.iter())
-        .map(|d| root(absolute(d), watcher, glob))
-        .collect()
-}
-
-fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf> {
+/// The home directory of watcher `w`: its variable's value, else its default.
+pub(crate) fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<PathBuf> {
     if let Some(dir) = w
         .home_env
         .as_deref()
@@ -393,11 +285,58 @@ fn watcher_home(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<Pat
     crate::platform::home::expand_tilde(Path::new(default), env)
 }
 
-/// A root of `watcher` at `path`. A built-in watcher's globs match a path component by
-/// component (`*` stays within one), as its reach prunes the walk; the generic watcher's (a
-/// `--glob` or a `[[watch]]` glob a person wrote) keep globset's default, where `*` crosses
-/// `/`, and reach everywhere.
-fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
+/// The readers an agent's module defines for what its watcher's tables name: its databases'
+/// (`[[database]]` `reader`) and its text documents' (`[[snapshot]]` `format`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Formats {
+    /// The readers of its databases.
+    pub databases: &'static [DatabaseReader],
+    /// The text formats of its snapshot documents, beside JSON.
+    pub documents: &'static [TextFormat],
+}
+
+impl Formats {
+    /// The reader `def` names.
+    fn database(&self, watcher: &str, def: &DatabaseDef) -> Result<DatabaseReader> {
+        let found = self.databases.iter().find(|r| r.name() == def.reader);
+        let known = || self.databases.iter().map(|r| r.name()).collect();
+        found
+            .copied()
+            .ok_or_else(|| unknown_reader(watcher, "database reader", &def.reader, known()))
+    }
+
+    /// The format `def` names.
+    fn document(&self, watcher: &str, def: &SnapshotDef) -> Result<SnapshotFormat> {
+        let Some(name) = def.format.as_deref().filter(|f| *f != "json") else {
+            return Ok(SnapshotFormat::Json);
+        };
+        let found = self.documents.iter().find(|f| f.name == name);
+        let known = || self.documents.iter().map(|f| f.name).collect();
+        let format =
+            found.ok_or_else(|| unknown_reader(watcher, "snapshot format", name, known()))?;
+        Ok(SnapshotFormat::Text(*format))
+    }
+}
+
+fn unknown_reader(watcher: &str, kind: &'static str, name: &str, known: Vec<&str>) -> Error {
+    Error::UnknownReader {
+        watcher: watcher.to_owned(),
+        kind,
+        name: name.to_owned(),
+        known: known.join(", "),
+    }
+}
+
+/// A root of `watcher` at `path`, read by `formats`. A built-in watcher's globs match a path
+/// component by component (`*` stays within one), as its reach prunes the walk; the generic
+/// watcher's (a `--glob` or a `[[watch]]` glob a person wrote) keep globset's default, where
+/// `*` crosses `/`, and reach everywhere.
+pub(crate) fn root(
+    path: PathBuf,
+    watcher: &Watcher,
+    glob: &str,
+    formats: &Formats,
+) -> Result<Root> {
     let generic = watcher.name == GENERIC;
     let matcher = |glob: &str| matcher(glob, !generic);
     let snapshot = (watcher.snapshot.iter())
@@ -407,18 +346,18 @@ fn root(path: PathBuf, watcher: &Watcher, glob: &str) -> Result<Root> {
                 spec: Spec {
                     messages: def.messages.clone(),
                     key: def.key.clone(),
-                    format: def.format,
+                    format: formats.document(&watcher.name, def)?,
                 },
             })
         })
         .collect::<Result<Vec<_>>>()?;
     let database = (watcher.database.iter())
-        .map(|def| Ok((matcher(&def.glob)?, def.reader)))
+        .map(|def| Ok((matcher(&def.glob)?, formats.database(&watcher.name, def)?)))
         .collect::<Result<Vec<_>>>()?;
     // A store's folder is reached whole.
-    let stores: Vec<String> = (watcher.database.iter())
-        .filter(|d| d.reader.is_store())
-        .map(|d| {
+    let stores: Vec<String> = (watcher.database.iter().zip(database.iter()))
+        .filter(|(_, (_, reader))| reader.is_store())
+        .map(|(d, _)| {
             format!(
                 "{}/**",
                 Path::new(&d.glob)
@@ -463,178 +402,4 @@ fn matcher(glob: &str, by_component: bool) -> Result<GlobMatcher> {
 /// `path` made absolute against the working directory, without resolving symlinks.
 pub(crate) fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::HashSet;
-
-    #[test]
-    fn every_watcher_parses_with_a_unique_name_equal_to_its_file() {
-        let all = watchers().unwrap();
-        let mut names = HashSet::new();
-        for (w, (stem, _)) in all.iter().zip(DEFINITIONS) {
-            assert_eq!(&w.name, stem);
-            assert!(names.insert(w.name.clone()), "duplicate watcher {}", w.name);
-            globset::Glob::new(w.glob.as_deref().unwrap_or("")).unwrap();
-        }
-        let stems: Vec<_> = DEFINITIONS.iter().map(|(s, _)| *s).collect();
-        let mut sorted = stems.clone();
-        sorted.sort();
-        assert_eq!(stems, sorted, "keep DEFINITIONS sorted");
-    }
-
-    #[test]
-    fn the_definitions_table_lists_every_file_in_watchers() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("watchers");
-        let mut on_disk: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-            .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
-            .collect();
-        on_disk.sort();
-        let listed: Vec<_> = DEFINITIONS.iter().map(|(s, _)| s.to_string()).collect();
-        assert_eq!(on_disk, listed);
-    }
-
-    #[test]
-    fn builtin_roots_honour_the_harness_home_variables() {
-        let env = |k: &str| match k {
-            "HOME" => Some("/home/u".to_owned()),
-            "CODEX_HOME" => Some("/data/codex".to_owned()),
-            "GEMINI_CLI_HOME" => Some("/g".to_owned()),
-            "COPILOT_HOME" => Some("/c".to_owned()),
-            "XDG_DATA_HOME" => Some("/x".to_owned()),
-            "PI_CODING_AGENT_DIR" => Some("/p/agent".to_owned()),
-            "QWEN_HOME" => Some("/q".to_owned()),
-            _ => None,
-        };
-        let roots: Vec<_> = builtin_roots(&env)
-            .unwrap()
-            .into_iter()
-            .map(|r| (r.harness, r.path))
-            .collect();
-        assert_eq!(
-            roots,
-            vec![
-                ("amp".into(), PathBuf::from("/x/amp/threads")),
-                (
-                    "claude-code".into(),
-                    PathBuf::from("/home/u/.claude/projects")
-                ),
-                ("cline".into(), PathBuf::from("/home/u/.cline/data")),
-                (
-                    "cline".into(),
-                    PathBuf::from("/home/u/.config/Code/User/globalStorage/saoudrizwan.claude-dev")
-                ),
-                ("codex".into(), PathBuf::from("/data/codex/sessions")),
-                (
-                    "codex".into(),
-                    PathBuf::from("/data/codex/archived_sessions")
-                ),
-                ("copilot-cli".into(), PathBuf::from("/c/session-state")),
-                ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
-                ("droid".into(), PathBuf::from("/home/u/.factory/sessions")),
-                ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
-                ("gptme".into(), PathBuf::from("/x/gptme/logs")),
-                ("kilo-code".into(), PathBuf::from("/x/kilo")),
-                (
-                    "mistral-vibe".into(),
-                    PathBuf::from("/home/u/.vibe/logs/session")
-                ),
-                ("opencode".into(), PathBuf::from("/x/opencode")),
-                ("pi".into(), PathBuf::from("/p/agent/sessions")),
-                ("qwen-code".into(), PathBuf::from("/q/projects")),
-            ]
-        );
-    }
-
-    #[test]
-    fn the_gemini_and_cursor_globs_take_chats_and_transcripts_flat_or_nested() {
-        let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
-        let glob = |harness: &str| &roots.iter().find(|r| r.harness == harness).unwrap().glob;
-        let gemini = glob("gemini-cli");
-        assert!(gemini.is_match("3f2a/chats/session-2026-11-30T10-00-ab12cd34.jsonl"));
-        assert!(gemini.is_match("3f2a/chats/ab12cd34-parent/sub-1.jsonl"));
-        assert!(!gemini.is_match("3f2a/chats/session-2026-11-30T10-00-ab12cd34.json"));
-        assert!(!gemini.is_match("3f2a/logs.jsonl"));
-        let cursor = glob("cursor");
-        assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c.jsonl"));
-        assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c/5e1c.jsonl"));
-        assert!(!cursor.is_match("home-u-app/worker.jsonl"));
-    }
-
-    #[test]
-    fn a_root_reaches_the_directories_its_globs_can_match_under() {
-        let reach = |globs: &[&str], dir: &str| {
-            Reach::of(globs.iter().copied())
-                .unwrap()
-                .holds(Path::new(dir))
-        };
-        let aider = [".aider.chat.history.md", "*/.aider.chat.history.md"];
-        assert!(reach(&aider, ""));
-        assert!(reach(&aider, "app"));
-        assert!(!reach(&aider, "app/node_modules"));
-        let cline = ["sessions/*/*.messages.json", "tasks/*/{a,b}.json"];
-        assert!(reach(&cline, "tasks/17"));
-        assert!(!reach(&cline, "cache"));
-        assert!(!reach(&cline, "tasks/17/deeper"));
-        assert!(reach(&["logs/**"], "logs/a/b/c"));
-        assert!(!reach(&["logs/**"], "other"));
-        // A brace holding a `/` is not split: every directory.
-        assert!(reach(&["{a,b/c}.json"], "x/y"));
-        let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
-        let claude = roots.iter().find(|r| r.harness == "claude-code").unwrap();
-        assert!(claude.reach.holds(Path::new("-h-proj/abc/subagents")));
-        // A built-in glob's `*` stays within a component, as its reach does; a glob a person
-        // gave keeps `*` crossing `/`, and reaches everywhere.
-        let pi = roots.iter().find(|r| r.harness == "pi").unwrap();
-        assert!(pi.matches(Path::new("/h/.pi/agent/sessions/--w--/1_a.jsonl")));
-        assert!(!pi.matches(Path::new("/h/.pi/agent/sessions/--w--/x/1_a.jsonl")));
-        let given = &watch_roots(&[PathBuf::from("/w")], "*.jsonl").unwrap()[0];
-        assert!(given.matches(Path::new("/w/a/b/c.jsonl")));
-        assert!(given.reach.holds(Path::new("a/b")));
-    }
-
-    #[test]
-    fn each_project_crush_lists_is_a_root_and_an_unreadable_list_lists_none() {
-        let home = tempfile::tempdir().unwrap();
-        let listed = home.path().join(".local/share/crush/projects.json");
-        std::fs::create_dir_all(listed.parent().unwrap()).unwrap();
-        let home_of = home.path().to_string_lossy().into_owned();
-        let env = move |k: &str| (k == "HOME").then(|| home_of.clone());
-        let crush = |env: &dyn Fn(&str) -> Option<String>| -> Vec<PathBuf> {
-            (builtin_roots(env).unwrap().into_iter())
-                .filter(|r| r.harness == "crush")
-                .map(|r| r.path)
-                .collect()
-        };
-        assert!(crush(&env).is_empty(), "no projects.json, no roots");
-        let projects = r#"{"projects": [
-            {"path": "/src/app", "data_dir": "/src/app/.crush"},
-            {"path": "rel", "data_dir": "rel/.crush"},
-            {"path": "/src/lib"}]}"#;
-        std::fs::write(&listed, projects).unwrap();
-        assert_eq!(crush(&env), [PathBuf::from("/src/app/.crush")]);
-        let roots = builtin_roots(&env).unwrap();
-        let app = roots.iter().find(|r| r.harness == "crush").unwrap();
-        assert!(app.is_database(Path::new("/src/app/.crush/crush.db")));
-        std::fs::write(&listed, "{not json").unwrap();
-        assert!(crush(&env).is_empty());
-    }
-
-    #[test]
-    fn the_claude_glob_includes_subagent_transcripts() {
-        let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
-        let claude = &roots
-            .iter()
-            .find(|r| r.harness == "claude-code")
-            .unwrap()
-            .glob;
-        assert!(claude.is_match("-home-u-proj/abc.jsonl"));
-        assert!(claude.is_match("-home-u-proj/abc/subagents/agent-1.jsonl"));
-        assert!(!claude.is_match("-home-u-proj/abc.json"));
-    }
 }

@@ -663,7 +663,7 @@ mod tests {
         }
         let root = dir.path().to_owned();
         let of = |glob: &str| {
-            let r = harness::watch_roots(std::slice::from_ref(&root), glob).unwrap();
+            let r = crate::agents::watch_roots(std::slice::from_ref(&root), glob).unwrap();
             (root.clone(), Arc::clone(&r[0].reach))
         };
         // Built like a watcher's roots: two reaches, one of them limited.

@@ -739,7 +739,7 @@ impl SessionFilter {
     pub(crate) fn filter(&self, archive: &mut Archive) -> Result<Filter> {
         if let Some(name) = &self.harness {
             let mut known = query::harnesses(archive)?;
-            known.extend(crate::capture::harness::names().map(String::from));
+            known.extend(crate::agents::names().map(String::from));
             known.sort();
             known.dedup();
             if !known.contains(name) {

@@ -78,7 +78,7 @@ pub(crate) fn diagnose(roots: &[Root], archive: &Path, target: &Result<Target>) 
     let scans: Vec<RootScan> = roots.iter().map(scan_root).collect();
     let mut findings: Vec<Finding> = scans.iter().map(root_finding).collect();
     let home = crate::platform::home::home(&super::env).ok();
-    findings.extend(home.and_then(|home| aider_finding(roots, &home)));
+    findings.extend(home.map_or(Vec::new(), |home| unwatched_findings(roots, &home)));
     findings.extend(roots.iter().flat_map(network_findings));
     findings.extend(inotify_findings(&scans, archive));
     findings.extend(archive_findings(archive));
@@ -146,24 +146,22 @@ fn count_dirs(root: &Root) -> RootState {
     RootState::Directory { dirs, unreadable }
 }
 
-/// Aider keeps its history in each project, and nothing under the home says which: when it
-/// has run here (`~/.aider` is its folder) and no `[[watch]]` table names a project of its,
-/// nothing of it is archived.
-fn aider_finding(roots: &[Root], home: &Path) -> Option<Finding> {
-    let ran = home.join(".aider");
-    if !ran.is_dir() || roots.iter().any(|r| r.harness == "aider") {
-        return None;
-    }
-    let message = "Aider has run here, but no [[watch]] table names its projects: their \
-                   .aider.chat.history.md are not archived"
-        .to_owned();
-    let fix = "add to config.toml: [[watch]] path = \"~/src\" harness = \"aider\" (a project, \
-               or a folder of projects)";
-    Some(
-        Finding::new(Level::Warn, "roots", message)
-            .at(&ran)
-            .fix(fix.to_owned()),
-    )
+/// What `doctor` says of each agent that keeps its sessions where no built-in root looks
+/// (Aider's, in each project): when it has run here (its folder under the home) and no
+/// `[[watch]]` table names a place of its, nothing of it is archived.
+fn unwatched_findings(roots: &[Root], home: &Path) -> Vec<Finding> {
+    let agents = crate::agents::AGENTS.iter();
+    let hinted = agents.filter_map(|a| Some((a.name, a.doctor?)));
+    hinted
+        .filter(|(name, hint)| {
+            home.join(hint.ran).is_dir() && !roots.iter().any(|r| r.harness == *name)
+        })
+        .map(|(_, hint)| {
+            Finding::new(Level::Warn, "roots", hint.message.to_owned())
+                .at(&home.join(hint.ran))
+                .fix(hint.fix.to_owned())
+        })
+        .collect()
 }
 
 fn root_finding(scan: &RootScan) -> Finding {

@@ -5,6 +5,7 @@
 //! marked as history, so that a running daemon does not archive them again), then renamed into
 //! place: the daemon sees the file only once it is whole and marked.
 
+use crate::agents::restore::{Resume, shell_quote};
 use crate::archive::lock::ArchiveLock;
 use crate::archive::{Archive, Commit};
 use crate::capture::harness::Root;
@@ -72,7 +73,7 @@ pub(crate) fn restore(
     request: &Request,
     out: &mut impl Write,
 ) -> Result<()> {
-    if let Some(db) = crate::capture::harness::database_of_harness(&session.harness) {
+    if let Some(db) = crate::agents::database_of_harness(&session.harness) {
         // The database the session's source is in (`<database>/<session id>`); a store of
         // files is named by a file in its folder (OpenCode's `storage/migration`): the folder.
         let files = query::session_files(archive, session)?;
@@ -120,7 +121,7 @@ pub(crate) fn restore(
                 ..
             }) = &moved
                 && request.rewrite_cwd
-                && s.harness == "claude-code"
+                && crate::agents::of(&s.harness).restore.records_name_cwd
             {
                 bytes = rewrite_cwd(&bytes, from, &to.to_string_lossy());
             }
@@ -165,9 +166,10 @@ pub(crate) fn restore(
     };
     if let Some(m) = &moved {
         let from = m.from.as_deref().unwrap_or("an unknown directory");
-        let cwd = match (request.rewrite_cwd, session.harness.as_str()) {
-            (true, "claude-code") => "; its records' cwd changed to it",
-            (false, "claude-code") if m.from.as_deref() != Some(&*m.to.to_string_lossy()) => {
+        let names_cwd = crate::agents::of(&session.harness).restore.records_name_cwd;
+        let cwd = match (request.rewrite_cwd, names_cwd) {
+            (true, true) => "; its records' cwd changed to it",
+            (false, true) if m.from.as_deref() != Some(&*m.to.to_string_lossy()) => {
                 "; its records still name the old cwd (--rewrite-cwd changes them)"
             }
             _ => "",
@@ -290,12 +292,14 @@ fn place(archive: &mut Archive, session: &Session, request: &Request) -> Result<
 }
 
 /// Where a file of another machine's session goes here: in the agent's layout under this
-/// machine's root for its watcher (or under `--to`). Claude Code's files go under the
-/// directory the agent names after the project's directory here (see
-/// [`claude_project_dir`]); others keep their path below the root's directory name
-/// (`sessions/YYYY/MM/DD/` for Codex).
+/// machine's root for its watcher (or under `--to`). A file keeps its path below the
+/// directory its layout starts at (the root's own name, or the one its agent names: Claude
+/// Code's `projects`), moved where its agent says (Claude Code's files go under the directory
+/// the agent names after the project's directory here); one in no layout goes where the
+/// agent's naming says (Codex's archived rollouts), or under `--to` by its name.
 fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Result<PathBuf> {
-    // Codex resumes from `sessions/`, not `archived_sessions/`.
+    let restore = &crate::agents::of(harness).restore;
+    // An agent resumes from `sessions/` (Codex), not `archived_sessions/`.
     let roots = || request.roots.iter().filter(|r| r.harness == harness);
     let root = (roots().find(|r| r.path.file_name() == Some(std::ffi::OsStr::new("sessions"))))
         .or_else(|| roots().next());
@@ -311,35 +315,24 @@ fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Res
         }
     };
     let names: Vec<&std::ffi::OsStr> = path.iter().collect();
-    let root_name = match harness {
-        "claude-code" => Some(std::ffi::OsStr::new("projects")),
-        _ => root.and_then(|r| r.path.file_name()),
-    };
+    let root_name = (restore.layout_below.map(std::ffi::OsStr::new))
+        .or_else(|| root.and_then(|r| r.path.file_name()));
     let below = root_name.and_then(|n| names.iter().rposition(|c| *c == n));
-    let at = match below.filter(|at| at + 1 < names.len()) {
-        Some(at) => at,
-        // An archived Codex session: its day's directory, from its rollout name.
-        None if harness == "codex"
-            && let Some(day) = rollout_day(path) =>
-        {
-            return Ok(base.join(day).join(path.file_name().unwrap_or_default()));
-        }
-        // No layout to keep: under --to, by its name.
-        None if request.to.is_some() && path.file_name().is_some() => {
-            return Ok(base.join(path.file_name().unwrap_or_default()));
-        }
-        None => {
-            return Err(Error::RestoreRefused(format!(
-                "{} is not in a {harness} layout this machine knows; give --to DIR to write it elsewhere",
-                path.display()
-            )));
-        }
-    };
-    let rest: PathBuf = match harness {
-        // projects/<encoded project>/<rest>
-        "claude-code" if at + 2 < names.len() => names[at + 2..].iter().collect(),
-        "claude-code" => names[at + 1..].iter().collect(),
-        _ => names[at + 1..].iter().collect(),
+    let rest = match below.filter(|at| at + 1 < names.len()) {
+        Some(at) => (restore.relocate)(&names[at + 1..], &m.to.to_string_lossy()),
+        None => match (restore.unplaced)(path) {
+            Some(placed) => placed,
+            // No layout to keep: under --to, by its name.
+            None if request.to.is_some() && path.file_name().is_some() => {
+                PathBuf::from(path.file_name().unwrap_or_default())
+            }
+            None => {
+                return Err(Error::RestoreRefused(format!(
+                    "{} is not in a {harness} layout this machine knows; give --to DIR to write it elsewhere",
+                    path.display()
+                )));
+            }
+        },
     };
     // The path is another machine's word: it places a file under the root, never elsewhere.
     let plain = (rest.components()).all(|c| matches!(c, std::path::Component::Normal(_)));
@@ -349,59 +342,7 @@ fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Res
             path.display()
         )));
     }
-    Ok(match harness {
-        "claude-code" => base
-            .join(claude_project_dir(&m.to.to_string_lossy()))
-            .join(rest),
-        _ => base.join(rest),
-    })
-}
-
-/// `YYYY/MM/DD` of a Codex rollout named `rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl`.
-fn rollout_day(path: &Path) -> Option<PathBuf> {
-    let name = path.file_name()?.to_str()?;
-    let date = name.strip_prefix("rollout-")?.get(..10)?;
-    let parts: Vec<&str> = date.split('-').collect();
-    let digits = |p: &str, n: usize| p.len() == n && p.bytes().all(|b| b.is_ascii_digit());
-    match parts.as_slice() {
-        [y, m, d] if digits(y, 4) && digits(m, 2) && digits(d, 2) => {
-            Some([*y, *m, *d].iter().collect())
-        }
-        _ => None,
-    }
-}
-
-/// The directory name Claude Code gives a project under `~/.claude/projects`: every UTF-16
-/// code unit of its path that is not an ASCII letter or digit becomes `-`; a name longer than
-/// 200 is cut to 200 and given `-` and a hash of the path in base 36. (As the agent's
-/// `cli.js` does, 2.1.x; tools that find its sessions report the same rule.)
-pub(crate) fn claude_project_dir(project: &str) -> String {
-    let units: Vec<u16> = project.encode_utf16().collect();
-    let name: String = (units.iter())
-        .map(|&u| match u {
-            0x30..=0x39 | 0x41..=0x5a | 0x61..=0x7a => u as u8 as char,
-            _ => '-',
-        })
-        .collect();
-    if name.len() <= 200 {
-        return name;
-    }
-    let hash = (units.iter()).fold(0i32, |h, &u| h.wrapping_mul(31).wrapping_add(u as i32));
-    format!("{}-{}", &name[..200], base36((hash as i64).unsigned_abs()))
-}
-
-fn base36(mut n: u64) -> String {
-    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = Vec::new();
-    loop {
-        out.push(DIGITS[(n % 36) as usize]);
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    out.reverse();
-    String::from_utf8(out).unwrap_or_default()
+    Ok(base.join(rest))
 }
 
 /// `records` (lines of JSON) with each `cwd` member whose value is `from`, or a directory
@@ -643,37 +584,21 @@ fn resume_command(session: &Session, to: Option<&Path>) -> String {
     let cd = dir
         .map(|d| format!("cd {} && ", shell_quote(d)))
         .unwrap_or_default();
-    let home = |var: &str| match to {
-        Some(to) => format!("{var}={} ", shell_quote(&to.to_string_lossy())),
-        None => String::new(),
+    let agent = crate::agents::of(&session.harness);
+    let asked = Resume {
+        id: &session.id,
+        cd: &cd,
+        to,
     };
-    let id = &session.id;
-    let command = match (session.harness.as_str(), to) {
-        ("claude-code", _) => format!("{cd}{}claude --resume {id}", home("CLAUDE_CONFIG_DIR")),
-        ("codex", _) => format!("{}codex resume {id}", home("CODEX_HOME")),
-        ("pi", _) => format!("{cd}{}pi --session {id}", home("PI_CODING_AGENT_DIR")),
-        ("qwen-code", None) => format!("{cd}qwen --resume {id}"),
-        // A task of Cline's CLI 2 or VS Code extension (its id a time in ms), or a session of
-        // its CLI 3.
-        ("cline", None) if id.bytes().all(|b| b.is_ascii_digit()) => format!("{cd}cline -T {id}"),
-        ("cline", None) => format!("{cd}cline --id {id}"),
-        ("droid", None) => format!("{cd}droid --resume {id}"),
-        ("gptme", _) => format!("{cd}{}gptme --name {id}", home("XDG_DATA_HOME")),
-        ("copilot-cli", _) => format!("{cd}{}copilot --resume={id}", home("COPILOT_HOME")),
-        ("gemini-cli", None) => format!("gemini --resume {id}   (from the project's directory)"),
-        ("mistral-vibe", None) => format!("{cd}vibe --resume {id}"),
-        ("amp", None) => format!("{cd}amp threads continue {id}"),
-        // A project's history is all its chats: Aider reads it all back.
-        ("aider", None) => format!("{cd}aider --restore-chat-history"),
-        ("cursor", None) => {
-            format!("cursor-agent --resume {id}   (from the project's directory)")
-        }
-        (other, Some(to)) => format!(
-            "(no way known to point {other} at {}: move the files into the agent's own \
+    let command = match ((agent.restore.resume)(&asked), to) {
+        (Some(command), _) => command,
+        (None, Some(to)) => format!(
+            "(no way known to point {} at {}: move the files into the agent's own \
              directory to resume the session)",
+            session.harness,
             to.display()
         ),
-        (other, None) => format!("(no resume command known for {other})"),
+        (None, None) => format!("(no resume command known for {})", session.harness),
     };
     match dir.filter(|d| !Path::new(d).is_dir()) {
         Some(d) => format!("{command}\n  (its project directory {d} does not exist here)"),
@@ -681,43 +606,9 @@ fn resume_command(session: &Session, to: Option<&Path>) -> String {
     }
 }
 
-fn shell_quote(text: &str) -> String {
-    let plain = text
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c));
-    if plain {
-        text.to_owned()
-    } else {
-        format!("'{}'", text.replace('\'', r"'\''"))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn claude_names_project_directories_as_the_agent_does() {
-        assert_eq!(
-            claude_project_dir("/home/user/my_project.v2"),
-            "-home-user-my-project-v2"
-        );
-        // One dash per UTF-16 unit: é is one, 😀 two.
-        assert_eq!(claude_project_dir("/tmp/é😀 x"), "-tmp-----x");
-        let long = format!("/home/user/{}", "a".repeat(300));
-        let name = claude_project_dir(&long);
-        let (cut, hash) = name.split_at(200);
-        assert_eq!(cut, format!("-home-user-{}", "a".repeat(189)));
-        let units: Vec<u16> = long.encode_utf16().collect();
-        let mut h: i32 = 0;
-        for u in units {
-            h = (h << 5).wrapping_sub(h).wrapping_add(u as i32);
-        }
-        assert_eq!(hash, format!("-{}", base36(u64::from(h.unsigned_abs()))));
-        assert_eq!(base36(0), "0");
-        assert_eq!(base36(35), "z");
-        assert_eq!(base36(36), "10");
-    }
 
     #[test]
     fn only_cwd_members_under_the_old_path_change() {
@@ -740,7 +631,7 @@ mod tests {
     /// The built-in roots of machine B, whose home is `/home/b`.
     fn roots_of_b() -> Vec<Root> {
         let home = |k: &str| (k == "HOME").then(|| "/home/b".to_owned());
-        crate::capture::harness::builtin_roots(&home).unwrap()
+        crate::agents::builtin_roots(&home).unwrap()
     }
 
     /// Where `pulled_target` puts `path`, a `harness` file of machine A (home `/home/a`,

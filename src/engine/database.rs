@@ -8,7 +8,6 @@
 
 use super::*;
 use crate::domain::DatabaseReader;
-use crate::read::database::{self, Db};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The device of a session's source: no file has it.
@@ -32,7 +31,7 @@ impl Engine {
         // Reading it changes nothing its state is taken from (SQLite may change the owner or
         // mode of the `-wal` and `-shm` it opens, which is an event and a new change time, but
         // not their size or modification time), so a read leads to no other.
-        let (seen, newest) = match database::state(reader, &work.path, meta.clone()) {
+        let (seen, newest) = match reader.state(&work.path, meta.clone()) {
             Ok(state) => state,
             Err(e) => return self.read_failed(&work, &e),
         };
@@ -62,7 +61,9 @@ impl Engine {
             true => self.source(id).cursor.position.offset as i64,
             false => 0,
         };
-        let read = Db::open(reader, &work.path).and_then(|db| Ok((db.changed(since)?, db)));
+        let read = reader
+            .open(&work.path)
+            .and_then(|db| Ok((db.changed(since)?, db)));
         let (changed, db) = match read {
             Ok(read) => read,
             Err(e) => return self.read_failed(&work, &e),
@@ -73,7 +74,7 @@ impl Engine {
             changed.mark,
             changed.sessions.len()
         );
-        let spec = database::spec(reader);
+        let spec = reader.spec();
         // One session in memory at a time, however large the database.
         for session in &changed.sessions {
             if self.stop.load(Ordering::Relaxed) {

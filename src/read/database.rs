@@ -1,20 +1,17 @@
-//! Agents' SQLite databases (OpenCode's `opencode.db`, Crush's `crush.db`), and OpenCode's
-//! store of files before them, read as one JSON document per session, which the engine captures as it captures a file rewritten whole
-//! (`read::snapshot`). Each agent's tables have a reader of their own (`agents::opencode`,
-//! `agents::crush`); what they share is here: a read-only connection, read transactions (a
-//! consistent snapshot; in WAL mode a reader never blocks the agent's writes), and columns
-//! as JSON.
+//! What the readers of agents' databases share (`agents::opencode`, `agents::crush`): a
+//! read-only connection, read transactions (a consistent snapshot; in WAL mode a reader never
+//! blocks the agent's writes), columns as JSON, a session as one JSON document (which the
+//! engine captures as it captures a file rewritten whole, `read::snapshot`), and the state
+//! that tells a SQLite file changed.
 
-use crate::agents::opencode::storage as opencode_storage;
-use crate::agents::{crush, opencode};
-use crate::domain::{DatabaseReader, SnapshotSpec};
+pub(crate) use crate::domain::Changed;
+use crate::domain::SessionsDatabase;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::{Map, Value};
-use std::collections::HashSet;
 use std::fs::{self, Metadata};
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use xxhash_rust::xxh3::Xxh3;
 
@@ -26,83 +23,49 @@ pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
     Ok(conn)
 }
 
-/// What changed since mark `since` (0: everything).
-#[derive(Debug, Default)]
-pub(crate) struct Changed {
-    /// The sessions whose rows, messages or parts changed, in id order: each is read with
-    /// [`document`], one at a time.
-    pub sessions: Vec<String>,
-    /// Every session the database holds.
-    pub all: HashSet<String>,
-    /// The mark to give the next read: taken before any document is read, so that what
-    /// changes while they are read is read again (and found the same where it is).
-    pub mark: i64,
+/// A SQLite database of sessions open read-only, read by its agent's functions.
+struct Sqlite {
+    conn: Connection,
+    changed: ReadChanged,
+    document: ReadDocument,
 }
 
-/// An agent's database, open for reading: a read-only connection to a SQLite file, or the
-/// folder of a store of files (`agents::opencode::storage`), named by a file in it.
-pub(crate) enum Db {
-    /// A SQLite database, and the reader of its tables.
-    Sqlite(Connection, DatabaseReader),
-    /// The folder of OpenCode's storage before 1.2.
-    OpenCodeStorage(PathBuf),
+/// An agent's query for the sessions changed since a mark, in one read transaction.
+pub(crate) type ReadChanged = fn(&Connection, i64) -> rusqlite::Result<Changed>;
+
+/// An agent's query for one session's document.
+pub(crate) type ReadDocument = fn(&Connection, &str) -> rusqlite::Result<Option<Vec<u8>>>;
+
+/// The SQLite database at `path`, open read-only, its sessions read by `changed` and
+/// `document`.
+pub(crate) fn open_sqlite(
+    path: &Path,
+    changed: ReadChanged,
+    document: ReadDocument,
+) -> io::Result<Box<dyn SessionsDatabase>> {
+    let conn = open(path).map_err(io::Error::other)?;
+    Ok(Box::new(Sqlite {
+        conn,
+        changed,
+        document,
+    }))
 }
 
-impl Db {
-    /// `path` opened for `reader`.
-    pub(crate) fn open(reader: DatabaseReader, path: &Path) -> io::Result<Db> {
-        match reader {
-            DatabaseReader::OpenCodeStorage => Ok(Db::OpenCodeStorage(store_of(path))),
-            _ => open(path)
-                .map(|c| Db::Sqlite(c, reader))
-                .map_err(io::Error::other),
-        }
+impl SessionsDatabase for Sqlite {
+    fn changed(&self, since: i64) -> io::Result<Changed> {
+        (self.changed)(&self.conn, since).map_err(io::Error::other)
     }
 
-    /// The sessions changed since mark `since` (0: everything), read at once (in one read
-    /// transaction, for SQLite).
-    pub(crate) fn changed(&self, since: i64) -> io::Result<Changed> {
-        match self {
-            Db::Sqlite(conn, DatabaseReader::Crush) => crush::changed(conn, since),
-            Db::Sqlite(conn, _) => opencode::changed(conn, since),
-            Db::OpenCodeStorage(store) => return opencode_storage::changed(store, since),
-        }
-        .map_err(io::Error::other)
-    }
-
-    /// Session `id`'s document; `None` when there is no such session (any more).
-    pub(crate) fn document(&self, id: &str) -> io::Result<Option<Vec<u8>>> {
-        match self {
-            Db::Sqlite(conn, DatabaseReader::Crush) => crush::document(conn, id),
-            Db::Sqlite(conn, _) => opencode::document(conn, id),
-            Db::OpenCodeStorage(store) => return opencode_storage::document(store, id),
-        }
-        .map_err(io::Error::other)
-    }
-}
-
-/// The folder of a store that `path` (a file in it) names.
-fn store_of(path: &Path) -> PathBuf {
-    path.parent().unwrap_or(path).to_owned()
-}
-
-/// Where a session's document keeps its messages.
-pub(crate) fn spec(reader: DatabaseReader) -> SnapshotSpec {
-    match reader {
-        DatabaseReader::Crush => crush::spec(),
-        DatabaseReader::OpenCode | DatabaseReader::OpenCodeStorage => opencode::spec(),
+    fn document(&self, id: &str) -> io::Result<Option<Vec<u8>>> {
+        (self.document)(&self.conn, id).map_err(io::Error::other)
     }
 }
 
 /// What tells whether the database at `path` (whose metadata is `meta`) changed since it was
-/// last read, and the metadata of its part written last (for how long ago that was): a SQLite
-/// file with its `-wal` (in WAL mode, writes reach the file itself only at a checkpoint); a
-/// store's files.
-pub(crate) fn state(
-    reader: DatabaseReader,
-    path: &Path,
-    meta: Metadata,
-) -> io::Result<(u64, Metadata)> {
+/// last read, and the metadata of its part written last (for how long ago that was), for a
+/// SQLite file: the file with its `-wal` (in WAL mode, writes reach the file itself only at a
+/// checkpoint).
+pub(crate) fn sqlite_state(path: &Path, meta: Metadata) -> io::Result<(u64, Metadata)> {
     let written = |m: &Metadata| {
         [
             m.dev(),
@@ -112,10 +75,6 @@ pub(crate) fn state(
             m.mtime_nsec() as u64,
         ]
     };
-    if reader == DatabaseReader::OpenCodeStorage {
-        let (hash, newest) = opencode_storage::state(&store_of(path))?;
-        return Ok((hash, newest.unwrap_or(meta)));
-    }
     let wal = fs::metadata(format!("{}-wal", path.display())).ok();
     let mut hash = Xxh3::new();
     for n in written(&meta)

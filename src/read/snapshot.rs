@@ -15,15 +15,7 @@ use serde_json::value::RawValue;
 use std::collections::HashMap;
 use xxhash_rust::xxh3::xxh3_64;
 
-/// One value taken out of a document: the document around the list (`key` `None`), or a
-/// message.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Entry {
-    /// The message's key; `None` for the document around the list.
-    pub(crate) key: Option<String>,
-    /// The record: the value's bytes on one line.
-    pub(crate) record: Vec<u8>,
-}
+pub(crate) use crate::domain::SnapshotEntry as Entry;
 
 /// Splits a document into its entries: the document around the list first (when the list
 /// is not the document), then the messages in list order; a document without a list (the
@@ -31,8 +23,8 @@ pub(crate) struct Entry {
 /// occurrence (`key#2`). `Err` says why the bytes are not such a document.
 pub(crate) fn derive(doc: &[u8], spec: &Spec) -> Result<Vec<Entry>, String> {
     let text = std::str::from_utf8(doc).map_err(|e| format!("not UTF-8: {e}"))?;
-    if spec.format == SnapshotFormat::Aider {
-        return Ok(crate::agents::aider::derive(text));
+    if let SnapshotFormat::Text(format) = spec.format {
+        return Ok((format.derive)(text));
     }
     let root: &RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let Some(pointer) = &spec.messages else {

@@ -12,6 +12,7 @@
 //! OpenCode writes the files in place, without a temporary file: a file read while it is
 //! written may not be JSON yet, and then the read fails and is made again once they settle.
 
+use crate::domain::{DatabaseFormat, SessionsDatabase, SnapshotSpec};
 use crate::read::database::{Changed, session_document};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -20,6 +21,52 @@ use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use xxhash_rust::xxh3::Xxh3;
+
+/// OpenCode's storage before 1.2, named by a file in its folder (`storage/migration`), as its
+/// watcher's `[[database]]` `reader = "opencode-storage"` names it.
+#[derive(Debug)]
+pub(crate) struct Storage;
+
+/// A store, open: its folder.
+struct Store(PathBuf);
+
+impl DatabaseFormat for Storage {
+    fn name(&self) -> &'static str {
+        "opencode-storage"
+    }
+
+    fn is_store(&self) -> bool {
+        true
+    }
+
+    fn spec(&self) -> SnapshotSpec {
+        super::spec()
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Box<dyn SessionsDatabase>> {
+        Ok(Box::new(Store(store_of(path))))
+    }
+
+    fn state(&self, path: &Path, meta: Metadata) -> io::Result<(u64, Metadata)> {
+        let (hash, newest) = state(&store_of(path))?;
+        Ok((hash, newest.unwrap_or(meta)))
+    }
+}
+
+impl SessionsDatabase for Store {
+    fn changed(&self, since: i64) -> io::Result<Changed> {
+        changed(&self.0, since)
+    }
+
+    fn document(&self, id: &str) -> io::Result<Option<Vec<u8>>> {
+        document(&self.0, id)
+    }
+}
+
+/// The folder of a store that `path` (a file in it) names.
+fn store_of(path: &Path) -> PathBuf {
+    path.parent().unwrap_or(path).to_owned()
+}
 
 /// The entries of `dir`; none when there is no such folder (yet, or any more).
 fn entries(dir: &Path) -> io::Result<Vec<fs::DirEntry>> {

@@ -1,0 +1,28 @@
+//! Kilo Code's CLI: a fork of OpenCode that keeps its sessions in a database of OpenCode's
+//! tables (`kilo/kilo.db`), read by OpenCode's reader and parser.
+
+use super::Agent;
+use super::opencode::{self, Database};
+use super::restore::{self, Restore};
+use super::session::Identified;
+use crate::capture::harness::Formats;
+
+/// Kilo Code's CLI.
+pub(crate) static AGENT: Agent = Agent {
+    name: "kilo-code",
+    watcher: include_str!("../../watchers/kilo-code.toml"),
+    formats: Formats {
+        databases: &[&Database],
+        documents: &[],
+    },
+    parse: opencode::opencode,
+    identify: Identified::by_record,
+    restore: Restore {
+        layout_below: None,
+        relocate: restore::keep_layout,
+        unplaced: restore::nowhere,
+        records_name_cwd: false,
+        resume: restore::no_resume,
+    },
+    doctor: None,
+};

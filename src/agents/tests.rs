@@ -1,0 +1,268 @@
+//! The registry's checks: sorted, one module per watcher file and one watcher file per
+//! module, every definition read; and what the agents' definitions give (roots, sessions).
+
+use super::*;
+use crate::capture::harness::Reach;
+
+#[test]
+fn the_registry_is_sorted_and_each_agent_is_named_as_its_watcher() {
+    let names: Vec<&str> = names().collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(names, sorted, "keep AGENTS sorted, each name once");
+    for agent in AGENTS {
+        let watcher = agent.watcher().unwrap();
+        assert_eq!(watcher.name, agent.name);
+        globset::Glob::new(watcher.glob.as_deref().unwrap_or("")).unwrap();
+        assert!(std::ptr::eq(get(agent.name).unwrap(), *agent));
+    }
+    assert!(get("no-such-agent").is_none());
+}
+
+#[test]
+fn every_watcher_file_has_its_agent_and_every_agent_its_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("watchers");
+    let mut on_disk: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    on_disk.sort();
+    assert_eq!(on_disk, names().collect::<Vec<_>>());
+    // Each module is the agent's file: `watchers/NAME.toml` and `src/agents/NAME.rs`.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/agents");
+    for name in &on_disk {
+        let module = src.join(format!("{}.rs", name.replace('-', "_")));
+        assert!(
+            module.is_file(),
+            "{name} has no module {}",
+            module.display()
+        );
+    }
+}
+
+#[test]
+fn every_reader_a_watcher_names_is_one_its_agent_defines() {
+    // A root resolves the names of its watcher's readers; one a module does not define is
+    // an error naming the watcher.
+    for agent in AGENTS {
+        agent.roots_at(&[PathBuf::from("/r")], None).unwrap();
+    }
+    let crush = get("crush").unwrap();
+    let wrong = Agent {
+        formats: get("amp").unwrap().formats,
+        ..*crush
+    };
+    let err = wrong.roots_at(&[PathBuf::from("/r")], None).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("watchers/crush.toml names database reader \"crush\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn builtin_roots_honour_the_harness_home_variables() {
+    let env = |k: &str| match k {
+        "HOME" => Some("/home/u".to_owned()),
+        "CODEX_HOME" => Some("/data/codex".to_owned()),
+        "GEMINI_CLI_HOME" => Some("/g".to_owned()),
+        "COPILOT_HOME" => Some("/c".to_owned()),
+        "XDG_DATA_HOME" => Some("/x".to_owned()),
+        "PI_CODING_AGENT_DIR" => Some("/p/agent".to_owned()),
+        "QWEN_HOME" => Some("/q".to_owned()),
+        _ => None,
+    };
+    let roots: Vec<_> = builtin_roots(&env)
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.harness, r.path))
+        .collect();
+    assert_eq!(
+        roots,
+        vec![
+            ("amp".into(), PathBuf::from("/x/amp/threads")),
+            (
+                "claude-code".into(),
+                PathBuf::from("/home/u/.claude/projects")
+            ),
+            ("cline".into(), PathBuf::from("/home/u/.cline/data")),
+            (
+                "cline".into(),
+                PathBuf::from("/home/u/.config/Code/User/globalStorage/saoudrizwan.claude-dev")
+            ),
+            ("codex".into(), PathBuf::from("/data/codex/sessions")),
+            (
+                "codex".into(),
+                PathBuf::from("/data/codex/archived_sessions")
+            ),
+            ("copilot-cli".into(), PathBuf::from("/c/session-state")),
+            ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
+            ("droid".into(), PathBuf::from("/home/u/.factory/sessions")),
+            ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
+            ("gptme".into(), PathBuf::from("/x/gptme/logs")),
+            ("kilo-code".into(), PathBuf::from("/x/kilo")),
+            (
+                "mistral-vibe".into(),
+                PathBuf::from("/home/u/.vibe/logs/session")
+            ),
+            ("opencode".into(), PathBuf::from("/x/opencode")),
+            ("pi".into(), PathBuf::from("/p/agent/sessions")),
+            ("qwen-code".into(), PathBuf::from("/q/projects")),
+        ]
+    );
+}
+
+#[test]
+fn the_gemini_and_cursor_globs_take_chats_and_transcripts_flat_or_nested() {
+    let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
+    let glob = |harness: &str| &roots.iter().find(|r| r.harness == harness).unwrap().glob;
+    let gemini = glob("gemini-cli");
+    assert!(gemini.is_match("3f2a/chats/session-2026-11-30T10-00-ab12cd34.jsonl"));
+    assert!(gemini.is_match("3f2a/chats/ab12cd34-parent/sub-1.jsonl"));
+    assert!(!gemini.is_match("3f2a/chats/session-2026-11-30T10-00-ab12cd34.json"));
+    assert!(!gemini.is_match("3f2a/logs.jsonl"));
+    let cursor = glob("cursor");
+    assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c.jsonl"));
+    assert!(cursor.is_match("home-u-app/agent-transcripts/5e1c/5e1c.jsonl"));
+    assert!(!cursor.is_match("home-u-app/worker.jsonl"));
+}
+
+#[test]
+fn a_root_reaches_the_directories_its_globs_can_match_under() {
+    let reach = |globs: &[&str], dir: &str| {
+        Reach::of_globs(globs.iter().copied())
+            .unwrap()
+            .holds(Path::new(dir))
+    };
+    let aider = [".aider.chat.history.md", "*/.aider.chat.history.md"];
+    assert!(reach(&aider, ""));
+    assert!(reach(&aider, "app"));
+    assert!(!reach(&aider, "app/node_modules"));
+    let cline = ["sessions/*/*.messages.json", "tasks/*/{a,b}.json"];
+    assert!(reach(&cline, "tasks/17"));
+    assert!(!reach(&cline, "cache"));
+    assert!(!reach(&cline, "tasks/17/deeper"));
+    assert!(reach(&["logs/**"], "logs/a/b/c"));
+    assert!(!reach(&["logs/**"], "other"));
+    // A brace holding a `/` is not split: every directory.
+    assert!(reach(&["{a,b/c}.json"], "x/y"));
+    let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
+    let claude = roots.iter().find(|r| r.harness == "claude-code").unwrap();
+    assert!(claude.reach.holds(Path::new("-h-proj/abc/subagents")));
+    // A built-in glob's `*` stays within a component, as its reach does; a glob a person
+    // gave keeps `*` crossing `/`, and reaches everywhere.
+    let pi = roots.iter().find(|r| r.harness == "pi").unwrap();
+    assert!(pi.matches(Path::new("/h/.pi/agent/sessions/--w--/1_a.jsonl")));
+    assert!(!pi.matches(Path::new("/h/.pi/agent/sessions/--w--/x/1_a.jsonl")));
+    let given = &watch_roots(&[PathBuf::from("/w")], "*.jsonl").unwrap()[0];
+    assert!(given.matches(Path::new("/w/a/b/c.jsonl")));
+    assert!(given.reach.holds(Path::new("a/b")));
+}
+
+#[test]
+fn each_project_crush_lists_is_a_root_and_an_unreadable_list_lists_none() {
+    let home = tempfile::tempdir().unwrap();
+    let listed = home.path().join(".local/share/crush/projects.json");
+    std::fs::create_dir_all(listed.parent().unwrap()).unwrap();
+    let home_of = home.path().to_string_lossy().into_owned();
+    let env = move |k: &str| (k == "HOME").then(|| home_of.clone());
+    let crush = |env: &dyn Fn(&str) -> Option<String>| -> Vec<PathBuf> {
+        (builtin_roots(env).unwrap().into_iter())
+            .filter(|r| r.harness == "crush")
+            .map(|r| r.path)
+            .collect()
+    };
+    assert!(crush(&env).is_empty(), "no projects.json, no roots");
+    let projects = r#"{"projects": [
+            {"path": "/src/app", "data_dir": "/src/app/.crush"},
+            {"path": "rel", "data_dir": "rel/.crush"},
+            {"path": "/src/lib"}]}"#;
+    std::fs::write(&listed, projects).unwrap();
+    assert_eq!(crush(&env), [PathBuf::from("/src/app/.crush")]);
+    let roots = builtin_roots(&env).unwrap();
+    let app = roots.iter().find(|r| r.harness == "crush").unwrap();
+    assert!(app.is_database(Path::new("/src/app/.crush/crush.db")));
+    std::fs::write(&listed, "{not json").unwrap();
+    assert!(crush(&env).is_empty());
+}
+
+#[test]
+fn the_claude_glob_includes_subagent_transcripts() {
+    let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
+    let claude = &roots
+        .iter()
+        .find(|r| r.harness == "claude-code")
+        .unwrap()
+        .glob;
+    assert!(claude.is_match("-home-u-proj/abc.jsonl"));
+    assert!(claude.is_match("-home-u-proj/abc/subagents/agent-1.jsonl"));
+    assert!(!claude.is_match("-home-u-proj/abc.json"));
+}
+
+fn identified(harness: &str, path: &str, first: &[u8]) -> Identified {
+    identify(harness, Path::new(path), &message::parse(harness, first))
+}
+
+#[test]
+fn sessions_are_identified_by_path_and_first_record() {
+    let sub = identified(
+        "claude-code",
+        "/h/.claude/projects/-h-app/5f1e/subagents/agent-a1.jsonl",
+        b"{}",
+    );
+    assert_eq!(
+        (sub.session.as_str(), sub.parent.as_deref()),
+        ("agent-a1", Some("5f1e"))
+    );
+    let old = identified(
+        "claude-code",
+        "/h/.claude/projects/-h-app/agent-b2.jsonl",
+        br#"{"type":"user","sessionId":"5f1e","message":{"content":"x"}}"#,
+    );
+    assert_eq!(old.parent.as_deref(), Some("5f1e"));
+    // A workflow's journal, and any other file in a session's folder, is the session's,
+    // named by its path there (every workflow's journal is `journal.jsonl`).
+    let folder = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+    for inside in ["subagents/workflows/wf-1/journal", "tool-results/toolu_01"] {
+        let file = identified(
+            "claude-code",
+            &format!("/h/.claude/projects/-h-app/{folder}/{inside}.jsonl"),
+            b"{}",
+        );
+        assert_eq!(
+            (file.session, file.parent.as_deref()),
+            (format!("{folder}/{inside}"), Some(folder))
+        );
+    }
+    let codex = identified(
+        "codex",
+        "/h/.codex/sessions/2026/11/30/rollout-2026-11-30T10-00-00-0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl",
+        br#"{"type":"event_msg","payload":{}}"#,
+    );
+    assert_eq!(codex.session, "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b");
+    let gemini = identified(
+        "gemini-cli",
+        "/h/.gemini/tmp/app/chats/g1/sub.jsonl",
+        br#"{"sessionId":"g2","projectHash":"x"}"#,
+    );
+    assert_eq!(
+        gemini,
+        Identified {
+            session: "g2".into(),
+            parent: Some("g1".into()),
+            project: Some("app".into())
+        }
+    );
+    let cursor = identified(
+        "cursor",
+        "/h/.cursor/projects/h-app/agent-transcripts/9a/9a.jsonl",
+        b"{}",
+    );
+    assert_eq!(
+        (cursor.session.as_str(), cursor.project.as_deref()),
+        ("9a", Some("h-app"))
+    );
+}
