@@ -258,6 +258,15 @@ pub(super) enum DecodeError {
     Sqlite(#[from] rusqlite::Error),
 }
 
+/// A stored record that could not be read back: its frame is damaged, or names a dictionary
+/// the archive does not hold.
+#[derive(Debug, thiserror::Error)]
+#[error("record {seq} cannot be read: {why}")]
+struct Unreadable {
+    seq: i64,
+    why: DecodeError,
+}
+
 impl Default for Codec {
     fn default() -> Codec {
         Codec {
@@ -567,7 +576,7 @@ impl Codec {
             Err(why) => Err(rusqlite::Error::FromSqlConversionFailure(
                 0,
                 rusqlite::types::Type::Blob,
-                Box::new(super::Unreadable { seq, why }),
+                Box::new(Unreadable { seq, why }),
             )),
         }
     }
@@ -727,7 +736,7 @@ mod tests {
     /// A connection with the archive's schema.
     fn archive_schema() -> Connection {
         let conn = Connection::open_in_memory().unwrap();
-        for sql in super::super::MIGRATIONS {
+        for sql in super::super::open::MIGRATIONS {
             conn.execute_batch(sql).unwrap();
         }
         conn

@@ -3,7 +3,9 @@
 //! cursor, and the events of its outages. A sink's cursor, dead letters and state move in one
 //! transaction ([`Archive::record_shipped`]).
 
-use super::{Archive, EXPORT_ROW, ExportRow, insert_event, record_consumer_done};
+use super::queries::EXPORT_ROW;
+use super::tx::insert_event;
+use super::{Archive, ExportRow, record_consumer_done};
 use crate::error::Result;
 use crate::platform::time::now_ms;
 use rusqlite::{OptionalExtension, TransactionBehavior, params};

@@ -329,7 +329,8 @@ impl CatchUp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::archive::{Commit, Op, WAL_LIMIT};
+    use crate::archive::open::WAL_LIMIT;
+    use crate::archive::{Commit, Op};
     use std::path::Path;
 
     #[test]
