@@ -3,7 +3,7 @@
 //! `tests/fixtures/sessions/`, written in the agents' formats).
 
 use crate::util::{
-    BIN, Daemon, Env, EnvDaemon, TapReader, cli, on_a_terminal, raw_record, stderr, stdout_of,
+    BIN, Daemon, Env, SandboxDaemon, TapReader, cli, on_a_terminal, raw_record, stderr, stdout_of,
     wait_until, wait_until_else,
 };
 use serde_json::Value;

@@ -3,8 +3,8 @@
 //! through restarts, outages and refusals.
 
 use crate::util::{
-    Answer, Collector, Daemon, Env, EnvDaemon, PG_PASSWORD, PgCluster, TapReader, lines, records,
-    stderr, wait_until,
+    Answer, Collector, Daemon, Env, PG_PASSWORD, PgCluster, SandboxDaemon, TapReader, lines,
+    records, stderr, wait_until,
 };
 use std::fs;
 use std::path::Path;

@@ -1,10 +1,13 @@
 //! What transcript-sync's integration tests (`tests/`) and benchmarks (`benches/`) share,
 //! each written once.
 //!
-//! Driving the real binary: [`daemon`] starts `transcript-sync run`, keeps its log where a
-//! caller can wait for a line, reads its tap onto a channel, signals and stops it. The
-//! binary's path comes from the caller (`env!("CARGO_BIN_EXE_transcript-sync")` is only
-//! defined in the main package's tests and benches), inside the `Command` it hands over.
+//! Driving the real binary: [`sandbox`] gives it a temp directory with an archive, a watched
+//! root and a HOME, runs its commands there and reads back what they wrote; [`daemon`] starts
+//! `transcript-sync run`, keeps its log where a caller can wait for a line, reads its tap onto
+//! a channel, signals and stops it. The binary's path comes from the caller
+//! (`env!("CARGO_BIN_EXE_transcript-sync")` is only defined in the main package's tests and
+//! benches): inside the `Command` it hands to [`daemon`], as a [`sandbox::Package`] for
+//! [`sandbox`].
 //!
 //! Real agents: [`agents`] installs a pinned coding agent from npm and runs the scripted
 //! model it is pointed at.
@@ -35,5 +38,6 @@ pub mod ports;
 pub mod postgres;
 pub mod procfs;
 pub mod records;
+pub mod sandbox;
 pub mod stats;
 pub mod words;

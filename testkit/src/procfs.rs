@@ -1,4 +1,5 @@
-//! What the kernel says about a process besides its CPU time: memory, threads, bytes read.
+//! What the kernel says about a process besides its CPU time: memory, threads, bytes read,
+//! inotify watches.
 
 use std::fs;
 
@@ -20,4 +21,20 @@ pub fn io(pid: u32) -> Option<(u64, u64)> {
             .and_then(|v| v.trim().parse().ok())
     };
     Some((field("rchar")?, field("read_bytes")?))
+}
+
+/// The inodes of the directories that process `pid`'s inotify instances watch, one per watch
+/// (`/proc/PID/fdinfo`).
+pub fn watched_inodes(pid: i32) -> Vec<u64> {
+    let mut inodes = Vec::new();
+    for fd in fs::read_dir(format!("/proc/{pid}/fdinfo")).unwrap() {
+        let info = fs::read_to_string(fd.unwrap().path()).unwrap_or_default();
+        let watches = info.lines().filter(|l| l.starts_with("inotify wd:"));
+        let ino = |l: &str| {
+            let hex = l.split_whitespace().find_map(|w| w.strip_prefix("ino:"))?;
+            u64::from_str_radix(hex, 16).ok()
+        };
+        inodes.extend(watches.filter_map(ino));
+    }
+    inodes
 }
