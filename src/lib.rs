@@ -75,6 +75,7 @@ pub use archive::writer::{ArchiveWriter, ChannelCommitter};
 pub use archive::{Archive, Commit, Committer, Op};
 pub use capture::harness::Root;
 pub use consumers::redact::{Finding, RedactSettings, Redactor, RuleDef};
+pub use consumers::ship::copy_text;
 pub use consumers::tap::Tap;
 pub use daemon::RECORDS_COMMITTED;
 pub use domain::fingerprint::{Fingerprint, Identity, Markers};

@@ -13,6 +13,7 @@ use std::process::Stdio;
 use testkit::cpu::children_cpu_secs;
 use testkit::postgres::{self, Cluster};
 use testkit::stats::median;
+use transcript_sync::copy_text;
 
 /// The table the sink creates and every subject loads.
 const TABLE: &str = "transcript_sync.records";
@@ -275,19 +276,6 @@ fn copy_row(row: &mut Vec<u8>, machine: &str, line: &[u8]) -> Vec<u8> {
     copy_text(&mut text, record);
     row.extend_from_slice(&text);
     text
-}
-
-/// `text` escaped for COPY text format.
-fn copy_text(out: &mut Vec<u8>, text: &[u8]) {
-    for &b in text {
-        match b {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            _ => out.push(b),
-        }
-    }
 }
 
 /// The archive's machine id: the sink's `machine` column.

@@ -23,6 +23,7 @@ mod postgres;
 pub(crate) mod pull;
 mod spec;
 
+pub use postgres::copy_text;
 pub(crate) use spec::{SinkSpec, SinkTable, Target, from_table as spec_from_table, parse_ship};
 
 use crate::archive::follow::{Follower, Hub, Start};

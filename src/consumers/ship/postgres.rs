@@ -551,8 +551,12 @@ fn copy_line(out: &mut Vec<u8>, row: &ExportRow) {
     });
 }
 
-/// `text` escaped for `COPY` text format.
-fn copy_text(out: &mut Vec<u8>, text: &[u8]) {
+/// Appends `text` to `out` as one field of PostgreSQL's `COPY … FROM` text format (tab
+/// delimiter): backslash, tab, newline and carriage return become `\\`, `\t`, `\n` and `\r`;
+/// every other byte is appended as it is. `COPY` reads the field back as `text` byte for byte,
+/// never as NULL (`\N`) nor as more than one field; bytes the database's encoding refuses are
+/// still refused. The PostgreSQL sink writes every text column of its staging rows through it.
+pub fn copy_text(out: &mut Vec<u8>, text: &[u8]) {
     for &b in text {
         match b {
             b'\\' => out.extend_from_slice(b"\\\\"),
