@@ -266,3 +266,105 @@ fn sessions_are_identified_by_path_and_first_record() {
         ("9a", Some("h-app"))
     );
 }
+
+/// The README's table of agents, as (first cell, where, resume) of each row.
+fn readme_rows() -> Vec<(String, String, String)> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"));
+    let readme = readme.unwrap();
+    let table = readme
+        .split("\n| agent |")
+        .nth(1)
+        .expect("the README has its table of agents");
+    let rows = table.lines().skip(2).take_while(|l| l.starts_with("| "));
+    rows.map(|row| {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let cell = |i: usize| cells[i].trim_matches(|c| c == '|' || c == ' ').to_owned();
+        (cell(0), cell(1), cell(4))
+    })
+    .collect()
+}
+
+// The README's table is what a person reads to know whether their agent is kept and how to
+// resume a session: it must say what the registry does, agent by agent.
+#[test]
+fn the_readme_table_says_where_each_agent_is_read_and_how_it_resumes() {
+    let rows = readme_rows();
+    let titles: Vec<(String, &Agent)> = (AGENTS.iter()).map(|a| (title(a), *a)).collect();
+    let agent_of = |row: &str| {
+        let named = titles
+            .iter()
+            .filter(|(title, _)| row.starts_with(title.as_str()));
+        named.max_by_key(|(title, _)| title.len()).map(|(_, a)| *a)
+    };
+    for (title, _, _) in &rows {
+        assert!(
+            agent_of(title).is_some(),
+            "README row {title:?} names no agent"
+        );
+    }
+    for agent in AGENTS.iter().filter(|a| a.name != GENERIC) {
+        let mine: Vec<_> = (rows.iter())
+            .filter(|(title, _, _)| agent_of(title).is_some_and(|a| a.name == agent.name))
+            .collect();
+        assert!(
+            !mine.is_empty(),
+            "the README's table has no row for {}",
+            agent.name
+        );
+        let watcher = agent.watcher().unwrap();
+        let home = watcher.home_default.clone().unwrap_or_default();
+        let said = |text: &str| mine.iter().any(|(_, where_, _)| where_.contains(text));
+        for root in &watcher.roots {
+            let at = format!("{home}/{root}");
+            assert!(
+                said(&at),
+                "the README does not say {} is read at {at}",
+                agent.name
+            );
+        }
+        if let Some(var) = &watcher.home_env {
+            assert!(
+                said(&format!("${var}")),
+                "the README does not name {}'s ${var}",
+                agent.name
+            );
+        }
+        for (title, _, resume) in &mine {
+            assert!(
+                resumes_as_said(agent, resume),
+                "README row {title:?}: {resume:?}"
+            );
+        }
+    }
+}
+
+/// What people call an agent: the words its watcher's description starts with that are a
+/// name (capitalised, or the agent's own: "gptme").
+fn title(agent: &Agent) -> String {
+    let description = agent.watcher().unwrap().description;
+    let words = description.split(' ');
+    let named = words.take_while(|w| w.starts_with(char::is_uppercase) || *w == agent.name);
+    named.collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `said`, a README cell, gives the command the agent's module makes for a session
+/// (named `ID` in the README; Cline's tasks are named by a time, so try a number too), or
+/// sends a database's sessions to `show` where there is none.
+fn resumes_as_said(agent: &Agent, said: &str) -> bool {
+    let command = |id: &str| {
+        let asked = restore::Resume {
+            id,
+            cd: "",
+            to: None,
+        };
+        (agent.restore.resume)(&asked)
+    };
+    let Some(_) = command("ID") else {
+        return said.contains("--format raw") || said.starts_with("as for OpenCode");
+    };
+    ["ID", "1"].iter().any(|id| {
+        let made = command(id).unwrap_or_default();
+        let made = made.split("   (").next().unwrap_or_default();
+        said.replace("ID", id).contains(&format!("`{made}`"))
+    })
+}

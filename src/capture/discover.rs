@@ -133,7 +133,7 @@ pub(crate) fn file_kind(meta: &Metadata) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::watch_roots;
+    use crate::capture::harness::given_root;
     use std::fs;
     use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -150,9 +150,7 @@ mod tests {
             fs::write(top.join(sub).join("s.jsonl"), b"{}\n").unwrap();
         }
         fs::write(top.join("deleted.jsonl"), b"{}\n").unwrap();
-        let root = watch_roots(std::slice::from_ref(&top), "**/*.jsonl")
-            .unwrap()
-            .remove(0);
+        let root = given_root(&top, "**/*.jsonl");
         // The walk sorts each directory's entries once it has read them, before it goes on:
         // deleting there is deleting between the listing and the visit.
         let deleted = AtomicBool::new(false);

@@ -387,6 +387,29 @@ pub(crate) fn root(
     })
 }
 
+/// A root at `dir` of the kind `--watch` makes (the generic watcher's: `glob` as given,
+/// reaching everywhere), for the tests of the stages below the agents' definitions.
+#[cfg(test)]
+pub(crate) fn given_root(dir: &Path, glob: &str) -> Root {
+    let watcher = Watcher {
+        name: GENERIC.to_owned(),
+        description: "a directory given with --watch".to_owned(),
+        home_env: None,
+        home_default: None,
+        roots: Vec::new(),
+        glob: Some(glob.to_owned()),
+        builtin: false,
+        snapshot: Vec::new(),
+        database: Vec::new(),
+        projects: None,
+    };
+    let formats = Formats {
+        databases: &[],
+        documents: &[],
+    };
+    root(dir.to_owned(), &watcher, glob, &formats).expect("a test's glob compiles")
+}
+
 /// `glob` compiled; with `by_component`, `*` and `?` match within one path component.
 fn matcher(glob: &str, by_component: bool) -> Result<GlobMatcher> {
     let compiled = (GlobBuilder::new(glob))

@@ -663,8 +663,8 @@ mod tests {
         }
         let root = dir.path().to_owned();
         let of = |glob: &str| {
-            let r = crate::agents::watch_roots(std::slice::from_ref(&root), glob).unwrap();
-            (root.clone(), Arc::clone(&r[0].reach))
+            let r = harness::given_root(&root, glob);
+            (root.clone(), Arc::clone(&r.reach))
         };
         // Built like a watcher's roots: two reaches, one of them limited.
         let limited =
