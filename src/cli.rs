@@ -3,14 +3,11 @@
 
 mod args;
 pub(crate) mod doctor;
-mod mcp;
 mod pager;
 pub(crate) mod rejects;
-pub(crate) mod restore;
 pub(crate) mod show;
 pub(crate) mod status;
 pub(crate) mod tail;
-mod ui;
 mod usage;
 
 use crate::archive::Archive;
@@ -23,7 +20,7 @@ use crate::config::{self, Overrides, Settings};
 use crate::consumers::redact::{self, Redactor};
 use crate::consumers::sessions::{
     self,
-    query::{self, Found},
+    query::{self},
 };
 use crate::consumers::socket;
 use crate::consumers::tap::Tap;
@@ -32,7 +29,9 @@ use crate::daemon::{run_live, run_once};
 use crate::engine::progress::ProgressShow;
 use crate::engine::seed;
 use crate::error::{Error, IoContext, Result, SystemContext};
+use crate::history::{catch_up_index, find_session, indexed_archive};
 use crate::platform::logging;
+use crate::{mcp, web as ui};
 pub use args::Cli;
 use args::{
     Command, CompactArgs, ConfigCommand, DoctorArgs, ExportArgs, ManagerArg, McpArgs, RedactArgs,
@@ -42,7 +41,6 @@ use args::{
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// Runs a parsed command line: loads the configuration, starts logging, runs the command.
 /// `Err` is fatal and names the path involved.
@@ -92,9 +90,7 @@ pub fn execute(cli: Cli) -> Result<()> {
     }
 }
 
-fn env(key: &str) -> Option<String> {
-    std::env::var(key).ok()
-}
+use crate::platform::home::process_env as env;
 
 /// `--watch` directories: each must be a directory, or not exist yet (it is then waited for).
 fn check_watch_dirs(dirs: &[PathBuf], once: bool) -> Result<()> {
@@ -265,7 +261,7 @@ fn tail(args: TailArgs, settings: &Settings) -> Result<()> {
 
 fn status(args: StatusArgs, settings: &Settings) -> Result<()> {
     let archive = Archive::open_existing(&settings.archive)?;
-    let st = status::status(&archive, &settings.socket)?;
+    let st = crate::history::status::status(&archive, &settings.socket)?;
     print_report(args.json, &st, |out, st| {
         status::write_text(out, st, args.sources)
     })
@@ -296,94 +292,6 @@ fn rejects(args: RejectsArgs, db: &Path) -> Result<()> {
             .and_then(|()| table.finish())
     };
     stdout_result(written)
-}
-
-/// The archive at `db` with its session index attached and up to date: caught up here when
-/// no `run` holds the archive (an upgraded archive gets its index this way, with progress);
-/// when one does, it is catching up itself, and a warning says how far it is.
-fn indexed_archive(db: &Path) -> Result<Archive> {
-    let archive = Archive::open_existing_to_write(db)?;
-    sessions::store::attach(&archive)?;
-    let done = sessions::store::done(db)?;
-    let last = archive.last_seq()?;
-    if done >= last {
-        return Ok(archive);
-    }
-    let _lock = match ArchiveLock::acquire(db) {
-        Ok(lock) => lock,
-        Err(Error::Locked { .. }) => {
-            wait_for_running_index(db, last)?;
-            return Ok(archive);
-        }
-        Err(e) => return Err(e),
-    };
-    catch_up_index(db)?;
-    Ok(archive)
-}
-
-/// A bar of `len` records labelled `what`, drawn on stderr when it is a terminal.
-fn records_bar(what: &str, len: u64) -> indicatif::ProgressBar {
-    let template = format!("{what} {{bar:30}} {{pos}}/{{len}} records");
-    indicatif::ProgressBar::new(len).with_style(
-        indicatif::ProgressStyle::with_template(&template)
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    )
-}
-
-/// How long a command waits for a running daemon's session index to reach the records
-/// archived when the command started, before it answers from what is indexed.
-const INDEX_WAIT: Duration = Duration::from_secs(60);
-
-/// Waits until the session index of the archive at `db`, which a running `run` keeps, holds
-/// every record up to seq `last` (the archive's last when the command started), for
-/// [`INDEX_WAIT`] at most, with a progress bar on a terminal. `Ok` once it does, or with a
-/// warning that the answer may be incomplete once the wait is over.
-fn wait_for_running_index(db: &Path, last: i64) -> Result<()> {
-    let started = Instant::now();
-    let first = sessions::store::done(db)?;
-    log::info!(
-        "waiting for the running daemon's session index to reach seq {last} (it is at {first})"
-    );
-    let bar = records_bar(
-        "waiting for the session index",
-        (last - first).max(0) as u64,
-    );
-    loop {
-        let done = sessions::store::done(db)?;
-        bar.set_position((done - first).max(0) as u64);
-        if done >= last {
-            bar.finish_and_clear();
-            log::info!("session index at seq {done}");
-            return Ok(());
-        }
-        if started.elapsed() >= INDEX_WAIT {
-            bar.finish_and_clear();
-            log::warn!(
-                "the running daemon's session index is still at seq {done} of {last} after {}; \
-                 answering from what it holds, which may be incomplete",
-                humantime::format_duration(INDEX_WAIT)
-            );
-            return Ok(());
-        }
-        // The index is another process's file: there is nothing to wait on but its progress.
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Brings the index of the archive at `db` up to date, with a progress bar on a terminal and
-/// log lines.
-fn catch_up_index(db: &Path) -> Result<()> {
-    let mut indexer = sessions::Indexer::open(db)?;
-    let done = indexer.done()?;
-    log::info!("indexing sessions from seq {done}");
-    let bar = records_bar("indexing sessions", 0);
-    let indexed = indexer.catch_up(|at, last| {
-        bar.set_length((last - done).max(0) as u64);
-        bar.set_position((at - done).max(0) as u64);
-    })?;
-    bar.finish_and_clear();
-    log::info!("session index up to date: {indexed} records indexed");
-    Ok(())
 }
 
 fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
@@ -423,27 +331,6 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
 fn write_json_line(out: &mut impl Write, value: &impl serde::Serialize) -> io::Result<()> {
     serde_json::to_writer(&mut *out, value)?;
     writeln!(out)
-}
-
-/// The session `id` names in the archive: exit 1 when none, 2 when several.
-fn find_session(archive: &mut Archive, id: &str, machine: &str) -> Result<query::Session> {
-    let machine = query::machine_named(archive, machine)?;
-    match query::find(archive, id, machine)? {
-        Found::One(s) => Ok(*s),
-        Found::None => Err(Error::NoSuchSession {
-            path: archive.path().to_owned(),
-            id: id.to_owned(),
-        }),
-        Found::Many(list) => Err(Error::AmbiguousSession {
-            id: id.to_owned(),
-            candidates: (list.iter())
-                .map(|s| {
-                    let project = s.project.as_deref().unwrap_or("-");
-                    format!("{} ({}, {project}, on {})", s.id, s.harness, s.machine)
-                })
-                .collect(),
-        }),
-    }
 }
 
 fn show(args: ShowArgs, settings: &Settings) -> Result<()> {
@@ -631,7 +518,7 @@ fn mcp(args: McpArgs, settings: &Settings) -> Result<()> {
         redactor,
         prices,
     };
-    mcp::run(&mut server)
+    stdout_result(mcp::run(&mut server))
 }
 
 /// Where `ui` serves when neither `--listen` nor `[ui] listen` says: loopback, a free port.
@@ -648,7 +535,7 @@ fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
     let session = find_session(&mut archive, &args.session, &args.machine)?;
     let to = args.to.as_deref().map(absolute);
     let project_dir = args.project_dir.as_deref().map(absolute);
-    let request = crate::cli::restore::Request {
+    let request = crate::history::restore::Request {
         roots: &settings.roots,
         to: to.as_deref(),
         force: args.force,
@@ -657,7 +544,7 @@ fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
         rewrite_cwd: args.rewrite_cwd,
     };
     let mut out = io::stdout().lock();
-    crate::cli::restore::restore(&mut archive, &session, &request, &mut out)
+    crate::history::restore::restore(&mut archive, &session, &request, &mut out)
 }
 
 /// The configuration's redactor when `redact` (`--redact` was given), else none.
@@ -707,7 +594,7 @@ fn compact(args: &CompactArgs, db: &Path) -> Result<()> {
             .and_then(|()| writeln!(out));
         return stdout_result(written);
     }
-    use crate::cli::status::{megabytes as mb, share_of};
+    use crate::history::status::{megabytes as mb, share_of};
     let share = |stored| share_of(stored, done.record_bytes);
     println!(
         "compacted {}: {} records ({}) stored in {}{} instead of {}{}; {} stored again; \

@@ -5,8 +5,8 @@
 //!
 //! One folder per stage. The stages below are in the order records flow; in the list of
 //! modules after this text they are in the order of their dependencies: each uses only those
-//! declared before it (`error` and `domain` first, `cli` last), so `archive` comes before
-//! `engine`, which commits through it.
+//! declared before it (`error` and `domain` first, `cli` last), so `agents` comes after the
+//! `read` it reads with, and `archive` before `engine`, which commits through it.
 //!
 //! - `capture`: which transcripts there are and when they change. [`Root`]s from the
 //!   embedded watcher definitions (`watchers/*.toml`) or `--watch`; discovery walks them
@@ -16,6 +16,10 @@
 //! - `read`: a changed file opened as an owned handle, its cursor's marker windows verified
 //!   against it, and exactly the complete lines of `[cursor, size on the handle)` read in
 //!   bounded batches; `record` decides which lines are records.
+//! - `agents`: what is particular to each agent, one module each (its watcher definition,
+//!   the readers of its databases, how its records become messages, which session a file
+//!   is, where `restore` puts it back and how it resumes), and the registry that every other
+//!   layer asks instead of naming an agent.
 //! - `engine`: a pass. Each file found is matched to a source (by identity, then by path; an
 //!   identity away from its source's path only with evidence that the file is the source's
 //!   document, since a freed inode is given to the next file made) and skipped when its
@@ -34,7 +38,11 @@
 //!   never waits for it) are durable followers; redaction replaces secrets in what leaves.
 //! - `config` resolves `config.toml` under the command line's flags; `daemon` wires the
 //!   threads of `run` and `run --once` in one place, keeps passes going, speaks sd_notify and
-//!   installs the user service; `cli` defines the commands and runs them.
+//!   installs the user service.
+//! - `history`: the session service every face asks (the archive opened with its index up to
+//!   date, a session found, restored, the status, a "since"); the faces over it are `web`
+//!   (the web view), `mcp` (the MCP server) and `cli`, which defines the commands and runs
+//!   them, starting the other two. No face calls another's handlers.
 //!
 //! The types every stage shares (sources, cursors, records, rejects) live in `domain`, and
 //! system calls beyond std's in `platform::sys`, as safe calls on rustix; `platform::fts5`
@@ -66,6 +74,12 @@ mod consumers;
 mod config;
 
 mod daemon;
+
+mod history;
+
+mod web;
+
+mod mcp;
 
 pub mod cli;
 

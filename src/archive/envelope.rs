@@ -84,6 +84,19 @@ impl<'a> Envelope<'a> {
     }
 }
 
+/// The `seq` and `source` of an envelope line.
+pub(crate) fn seq_of(line: &[u8]) -> (Option<i64>, Option<i64>) {
+    #[derive(serde::Deserialize)]
+    struct Seq {
+        seq: i64,
+        source: i64,
+    }
+    match serde_json::from_slice::<Seq>(line) {
+        Ok(s) => (Some(s.seq), Some(s.source)),
+        Err(_) => (None, None),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

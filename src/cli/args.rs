@@ -7,6 +7,7 @@ use crate::config::{self, Overrides};
 use crate::consumers::sessions::query::{self, Filter};
 use crate::domain::StartAt;
 use crate::error::{Error, Result};
+use crate::history::parse_since;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -1087,22 +1088,6 @@ impl Facts for StatusArgs {
     fn overrides(&self) -> Overrides {
         self.archive.overrides()
     }
-}
-
-/// `--since`: a duration back from now, or a date or time.
-pub(crate) fn parse_since(text: &str) -> std::result::Result<i64, String> {
-    let now = crate::platform::time::now_ms();
-    if let Ok(d) = humantime::parse_duration(text) {
-        return Ok(now - d.as_millis() as i64);
-    }
-    let time = if text.len() == 10 {
-        format!("{text}T00:00:00Z")
-    } else {
-        text.to_owned()
-    };
-    crate::agents::message::time_ms(&time).ok_or_else(|| {
-        format!("{text:?} is neither a duration (90m, 12h, 2d, 1w) nor a date (2026-11-01) or time (2026-11-01T09:00:00Z)")
-    })
 }
 
 /// An interval, or 0.

@@ -4,6 +4,7 @@
 use crate::agents::message::{Part, parse};
 use crate::cli::args::ColorChoice;
 use crate::consumers::sessions::query::{Hit, MessageRecord, Session, format_time};
+pub(crate) use crate::history::display::{SHORT_ID, ago, part_json, short_id, shorten, tilde};
 use indicatif::HumanBytes;
 use serde_json::{Value, json};
 use std::io::{self, Write};
@@ -70,41 +71,6 @@ impl Style {
     }
 }
 
-/// `text` cut to `max` characters, with `…` when cut, on one line.
-pub(crate) fn shorten(text: &str, max: usize) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() <= max {
-        return line;
-    }
-    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
-/// How long ago `ms` was, for people: `3 min ago`, `5 h ago`, `2 d ago`, else the date.
-pub(crate) fn ago(ms: Option<i64>, now_ms: i64) -> String {
-    let Some(ms) = ms else {
-        return "-".into();
-    };
-    let secs = (now_ms - ms).max(0) / 1000;
-    match secs {
-        0..60 => "just now".into(),
-        60..3600 => format!("{} min ago", secs / 60),
-        3600..86_400 => format!("{} h ago", secs / 3600),
-        86_400..2_592_000 => format!("{} d ago", secs / 86_400),
-        _ => format_time(ms)[..10].to_owned(),
-    }
-}
-
-/// A path with the home directory written `~`.
-pub(crate) fn tilde(path: &str, home: Option<&Path>) -> String {
-    match home.and_then(|h| Path::new(path).strip_prefix(h).ok()) {
-        Some(rest) if rest.as_os_str().is_empty() => "~".into(),
-        Some(rest) => format!("~/{}", rest.display()),
-        None => path.to_owned(),
-    }
-}
-
 /// `text` cut from the left to `max` characters (`…` first), for paths.
 fn shorten_left(text: &str, max: usize) -> String {
     let n = text.chars().count();
@@ -113,25 +79,6 @@ fn shorten_left(text: &str, max: usize) -> String {
     }
     let tail: String = text.chars().skip(n - max + 1).collect();
     format!("…{tail}")
-}
-
-/// How many characters of an id the sessions table shows at least: a UUID's first group.
-const SHORT_ID: usize = 8;
-
-/// The shortest prefix of `id`, of [`SHORT_ID`] characters or more (or the whole id), that
-/// names it among `known` (every id in the index, sorted) as `show` reads a prefix: every other
-/// id it starts is one that extends `id` (a session's folder's files extend its id).
-pub(crate) fn short_id(id: &str, known: &[String]) -> String {
-    let chars: Vec<(usize, char)> = id.char_indices().collect();
-    for n in SHORT_ID..chars.len() {
-        let prefix = &id[..chars[n].0];
-        let from = known.partition_point(|k| k.as_str() < prefix);
-        let others = known[from..].iter().take_while(|k| k.starts_with(prefix));
-        if others.clone().all(|k| k.starts_with(id)) {
-            return prefix.to_owned();
-        }
-    }
-    id.to_owned()
 }
 
 /// The sessions table: one line each, its title cut to fit `width` columns (none: whole);
@@ -390,18 +337,6 @@ pub(crate) fn write_messages_json(
         writeln!(out)?;
     }
     Ok(())
-}
-
-pub(crate) fn part_json(part: &Part) -> Value {
-    match part {
-        Part::Text(t) => json!({"type": "text", "text": t}),
-        Part::Thinking(t) => json!({"type": "thinking", "text": t}),
-        Part::ToolCall { name, input } => {
-            json!({"type": "tool_call", "name": name, "input": input})
-        }
-        Part::ToolResult(t) => json!({"type": "tool_result", "text": t}),
-        Part::Raw(t) => json!({"type": "raw", "text": t}),
-    }
 }
 
 /// Search hits, for people: where, when, who, then the snippet.

@@ -167,7 +167,7 @@ impl Tail<'_> {
                     Control::Error { reason } => return Err(Error::Tail { reason }),
                 }
             }
-            let (seq, source) = seq_of(&line);
+            let (seq, source) = crate::archive::envelope::seq_of(&line);
             if seq.is_some_and(|s| s <= self.request.since_seq.unwrap_or(0)) {
                 continue;
             }
@@ -218,19 +218,6 @@ impl Tail<'_> {
             out.write_all(b"\n")?;
         }
         out.flush()
-    }
-}
-
-/// The `seq` and `source` of an envelope line.
-pub(crate) fn seq_of(line: &[u8]) -> (Option<i64>, Option<i64>) {
-    #[derive(serde::Deserialize)]
-    struct Seq {
-        seq: i64,
-        source: i64,
-    }
-    match serde_json::from_slice::<Seq>(line) {
-        Ok(s) => (Some(s.seq), Some(s.source)),
-        Err(_) => (None, None),
     }
 }
 

@@ -38,6 +38,11 @@ pub(crate) fn xdg_dir(env: Env, var: &str, fallback: &str) -> Result<PathBuf> {
     }
 }
 
+/// The value of the process's environment variable `key`, if it has one in Unicode.
+pub(crate) fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

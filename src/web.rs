@@ -76,7 +76,7 @@ pub(crate) fn start(settings: &Settings, listen: SocketAddr, check: bool) -> Res
     // The archive is read once here so that a missing one is said at once, not on a page
     // (not by `run`, which makes it).
     if check {
-        drop(super::indexed_archive(&settings.archive)?);
+        drop(crate::history::indexed_archive(&settings.archive)?);
     }
     let server = tiny_http::Server::http(listen).map_err(|e| Error::Ui {
         reason: format!(
@@ -396,7 +396,7 @@ fn answer(shared: &Arc<Shared>, archive: &mut Option<Archive>, asked: &Asked) ->
     }
     let opened = match archive.take() {
         Some(a) => Ok(a),
-        None => super::indexed_archive(&shared.db),
+        None => crate::history::indexed_archive(&shared.db),
     };
     let mut open = match opened {
         Ok(a) => a,
@@ -426,12 +426,12 @@ fn answer(shared: &Arc<Shared>, archive: &mut Option<Archive>, asked: &Asked) ->
 /// An embedded asset.
 fn asset(name: &str) -> Answer {
     let (kind, body): (&str, &[u8]) = match name {
-        "app.css" => ("text/css; charset=utf-8", include_bytes!("ui/app.css")),
+        "app.css" => ("text/css; charset=utf-8", include_bytes!("web/app.css")),
         "app.js" => (
             "text/javascript; charset=utf-8",
-            include_bytes!("ui/app.js"),
+            include_bytes!("web/app.js"),
         ),
-        "icon.svg" => ("image/svg+xml", include_bytes!("ui/icon.svg")),
+        "icon.svg" => ("image/svg+xml", include_bytes!("web/icon.svg")),
         _ => return Answer::Html(StatusCode(404), pages::not_found(name)),
     };
     Answer::Bytes {

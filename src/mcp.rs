@@ -4,13 +4,12 @@
 //! their usage. Read-only; what it returns is redacted by default (it goes into a model's
 //! context) and bounded in size. Logs go to stderr: stdout carries only the protocol.
 
-use super::{find_session, show};
 use crate::agents::message::{parse, prefix_of};
 use crate::archive::Archive;
 use crate::consumers::redact::Redactor;
 use crate::consumers::sessions::query::{self, Filter};
 use crate::consumers::sessions::usage::{self, By, Prices, Request};
-use crate::error::Result;
+use crate::history::{display, find_session};
 use serde_json::{Value, json};
 use std::io::{self, BufRead, Write};
 
@@ -182,7 +181,7 @@ impl Server {
             }
             let parts = parse(&m.harness, &m.record).message.map(|m| m.parts);
             let parts: Vec<Value> = (parts.unwrap_or_default().iter())
-                .map(|p| cut_part(show::part_json(p)))
+                .map(|p| cut_part(display::part_json(p)))
                 .collect();
             let line = json!({
                 "role": m.role, "timestamp": m.at_ms.map(query::format_time), "parts": parts,
@@ -316,7 +315,7 @@ fn number(args: &Value, key: &str, default: u64) -> u64 {
 }
 
 fn since_ms(text: &str) -> std::result::Result<i64, String> {
-    super::args::parse_since(text)
+    crate::history::parse_since(text)
 }
 
 /// `text`, cut to [`MAX_RESULT`] bytes (at a character's start) with a note when longer.
@@ -346,11 +345,11 @@ fn cut_part(mut part: Value) -> Value {
     part
 }
 
-/// Runs the server on this process's stdin and stdout.
-pub(crate) fn run(server: &mut Server) -> Result<()> {
+/// Runs the server on this process's stdin and stdout, until stdin ends.
+pub(crate) fn run(server: &mut Server) -> io::Result<()> {
     let stdin = io::stdin();
     let mut stdout = io::stdout().lock();
-    super::stdout_result(server.serve(stdin.lock(), &mut stdout))
+    server.serve(stdin.lock(), &mut stdout)
 }
 
 #[cfg(test)]

@@ -4,10 +4,10 @@
 use super::{Answer, Asked, Shared, markdown};
 use crate::agents::message::{Part, Role, parse, prefix_of};
 use crate::archive::Archive;
-use crate::cli::show::{ago, short_id, tilde};
 use crate::consumers::sessions::query::{self, Filter, MessageRecord, Session, format_time};
 use crate::consumers::sessions::usage::{self, By};
 use crate::error::{Error, Result};
+use crate::history::display::{ago, short_id, tilde};
 use crate::platform::time::now_ms;
 use indicatif::{HumanBytes, HumanCount};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
@@ -176,12 +176,12 @@ fn session_href(id: &str, machine_id: i64, machine: &str, rest: &str) -> String 
 
 /// The home directory, as every command finds it, for paths written `~/…`.
 fn home() -> Option<std::path::PathBuf> {
-    crate::platform::home::home(&crate::cli::env).ok()
+    crate::platform::home::home(&crate::platform::home::process_env).ok()
 }
 
 /// The filters of the sessions page, or the answer to filters it cannot read.
 fn session_filter(archive: &Archive, asked: &Asked) -> Result<std::result::Result<Filter, Answer>> {
-    let since_ms = match asked.param("since").map(crate::cli::args::parse_since) {
+    let since_ms = match asked.param("since").map(crate::history::parse_since) {
         Some(Err(e)) => return Ok(Err(bad_request(&e))),
         Some(Ok(ms)) => Some(ms),
         None => None,
@@ -353,7 +353,7 @@ fn find(
     id: &str,
 ) -> Result<std::result::Result<Session, Answer>> {
     let machine = asked.param("machine").unwrap_or("all");
-    match crate::cli::find_session(archive, id, machine) {
+    match crate::history::find_session(archive, id, machine) {
         Ok(s) => Ok(Ok(s)),
         Err(
             e @ (Error::NoSuchSession { .. }
@@ -658,13 +658,13 @@ fn parts_html(parts: &[Part], prose: bool) -> Markup {
                 }
                 Part::ToolCall { name, input } => {
                     details.tool-call {
-                        summary { span.tool { (name) } " " span.input { (crate::cli::show::shorten(input, 120)) } }
+                        summary { span.tool { (name) } " " span.input { (crate::history::display::shorten(input, 120)) } }
                         (pre(&pretty(input)))
                     }
                 }
                 Part::ToolResult(t) => {
                     details.tool-result {
-                        summary { "Result · " (HumanBytes(t.len() as u64)) " · " span.input { (crate::cli::show::shorten(t, 100)) } }
+                        summary { "Result · " (HumanBytes(t.len() as u64)) " · " span.input { (crate::history::display::shorten(t, 100)) } }
                         (pre(t))
                     }
                 }
@@ -727,7 +727,7 @@ pub(crate) fn live_line(envelope: &[u8]) -> String {
                 a.sid href=(format!("/s/{}", segment(id))) { (id.chars().take(8).collect::<String>()) }
             } @else { span.sid { "-" } }
             span.role { (role) }
-            span.text { (crate::cli::show::shorten(&text, 200)) }
+            span.text { (crate::history::display::shorten(&text, 200)) }
         }
     }
     .into_string()
@@ -865,7 +865,7 @@ fn restore(
         Ok(s) => s,
         Err(answer) => return Ok(answer),
     };
-    let request = crate::cli::restore::Request {
+    let request = crate::history::restore::Request {
         roots: &shared.roots,
         to: None,
         force: false,
@@ -874,7 +874,7 @@ fn restore(
         rewrite_cwd: false,
     };
     let mut out = Vec::new();
-    let done = crate::cli::restore::restore(archive, &s, &request, &mut out);
+    let done = crate::history::restore::restore(archive, &s, &request, &mut out);
     let out = String::from_utf8_lossy(&out).into_owned();
     let title = s.title.clone().unwrap_or_else(|| s.id.clone());
     let back = session_href(&s.id, s.machine_id, &s.machine, "");
@@ -915,7 +915,7 @@ fn restore(
 }
 
 fn status(shared: &Shared, archive: &mut Archive) -> Result<Answer> {
-    let st = crate::cli::status::status(archive, &shared.socket)?;
+    let st = crate::history::status::status(archive, &shared.socket)?;
     let mut text = Vec::new();
     crate::cli::status::write_text(&mut text, &st, true).map_err(|e| Error::Ui {
         reason: format!("the status could not be written: {e}"),
@@ -938,7 +938,7 @@ fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<A
         )));
     };
     let since = asked.param("since").unwrap_or("30d");
-    let since_ms = match crate::cli::args::parse_since(since) {
+    let since_ms = match crate::history::parse_since(since) {
         Ok(ms) => ms,
         Err(e) => return Ok(bad_request(&e)),
     };
@@ -1016,7 +1016,7 @@ fn usage_chart(rows: &[usage::Row]) -> Markup {
                 @for (i, r) in rows.iter().enumerate() {
                     @let y = i as f64 * ROW + 4.0;
                     @let t = &r.tokens;
-                    text x="0" y=(y + 14.0) class="label" { (crate::cli::show::shorten(&r.of, 30)) }
+                    text x="0" y=(y + 14.0) class="label" { (crate::history::display::shorten(&r.of, 30)) }
                     @let kinds = [(t.input, "input"), (t.output, "output"), (t.cache_read, "cache-read"), (t.cache_write, "cache-write")];
                     @for (k, (n, class)) in kinds.iter().enumerate() {
                         @let x = LABEL + kinds[..k].iter().map(|(m, _)| width(*m)).sum::<f64>();

@@ -153,7 +153,7 @@ impl Feed {
                 }
             };
         }
-        let (Some(seq), _) = crate::cli::tail::seq_of(line) else {
+        let (Some(seq), _) = crate::archive::envelope::seq_of(line) else {
             return Ok(false);
         };
         if seq <= self.request.since_seq.unwrap_or(0) {
