@@ -29,6 +29,7 @@ use crate::daemon::{run_live, run_once};
 use crate::engine::progress::ProgressShow;
 use crate::engine::seed;
 use crate::error::{Error, IoContext, Result, SystemContext};
+use crate::history::restore::FileReport;
 use crate::history::{catch_up_index, find_session, indexed_archive};
 use crate::platform::logging;
 use crate::{mcp, web as ui};
@@ -544,7 +545,15 @@ fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {
         rewrite_cwd: args.rewrite_cwd,
     };
     let mut out = io::stdout().lock();
-    crate::history::restore::restore(&mut archive, &session, &request, &mut out)
+    let mut report = |f: &FileReport| writeln!(out, "{}", f.line());
+    let restored = crate::history::restore::restore(&mut archive, &session, &request, &mut report)?;
+    let moved = restored.moved.map(|m| writeln!(out, "{m}")).transpose();
+    let done = writeln!(
+        out,
+        "{} session {}; resume it with:\n  {}",
+        restored.verb, session.id, restored.resume
+    );
+    stdout_result(moved.and(done))
 }
 
 /// The configuration's redactor when `redact` (`--redact` was given), else none.

@@ -13,6 +13,7 @@
 mod live;
 mod markdown;
 mod pages;
+mod status;
 
 use crate::archive::Archive;
 use crate::capture::harness::Root;

@@ -65,14 +65,52 @@ enum Target {
     Different,
 }
 
-/// Restores `session` and its subagents, printing each path and the command that resumes it.
-/// Nothing is written when a target differs and `force` is not given.
+/// One file of a restore, as each face reports it: where it goes, what it holds and what is
+/// done to it.
+pub(crate) struct FileReport<'a> {
+    /// Where it goes.
+    pub path: &'a Path,
+    /// How many records (lines) it holds.
+    pub records: usize,
+    /// How many bytes it holds.
+    pub bytes: usize,
+    /// What is done: `wrote`, `overwrote`, `unchanged (identical)`, or with `would`.
+    pub what: &'static str,
+}
+
+impl FileReport<'_> {
+    /// The file's line in a report: `wrote PATH (N records, M bytes)`.
+    pub(crate) fn line(&self) -> String {
+        format!(
+            "{} {} ({} records, {} bytes)",
+            self.what,
+            self.path.display(),
+            self.records,
+            self.bytes
+        )
+    }
+}
+
+/// What a restore did, or (with `dry_run`) would do, once every file is reported.
+pub(crate) struct Restored {
+    /// `restored`, or `would restore`.
+    pub verb: &'static str,
+    /// For another machine's session: where its project is here, and what became of its
+    /// records' `cwd`, in words.
+    pub moved: Option<String>,
+    /// The command that resumes the session.
+    pub resume: String,
+}
+
+/// Restores `session` and its subagents, giving each file to `report` as it is written (or,
+/// dry, planned). Nothing is written when a target differs and `force` is not given. `Err`
+/// from `report` stops the restore, named by the file's path.
 pub(crate) fn restore(
     archive: &mut Archive,
     session: &Session,
     request: &Request,
-    out: &mut impl Write,
-) -> Result<()> {
+    report: &mut dyn FnMut(&FileReport) -> io::Result<()>,
+) -> Result<Restored> {
     if let Some(db) = crate::agents::database_of_harness(&session.harness) {
         // The database the session's source is in (`<database>/<session id>`); a store of
         // files is named by a file in its folder (OpenCode's `storage/migration`): the folder.
@@ -157,44 +195,45 @@ pub(crate) fn restore(
             (false, Target::Identical) => touch(&p.target)?,
             (false, _) => write_marked(archive, p, request)?,
         }
-        report(out, p, request.dry_run).at_path(&p.target)?;
+        report(&file_report(p, request.dry_run)).at_path(&p.target)?;
     }
     let verb = if request.dry_run {
         "would restore"
     } else {
         "restored"
     };
-    if let Some(m) = &moved {
-        let from = m.from.as_deref().unwrap_or("an unknown directory");
-        let names_cwd = crate::agents::of(&session.harness).restore.records_name_cwd;
-        let cwd = match (request.rewrite_cwd, names_cwd) {
-            (true, true) => "; its records' cwd changed to it",
-            (false, true) if m.from.as_deref() != Some(&*m.to.to_string_lossy()) => {
-                "; its records still name the old cwd (--rewrite-cwd changes them)"
-            }
-            _ => "",
-        };
-        writeln!(
-            out,
-            "session {} of {}: project {from} there is {} here ({}){cwd}",
-            session.id,
-            session.machine,
-            m.to.display(),
-            m.how
-        )
-        .at_path(&plan[0].target)?;
-    }
+    let said = moved
+        .as_ref()
+        .map(|m| moved_words(session, m, request.rewrite_cwd));
     let mut here = session.clone();
     if let Some(m) = &moved {
         here.project = Some(m.to.to_string_lossy().into_owned());
     }
-    let resume = resume_command(&here, request.to);
-    writeln!(
-        out,
-        "{verb} session {}; resume it with:\n  {resume}",
-        session.id
+    Ok(Restored {
+        verb,
+        moved: said,
+        resume: resume_command(&here, request.to),
+    })
+}
+
+/// Where another machine's session's project is here, and what became of its records' `cwd`.
+fn moved_words(session: &Session, m: &Move, rewrite_cwd: bool) -> String {
+    let from = m.from.as_deref().unwrap_or("an unknown directory");
+    let names_cwd = crate::agents::of(&session.harness).restore.records_name_cwd;
+    let cwd = match (rewrite_cwd, names_cwd) {
+        (true, true) => "; its records' cwd changed to it",
+        (false, true) if m.from.as_deref() != Some(&*m.to.to_string_lossy()) => {
+            "; its records still name the old cwd (--rewrite-cwd changes them)"
+        }
+        _ => "",
+    };
+    format!(
+        "session {} of {}: project {from} there is {} here ({}){cwd}",
+        session.id,
+        session.machine,
+        m.to.display(),
+        m.how
     )
-    .at_path(&plan[0].target)
 }
 
 /// The empty files the archive saw in the directories of `plan`'s files and that are not
@@ -411,8 +450,8 @@ fn compare(target: &Path, bytes: &[u8]) -> Result<Target> {
     }
 }
 
-fn report(out: &mut impl Write, p: &Planned, dry_run: bool) -> io::Result<()> {
-    let records = p.bytes.iter().filter(|b| **b == b'\n').count();
+/// How `p` is reported.
+fn file_report(p: &Planned, dry_run: bool) -> FileReport<'_> {
     let what = match (&p.state, dry_run) {
         (Target::Identical, _) => "unchanged (identical)",
         (Target::Missing, false) => "wrote",
@@ -420,12 +459,12 @@ fn report(out: &mut impl Write, p: &Planned, dry_run: bool) -> io::Result<()> {
         (Target::Missing, true) => "would write",
         (Target::Different, true) => "would overwrite",
     };
-    writeln!(
-        out,
-        "{what} {} ({records} records, {} bytes)",
-        p.target.display(),
-        p.bytes.len(),
-    )
+    FileReport {
+        path: &p.target,
+        records: p.bytes.iter().filter(|b| **b == b'\n').count(),
+        bytes: p.bytes.len(),
+        what,
+    }
 }
 
 /// Sets the modification time of `path` to now.

@@ -8,6 +8,7 @@ use crate::consumers::sessions::query::{self, Filter, MessageRecord, Session, fo
 use crate::consumers::sessions::usage::{self, By};
 use crate::error::{Error, Result};
 use crate::history::display::{ago, short_id, tilde};
+use crate::history::restore::FileReport;
 use crate::platform::time::now_ms;
 use indicatif::{HumanBytes, HumanCount};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
@@ -873,37 +874,34 @@ fn restore(
         project_dir: None,
         rewrite_cwd: false,
     };
-    let mut out = Vec::new();
-    let done = crate::history::restore::restore(archive, &s, &request, &mut out);
-    let out = String::from_utf8_lossy(&out).into_owned();
+    let mut files = Vec::new();
+    let mut report = |f: &FileReport| {
+        files.push(f.line());
+        Ok(())
+    };
+    let done = crate::history::restore::restore(archive, &s, &request, &mut report);
     let title = s.title.clone().unwrap_or_else(|| s.id.clone());
     let back = session_href(&s.id, s.machine_id, &s.machine, "");
-    let resume = out
-        .lines()
-        .skip_while(|l| !l.ends_with("resume it with:"))
-        .nth(1)
-        .map(|l| l.trim().to_owned());
     let body = html! {
         h1 { "Restore" }
         p { "Session " a href=(back) { (title) } " (" (s.harness) ")" }
         @match &done {
             Err(e) => { p.error #restore-error { (e.to_string()) } }
-            Ok(()) if !act => {
+            Ok(_) if !act => {
                 p { "Restoring writes these files back where the agent keeps them, byte for byte as archived. A file that is there and differs is not overwritten." }
-                pre #restore-plan { (out) }
+                ul #restore-plan { @for f in &files { li { (f) } } }
                 form method="post" action=(session_href(&s.id, s.machine_id, &s.machine, "/restore")) {
                     input type="hidden" name="csrf" value=(shared.csrf);
                     button.primary #restore type="submit" { "Restore these files" }
                     " " a href=(back) { "Cancel" }
                 }
             }
-            Ok(()) => {
+            Ok(restored) => {
                 p.ok #restored { "Restored." }
-                pre { (out) }
-                @if let Some(resume) = &resume {
-                    p { "Resume it with:" }
-                    div.resume { code #resume-command { (resume) } " " button.copy type="button" data-copy="resume-command" { "Copy" } }
-                }
+                ul { @for f in &files { li { (f) } } }
+                @if let Some(moved) = &restored.moved { p { (moved) } }
+                p { "Resume it with:" }
+                div.resume { code #resume-command { (restored.resume) } " " button.copy type="button" data-copy="resume-command" { "Copy" } }
             }
         }
     };
@@ -916,17 +914,9 @@ fn restore(
 
 fn status(shared: &Shared, archive: &mut Archive) -> Result<Answer> {
     let st = crate::history::status::status(archive, &shared.socket)?;
-    let mut text = Vec::new();
-    crate::cli::status::write_text(&mut text, &st, true).map_err(|e| Error::Ui {
-        reason: format!("the status could not be written: {e}"),
-    })?;
-    let body = html! {
-        h1 { "Status" }
-        pre #status { (String::from_utf8_lossy(&text)) }
-    };
     Ok(Answer::Html(
         StatusCode(200),
-        layout("Status", Tab::Status, body),
+        layout("Status", Tab::Status, super::status::body(&st)),
     ))
 }
 
