@@ -255,7 +255,7 @@ pub(crate) fn with_long_strings_cut(record: &[u8], limit: usize) -> Cow<'_, [u8]
     if record.len() <= limit {
         return Cow::Borrowed(record);
     }
-    let Some(strings) = crate::consumers::redact::json::strings(record) else {
+    let Some(strings) = crate::read::record::strings::strings(record) else {
         return Cow::Borrowed(record);
     };
     let mut long = (strings.iter())

@@ -9,10 +9,10 @@
 //! replaced inside its JSON string, so the record stays one JSON value of the same shape.
 
 mod files;
-pub(crate) mod json;
 
 pub(crate) use files::{Checked, check_files, redact_files};
 
+use crate::read::record::strings as json;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::{Regex, RegexBuilder};
 use serde::Deserialize;

@@ -390,7 +390,7 @@ fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Res
 pub(crate) fn rewrite_cwd(records: &[u8], from: &str, to: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(records.len());
     for line in records.split_inclusive(|b| *b == b'\n') {
-        let Some(strings) = crate::consumers::redact::json::strings(line) else {
+        let Some(strings) = crate::read::record::strings::strings(line) else {
             out.extend_from_slice(line);
             continue;
         };

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 mod single_pass;
+pub(crate) mod strings;
 pub use single_pass::certainly_valid;
 
 /// Checks that `record` is one JSON value by RFC 8259's grammar: valid UTF-8 (inside strings
