@@ -14,8 +14,8 @@ use crate::archive::Archive;
 use crate::archive::envelope::write_envelope;
 use crate::archive::lock::ArchiveLock;
 use crate::capture::harness::absolute;
+use crate::cli::args::Format;
 use crate::cli::rejects::{TextWriter, write_json};
-use crate::cli::show::Format;
 use crate::config::{self, Overrides, Settings};
 use crate::consumers::redact::{self, Redactor};
 use crate::consumers::sessions::{

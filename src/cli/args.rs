@@ -2,7 +2,6 @@
 //! `execute` must know of each command before it runs it.
 
 use crate::archive::Archive;
-use crate::cli::show::Format;
 use crate::config::{self, Overrides};
 use crate::consumers::sessions::query::{self, Filter};
 use crate::domain::StartAt;
@@ -757,6 +756,19 @@ impl SessionFilter {
             offset: 0,
         })
     }
+}
+
+/// How a conversation is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    /// As a person reads it in a terminal.
+    Text,
+    /// As Markdown.
+    Markdown,
+    /// One JSON object per message.
+    Json,
+    /// The archived lines of the main transcript, byte for byte.
+    Raw,
 }
 
 /// When output is styled.

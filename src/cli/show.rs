@@ -2,26 +2,13 @@
 //! Markdown or JSON, and `search` hits.
 
 use crate::agents::message::{Part, parse};
-use crate::cli::args::ColorChoice;
+use crate::cli::args::{ColorChoice, Format};
 use crate::consumers::sessions::query::{Hit, MessageRecord, Session, format_time};
 pub(crate) use crate::history::display::{SHORT_ID, ago, part_json, short_id, shorten, tilde};
 use indicatif::HumanBytes;
 use serde_json::{Value, json};
 use std::io::{self, Write};
 use std::path::Path;
-
-/// How a conversation is written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum Format {
-    /// As a person reads it in a terminal.
-    Text,
-    /// As Markdown.
-    Markdown,
-    /// One JSON object per message.
-    Json,
-    /// The archived lines of the main transcript, byte for byte.
-    Raw,
-}
 
 /// How much of a tool call's input or a tool result a line shows.
 const SHORT: usize = 100;
