@@ -1,0 +1,664 @@
+//! Full-text search of the session index: the query read as FTS5 reads it (words, phrases,
+//! prefixes, stems), the newest matches ranked, and their snippets.
+
+use super::*;
+
+/// One search hit.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Hit {
+    /// The session's id.
+    pub session: String,
+    /// The host name of the machine that wrote it.
+    pub machine: String,
+    /// Its machine in this archive: 0 for this one.
+    #[serde(skip)]
+    pub machine_id: i64,
+    /// Its watcher.
+    pub harness: String,
+    /// Its project.
+    pub project: Option<String>,
+    /// When the message was written (or its session last active, for agents without times).
+    #[serde(serialize_with = "rfc3339")]
+    pub timestamp: Option<i64>,
+    /// Who speaks.
+    pub role: String,
+    /// The record's seq.
+    pub seq: i64,
+    /// The text around the match, the matched terms between `mark`s.
+    pub snippet: String,
+}
+
+/// How many of the newest matching messages a search ranks: ranking scores every message it
+/// is given, and a word in most messages would make it score them all.
+const RANKED: i64 = 2_000;
+
+/// The `FROM` and `WHERE` of a search: matches of `?1`, filtered by harness (`?2`), project
+/// (`?3`) and time (`?4`), from message `?5` on.
+const MATCHES: &str = "
+    FROM message_text
+    JOIN messages m ON m.id = message_text.rowid
+    JOIN sessions se ON se.id = m.session
+    WHERE message_text MATCH ?1
+      AND (?2 IS NULL OR se.harness = ?2)
+      AND (?3 IS NULL OR instr(lower(se.project), lower(?3)) > 0)
+      AND (?4 IS NULL OR coalesce(m.at_ms, se.last_ms) >= ?4)
+      AND message_text.rowid >= ?5
+      AND (?7 IS NULL OR se.machine = ?7)";
+
+/// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
+/// parentheses; other punctuation is taken literally), best first, newest first among equals;
+/// when more than [`RANKED`] match, the newest of them. Matches are marked with `open` and
+/// `close` in the snippet, which is made from the message redacted by `redactor`, if given
+/// (a secret cut by the snippet's edge would no longer be found).
+///
+/// With `stem`, a word stands for the indexed words of its stem as well (see [`stem_terms`]).
+pub(crate) fn search(
+    archive: &mut Archive,
+    query: &str,
+    stem: bool,
+    filter: &Filter,
+    marks: (&str, &str),
+    redactor: Option<&Redactor>,
+) -> Result<Vec<Hit>> {
+    let path = archive.path().to_owned();
+    let records = archive.records_reader();
+    let conn = records.connection();
+    let mut expand = |word: Word| match word {
+        Word::Prefix(prefix) => prefix_terms(conn, prefix).unwrap_or_else(|e| {
+            log::warn!(
+                "cannot list the terms {prefix}* stands for ({e}); searching it as a prefix"
+            );
+            None
+        }),
+        Word::Whole(word) if stem => stem_terms(conn, word).unwrap_or_else(|e| {
+            log::warn!("cannot list the words of {word}'s stem ({e}); searching the word only");
+            None
+        }),
+        Word::Whole(_) => None,
+    };
+    if let Some(reason) = query_problem(query) {
+        return Err(Error::SearchQuery {
+            query: query.to_owned(),
+            reason,
+        });
+    }
+    let fts = fts_query(query, &mut expand);
+    log::debug!("search {query:?} as the FTS5 query {fts:?}");
+    let names = MachineNames::of(archive)?;
+    let result = ranked_hits(&records, &fts, filter, marks, redactor, RANKED).map(|mut hits| {
+        for hit in &mut hits {
+            hit.machine = names.name(hit.machine_id);
+        }
+        hits
+    });
+    result.map_err(|e| match e {
+        // What `query_problem` does not foresee, in words of the query rather than SQLite's.
+        rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.contains("fts5") => {
+            log::debug!("search query {query:?}: {msg}");
+            Error::SearchQuery {
+                query: query.to_owned(),
+                reason: "it is not a combination of words, phrases and operators".into(),
+            }
+        }
+        source => Error::Archive { path, source },
+    })
+}
+
+fn ranked_hits(
+    records: &Records,
+    fts: &str,
+    filter: &Filter,
+    (open, close): (&str, &str),
+    redactor: Option<&Redactor>,
+    newest: i64,
+) -> rusqlite::Result<Vec<Hit>> {
+    let conn = records.connection();
+    let filters = (&filter.harness, &filter.project, filter.since_ms);
+    // The oldest of the `newest` matches: FTS5 walks its rowids backwards and stops.
+    let floor: i64 = conn
+        .prepare_cached(&format!(
+            "SELECT message_text.rowid {MATCHES} ORDER BY message_text.rowid DESC
+             LIMIT 1 OFFSET ?6"
+        ))?
+        .query_row(
+            params![
+                fts,
+                filters.0,
+                filters.1,
+                filters.2,
+                0,
+                newest - 1,
+                filter.machine
+            ],
+            |r| r.get(0),
+        )
+        .optional()?
+        .unwrap_or(0);
+    let limit = filter.sql_limit();
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT message_text.rowid, se.session, se.harness, se.project,
+                coalesce(m.at_ms, se.last_ms), m.role, m.seq, se.machine
+         {MATCHES}
+         ORDER BY bm25(message_text), coalesce(m.at_ms, se.last_ms) DESC
+         LIMIT ?6"
+    ))?;
+    let args = params![
+        fts,
+        filters.0,
+        filters.1,
+        filters.2,
+        floor,
+        limit,
+        filter.machine
+    ];
+    let ranked = stmt.query_map(args, |r| {
+        let hit = Hit {
+            session: r.get(1)?,
+            harness: r.get(2)?,
+            project: r.get(3)?,
+            timestamp: r.get(4)?,
+            role: r.get(5)?,
+            seq: r.get(6)?,
+            // Named by `search`, from the archive's machines.
+            machine: String::new(),
+            machine_id: r.get(7)?,
+            snippet: String::new(),
+        };
+        Ok((r.get::<_, i64>(0)?, hit))
+    })?;
+    let ranked = ranked.collect::<rusqlite::Result<Vec<_>>>()?;
+    // Snippets only for the hits kept: the index keeps no text, so each is made from its
+    // record, the text indexed again on its own in a table of this connection's.
+    conn.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_text
+             USING fts5 (body, tokenize = {});",
+        words::tokenize_option(words::TOKENIZER)
+    ))?;
+    let mut record = conn.prepare_cached(
+        "SELECT s.harness, r.record FROM records r JOIN sources s ON s.id = r.source_id
+         WHERE r.seq = ?1",
+    )?;
+    let mut snippet = conn.prepare_cached(
+        "SELECT snippet(snippet_text, 0, ?2, ?3, '…', 24) FROM temp.snippet_text
+         WHERE snippet_text MATCH ?1",
+    )?;
+    let mut hits = Vec::with_capacity(ranked.len());
+    for (_, mut hit) in ranked {
+        let found = record.query_row([hit.seq], |r| {
+            let record = records.record(r, 1, hit.seq)?;
+            Ok(parse(&r.get::<_, String>(0)?, &indexed(&record)).message)
+        });
+        let body = found.optional()?.flatten().map(|m| body(&m.parts));
+        let body = match (body, redactor) {
+            (Some(body), Some(r)) => Some(r.redact_text(&body).into_owned()),
+            (body, _) => body,
+        };
+        conn.execute("DELETE FROM temp.snippet_text", [])?;
+        conn.execute(
+            "INSERT INTO temp.snippet_text (body) VALUES (?1)",
+            [body.unwrap_or_default()],
+        )?;
+        let text: Option<String> =
+            (snippet.query_row(params![fts, open, close], |r| r.get(0))).optional()?;
+        hit.snippet = text.unwrap_or_default().replace(['\n', '\r', '\t'], " ");
+        hits.push(hit);
+    }
+    Ok(hits)
+}
+
+/// One piece of a query as [`fts_query`] reads it, with the place (in characters, from 1)
+/// where it starts.
+#[derive(Clone, Copy, PartialEq)]
+enum Piece<'q> {
+    Open(usize),
+    Close(usize),
+    Operator(&'q str, usize),
+    Term,
+}
+
+/// What makes `query` unreadable, said in its own terms (a quote or parenthesis left open, an
+/// operator without a word on each side), or `None` when FTS5 can read it as [`fts_query`]
+/// writes it.
+fn query_problem(query: &str) -> Option<String> {
+    let mut pieces = Vec::new();
+    let mut depth = Vec::new();
+    let mut chars = query.char_indices().enumerate().peekable();
+    while let Some((n, (at, c))) = chars.next() {
+        let place = n + 1;
+        match c {
+            c if c.is_whitespace() => {}
+            '(' => {
+                depth.push(place);
+                pieces.push(Piece::Open(place));
+            }
+            ')' if depth.pop().is_none() => {
+                return Some(format!("the `)` at character {place} closes no `(`"));
+            }
+            ')' => pieces.push(Piece::Close(place)),
+            '"' => {
+                if !chars.by_ref().any(|(_, (_, c))| c == '"') {
+                    return Some(format!("the `\"` at character {place} is never closed"));
+                }
+                pieces.push(Piece::Term);
+            }
+            _ => {
+                let mut end = at + c.len_utf8();
+                while let Some((_, (i, c))) =
+                    chars.next_if(|(_, (_, c))| !c.is_whitespace() && !"()\"".contains(*c))
+                {
+                    end = i + c.len_utf8();
+                }
+                pieces.push(match &query[at..end] {
+                    op @ ("AND" | "OR" | "NOT") => Piece::Operator(op, place),
+                    _ => Piece::Term,
+                });
+            }
+        }
+    }
+    if let Some(open) = depth.pop() {
+        return Some(format!("the `(` at character {open} is never closed"));
+    }
+    if pieces.is_empty() {
+        return Some("it holds no word".into());
+    }
+    for (i, piece) in pieces.iter().enumerate() {
+        let before = i.checked_sub(1).map(|b| pieces[b]);
+        let after = pieces.get(i + 1).copied();
+        match *piece {
+            Piece::Operator(op, place) => {
+                let left = matches!(before, Some(Piece::Term | Piece::Close(_)));
+                let right = matches!(after, Some(Piece::Term | Piece::Open(_)));
+                if !(left && right) {
+                    return Some(format!(
+                        "{op} at character {place} needs a word or a group on each side, as in \"a {op} b\""
+                    ));
+                }
+            }
+            Piece::Open(place) if matches!(after, Some(Piece::Close(_))) => {
+                return Some(format!("the `()` at character {place} holds nothing"));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// How many terms a prefix (`pre*`) stands for at most: its commonest.
+const PREFIX_TERMS: usize = 256;
+
+/// A word of a query, as [`fts_query`] asks what it stands for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Word<'a> {
+    /// `pre*`, without its `*`.
+    Prefix(&'a str),
+    /// A word of letters and digits only.
+    Whole(&'a str),
+}
+
+/// `query` in FTS5's syntax: operators, parentheses and "phrases" pass as they are; a word
+/// holding punctuation (`exit-code`, `foo.rs`), which FTS5 would refuse, becomes a phrase of
+/// its own; a prefix `pre*` or a word becomes what `expand` makes of it (the terms it stands
+/// for), or stays as it is.
+fn fts_query(query: &str, expand: &mut dyn FnMut(Word) -> Option<String>) -> String {
+    let mut out = Vec::new();
+    let mut chars = query.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '(' || c == ')' {
+            out.push(c.to_string());
+            chars.next();
+        } else if c == '"' {
+            chars.next();
+            let phrase: String = chars.by_ref().take_while(|c| *c != '"').collect();
+            let star = chars.next_if_eq(&'*').map_or("", |_| "*");
+            out.push(format!("\"{}\"{star}", phrase.replace('"', "")));
+        } else {
+            let mut word = String::new();
+            while let Some(c) = chars.next_if(|c| !c.is_whitespace() && !"()\"".contains(*c)) {
+                word.push(c);
+            }
+            out.push(fts_word(&word, expand));
+        }
+    }
+    out.join(" ")
+}
+
+fn fts_word(word: &str, expand: &mut dyn FnMut(Word) -> Option<String>) -> String {
+    if matches!(word, "AND" | "OR" | "NOT") {
+        return word.to_owned();
+    }
+    let (stem, star) = match word.strip_suffix('*') {
+        Some(stem) if !stem.is_empty() => (stem, "*"),
+        _ => (word, ""),
+    };
+    // One character of a script cut in pairs stands for every pair it starts (and is a term
+    // of its own where a run ends): FTS5's own prefix query, since the terms may be many.
+    if words::one_unspaced_character(stem) {
+        return format!("{stem}*");
+    }
+    let bare = (stem.chars()).all(|c| c.is_alphanumeric() || c == '_' || !c.is_ascii());
+    match (bare, star) {
+        (true, "*") => expand(Word::Prefix(stem)).unwrap_or_else(|| format!("{stem}*")),
+        (true, _) => expand(Word::Whole(stem)).unwrap_or_else(|| stem.to_owned()),
+        (false, _) => format!("\"{}\"{star}", stem.replace('"', "")),
+    }
+}
+
+/// The indexed terms that start with `stem` (folded as the index folds text), as an OR of
+/// them, the [`PREFIX_TERMS`] commonest when there are more. FTS5 answers a prefix by merging
+/// the postings of all its terms before it returns a row; an OR of the same terms is merged
+/// as it is read, so that a search that keeps the newest matches stops early. `None` when
+/// `stem` is not one term, or no term starts with it.
+fn prefix_terms(conn: &Connection, stem: &str) -> rusqlite::Result<Option<String>> {
+    let Some(folded) = fold(conn, stem)? else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT term FROM message_vocab WHERE term >= ?1 AND term < ?2 ORDER BY doc DESC, term LIMIT ?3",
+    )?;
+    let end = format!("{folded}\u{10FFFF}");
+    let rows = stmt.query_map(params![folded, end, PREFIX_TERMS as i64 + 1], |r| r.get(0))?;
+    let mut terms: Vec<String> = rows.collect::<rusqlite::Result<_>>()?;
+    if terms.len() > PREFIX_TERMS {
+        log::warn!(
+            "{stem}* stands for more than {PREFIX_TERMS} terms; searching the {PREFIX_TERMS} commonest"
+        );
+        terms.truncate(PREFIX_TERMS);
+    }
+    if terms.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(or_of(terms.iter().map(String::as_str))))
+}
+
+/// The indexed words that share `word`'s stem (`running`: run, runs, running), as an OR of
+/// them, the [`PREFIX_TERMS`] commonest when there are more; `None` when `word` is not one
+/// term or no other indexed word shares its stem. The stem is Porter's English one, taken
+/// from SQLite's own `porter` tokenizer; the index itself keeps words unstemmed, so a search
+/// without `--stem` finds exactly the word.
+fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<String>> {
+    let Some(folded) = fold(conn, word)? else {
+        return Ok(None);
+    };
+    let Some(stem) = stems(conn, std::slice::from_ref(&folded))?.pop() else {
+        return Ok(None);
+    };
+    // Porter's stems are the word's start, bar a last letter changed (happy: happi): the
+    // words of a stem are among those that start as both do.
+    let common: String = (folded.chars().zip(stem.chars()))
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    if common.chars().count() < 2 {
+        return Ok(None);
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT term FROM message_vocab WHERE term >= ?1 AND term < ?2 ORDER BY doc DESC, term",
+    )?;
+    let end = format!("{common}\u{10FFFF}");
+    let rows = stmt.query_map(params![common, end], |r| r.get(0))?;
+    let candidates: Vec<String> = rows.collect::<rusqlite::Result<_>>()?;
+    let mut terms: Vec<&String> = (candidates.iter().zip(stems(conn, &candidates)?))
+        .filter(|(_, s)| *s == stem)
+        .map(|(t, _)| t)
+        .collect();
+    if terms.len() > PREFIX_TERMS {
+        log::warn!(
+            "the stem of {word} stands for more than {PREFIX_TERMS} words; searching the {PREFIX_TERMS} commonest"
+        );
+        terms.truncate(PREFIX_TERMS);
+    }
+    if !terms.iter().any(|t| **t != folded) {
+        return Ok(None);
+    }
+    Ok(Some(or_of(terms.into_iter().map(String::as_str))))
+}
+
+/// The Porter stem of each of `terms` (each one term, as the index folds them), in order.
+fn stems(conn: &Connection, terms: &[String]) -> rusqlite::Result<Vec<String>> {
+    conn.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem
+             USING fts5 (t, tokenize = {});
+         CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem_terms
+             USING fts5vocab (temp, stem, instance);
+         DELETE FROM temp.stem;",
+        words::tokenize_option("porter unicode61")
+    ))?;
+    let mut insert = conn.prepare_cached("INSERT INTO temp.stem (rowid, t) VALUES (?1, ?2)")?;
+    for (i, term) in terms.iter().enumerate() {
+        insert.execute(params![i as i64, term])?;
+    }
+    let mut out = vec![String::new(); terms.len()];
+    let mut stmt = conn.prepare_cached("SELECT doc, term FROM temp.stem_terms")?;
+    let mut rows = stmt.query([])?;
+    while let Some(row) = rows.next()? {
+        let doc: i64 = row.get(0)?;
+        if let Some(slot) = usize::try_from(doc).ok().and_then(|d| out.get_mut(d)) {
+            *slot = row.get(1)?;
+        }
+    }
+    Ok(out)
+}
+
+/// `terms` quoted, as an OR in parentheses.
+fn or_of<'a>(terms: impl Iterator<Item = &'a str>) -> String {
+    let quoted: Vec<String> = terms
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect();
+    format!("({})", quoted.join(" OR "))
+}
+
+/// `text` as the index's tokenizer makes it a term (lower case, diacritics removed), by having
+/// that tokenizer read it; `None` unless it is exactly one term (a word of a script cut in
+/// pairs is not: FTS5 reads its prefix itself).
+fn fold(conn: &Connection, text: &str) -> rusqlite::Result<Option<String>> {
+    conn.execute_batch(&format!(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fold
+             USING fts5 (t, tokenize = {});
+         CREATE VIRTUAL TABLE IF NOT EXISTS temp.fold_terms USING fts5vocab (temp, fold, row);
+         DELETE FROM temp.fold;",
+        words::tokenize_option(words::TOKENIZER)
+    ))?;
+    conn.execute("INSERT INTO temp.fold (t) VALUES (?1)", [text])?;
+    let mut stmt = conn.prepare_cached("SELECT term FROM temp.fold_terms")?;
+    let mut terms: Vec<String> = stmt
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(if terms.len() == 1 { terms.pop() } else { None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_newest_matches_are_ranked_and_filters_apply_before_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        let mut archive = Archive::open(&db).unwrap();
+        let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
+        index
+            .execute_batch("INSERT INTO sessions (id, harness, session) VALUES (1, 'codex', 'a'), (2, 'cursor', 'b');")
+            .unwrap();
+        let conn = archive.connection();
+        conn.execute_batch(
+            "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
+                 VALUES (1, 1, 1, x'2f61', 'codex', 0, 0, 0);",
+        )
+        .unwrap();
+        // Message 1 says the word most often (the best match by relevance), and is the oldest.
+        let bodies = ["lock lock lock lock", "lock", "lock", "lock", "lock"];
+        for (i, body) in bodies.iter().enumerate() {
+            let (id, session) = (i as i64 + 1, if i == 0 { 2 } else { 1 });
+            index
+                .execute(
+                    "INSERT INTO messages (id, session, key, ord, seq, role) VALUES (?1, ?2, ?1, ?1, ?1, 'user')",
+                    params![id, session],
+                )
+                .unwrap();
+            index
+                .execute(
+                    "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
+                    params![id, body],
+                )
+                .unwrap();
+            // The record the message's snippet is made from.
+            let record = serde_json::json!({"type": "response_item", "payload": {
+                "type": "message", "role": "user", "content": [{"type": "input_text", "text": body}]}});
+            conn.execute(
+                "INSERT INTO records (seq, source_id, generation, offset, record) VALUES (?1, 1, 0, ?1, ?2)",
+                params![id, record.to_string().into_bytes()],
+            )
+            .unwrap();
+        }
+        crate::consumers::sessions::store::attach(&archive).unwrap();
+        let records = archive.records_reader();
+        let seqs = |filter: &Filter, newest| -> Vec<i64> {
+            let hits = ranked_hits(&records, "lock", filter, ("[", "]"), None, newest).unwrap();
+            hits.iter().map(|h| h.seq).collect()
+        };
+        let all = Filter::default();
+        assert_eq!(seqs(&all, 10)[0], 1, "ranked by relevance");
+        assert!(!seqs(&all, 3).contains(&1), "past the 3 newest matches");
+        assert_eq!(seqs(&all, 3).len(), 3);
+        let cursor = Filter {
+            harness: Some("cursor".into()),
+            ..Filter::default()
+        };
+        assert_eq!(
+            seqs(&cursor, 3),
+            [1],
+            "the cut counts only what the filter keeps"
+        );
+        let hits = ranked_hits(&records, "lock", &cursor, ("[", "]"), None, 3).unwrap();
+        assert_eq!(hits[0].snippet, "[lock] [lock] [lock] [lock]");
+    }
+
+    fn fts(query: &str) -> String {
+        fts_query(query, &mut |_| None)
+    }
+
+    /// An index (of a new archive) whose full-text table holds `bodies`, by rowid.
+    fn index_of(bodies: &[(i64, &str)]) -> (tempfile::TempDir, rusqlite::Connection) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        drop(Archive::open(&db).unwrap());
+        let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
+        for (id, body) in bodies {
+            index
+                .execute(
+                    "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
+                    params![id, body],
+                )
+                .unwrap();
+        }
+        (dir, index)
+    }
+
+    #[test]
+    fn a_prefix_stands_for_the_terms_it_starts_folded_as_the_index_folds() {
+        let (_dir, index) = index_of(&[(1, "Résumé resume"), (2, "result"), (3, "other")]);
+        let conn = &index;
+        let expanded = prefix_terms(conn, "RÉS").unwrap().unwrap();
+        assert_eq!(expanded, r#"("result" OR "resume")"#);
+        assert_eq!(prefix_terms(conn, "zz").unwrap(), None);
+        assert_eq!(
+            prefix_terms(conn, "a-b").unwrap(),
+            None,
+            "two terms are no prefix"
+        );
+        let query = fts_query("rés* AND other", &mut |w| match w {
+            Word::Prefix(p) => prefix_terms(conn, p).unwrap(),
+            Word::Whole(_) => None,
+        });
+        assert_eq!(query, r#"("result" OR "resume") AND other"#);
+    }
+
+    #[test]
+    fn with_stems_a_word_stands_for_the_indexed_words_of_its_stem() {
+        let (_dir, index) = index_of(&[
+            (1, "the build failed"),
+            (2, "Failing tests, failed again"),
+            (3, "a failure"),
+            (4, "it fails"),
+            (5, "happy path"),
+            (6, "happiness"),
+            (7, "fail"),
+        ]);
+        let conn = &index;
+        assert_eq!(
+            stem_terms(conn, "Fails").unwrap().unwrap(),
+            r#"("failed" OR "fail" OR "failing" OR "fails")"#,
+            "commonest first; `failure` is another stem"
+        );
+        assert_eq!(
+            stem_terms(conn, "happy").unwrap().unwrap(),
+            r#"("happiness" OR "happy")"#,
+            "a stem that is not the word's start (happi)"
+        );
+        assert_eq!(stem_terms(conn, "failure").unwrap(), None, "alone");
+        assert_eq!(stem_terms(conn, "a-b").unwrap(), None, "two terms");
+        let query = fts_query(r#"fails AND "failed build" fail*"#, &mut |w| match w {
+            Word::Whole(w) => stem_terms(conn, w).unwrap(),
+            Word::Prefix(_) => None,
+        });
+        assert_eq!(
+            query, r#"("failed" OR "fail" OR "failing" OR "fails") AND "failed build" fail*"#,
+            "phrases and prefixes are searched as written"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_query_is_explained_in_its_own_terms() {
+        let problem = |q: &str| query_problem(q).unwrap_or_default();
+        assert_eq!(
+            problem("\"lock file"),
+            "the `\"` at character 1 is never closed"
+        );
+        assert_eq!(
+            problem("(xz OR zstd"),
+            "the `(` at character 1 is never closed"
+        );
+        assert_eq!(problem("xz) zstd"), "the `)` at character 3 closes no `(`");
+        assert_eq!(problem("a ()"), "the `()` at character 3 holds nothing");
+        assert_eq!(problem("  "), "it holds no word");
+        for (query, op, at) in [
+            ("NOT", "NOT", 1),
+            ("xz OR", "OR", 4),
+            ("a AND NOT b", "AND", 3),
+        ] {
+            assert_eq!(
+                problem(query),
+                format!(
+                    "{op} at character {at} needs a word or a group on each side, as in \"a {op} b\""
+                ),
+                "{query}"
+            );
+        }
+        for fine in [
+            "xz",
+            "\"a phrase\" OR (b NOT c)",
+            "backup NOT xz",
+            "and or not",
+            "ré*",
+            "x\"y\"",
+        ] {
+            assert_eq!(query_problem(fine), None, "{fine}");
+        }
+    }
+
+    #[test]
+    fn queries_keep_operators_phrases_and_prefixes_and_quote_punctuation() {
+        assert_eq!(
+            fts(r#"flaky AND "exit code" migr*"#),
+            r#"flaky AND "exit code" migr*"#
+        );
+        assert_eq!(
+            fts("exit-code OR src/main.rs"),
+            r#""exit-code" OR "src/main.rs""#
+        );
+        assert_eq!(fts("(a OR b) NOT c"), "( a OR b ) NOT c");
+        assert_eq!(fts("naïve café*"), "naïve café*");
+    }
+}
