@@ -15,14 +15,19 @@
 //! same rounds right after this one. Results: a table on stdout and in
 //! `target/bench/index.md`.
 
-#[path = "../real_shaped/tree.rs"]
-#[allow(dead_code)]
-mod tree;
+// `real_shaped`'s generator, from that bench's folder: an inline module given the folder as
+// its path, so that `tree.rs` finds its parts in `tree/` there, as it does in `real_shaped`.
+#[path = "../real_shaped"]
+mod real_shaped {
+    #[allow(dead_code)]
+    pub(crate) mod tree;
+}
 
 mod live;
 mod stem;
 mod text;
 
+use real_shaped::tree;
 use rusqlite::{Connection, params};
 use std::fmt::Write as _;
 use std::fs;
