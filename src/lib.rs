@@ -83,6 +83,7 @@ mod mcp;
 
 pub mod cli;
 
+pub use agents::message::prefix_of;
 pub use agents::{builtin_roots, watch_roots};
 pub use archive::follow::{Follower, Hub, Offer, Published, Start, Subscriber};
 pub use archive::writer::{ArchiveWriter, ChannelCommitter};

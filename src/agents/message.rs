@@ -235,8 +235,11 @@ impl Part {
 /// held a second time, whole, as the parsed value.
 pub(crate) const INDEXED_STRING: usize = 1 << 20;
 
-/// The longest start of `text` of at most `max` bytes that ends between two characters.
-pub(crate) fn prefix_of(text: &str, max: usize) -> &str {
+/// The longest prefix of `text` that is at most `max` bytes long and ends on a character
+/// boundary: `text` itself when it has `max` bytes or fewer, else `text` cut at byte `max` or,
+/// when that falls inside a character, at the start of that character (so at most three bytes
+/// short of `max`, and empty when `max` is 0). It never panics.
+pub fn prefix_of(text: &str, max: usize) -> &str {
     if text.len() <= max {
         return text;
     }

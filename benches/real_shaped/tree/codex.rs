@@ -2,10 +2,11 @@
 
 use super::Count;
 use super::json::{Json, Transcript, obj};
-use super::random::{alnum, base64, clip, hex, log_uniform, pick, uuid_v7};
+use super::random::{alnum, base64, hex, log_uniform, pick, uuid_v7};
 use super::session::Session;
 use std::io;
 use std::path::Path;
+use transcript_sync::prefix_of;
 
 const CODEX_VERSION: &str = "0.46.0";
 
@@ -57,7 +58,7 @@ impl Codex {
         if let Some(readme) = s.ws.files.iter().find(|f| f.rel.ends_with(".md")) {
             let text = format!(
                 "<user_instructions>\n\n{}\n\n</user_instructions>",
-                clip(&readme.text, 8000)
+                prefix_of(&readme.text, 8000)
             );
             self.item(s, "response_item", message("user", "input_text", text))?;
         }

@@ -69,18 +69,6 @@ pub(super) fn uuid_v7(rng: &mut Rng, ms: u64) -> String {
     format!("{}-{}-7{c}-a{d}-{}", &t[..8], &t[8..], hex(rng, 12))
 }
 
-/// At most `max` bytes of `text`, cut at a character boundary.
-pub(super) fn clip(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 /// A session's clock, in milliseconds since the epoch.
 #[derive(Clone, Copy)]
 pub(super) struct Clock(pub(super) u64);

@@ -1,11 +1,12 @@
 //! Sessions: who works where and when, and what their tools print.
 
-use super::random::{Clock, clip, hex, log_uniform, pick, weighted};
+use super::random::{Clock, hex, log_uniform, pick, weighted};
 use super::shelf::{Project, Shelf};
 use super::workspace::{Workspace, window};
 use fastrand::Rng;
 use std::fs;
 use std::io;
+use transcript_sync::prefix_of;
 
 /// What lasts from one session to the next: the user, the projects they work on, the time.
 pub(super) struct Desk<'a> {
@@ -104,7 +105,7 @@ impl Session<'_> {
             2 => format!("{sentence}. The code is in {rel}, around `{name}`."),
             3 => {
                 let failure = self.test().output;
-                let failure = clip(&failure, 3000);
+                let failure = prefix_of(&failure, 3000);
                 format!("This fails, can you fix it?\n\n```\n{failure}\n```")
             }
             4 => pick(self.rng, SHORT_PROMPTS).to_owned(),
@@ -233,7 +234,7 @@ impl Session<'_> {
         let file = &self.ws.files[i];
         let lines: Vec<&str> = file.text.lines().collect();
         let n = self.rng.usize(0..lines.len().max(1));
-        let line = clip(lines.get(n).copied().unwrap_or(""), 200);
+        let line = prefix_of(lines.get(n).copied().unwrap_or(""), 200);
         let col = line.len() - line.trim_start().len() + 1;
         let gutter = " ".repeat((n + 1).to_string().len());
         format!(
@@ -380,7 +381,11 @@ impl Session<'_> {
         let mut out = String::new();
         for _ in 0..self.rng.usize(5..25) {
             let subject = self.shelf.sentence(self.rng);
-            out.push_str(&format!("{} {}\n", hex(self.rng, 7), clip(&subject, 72)));
+            out.push_str(&format!(
+                "{} {}\n",
+                hex(self.rng, 7),
+                prefix_of(&subject, 72)
+            ));
         }
         Shell {
             command: "git log --oneline -20".to_owned(),

@@ -1,11 +1,11 @@
 //! The machine's text a tree is made of: source projects, and paragraphs of prose.
 
 use super::cjk_prose;
-use super::random::clip;
 use fastrand::Rng;
 use std::fs::{self, File};
 use std::io;
 use std::path::{Path, PathBuf};
+use transcript_sync::prefix_of;
 
 /// Extensions of the files a session reads and edits.
 const SOURCE_EXTENSIONS: &[&str] = &[
@@ -77,7 +77,9 @@ impl Shelf {
     pub(super) fn sentence(&self, rng: &mut Rng) -> String {
         let paragraph = self.paragraph(rng).trim_start_matches(['#', '-', '*', ' ']);
         let end = paragraph.find(". ").map_or(paragraph.len(), |i| i + 1);
-        let words: Vec<&str> = clip(&paragraph[..end], 160).split_whitespace().collect();
+        let words: Vec<&str> = prefix_of(&paragraph[..end], 160)
+            .split_whitespace()
+            .collect();
         words.join(" ").trim_end_matches(['.', ':', ',']).to_owned()
     }
 }

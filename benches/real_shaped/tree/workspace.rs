@@ -1,11 +1,12 @@
 //! A session's project: the files it reads and edits, and the edits themselves.
 
 use super::json::{Json, obj};
-use super::random::{clip, pick};
+use super::random::pick;
 use super::shelf::{Project, Shelf};
 use fastrand::Rng;
 use std::fs;
 use std::path::Path;
+use transcript_sync::prefix_of;
 
 /// The project as one session sees it: the files it works on (edits applied), which of them
 /// it has read, what it changed.
@@ -110,7 +111,7 @@ impl<'a> Workspace<'a> {
         for file in &self.files {
             for (n, line) in file.text.lines().enumerate() {
                 if line.contains(pattern) {
-                    hits.push(format!("{}:{}:{}", file.rel, n + 1, clip(line, 300)));
+                    hits.push(format!("{}:{}:{}", file.rel, n + 1, prefix_of(line, 300)));
                     if hits.len() == limit {
                         return hits;
                     }
