@@ -213,7 +213,10 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
     assert!(status.contains(&env.db.display().to_string()), "{status}");
     // The page is the web view's own: a table of the sources, not a terminal's text.
     let sources = browser.text("table.sources");
-    assert!(sources.contains("claude-code") && sources.contains("live"), "{sources}");
+    assert!(
+        sources.contains("claude-code") && sources.contains("live"),
+        "{sources}"
+    );
     screenshot(&browser, "status");
 }
 
