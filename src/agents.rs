@@ -147,9 +147,12 @@ pub(crate) fn builtin_roots_where(
         }
         let home = watcher_home(&w, env)?;
         let listed = (w.projects.as_ref()).map_or(Vec::new(), |p| listed_projects(&home, p));
-        let dirs: Vec<PathBuf> = (w.roots.iter().map(|dir| home.join(dir)))
-            .chain(listed)
-            .collect();
+        // `""` is the home itself (`home.join("")` would end it with a `/`).
+        let under = |dir: &String| match dir.is_empty() {
+            true => home.clone(),
+            false => home.join(dir),
+        };
+        let dirs: Vec<PathBuf> = w.roots.iter().map(under).chain(listed).collect();
         roots.extend(agent.roots_at(&dirs, None)?);
     }
     Ok(roots)

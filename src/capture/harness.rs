@@ -28,7 +28,7 @@ pub(crate) struct Watcher {
     /// The home directory when `home_env` is unset; `~` is the user's home.
     #[serde(default)]
     pub home_default: Option<String>,
-    /// Directories under the home that hold transcripts.
+    /// Directories under the home that hold transcripts; `""` for the home itself.
     pub roots: Vec<String>,
     /// Which files under a root are transcripts appended to, relative to the root; none when
     /// the agent keeps only snapshot files.
