@@ -20,6 +20,7 @@ pub(crate) mod droid;
 pub(crate) mod gemini_cli;
 pub(crate) mod generic;
 pub(crate) mod gptme;
+pub(crate) mod hermes;
 pub(crate) mod kilo_code;
 pub(crate) mod message;
 pub(crate) mod mistral_vibe;
@@ -86,6 +87,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &gemini_cli::AGENT,
     &generic::AGENT,
     &gptme::AGENT,
+    &hermes::AGENT,
     &kilo_code::AGENT,
     &mistral_vibe::AGENT,
     &opencode::AGENT,

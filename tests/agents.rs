@@ -23,7 +23,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`).
-const AGENTS: [&str; 19] = [
+const AGENTS: [&str; 20] = [
     "aider",
     "amp",
     "claude-code",
@@ -36,6 +36,7 @@ const AGENTS: [&str; 19] = [
     "gemini-cli",
     "gemini-cli-json",
     "gptme",
+    "hermes",
     "kilo-code",
     "mistral-vibe",
     "mistral-vibe-legacy",
@@ -83,10 +84,15 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
     {
         if t.extension().is_some_and(|e| e == "db") {
             let db = rusqlite::Connection::open(t).unwrap();
-            // OpenCode's `message` (ms), or Crush's `messages` (seconds).
-            let sql = match t.ends_with("crush.db") {
-                true => "SELECT created_at * 1000 FROM messages",
-                false => "SELECT time_created FROM message",
+            // OpenCode's `message` (ms), Crush's `messages` (seconds), or Hermes's sessions'
+            // start and messages (seconds, real numbers).
+            let sql = match t.file_name().unwrap().to_str().unwrap() {
+                "crush.db" => "SELECT created_at * 1000 FROM messages",
+                "state.db" => {
+                    "SELECT CAST(round(started_at * 1000) AS INTEGER) FROM sessions
+                     UNION ALL SELECT CAST(round(timestamp * 1000) AS INTEGER) FROM messages"
+                }
+                _ => "SELECT time_created FROM message",
             };
             let mut stmt = db.prepare(sql).unwrap();
             let times = stmt.query_map([], |r| r.get::<_, i64>(0)).unwrap();
@@ -183,12 +189,13 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         assert_eq!(got("on_disk"), true, "{agent}: {session}");
         assert_eq!(got("unparsed"), 0, "{agent}: every record read: {session}");
         // OpenCode (and Kilo Code, its fork) and Crush have the model name the session: the
-        // scripted model's title.
-        let database = matches!(
+        // scripted model's title. Hermes names none in a one-shot run.
+        let titled = matches!(
             agent,
             "opencode" | "opencode-storage" | "kilo-code" | "crush"
         );
-        let title = if database { "Scripted title" } else { PROMPT };
+        let database = titled || agent == "hermes";
+        let title = if titled { "Scripted title" } else { PROMPT };
         assert_eq!(got("title"), title, "{agent}: {session}");
         let in_project = aider || agent == "crush";
         let project = home.join("project");
@@ -253,8 +260,13 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             );
             let raw = stdout_of(&env, &["show", id, "--format", "raw"]);
             let doc: Value = serde_json::from_str(&raw).unwrap();
-            // OpenCode's reply is one message; Crush's tool result is a message of its own.
-            let messages = if agent == "crush" { 4 } else { 3 };
+            // OpenCode's reply is one message; Crush's and Hermes's tool result is a message
+            // of its own.
+            let messages = if matches!(agent, "crush" | "hermes") {
+                4
+            } else {
+                3
+            };
             assert_eq!(doc["messages"].as_array().unwrap().len(), messages, "{raw}");
             continue;
         }

@@ -30,7 +30,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "Execute",
-               "execute_command", "run_commands")
+               "execute_command", "run_commands", "terminal")
 TOOL_COMMAND = "echo scripted-tool-output"
 # The search tool of transcript-sync's MCP server, as an agent names it (Claude Code:
 # mcp__<server>__search), and what it is asked to find.

@@ -73,6 +73,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         "XDG_DATA_HOME" => Some("/x".to_owned()),
         "PI_CODING_AGENT_DIR" => Some("/p/agent".to_owned()),
         "QWEN_HOME" => Some("/q".to_owned()),
+        "HERMES_HOME" => Some("/h/hermes".to_owned()),
         _ => None,
     };
     let roots: Vec<_> = builtin_roots(&env)
@@ -103,6 +104,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
             ("droid".into(), PathBuf::from("/home/u/.factory/sessions")),
             ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
             ("gptme".into(), PathBuf::from("/x/gptme/logs")),
+            ("hermes".into(), PathBuf::from("/h/hermes")),
             ("kilo-code".into(), PathBuf::from("/x/kilo")),
             (
                 "mistral-vibe".into(),
