@@ -168,8 +168,13 @@ pub fn watch_roots(dirs: &[PathBuf], glob: &str) -> Result<Vec<Root>> {
 /// The database `harness` keeps its sessions in, when it keeps them in one (by its watcher's
 /// `[[database]]` glob), for a message that names it.
 pub(crate) fn database_of_harness(harness: &str) -> Option<String> {
-    let watcher = get(harness)?.watcher().ok()?;
-    watcher.database.first().map(|d| d.glob.clone())
+    // Asked for each source `status` lists: the definitions are read once.
+    static DATABASES: std::sync::OnceLock<Vec<(&str, String)>> = std::sync::OnceLock::new();
+    let databases = DATABASES.get_or_init(|| {
+        let first = |a: &&Agent| Some((a.name, a.watcher().ok()?.database.first()?.glob.clone()));
+        AGENTS.iter().filter_map(first).collect()
+    });
+    (databases.iter()).find_map(|(name, glob)| (*name == harness).then(|| glob.clone()))
 }
 
 /// Which session a new source of `harness` at `path` starts, given its first record.
