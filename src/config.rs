@@ -873,7 +873,7 @@ mod tests {
         let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
         let text = "archive = \"~/a.db\"\nrecord_limit = \"1M\"\nbatch_bytes = 4096\n\
                     rescan_interval = \"5s\"\n[watchers]\namp = false\ncline = false\ncodex = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
-                    gemini-cli = false\ngptme = false\nkilo-code = false\nmistral-vibe = false\nopencode = false\npi = false\nqwen-code = false\n\
+                    gemini-cli = false\ngptme = false\nhermes = false\nkilo-code = false\nmistral-vibe = false\nopencode = false\npi = false\nqwen-code = false\n\
                     [[watch]]\npath = \"/w\"\nstart_at = \"end\"\n";
         let file = parse(Path::new("/c.toml"), text).unwrap();
         let flags = Overrides {

@@ -48,6 +48,7 @@ fn config_check_prints_the_resolved_configuration() {
             "droid",
             "gemini-cli",
             "gptme",
+            "hermes",
             "kilo-code",
             "mistral-vibe",
             "opencode",
@@ -57,9 +58,9 @@ fn config_check_prints_the_resolved_configuration() {
         ],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[14]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[14]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[14]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[15]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[15]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[15]["start_at"].as_str(), Some("end"));
 }
 
 #[test]
@@ -110,7 +111,7 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     assert!(
         err.contains(
             "the built-in watchers are amp, claude-code, cline, codex, copilot-cli, crush, cursor, \
-             droid, gemini-cli, gptme, kilo-code, mistral-vibe, opencode, pi, qwen-code"
+             droid, gemini-cli, gptme, hermes, kilo-code, mistral-vibe, opencode, pi, qwen-code"
         ),
         "{err}"
     );

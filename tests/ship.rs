@@ -488,7 +488,7 @@ fn an_http_collector_gets_every_record_through_resets_slowness_and_503s() {
 fn root_config(env: &Env, sinks: &str) {
     env.write_config(&format!(
         "archive = {:?}\n[watchers]\namp = false\nclaude-code = false\ncline = false\ncodex = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
-         gemini-cli = false\ngptme = false\nkilo-code = false\nmistral-vibe = false\nopencode = false\npi = false\nqwen-code = false\n[[watch]]\npath = {:?}\n{sinks}",
+         gemini-cli = false\ngptme = false\nhermes = false\nkilo-code = false\nmistral-vibe = false\nopencode = false\npi = false\nqwen-code = false\n[[watch]]\npath = {:?}\n{sinks}",
         env.db, env.root
     ));
 }

@@ -11,8 +11,8 @@
 //!
 //! Hermes keeps no log of its changes and no time of a row's last write: what changed since
 //! the last read is the sessions of the messages added since (the mark is the last message's
-//! id), and every session still open (no `ended_at`), whose row and messages may still be
-//! written.
+//! id), every session still open (no `ended_at`), whose row and messages may still be
+//! written, and every session that ended after the mark's message was written.
 
 use super::Agent;
 use super::message::*;
@@ -39,6 +39,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: hermes,
     identify: Identified::by_record,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -54,7 +55,7 @@ fn hermes(obj: &Map<String, Value>) -> Option<Parsed> {
         return Some(Parsed {
             session_id: string(session, "id"),
             project: string(session, "cwd"),
-            branch: string(session, "git_branch"),
+            branch: string(session, "git_branch").filter(|b| !b.is_empty()),
             title: string(session, "title").map(|t| (title_of(&t), 2)),
             model: string(session, "model"),
             at_ms: seconds_ms(session.get("started_at")),
@@ -80,7 +81,8 @@ fn hermes(obj: &Map<String, Value>) -> Option<Parsed> {
         .get("id")
         .and_then(Value::as_i64)
         .map(|id| id.to_string());
-    // A row may be written again (a rewind marks it inactive): the latest wins.
+    // A row may be written again: the latest wins. (A message a rewind set aside, `active`
+    // 0, is kept and shown as it was.)
     parsed.message = Some(Message {
         upsert: true,
         ..Message::new(key, role, parts)
@@ -157,10 +159,13 @@ fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
         let mark = conn.query_row("SELECT coalesce(max(id), 0) FROM messages", [], |r| {
             r.get(0)
         })?;
+        // A mark past the last message (the table made anew) says nothing of this one.
+        let since = if since > mark { 0 } else { since };
         let mut sessions = column(
             conn,
             "SELECT session_id FROM messages WHERE id > ?1
-             UNION SELECT id FROM sessions WHERE ended_at IS NULL OR ?1 = 0",
+             UNION SELECT id FROM sessions WHERE ended_at IS NULL OR ?1 = 0
+                 OR ended_at >= (SELECT timestamp FROM messages WHERE id = ?1)",
             [since],
         )?;
         sessions.sort();
@@ -226,8 +231,8 @@ mod tests {
         let conn = database(&path);
         conn.execute_batch(
             "INSERT INTO sessions VALUES ('open', '/p', NULL, 1.0, NULL);
-             INSERT INTO sessions VALUES ('ended', '/p', 'T', 1.0, 2.0);
-             INSERT INTO sessions VALUES ('later', '/p', NULL, 1.0, 2.0);",
+             INSERT INTO sessions VALUES ('ended', '/p', 'T', 1.0, 1.2);
+             INSERT INTO sessions VALUES ('later', '/p', NULL, 1.0, 1.2);",
         )
         .unwrap();
         say(&conn, "ended", "one");
@@ -243,6 +248,15 @@ mod tests {
             (&["later".to_owned(), "open".into()][..], 2)
         );
         assert_eq!(next.all.len(), 3);
+        // Its end, with no message after the mark, is read (and again at each change, until a
+        // message written after it moves the mark past its time).
+        conn.execute("UPDATE sessions SET ended_at = 9.0 WHERE id = 'open'", [])
+            .unwrap();
+        let ended = changed(&reader, next.mark).unwrap();
+        assert_eq!(ended.sessions, ["open"]);
+        // A mark past the last message (the table made anew) reads everything.
+        let anew = changed(&reader, 100).unwrap();
+        assert_eq!(anew.sessions.len(), 3);
     }
 
     #[test]
