@@ -115,13 +115,18 @@ impl Agent {
         })
     }
 
-    /// Roots of its watcher at `dirs` (`[[watch]]` tables with `harness`), read by its globs
-    /// and its snapshot and database tables; `glob` instead of its own for `generic`.
+    /// Roots of its watcher at `dirs` (`[[watch]]` tables with `harness`, `--watch`), made
+    /// absolute against the working directory, read by its globs and its snapshot and database
+    /// tables; `glob` instead of its own for `generic`.
     pub(crate) fn roots_at(&self, dirs: &[PathBuf], glob: Option<&str>) -> Result<Vec<Root>> {
+        self.roots(dirs.iter().map(|d| harness::absolute(d)), glob)
+    }
+
+    /// Roots of its watcher at `dirs`, as they are.
+    fn roots(&self, dirs: impl Iterator<Item = PathBuf>, glob: Option<&str>) -> Result<Vec<Root>> {
         let watcher = self.watcher()?;
         let glob = glob.or(watcher.glob.as_deref()).unwrap_or("");
-        (dirs.iter())
-            .map(|d| root(harness::absolute(d), &watcher, glob, &self.formats))
+        dirs.map(|d| root(d, &watcher, glob, &self.formats))
             .collect()
     }
 }
@@ -154,8 +159,7 @@ pub(crate) fn builtin_roots_where(
             true => home.clone(),
             false => home.join(dir),
         };
-        let dirs: Vec<PathBuf> = w.roots.iter().map(under).chain(listed).collect();
-        roots.extend(agent.roots_at(&dirs, None)?);
+        roots.extend(agent.roots(w.roots.iter().map(under).chain(listed), None)?);
     }
     Ok(roots)
 }

@@ -31,8 +31,9 @@ use crate::engine::seed;
 use crate::error::{Error, IoContext, Result, SystemContext};
 use crate::history::restore::FileReport;
 use crate::history::{catch_up_index, find_session, indexed_archive};
+use crate::platform::home::process_env as env;
 use crate::platform::logging;
-use crate::{mcp, web as ui};
+use crate::{mcp, web};
 pub use args::Cli;
 use args::{
     Command, CompactArgs, ConfigCommand, DoctorArgs, ExportArgs, ManagerArg, McpArgs, RedactArgs,
@@ -91,8 +92,6 @@ pub fn execute(cli: Cli) -> Result<()> {
     }
 }
 
-use crate::platform::home::process_env as env;
-
 /// `--watch` directories: each must be a directory, or not exist yet (it is then waited for).
 fn check_watch_dirs(dirs: &[PathBuf], once: bool) -> Result<()> {
     for dir in dirs {
@@ -146,7 +145,7 @@ fn run(args: RunArgs, settings: Settings, flags: Overrides, source: config::Sour
     // `[ui] listen`: the web view, served beside the daemon for as long as it runs.
     // A web view that cannot be served stops nothing else.
     let _ui = match settings.ui_listen.filter(|_| !args.once) {
-        Some(listen) => match ui::start(&settings, listen, false) {
+        Some(listen) => match web::start(&settings, listen, false) {
             Ok(served) => {
                 log::info!("web view at {}", served.url);
                 Some(served)
@@ -528,7 +527,7 @@ const UI_LISTEN: std::net::SocketAddr =
 
 fn ui_command(args: &UiArgs, settings: &Settings) -> Result<()> {
     let listen = (args.listen).or(settings.ui_listen).unwrap_or(UI_LISTEN);
-    ui::serve(settings, listen, args.no_open)
+    web::serve(settings, listen, args.no_open)
 }
 
 fn restore(args: RestoreArgs, settings: &Settings) -> Result<()> {

@@ -43,6 +43,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: aider,
     identify,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,

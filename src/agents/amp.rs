@@ -12,7 +12,7 @@ use super::session::Identified;
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
 
-/// Amp (its threads, rewritten whole).
+/// Amp (its threads, rewritten whole): `threads/T-<id>.json`.
 pub(crate) static AGENT: Agent = Agent {
     name: "amp",
     watcher: include_str!("../../watchers/amp.toml"),
@@ -23,6 +23,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: amp,
     identify: Identified::by_record,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -32,7 +33,7 @@ pub(crate) static AGENT: Agent = Agent {
     doctor: None,
 };
 
-/// `threads/T-<id>.json`.
+/// `amp threads continue ID`.
 fn resume(r: &Resume) -> Option<String> {
     r.in_place(format!("{}amp threads continue {}", r.cd, r.id))
 }

@@ -25,6 +25,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: claude,
     identify,
     restore: Restore {
+        prefer_root: None,
         layout_below: Some("projects"),
         relocate,
         unplaced: restore::nowhere,
@@ -120,6 +121,8 @@ fn base36(mut n: u64) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+/// `claude --resume ID` from the project's directory, pointed at `--to` through
+/// `$CLAUDE_CONFIG_DIR`.
 fn resume(r: &Resume) -> Option<String> {
     let home = r.home("CLAUDE_CONFIG_DIR");
     Some(format!("{}{home}claude --resume {}", r.cd, r.id))

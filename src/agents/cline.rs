@@ -11,7 +11,9 @@ use super::session::Identified;
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
 
-/// Cline (its CLI's and VS Code extension's documents, rewritten whole).
+/// Cline (its CLI's and VS Code extension's documents, rewritten whole):
+/// `sessions/<id>/<id>[.messages].json`, `tasks/<id>/api_conversation_history.json`, a
+/// session named by its folder.
 pub(crate) static AGENT: Agent = Agent {
     name: "cline",
     watcher: include_str!("../../watchers/cline.toml"),
@@ -22,6 +24,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: cline,
     identify: Identified::by_folder,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -31,8 +34,8 @@ pub(crate) static AGENT: Agent = Agent {
     doctor: None,
 };
 
-/// A task of Cline's CLI 2 or VS Code extension (its id a time in ms), or a session of its
-/// CLI 3: `sessions/<id>/<id>[.messages].json`, `tasks/<id>/api_conversation_history.json`.
+/// `cline -T ID` for a task of its CLI 2 or VS Code extension (its id a time in ms), `cline
+/// --id ID` for a session of its CLI 3, from the project's directory.
 fn resume(r: &Resume) -> Option<String> {
     let flag = match r.id.bytes().all(|b| b.is_ascii_digit()) {
         true => "-T",

@@ -13,7 +13,8 @@ use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
-/// Codex CLI (appended rollouts).
+/// Codex CLI (appended rollouts): `sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl`, a session
+/// named by its `session_meta`'s id (the uuid).
 pub(crate) static AGENT: Agent = Agent {
     name: "codex",
     watcher: include_str!("../../watchers/codex.toml"),
@@ -24,6 +25,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: codex,
     identify: session::by_record_or_uuid,
     restore: Restore {
+        prefer_root: Some("sessions"),
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: rollout_day,
@@ -33,7 +35,7 @@ pub(crate) static AGENT: Agent = Agent {
     doctor: None,
 };
 
-/// `rollout-<time>-<uuid>.jsonl`, the uuid being the `session_meta`'s id.
+/// `codex resume ID`, pointed at `--to` through `$CODEX_HOME`.
 fn resume(r: &Resume) -> Option<String> {
     Some(format!("{}codex resume {}", r.home("CODEX_HOME"), r.id))
 }

@@ -19,6 +19,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: copilot,
     identify,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -39,6 +40,8 @@ fn identify(path: &Path, first: &Parsed) -> Identified {
     }
 }
 
+/// `copilot --resume=ID` from the project's directory, pointed at `--to` through
+/// `$COPILOT_HOME`.
 fn resume(r: &Resume) -> Option<String> {
     let home = r.home("COPILOT_HOME");
     Some(format!("{}{home}copilot --resume={}", r.cd, r.id))

@@ -39,6 +39,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: crush,
     identify,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,

@@ -21,6 +21,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: cursor,
     identify,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -38,6 +39,7 @@ fn identify(path: &Path, first: &Parsed) -> Identified {
     }
 }
 
+/// `cursor-agent --resume ID`, from the project's directory.
 fn resume(r: &Resume) -> Option<String> {
     r.in_place(format!(
         "cursor-agent --resume {}   (from the project's directory)",

@@ -7,7 +7,7 @@ use super::session::Identified;
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
 
-/// Factory Droid (appended sessions).
+/// Factory Droid (appended sessions): `sessions/<cwd>/<session id>.jsonl`.
 pub(crate) static AGENT: Agent = Agent {
     name: "droid",
     watcher: include_str!("../../watchers/droid.toml"),
@@ -18,6 +18,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: droid,
     identify: Identified::by_record,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -27,7 +28,7 @@ pub(crate) static AGENT: Agent = Agent {
     doctor: None,
 };
 
-/// `sessions/<cwd>/<session id>.jsonl`.
+/// `droid --resume ID`, from the project's directory.
 fn resume(r: &Resume) -> Option<String> {
     r.in_place(format!("{}droid --resume {}", r.cd, r.id))
 }

@@ -25,6 +25,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: gemini,
     identify,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -64,6 +65,7 @@ fn project(path: &Path, name: String) -> String {
     found.unwrap_or(name)
 }
 
+/// `gemini --resume ID`, from the project's directory.
 fn resume(r: &Resume) -> Option<String> {
     r.in_place(format!(
         "gemini --resume {}   (from the project's directory)",

@@ -18,6 +18,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: generic,
     identify: Identified::by_stem,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,

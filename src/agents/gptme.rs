@@ -7,7 +7,8 @@ use super::session::Identified;
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
 
-/// gptme (appended conversation logs).
+/// gptme (appended conversation logs): `logs/<conversation name>/conversation.jsonl`, a
+/// session named by its folder.
 pub(crate) static AGENT: Agent = Agent {
     name: "gptme",
     watcher: include_str!("../../watchers/gptme.toml"),
@@ -18,6 +19,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: gptme,
     identify: Identified::by_folder,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -27,7 +29,7 @@ pub(crate) static AGENT: Agent = Agent {
     doctor: None,
 };
 
-/// `logs/<conversation name>/conversation.jsonl`.
+/// `gptme --name ID`, pointed at `--to` through `$XDG_DATA_HOME`.
 fn resume(r: &Resume) -> Option<String> {
     let home = r.home("XDG_DATA_HOME");
     Some(format!("{}{home}gptme --name {}", r.cd, r.id))

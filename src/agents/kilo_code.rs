@@ -18,6 +18,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: opencode::opencode,
     identify: Identified::by_record,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,

@@ -26,6 +26,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: vibe,
     identify,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -49,6 +50,7 @@ fn identify(path: &Path, first: &Parsed) -> Identified {
     }
 }
 
+/// `vibe --resume ID`, from the project's directory.
 fn resume(r: &Resume) -> Option<String> {
     r.in_place(format!("{}vibe --resume {}", r.cd, r.id))
 }

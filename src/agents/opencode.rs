@@ -2,9 +2,9 @@
 //! document per session (`read::database`): the session's row, then its messages in order,
 //! each with its parts, in OpenCode's own shape (`{"info": {...}, "parts": [...]}`).
 //!
-//! What changed since the last read is
-//! found through OpenCode's own log of changes (`event`, whose rowid only grows), or, in a
-//! database without one, through the sessions' and messages' `time_updated`.
+//! What changed since the last read is found through OpenCode's own log of changes (`event`,
+//! whose rowid only grows), or, in a database without one, through the sessions' and
+//! messages' `time_updated`.
 //!
 //! Its records: the documents its database is read as (below), a session's
 //! row (`{"session": {...}, "messages": []}`) and each message with its parts
@@ -40,6 +40,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: opencode,
     identify: Identified::by_record,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -121,7 +122,8 @@ pub(super) fn opencode(obj: &Map<String, Value>) -> Option<Parsed> {
     Some(parsed)
 }
 
-/// OpenCode's database (1.2 and later), as its watcher's `[[database]]` `reader = "opencode"` names it.
+/// OpenCode's database (1.2 and later), as its watcher's `[[database]]` `reader = "opencode"`
+/// names it.
 #[derive(Debug)]
 pub(crate) struct Database;
 

@@ -10,7 +10,8 @@ use super::session::{self};
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
 
-/// Pi (appended session entries).
+/// Pi (appended session entries): `sessions/--<cwd>--/<time>_<uuid>.jsonl`, a session named by
+/// its header's id (the uuid).
 pub(crate) static AGENT: Agent = Agent {
     name: "pi",
     watcher: include_str!("../../watchers/pi.toml"),
@@ -21,6 +22,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: pi,
     identify: session::by_record_or_uuid,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -30,7 +32,7 @@ pub(crate) static AGENT: Agent = Agent {
     doctor: None,
 };
 
-/// `sessions/--<cwd>--/<time>_<uuid>.jsonl`, the uuid being the header's id.
+/// `pi --session ID`, pointed at `--to` through `$PI_CODING_AGENT_DIR`.
 fn resume(r: &Resume) -> Option<String> {
     let home = r.home("PI_CODING_AGENT_DIR");
     Some(format!("{}{home}pi --session {}", r.cd, r.id))

@@ -8,7 +8,7 @@ use super::session::Identified;
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
 
-/// Qwen Code (appended chats).
+/// Qwen Code (appended chats): `projects/<cwd>/chats/<session id>.jsonl`.
 pub(crate) static AGENT: Agent = Agent {
     name: "qwen-code",
     watcher: include_str!("../../watchers/qwen-code.toml"),
@@ -19,6 +19,7 @@ pub(crate) static AGENT: Agent = Agent {
     parse: qwen,
     identify: Identified::by_record,
     restore: Restore {
+        prefer_root: None,
         layout_below: None,
         relocate: restore::keep_layout,
         unplaced: restore::nowhere,
@@ -28,7 +29,7 @@ pub(crate) static AGENT: Agent = Agent {
     doctor: None,
 };
 
-/// `projects/<cwd>/chats/<session id>.jsonl`.
+/// `qwen --resume ID`, from the project's directory.
 fn resume(r: &Resume) -> Option<String> {
     r.in_place(format!("{}qwen --resume {}", r.cd, r.id))
 }

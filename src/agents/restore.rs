@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 /// Where `restore` puts an agent's files, and the command that resumes a session.
 #[derive(Clone, Copy)]
 pub(crate) struct Restore {
+    /// Of its roots, the one named so, where the agent resumes sessions from (Codex's
+    /// `sessions/`, not `archived_sessions/`); `None` for its first.
+    pub prefer_root: Option<&'static str>,
     /// The directory below which its files keep their layout from machine to machine; `None`
     /// for the name of the root's own directory.
     pub layout_below: Option<&'static str>,

@@ -323,7 +323,10 @@ fn unknown_reader(watcher: &str, kind: &'static str, name: &str, known: Vec<&str
         watcher: watcher.to_owned(),
         kind,
         name: name.to_owned(),
-        known: known.join(", "),
+        known: match known.is_empty() {
+            true => "none".to_owned(),
+            false => known.join(", "),
+        },
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::agents::message::{Part, parse};
 use crate::cli::args::{ColorChoice, Format};
 use crate::consumers::sessions::query::{Hit, MessageRecord, Session, format_time};
-pub(crate) use crate::history::display::{SHORT_ID, ago, part_json, short_id, shorten, tilde};
+use crate::history::display::{SHORT_ID, ago, part_json, short_id, shorten, tilde};
 use indicatif::HumanBytes;
 use serde_json::{Value, json};
 use std::io::{self, Write};
@@ -354,39 +354,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn times_read_as_how_long_ago() {
-        let now = 1_796_032_800_000;
-        assert_eq!(ago(Some(now - 30_000), now), "just now");
-        assert_eq!(ago(Some(now - 5 * 60_000), now), "5 min ago");
-        assert_eq!(ago(Some(now - 3 * 3_600_000), now), "3 h ago");
-        assert_eq!(ago(Some(now - 40 * 86_400_000), now), "2026-10-21");
-    }
-
-    #[test]
-    fn long_text_is_cut_with_an_ellipsis_on_one_line() {
-        assert_eq!(shorten("a\nb  c", 10), "a b c");
-        assert_eq!(shorten("abcdef", 4), "abc…");
+    fn a_path_is_cut_from_the_left_with_an_ellipsis() {
         assert_eq!(shorten_left("/home/u/src/app", 8), "…src/app");
-        assert_eq!(tilde("/home/u/app", Some(Path::new("/home/u"))), "~/app");
-    }
-
-    #[test]
-    fn an_id_is_shown_by_its_shortest_unique_prefix_of_eight_characters_or_more() {
-        let mut known: Vec<String> = [
-            "7c9e6679-7425-40de-944b-e07fc1f90ae7",
-            "7c9e6679-7425-40de-944b-e07fc1f90ae7/subagents/workflows/wf-1/journal",
-            "scratch-session-alpha",
-            "scratch-session-beta",
-            "notes",
-        ]
-        .map(String::from)
-        .into();
-        known.sort();
-        let short = |id: &str| short_id(id, &known);
-        assert_eq!(short(&known[0]), "7c9e6679", "its folder's files extend it");
-        assert_eq!(short("scratch-session-alpha"), "scratch-session-a");
-        assert_eq!(short("scratch-session-beta"), "scratch-session-b");
-        assert_eq!(short("notes"), "notes");
     }
 
     #[test]

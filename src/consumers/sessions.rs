@@ -1,5 +1,6 @@
 //! The session index: a durable consumer of the archive that turns records into sessions and
-//! their messages (`parse`, per harness), with full-text search over what was said.
+//! their messages (each agent's parser, `agents::message::parse`), with full-text search over
+//! what was said.
 //!
 //! It follows the archive like any consumer: from the last `seq` it recorded as done (0 in an
 //! index that is new, which is how an upgraded archive gets its index), catching up from the
@@ -552,7 +553,8 @@ fn add_usage(
     .map(drop)
 }
 
-/// Whether `copy` is the twin of the session's latest prompt copy (see [`crate::agents::message::PromptCopy`]).
+/// Whether `copy` is the twin of the session's latest prompt copy (see
+/// [`crate::agents::message::PromptCopy`]).
 fn is_twin(
     tx: &Connection,
     session: i64,

@@ -1,8 +1,8 @@
 //! Database sources in the engine: an agent's SQLite database (OpenCode's `opencode.db`,
 //! Crush's `crush.db`) is read once it has settled (its file and its `-wal` unmodified for the
-//! settle time), through a read-only connection, from the mark its own source keeps
-//! (`read::database`). Each session
-//! in it is a source of its own, at `<database>/<session id>` (no file is there: its identity
+//! settle time), through a read-only connection, from the mark its own source keeps, by the
+//! reader its agent's module defines (a `DatabaseFormat`). Each session in it is a source of
+//! its own, at `<database>/<session id>` (no file is there: its identity
 //! is a device no file has), captured as a document rewritten whole (`engine::snapshot`). A
 //! session no longer in the database is gone; its records stay.
 

@@ -338,9 +338,9 @@ fn place(archive: &mut Archive, session: &Session, request: &Request) -> Result<
 /// agent's naming says (Codex's archived rollouts), or under `--to` by its name.
 fn pulled_target(path: &Path, request: &Request, harness: &str, m: &Move) -> Result<PathBuf> {
     let restore = &crate::agents::of(harness).restore;
-    // An agent resumes from `sessions/` (Codex), not `archived_sessions/`.
     let roots = || request.roots.iter().filter(|r| r.harness == harness);
-    let root = (roots().find(|r| r.path.file_name() == Some(std::ffi::OsStr::new("sessions"))))
+    let preferred = restore.prefer_root.map(std::ffi::OsStr::new);
+    let root = (roots().find(|r| preferred.is_some() && r.path.file_name() == preferred))
         .or_else(|| roots().next());
     let base = match (request.to, root) {
         (Some(to), Some(root)) => to.join(root.path.file_name().unwrap_or_default()),

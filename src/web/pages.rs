@@ -8,7 +8,7 @@ use crate::consumers::sessions::query::{self, Filter, MessageRecord, Session, fo
 use crate::consumers::sessions::usage::{self, By};
 use crate::error::{Error, Result};
 use crate::history::display::{ago, short_id, tilde};
-use crate::history::restore::FileReport;
+use crate::history::restore::{FileReport, Restored};
 use crate::platform::time::now_ms;
 use indicatif::{HumanBytes, HumanCount};
 use maud::{DOCTYPE, Markup, PreEscaped, html};
@@ -890,6 +890,7 @@ fn restore(
             Ok(_) if !act => {
                 p { "Restoring writes these files back where the agent keeps them, byte for byte as archived. A file that is there and differs is not overwritten." }
                 ul #restore-plan { @for f in &files { li { (f) } } }
+                @if let Ok(Restored { moved: Some(moved), .. }) = &done { p #restore-moved { (moved) } }
                 form method="post" action=(session_href(&s.id, s.machine_id, &s.machine, "/restore")) {
                     input type="hidden" name="csrf" value=(shared.csrf);
                     button.primary #restore type="submit" { "Restore these files" }

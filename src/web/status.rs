@@ -53,18 +53,24 @@ fn sinks(st: &Status) -> Markup {
         @if !st.sinks.is_empty() {
             h2 { "Sinks" }
             table.sinks {
-                thead { tr { th { "Name" } th { "Type" } th { "To" } th.num { "Seq" } th.num { "Behind" } th { "Last success" } th { "Last error" } th.num { "Dead letters" } } }
+                thead { tr { th { "Name" } th { "Type" } th { "To" } th.num { "Seq" } th.num { "Behind" } th { "Waiting since" } th { "Last success" } th { "Failing since" } th { "Last error" } th.num { "Dead letters" } } }
                 tbody {
                     @for s in &st.sinks {
                         tr {
                             td { (s.name) } td { (s.kind) } td { code { (s.target) } }
-                            td.num { (s.seq) } td.num { (s.lag_records) }
+                            td.num { (s.seq) }
+                            td.num { (s.lag_records) " records" @if let Some(b) = s.lag_bytes { ", " (b) " bytes" } }
+                            td { (s.waiting_since.as_deref().unwrap_or("-")) }
                             td { (s.last_success.as_deref().unwrap_or("never")) }
+                            td { (s.failing_since.as_deref().unwrap_or("-")) }
                             td { (s.last_error.as_deref().unwrap_or("")) }
                             td.num { (s.dead_letters) }
                         }
                     }
                 }
+            }
+            @if st.sinks.iter().any(|s| s.dead_letters > 0) {
+                p { "A sink's dead letters are shipped again by " code { "transcript-sync sink retry NAME" } "." }
             }
         }
     }
@@ -75,13 +81,15 @@ fn pulled(st: &Status) -> Markup {
         @if !st.pulled.is_empty() {
             h2 { "Other machines" }
             table.pulled {
-                thead { tr { th { "Machine" } th { "Sink" } th.num { "Sources" } th.num { "Records" } th { "Last pulled" } } }
+                thead { tr { th { "Machine" } th { "UUID" } th { "Sink" } th.num { "Sources" } th.num { "Records" } th { "Last pulled" } th { "Last shipped" } th.num { "Lag (s)" } } }
                 tbody {
                     @for p in &st.pulled {
                         tr {
-                            td { (p.machine) } td { (p.sink.as_deref().unwrap_or("-")) }
+                            td { (p.machine) } td { code { (p.uuid) } } td { (p.sink.as_deref().unwrap_or("-")) }
                             td.num { (p.sources) } td.num { (p.records) }
                             td { (p.last_pulled.as_deref().unwrap_or("never")) }
+                            td { (p.last_shipped.as_deref().unwrap_or("-")) }
+                            td.num { (p.lag_seconds.map_or_else(|| "-".to_owned(), |l| format!("{l:.1}"))) }
                         }
                     }
                 }
@@ -95,13 +103,16 @@ fn sources(st: &Status) -> Markup {
         @if !st.sources.is_empty() {
             h2 { "Sources" }
             table.sources {
-                thead { tr { th.num { "Id" } th { "Agent" } th { "Path" } th.num { "Records" } th.num { "Rejects" } th.num { "Behind" } th { "Last archived" } th { "State" } } }
+                thead { tr { th.num { "Id" } th { "Agent" } th { "Path" } th.num { "Generation" } th.num { "Cursor" } th.num { "Size" } th.num { "Records" } th.num { "Rejects" } th.num { "Behind" } th.num { "Held back" } th { "Last archived" } th { "State" } } }
                 tbody {
                     @for s in &st.sources {
                         tr {
                             td.num { (s.source) } td { (s.harness) } td { code { (s.path) } }
+                            td.num { (s.generation) } td.num { (s.cursor) }
+                            td.num { (s.size.map_or_else(|| "-".to_owned(), |n| n.to_string())) }
                             td.num { (s.records) } td.num { (s.rejects) }
                             td.num { (s.lag.map_or_else(|| "-".to_owned(), |l| l.to_string())) }
+                            td.num { (s.held_back) }
                             td { (s.last_archived.as_deref().unwrap_or("-")) }
                             td { @if s.invalid.is_some() { "not read" } @else if s.gone { "gone" } @else { "live" } }
                         }
