@@ -19,13 +19,11 @@ use super::message::*;
 use super::restore::{self, Restore};
 use super::session::Identified;
 use crate::capture::harness::Formats;
-use crate::domain::{DatabaseFormat, SessionsDatabase, SnapshotFormat, SnapshotSpec};
-use crate::read::database;
+use crate::domain::{SnapshotFormat, SnapshotSpec};
+use crate::read::database::SqliteFormat;
 use crate::read::database::{Changed, column, in_read_transaction, row_object, session_document};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::{Map, Value};
-use std::fs::Metadata;
-use std::io;
 use std::path::Path;
 
 /// Crush (a SQLite database per project).
@@ -33,7 +31,7 @@ pub(crate) static AGENT: Agent = Agent {
     name: "crush",
     watcher: include_str!("../../watchers/crush.toml"),
     formats: Formats {
-        databases: &[&Database],
+        databases: &[&DATABASE],
         documents: &[],
     },
     parse: crush,
@@ -122,30 +120,12 @@ fn crush_part(part: &Map<String, Value>) -> Option<Part> {
 }
 
 /// Crush's database, as its watcher's `[[database]]` `reader = "crush"` names it.
-#[derive(Debug)]
-pub(crate) struct Database;
-
-impl DatabaseFormat for Database {
-    fn name(&self) -> &'static str {
-        "crush"
-    }
-
-    fn is_store(&self) -> bool {
-        false
-    }
-
-    fn spec(&self) -> SnapshotSpec {
-        spec()
-    }
-
-    fn open(&self, path: &Path) -> io::Result<Box<dyn SessionsDatabase>> {
-        database::open_sqlite(path, changed, document)
-    }
-
-    fn state(&self, path: &Path, meta: Metadata) -> io::Result<(u64, Metadata)> {
-        database::sqlite_state(path, meta)
-    }
-}
+pub(crate) static DATABASE: SqliteFormat = SqliteFormat {
+    name: "crush",
+    spec,
+    changed,
+    document,
+};
 
 /// How a session's document keeps its messages.
 pub(crate) fn spec() -> SnapshotSpec {

@@ -19,21 +19,18 @@ use super::message::*;
 use super::restore::{self, Restore};
 use super::session::Identified;
 use crate::capture::harness::Formats;
-use crate::domain::{DatabaseFormat, SessionsDatabase, SnapshotFormat, SnapshotSpec};
-use crate::read::database;
+use crate::domain::{SnapshotFormat, SnapshotSpec};
+use crate::read::database::SqliteFormat;
 use crate::read::database::{Changed, column, in_read_transaction, row_object, session_document};
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::{Map, Value};
-use std::fs::Metadata;
-use std::io;
-use std::path::Path;
 
 /// Hermes Agent (its SQLite database).
 pub(crate) static AGENT: Agent = Agent {
     name: "hermes",
     watcher: include_str!("../../watchers/hermes.toml"),
     formats: Formats {
-        databases: &[&Database],
+        databases: &[&DATABASE],
         documents: &[],
     },
     parse: hermes,
@@ -123,32 +120,19 @@ fn seconds_ms(value: Option<&Value>) -> Option<i64> {
 }
 
 /// Hermes's database, as its watcher's `[[database]]` `reader = "hermes"` names it.
-#[derive(Debug)]
-pub(crate) struct Database;
+pub(crate) static DATABASE: SqliteFormat = SqliteFormat {
+    name: "hermes",
+    spec,
+    changed,
+    document,
+};
 
-impl DatabaseFormat for Database {
-    fn name(&self) -> &'static str {
-        "hermes"
-    }
-
-    fn is_store(&self) -> bool {
-        false
-    }
-
-    fn spec(&self) -> SnapshotSpec {
-        SnapshotSpec {
-            messages: Some("/messages".into()),
-            key: "/id".into(),
-            format: SnapshotFormat::Json,
-        }
-    }
-
-    fn open(&self, path: &Path) -> io::Result<Box<dyn SessionsDatabase>> {
-        database::open_sqlite(path, changed, document)
-    }
-
-    fn state(&self, path: &Path, meta: Metadata) -> io::Result<(u64, Metadata)> {
-        database::sqlite_state(path, meta)
+/// How a session's document keeps its messages.
+fn spec() -> SnapshotSpec {
+    SnapshotSpec {
+        messages: Some("/messages".into()),
+        key: "/id".into(),
+        format: SnapshotFormat::Json,
     }
 }
 
@@ -204,7 +188,7 @@ mod tests {
     use crate::read::database::open;
 
     /// Hermes's two tables, reduced to the columns read, in WAL mode as Hermes keeps them.
-    fn database(path: &Path) -> Connection {
+    fn database(path: &std::path::Path) -> Connection {
         let conn = Connection::open(path).unwrap();
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;

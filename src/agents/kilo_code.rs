@@ -2,7 +2,7 @@
 //! tables (`kilo/kilo.db`), read by OpenCode's reader and parser.
 
 use super::Agent;
-use super::opencode::{self, Database};
+use super::opencode::{self, DATABASE};
 use super::restore::{self, Restore};
 use super::session::Identified;
 use crate::capture::harness::Formats;
@@ -12,7 +12,7 @@ pub(crate) static AGENT: Agent = Agent {
     name: "kilo-code",
     watcher: include_str!("../../watchers/kilo-code.toml"),
     formats: Formats {
-        databases: &[&Database],
+        databases: &[&DATABASE],
         documents: &[],
     },
     parse: opencode::opencode,

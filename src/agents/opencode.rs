@@ -17,24 +17,21 @@ use super::message::*;
 use super::restore::{self, Restore};
 use super::session::Identified;
 use crate::capture::harness::Formats;
-use crate::domain::{DatabaseFormat, SessionsDatabase, SnapshotFormat, SnapshotSpec};
-use crate::read::database;
+use crate::domain::{SnapshotFormat, SnapshotSpec};
+use crate::read::database::SqliteFormat;
 use crate::read::database::{
     Changed, column, in_read_transaction, object, row_object, session_document,
 };
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use std::fs::Metadata;
-use std::io;
-use std::path::Path;
 
 /// OpenCode (its SQLite database, and its store of files before 1.2).
 pub(crate) static AGENT: Agent = Agent {
     name: "opencode",
     watcher: include_str!("../../watchers/opencode.toml"),
     formats: Formats {
-        databases: &[&Database, &storage::Storage],
+        databases: &[&DATABASE, &storage::Storage],
         documents: &[],
     },
     parse: opencode,
@@ -122,32 +119,13 @@ pub(super) fn opencode(obj: &Map<String, Value>) -> Option<Parsed> {
     Some(parsed)
 }
 
-/// OpenCode's database (1.2 and later), as its watcher's `[[database]]` `reader = "opencode"`
-/// names it.
-#[derive(Debug)]
-pub(crate) struct Database;
-
-impl DatabaseFormat for Database {
-    fn name(&self) -> &'static str {
-        "opencode"
-    }
-
-    fn is_store(&self) -> bool {
-        false
-    }
-
-    fn spec(&self) -> SnapshotSpec {
-        spec()
-    }
-
-    fn open(&self, path: &Path) -> io::Result<Box<dyn SessionsDatabase>> {
-        database::open_sqlite(path, changed, document)
-    }
-
-    fn state(&self, path: &Path, meta: Metadata) -> io::Result<(u64, Metadata)> {
-        database::sqlite_state(path, meta)
-    }
-}
+/// OpenCode's database (1.2 and later), as its watcher's `[[database]]` `reader = "opencode"` names it.
+pub(crate) static DATABASE: SqliteFormat = SqliteFormat {
+    name: "opencode",
+    spec,
+    changed,
+    document,
+};
 
 /// How a session's document keeps its messages.
 pub(crate) fn spec() -> SnapshotSpec {

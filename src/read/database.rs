@@ -1,11 +1,12 @@
 //! What the readers of agents' databases share (`agents::opencode`, `agents::crush`): a
 //! read-only connection, read transactions (a consistent snapshot; in WAL mode a reader never
 //! blocks the agent's writes), columns as JSON, a session as one JSON document (which the
-//! engine captures as it captures a file rewritten whole, `read::snapshot`), and the state
-//! that tells a SQLite file changed.
+//! engine captures as it captures a file rewritten whole, `read::snapshot`), the state that
+//! tells a SQLite file changed, and the format of a SQLite database given its agent's two
+//! queries ([`SqliteFormat`]).
 
 pub(crate) use crate::domain::Changed;
-use crate::domain::SessionsDatabase;
+use crate::domain::{DatabaseFormat, SessionsDatabase, SnapshotSpec};
 use rusqlite::{Connection, OpenFlags};
 use serde_json::{Map, Value};
 use std::fs::{self, Metadata};
@@ -24,7 +25,7 @@ pub(crate) fn open(path: &Path) -> rusqlite::Result<Connection> {
 }
 
 /// A SQLite database of sessions open read-only, read by its agent's functions.
-struct Sqlite {
+struct OpenSqlite {
     conn: Connection,
     changed: ReadChanged,
     document: ReadDocument,
@@ -38,26 +39,63 @@ pub(crate) type ReadDocument = fn(&Connection, &str) -> rusqlite::Result<Option<
 
 /// The SQLite database at `path`, open read-only, its sessions read by `changed` and
 /// `document`.
-pub(crate) fn open_sqlite(
+fn open_sqlite(
     path: &Path,
     changed: ReadChanged,
     document: ReadDocument,
 ) -> io::Result<Box<dyn SessionsDatabase>> {
     let conn = open(path).map_err(io::Error::other)?;
-    Ok(Box::new(Sqlite {
+    Ok(Box::new(OpenSqlite {
         conn,
         changed,
         document,
     }))
 }
 
-impl SessionsDatabase for Sqlite {
+impl SessionsDatabase for OpenSqlite {
     fn changed(&self, since: i64) -> io::Result<Changed> {
         (self.changed)(&self.conn, since).map_err(io::Error::other)
     }
 
     fn document(&self, id: &str) -> io::Result<Option<Vec<u8>>> {
         (self.document)(&self.conn, id).map_err(io::Error::other)
+    }
+}
+
+/// An agent's SQLite database format: what its watcher's `[[database]]` `reader` names it,
+/// where a session's document keeps its messages, and its agent's two queries. The file is
+/// opened read-only, and it changed when it or its `-wal` did ([`sqlite_state`]).
+#[derive(Debug)]
+pub(crate) struct SqliteFormat {
+    /// The name a watcher's `reader` gives it.
+    pub name: &'static str,
+    /// Where a session's document keeps its messages.
+    pub spec: fn() -> SnapshotSpec,
+    /// The sessions changed since a mark.
+    pub changed: ReadChanged,
+    /// One session's document.
+    pub document: ReadDocument,
+}
+
+impl DatabaseFormat for SqliteFormat {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn is_store(&self) -> bool {
+        false
+    }
+
+    fn spec(&self) -> SnapshotSpec {
+        (self.spec)()
+    }
+
+    fn open(&self, path: &Path) -> io::Result<Box<dyn SessionsDatabase>> {
+        open_sqlite(path, self.changed, self.document)
+    }
+
+    fn state(&self, path: &Path, meta: Metadata) -> io::Result<(u64, Metadata)> {
+        sqlite_state(path, meta)
     }
 }
 
