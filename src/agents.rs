@@ -13,6 +13,7 @@ pub(crate) mod amp;
 pub(crate) mod claude_code;
 pub(crate) mod cline;
 pub(crate) mod codex;
+pub(crate) mod r#continue;
 pub(crate) mod copilot_cli;
 pub(crate) mod crush;
 pub(crate) mod cursor;
@@ -80,6 +81,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &claude_code::AGENT,
     &cline::AGENT,
     &codex::AGENT,
+    &r#continue::AGENT,
     &copilot_cli::AGENT,
     &crush::AGENT,
     &cursor::AGENT,

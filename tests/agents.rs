@@ -23,13 +23,14 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`).
-const AGENTS: [&str; 20] = [
+const AGENTS: [&str; 21] = [
     "aider",
     "amp",
     "claude-code",
     "cline",
     "cline-tasks",
     "codex",
+    "continue",
     "copilot-cli",
     "crush",
     "droid",
@@ -59,7 +60,8 @@ fn harness_of(agent: &str) -> &str {
 
 /// True for a file the session is archived from: JSONL appended to, or a document rewritten
 /// whole (a Gemini chat, Cline's session files and task folder, an Amp thread, Aider's
-/// Markdown history, everything in a Mistral Vibe session's folder).
+/// Markdown history, everything in a Mistral Vibe session's folder, a Continue session, not
+/// its list of sessions).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
@@ -71,6 +73,7 @@ fn is_transcript(file: &Path) -> bool {
         || file.ancestors().any(|a| a.ends_with("opencode/storage"))
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
+        || (file.ancestors().any(|a| a.ends_with(".continue/sessions")) && name != "sessions.json")
 }
 
 /// The earliest and latest time of the transcripts' messages (their `timestamp`, or Cline's
@@ -183,7 +186,6 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let [session] = &sessions[..] else {
             panic!("{agent}: one session, listed {listed}")
         };
-        let (first, last) = time_span(&transcripts);
         let got = |k: &str| session[k].clone();
         assert_eq!(got("harness"), harness_of(agent));
         assert_eq!(got("on_disk"), true, "{agent}: {session}");
@@ -205,10 +207,16 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             PROJECT
         };
         assert_eq!(got("project"), project, "{agent}");
-        assert_eq!(
-            (got("started"), got("last_activity")),
-            (first.into(), last.into())
-        );
+        // Continue writes no times: its session's are when it was archived.
+        if agent == "continue" {
+            assert!(got("started").is_string() && got("last_activity").is_string());
+        } else {
+            let (first, last) = time_span(&transcripts);
+            assert_eq!(
+                (got("started"), got("last_activity")),
+                (first.into(), last.into())
+            );
+        }
         // Aider offers the model no tools: its reply is the answer.
         let replies = if aider { 1 } else { 2 };
         assert_eq!(

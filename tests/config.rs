@@ -43,6 +43,7 @@ fn config_check_prints_the_resolved_configuration() {
             "claude-code",
             "cline",
             "cline",
+            "continue",
             "copilot-cli",
             "cursor",
             "droid",
@@ -58,9 +59,9 @@ fn config_check_prints_the_resolved_configuration() {
         ],
         "codex is off: {printed}"
     );
-    assert_eq!(roots[15]["path"].as_str(), env.root.to_str());
-    assert_eq!(roots[15]["glob"].as_str(), Some("*.log"));
-    assert_eq!(roots[15]["start_at"].as_str(), Some("end"));
+    assert_eq!(roots[16]["path"].as_str(), env.root.to_str());
+    assert_eq!(roots[16]["glob"].as_str(), Some("*.log"));
+    assert_eq!(roots[16]["start_at"].as_str(), Some("end"));
 }
 
 #[test]
@@ -110,8 +111,8 @@ fn an_unknown_key_or_watcher_is_refused_with_what_is_known() {
     assert!(err.contains("config.toml:2:1"), "{err}");
     assert!(
         err.contains(
-            "the built-in watchers are amp, claude-code, cline, codex, copilot-cli, crush, cursor, \
-             droid, gemini-cli, gptme, hermes, kilo-code, mistral-vibe, opencode, pi, qwen-code"
+            "the built-in watchers are amp, claude-code, cline, codex, continue, copilot-cli, crush, \
+             cursor, droid, gemini-cli, gptme, hermes, kilo-code, mistral-vibe, opencode, pi, qwen-code"
         ),
         "{err}"
     );

@@ -517,7 +517,7 @@ fn an_unknown_harness_is_an_error_listing_the_known_ones() {
         assert!(
             stderr(&out).contains(
                 "no harness \"claude\"; give one of: aider, amp, claude-code, cline, codex, \
-                 copilot-cli, crush, cursor, droid, gemini-cli, generic, gptme, hermes, \
+                 continue, copilot-cli, crush, cursor, droid, gemini-cli, generic, gptme, hermes, \
                  kilo-code, mistral-vibe, opencode, pi, qwen-code"
             ),
             "{}",

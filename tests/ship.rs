@@ -487,7 +487,7 @@ fn an_http_collector_gets_every_record_through_resets_slowness_and_503s() {
 /// `config.toml` watching the env's root only, with `sinks` appended.
 fn root_config(env: &Env, sinks: &str) {
     env.write_config(&format!(
-        "archive = {:?}\n[watchers]\namp = false\nclaude-code = false\ncline = false\ncodex = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
+        "archive = {:?}\n[watchers]\namp = false\nclaude-code = false\ncline = false\ncodex = false\ncontinue = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
          gemini-cli = false\ngptme = false\nhermes = false\nkilo-code = false\nmistral-vibe = false\nopencode = false\npi = false\nqwen-code = false\n[[watch]]\npath = {:?}\n{sinks}",
         env.db, env.root
     ));

@@ -74,6 +74,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         "PI_CODING_AGENT_DIR" => Some("/p/agent".to_owned()),
         "QWEN_HOME" => Some("/q".to_owned()),
         "HERMES_HOME" => Some("/h/hermes".to_owned()),
+        "CONTINUE_GLOBAL_DIR" => Some("/k/continue".to_owned()),
         _ => None,
     };
     let roots: Vec<_> = builtin_roots(&env)
@@ -99,6 +100,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
                 "codex".into(),
                 PathBuf::from("/data/codex/archived_sessions")
             ),
+            ("continue".into(), PathBuf::from("/k/continue/sessions")),
             ("copilot-cli".into(), PathBuf::from("/c/session-state")),
             ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
             ("droid".into(), PathBuf::from("/home/u/.factory/sessions")),
