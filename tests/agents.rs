@@ -301,15 +301,17 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
     }
 }
 
-/// The agents whose own resume takes a session offline. Not Droid: `droid exec -s ID` exits 1
+/// The agents whose own resume takes a session offline (Continue's CLI goes on from a copy of
+/// it, `--fork`). Not Droid: `droid exec -s ID` exits 1
 /// without a word here even on the session it has just written (with a custom model, offline);
 /// not Cline's CLI 3, which resumes a session by id only in its terminal interface or over ACP.
-const RESUMED: [&str; 11] = [
+const RESUMED: [&str; 12] = [
     "aider",
     "amp",
     "claude-code",
     "cline-tasks",
     "codex",
+    "continue",
     "copilot-cli",
     "gemini-cli",
     "gemini-cli-json",
@@ -508,6 +510,23 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             // `run` quotes a prompt given as one argument: it is given on stdin.
             cmd.stdin(Stdio::piped());
             false
+        }
+        "continue" => {
+            let dir = env.dir.path().join("home/.continue");
+            fs::create_dir_all(&dir).unwrap();
+            let config = format!(
+                "name: scripted\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: scripted\n    \
+                 provider: openai\n    model: scripted-model\n    apiBase: {}/v1\n    \
+                 apiKey: sk-scripted\n    roles: [chat, edit, apply]\n",
+                model.url()
+            );
+            let config_file = dir.join("config.yaml");
+            fs::write(&config_file, config).unwrap();
+            cmd.arg("--config").arg(&config_file).arg("--auto");
+            if let Some(id) = resume {
+                cmd.args(["--fork", id]);
+            }
+            true
         }
         other => panic!("no way known to run {other}"),
     };
