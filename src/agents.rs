@@ -31,6 +31,7 @@ pub(crate) mod qwen_code;
 pub(crate) mod restore;
 pub(crate) mod session;
 
+use crate::capture::editors::{Os, global_storage};
 use crate::capture::harness::{
     self, Formats, GENERIC, Root, Watcher, listed_projects, root, watcher_home,
 };
@@ -161,7 +162,12 @@ pub(crate) fn builtin_roots_where(
             true => home.clone(),
             false => home.join(dir),
         };
-        roots.extend(agent.roots(w.roots.iter().map(under).chain(listed), None)?);
+        let extension = match &w.extension {
+            Some(id) => global_storage(Os::current(), env, id)?,
+            None => Vec::new(),
+        };
+        let dirs = w.roots.iter().map(under).chain(extension).chain(listed);
+        roots.extend(agent.roots(dirs, None)?);
     }
     Ok(roots)
 }

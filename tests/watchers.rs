@@ -180,3 +180,52 @@ fn lines_of(records: &[&str]) -> Vec<u8> {
         .flat_map(|r| [r.as_bytes(), b"\n"].concat())
         .collect()
 }
+
+/// Cline's VS Code extension keeps its tasks in the editor's global storage, and the same
+/// extension runs in VS Code's forks and on a machine an editor works on over SSH: a task
+/// kept by Cursor and one kept by VS Code's remote server are each archived, and restored
+/// where that editor keeps it.
+#[test]
+fn an_extensions_tasks_are_archived_from_every_editor_and_remote_server() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    let recorded = env.dir.path().join("recorded");
+    copy_agent_fixture("cline-tasks", &recorded);
+    let task = recorded.join(".cline/data/tasks/1796311362233");
+    let storage = |editor: &str| {
+        home.join(editor)
+            .join("User/globalStorage/saoudrizwan.claude-dev")
+    };
+    let cursor = storage(".config/Cursor").join("tasks/1796311362233");
+    let server = storage(".vscode-server/data").join("tasks/1796311362234");
+    for dir in [&cursor, &server] {
+        fs::create_dir_all(dir).unwrap();
+        for file in fs::read_dir(&task).unwrap() {
+            let file = file.unwrap().path();
+            fs::copy(&file, dir.join(file.file_name().unwrap())).unwrap();
+        }
+    }
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let sessions: Vec<serde_json::Value> = (listed.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = sessions.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ids.len(), 2, "{listed}");
+    assert!(sessions.iter().all(|s| s["harness"] == "cline"), "{listed}");
+    assert!(
+        ids.contains(&"1796311362233") && ids.contains(&"1796311362234"),
+        "{listed}"
+    );
+
+    let history = server.join("api_conversation_history.json");
+    let bytes = fs::read(&history).unwrap();
+    fs::remove_file(&history).unwrap();
+    env.run_once_home();
+    stdout_of(&env, &["restore", "1796311362234"]);
+    assert_eq!(
+        fs::read(&history).unwrap(),
+        bytes,
+        "restored where the server keeps it"
+    );
+}

@@ -82,41 +82,40 @@ fn builtin_roots_honour_the_harness_home_variables() {
         .into_iter()
         .map(|r| (r.harness, r.path))
         .collect();
-    assert_eq!(
-        roots,
-        vec![
-            ("amp".into(), PathBuf::from("/x/amp/threads")),
-            (
-                "claude-code".into(),
-                PathBuf::from("/home/u/.claude/projects")
-            ),
-            ("cline".into(), PathBuf::from("/home/u/.cline/data")),
-            (
-                "cline".into(),
-                PathBuf::from("/home/u/.config/Code/User/globalStorage/saoudrizwan.claude-dev")
-            ),
-            ("codex".into(), PathBuf::from("/data/codex/sessions")),
-            (
-                "codex".into(),
-                PathBuf::from("/data/codex/archived_sessions")
-            ),
-            ("continue".into(), PathBuf::from("/k/continue/sessions")),
-            ("copilot-cli".into(), PathBuf::from("/c/session-state")),
-            ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
-            ("droid".into(), PathBuf::from("/home/u/.factory/sessions")),
-            ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
-            ("gptme".into(), PathBuf::from("/x/gptme/logs")),
-            ("hermes".into(), PathBuf::from("/h/hermes")),
-            ("kilo-code".into(), PathBuf::from("/x/kilo")),
-            (
-                "mistral-vibe".into(),
-                PathBuf::from("/home/u/.vibe/logs/session")
-            ),
-            ("opencode".into(), PathBuf::from("/x/opencode")),
-            ("pi".into(), PathBuf::from("/p/agent/sessions")),
-            ("qwen-code".into(), PathBuf::from("/q/projects")),
-        ]
-    );
+    // Cline's extension: its global storage in every editor of the VS Code family.
+    let editors = global_storage(Os::current(), &env, "saoudrizwan.claude-dev").unwrap();
+    let mut expected: Vec<(String, PathBuf)> = vec![
+        ("amp".into(), PathBuf::from("/x/amp/threads")),
+        (
+            "claude-code".into(),
+            PathBuf::from("/home/u/.claude/projects"),
+        ),
+        ("cline".into(), PathBuf::from("/home/u/.cline/data")),
+        ("codex".into(), PathBuf::from("/data/codex/sessions")),
+        (
+            "codex".into(),
+            PathBuf::from("/data/codex/archived_sessions"),
+        ),
+        ("continue".into(), PathBuf::from("/k/continue/sessions")),
+        ("copilot-cli".into(), PathBuf::from("/c/session-state")),
+        ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
+        ("droid".into(), PathBuf::from("/home/u/.factory/sessions")),
+        ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
+        ("gptme".into(), PathBuf::from("/x/gptme/logs")),
+        ("hermes".into(), PathBuf::from("/h/hermes")),
+        ("kilo-code".into(), PathBuf::from("/x/kilo")),
+        (
+            "mistral-vibe".into(),
+            PathBuf::from("/home/u/.vibe/logs/session"),
+        ),
+        ("opencode".into(), PathBuf::from("/x/opencode")),
+        ("pi".into(), PathBuf::from("/p/agent/sessions")),
+        ("qwen-code".into(), PathBuf::from("/q/projects")),
+    ];
+    let after = 1 + expected.iter().position(|(h, _)| h == "cline").unwrap();
+    let cline = editors.into_iter().map(|d| ("cline".to_owned(), d));
+    expected.splice(after..after, cline);
+    assert_eq!(roots, expected);
 }
 
 #[test]
@@ -323,6 +322,14 @@ fn the_readme_table_says_where_each_agent_is_read_and_how_it_resumes() {
             assert!(
                 said(&at),
                 "the README does not say {} is read at {at}",
+                agent.name
+            );
+        }
+        if let Some(extension) = &watcher.extension {
+            let said_it = said(&format!("globalStorage/{extension}/"));
+            assert!(
+                said_it,
+                "the README does not say where {}'s extension keeps it",
                 agent.name
             );
         }

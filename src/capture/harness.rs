@@ -30,6 +30,10 @@ pub(crate) struct Watcher {
     pub home_default: Option<String>,
     /// Directories under the home that hold transcripts; `""` for the home itself.
     pub roots: Vec<String>,
+    /// The VS Code extension (`publisher.name`) whose global storage, in every editor of the
+    /// VS Code family and its remote servers (`capture::editors`), is a root too.
+    #[serde(default)]
+    pub extension: Option<String>,
     /// Which files under a root are transcripts appended to, relative to the root; none when
     /// the agent keeps only snapshot files.
     #[serde(default)]
@@ -400,6 +404,7 @@ pub(crate) fn given_root(dir: &Path, glob: &str) -> Root {
         home_env: None,
         home_default: None,
         roots: Vec::new(),
+        extension: None,
         glob: Some(glob.to_owned()),
         builtin: false,
         snapshot: Vec::new(),

@@ -1,0 +1,143 @@
+//! Where the editors of the VS Code family keep an extension's global storage, on each OS:
+//! the one table of those editors, their user data folders and their remote servers, which
+//! a watcher's `extension` names an extension of.
+//!
+//! An extension's global storage is `<user data>/User/globalStorage/<publisher.name>` (VS
+//! Code's `ExtensionContext.globalStorageUri`). The user data folder is `<app data>/<editor>`,
+//! where the app data folder is Electron's `appData`: `$XDG_CONFIG_HOME` or `~/.config` on
+//! Linux, `~/Library/Application Support` on macOS, `%APPDATA%` on Windows. On a machine that
+//! an editor works on over SSH, its remote server keeps the same folder under
+//! `~/<server>/data/`.
+
+use crate::error::Result;
+use crate::platform::home;
+use std::path::PathBuf;
+
+/// The editors' user data folders under the app data folder: VS Code and its Insiders build,
+/// VSCodium, and the forks with agents of their own that install the same extensions.
+pub(crate) const EDITORS: &[&str] = &[
+    "Code",
+    "Code - Insiders",
+    "VSCodium",
+    "Cursor",
+    "Windsurf",
+    "Kiro",
+];
+
+/// The editors' remote servers' folders under the home of the machine worked on over SSH.
+pub(crate) const REMOTE_SERVERS: &[&str] = &[
+    ".vscode-server",
+    ".vscode-server-insiders",
+    ".vscodium-server",
+    ".cursor-server",
+    ".windsurf-server",
+];
+
+/// An operating system, for where its editors keep their folders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Os {
+    Linux,
+    Mac,
+    Windows,
+}
+
+impl Os {
+    /// The one this runs on (Linux for every other Unix).
+    pub(crate) fn current() -> Os {
+        if cfg!(target_os = "macos") {
+            Os::Mac
+        } else if cfg!(windows) {
+            Os::Windows
+        } else {
+            Os::Linux
+        }
+    }
+}
+
+/// Every folder where an editor of the table keeps `extension`'s global storage on `os`, its
+/// desktop editors' first, then (on Linux and macOS) its remote servers'. `Err` when the home
+/// (or, on Windows, `%APPDATA%`) is not known.
+pub(crate) fn global_storage(os: Os, env: home::Env, extension: &str) -> Result<Vec<PathBuf>> {
+    let storage = |user_data: PathBuf| user_data.join("User/globalStorage").join(extension);
+    let app_data = match os {
+        Os::Linux => home::xdg_dir(env, "XDG_CONFIG_HOME", ".config")?,
+        Os::Mac => home::home(env)?.join("Library/Application Support"),
+        Os::Windows => match env("APPDATA").filter(|d| !d.is_empty()) {
+            Some(dir) => PathBuf::from(dir),
+            None => home::home(env)?.join("AppData/Roaming"),
+        },
+    };
+    let mut dirs: Vec<PathBuf> = EDITORS.iter().map(|e| storage(app_data.join(e))).collect();
+    if os != Os::Windows {
+        let home = home::home(env)?;
+        dirs.extend(
+            REMOTE_SERVERS
+                .iter()
+                .map(|s| storage(home.join(s).join("data"))),
+        );
+    }
+    Ok(dirs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXT: &str = "saoudrizwan.claude-dev";
+
+    fn dirs(os: Os, env: home::Env) -> Vec<String> {
+        let found = global_storage(os, env, EXT).unwrap();
+        found.iter().map(|d| d.display().to_string()).collect()
+    }
+
+    #[test]
+    fn linux_reads_every_editor_under_its_config_folder_and_every_remote_server() {
+        let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
+        let found = dirs(Os::Linux, &env);
+        assert_eq!(found.len(), EDITORS.len() + REMOTE_SERVERS.len());
+        assert_eq!(
+            found[0],
+            format!("/home/u/.config/Code/User/globalStorage/{EXT}")
+        );
+        assert!(found.contains(&format!("/home/u/.config/Cursor/User/globalStorage/{EXT}")));
+        assert!(found.contains(&format!(
+            "/home/u/.vscode-server/data/User/globalStorage/{EXT}"
+        )));
+        assert!(found.contains(&format!(
+            "/home/u/.cursor-server/data/User/globalStorage/{EXT}"
+        )));
+        let xdg = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "XDG_CONFIG_HOME" => Some("/xdg".to_owned()),
+            _ => None,
+        };
+        assert_eq!(
+            dirs(Os::Linux, &xdg)[1],
+            format!("/xdg/Code - Insiders/User/globalStorage/{EXT}")
+        );
+    }
+
+    #[test]
+    fn macos_and_windows_read_their_own_app_data_folders() {
+        let env = |k: &str| match k {
+            "HOME" => Some("/Users/u".to_owned()),
+            "APPDATA" => Some("C:/Users/u/AppData/Roaming".to_owned()),
+            _ => None,
+        };
+        let mac = dirs(Os::Mac, &env);
+        assert_eq!(
+            mac[3],
+            format!("/Users/u/Library/Application Support/Cursor/User/globalStorage/{EXT}")
+        );
+        let windows = dirs(Os::Windows, &env);
+        assert_eq!(
+            windows.len(),
+            EDITORS.len(),
+            "no remote server folders on Windows"
+        );
+        assert_eq!(
+            windows[4],
+            format!("C:/Users/u/AppData/Roaming/Windsurf/User/globalStorage/{EXT}")
+        );
+    }
+}
