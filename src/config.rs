@@ -871,11 +871,16 @@ mod tests {
     #[test]
     fn flags_win_over_the_file_and_the_file_over_defaults() {
         let env = |k: &str| (k == "HOME").then(|| "/home/u".to_owned());
-        let text = "archive = \"~/a.db\"\nrecord_limit = \"1M\"\nbatch_bytes = 4096\n\
-                    rescan_interval = \"5s\"\n[watchers]\namp = false\ncline = false\ncodex = false\ncontinue = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
-                    gemini-cli = false\ngptme = false\nhermes = false\nkilo-code = false\nmistral-vibe = false\nopencode = false\npi = false\nqwen-code = false\n\
-                    [[watch]]\npath = \"/w\"\nstart_at = \"end\"\n";
-        let file = parse(Path::new("/c.toml"), text).unwrap();
+        // Every built-in watcher off but Claude Code's.
+        let off: String = (crate::agents::watchers().unwrap().into_iter())
+            .filter(|w| w.builtin && w.name != "claude-code")
+            .map(|w| format!("{} = false\n", w.name))
+            .collect();
+        let text = format!(
+            "archive = \"~/a.db\"\nrecord_limit = \"1M\"\nbatch_bytes = 4096\n\
+             rescan_interval = \"5s\"\n[watchers]\n{off}[[watch]]\npath = \"/w\"\nstart_at = \"end\"\n"
+        );
+        let file = parse(Path::new("/c.toml"), &text).unwrap();
         let flags = Overrides {
             record_limit: Some(2048),
             ..Overrides::default()

@@ -5,7 +5,9 @@
 mod index;
 mod restore;
 
-use crate::util::{BIN, Daemon, Env, TapReader, cli, on_a_terminal, raw_record, stderr, stdout_of};
+use crate::util::{
+    BIN, Daemon, Env, TapReader, cli, on_a_terminal, raw_record, stderr, stdout_of, watcher_names,
+};
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -515,11 +517,10 @@ fn an_unknown_harness_is_an_error_listing_the_known_ones() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(out.stdout.is_empty());
         assert!(
-            stderr(&out).contains(
-                "no harness \"claude\"; give one of: aider, amp, claude-code, cline, codex, \
-                 continue, copilot-cli, crush, cursor, droid, gemini-cli, generic, gptme, hermes, \
-                 kilo-code, mistral-vibe, opencode, pi, qwen-code"
-            ),
+            stderr(&out).contains(&format!(
+                "no harness \"claude\"; give one of: {}",
+                watcher_names(false).join(", ")
+            )),
             "{}",
             stderr(&out)
         );

@@ -4,7 +4,7 @@
 
 use crate::util::{
     Answer, Collector, Daemon, Env, PG_PASSWORD, PgCluster, SandboxDaemon, TapReader, lines,
-    records, stderr, wait_until,
+    records, stderr, wait_until, watchers_off_but,
 };
 use std::fs;
 use std::path::Path;
@@ -487,9 +487,10 @@ fn an_http_collector_gets_every_record_through_resets_slowness_and_503s() {
 /// `config.toml` watching the env's root only, with `sinks` appended.
 fn root_config(env: &Env, sinks: &str) {
     env.write_config(&format!(
-        "archive = {:?}\n[watchers]\namp = false\nclaude-code = false\ncline = false\ncodex = false\ncontinue = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
-         gemini-cli = false\ngptme = false\nhermes = false\nkilo-code = false\nmistral-vibe = false\nopencode = false\npi = false\nqwen-code = false\n[[watch]]\npath = {:?}\n{sinks}",
-        env.db, env.root
+        "archive = {:?}\n{}[[watch]]\npath = {:?}\n{sinks}",
+        env.db,
+        watchers_off_but(&[]),
+        env.root
     ));
 }
 

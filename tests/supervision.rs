@@ -118,11 +118,7 @@ fn no_watchdog_keep_alives_are_sent_for_another_process() {
 
 /// A configuration that watches only `dirs`, with the test's archive.
 fn watch_only(env: &Env, dirs: &[&Path]) {
-    let mut text = format!(
-        "archive = {:?}\n[watchers]\namp = false\nclaude-code = false\ncline = false\ncodex = false\ncontinue = false\ncopilot-cli = false\ncursor = false\ndroid = false\n\
-         gemini-cli = false\ngptme = false\nhermes = false\nkilo-code = false\nmistral-vibe = false\nopencode = false\npi = false\nqwen-code = false\n",
-        env.db
-    );
+    let mut text = format!("archive = {:?}\n{}", env.db, watchers_off_but(&[]));
     for d in dirs {
         text.push_str(&format!("[[watch]]\npath = {d:?}\n"));
     }

@@ -34,3 +34,30 @@ pub type Env = Sandbox<TranscriptSync>;
 pub fn copy_agent_fixture(agent: &str, home: &Path) -> Vec<PathBuf> {
     testkit::sandbox::copy_agent_fixture::<TranscriptSync>(agent, home)
 }
+
+/// The watchers' names, sorted, as `watchers/*.toml` defines them: every one's, or with
+/// `builtin` only those `run` uses without a `[[watch]]` table (not `builtin = false`).
+pub fn watcher_names(builtin: bool) -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("watchers");
+    let mut names: Vec<String> = (std::fs::read_dir(dir).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| {
+            let definition: toml::Value =
+                toml::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+            !builtin || definition.get("builtin").and_then(toml::Value::as_bool) != Some(false)
+        })
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `config.toml`'s `[watchers]` table with every built-in watcher off but `kept`.
+pub fn watchers_off_but(kept: &[&str]) -> String {
+    let off = watcher_names(true)
+        .into_iter()
+        .filter(|n| !kept.contains(&n.as_str()));
+    let lines: Vec<String> = off.map(|n| format!("{n} = false\n")).collect();
+    format!("[watchers]\n{}", lines.concat())
+}
