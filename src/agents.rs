@@ -29,6 +29,7 @@ pub(crate) mod opencode;
 pub(crate) mod pi;
 pub(crate) mod qwen_code;
 pub(crate) mod restore;
+pub(crate) mod roo_code;
 pub(crate) mod session;
 
 use crate::capture::editors::{Os, global_storage};
@@ -96,6 +97,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &opencode::AGENT,
     &pi::AGENT,
     &qwen_code::AGENT,
+    &roo_code::AGENT,
 ];
 
 /// The agent named `name`, if there is one.

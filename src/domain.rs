@@ -225,8 +225,9 @@ pub(crate) enum SnapshotFormat {
 pub(crate) struct TextFormat {
     /// The name a watcher's `[[snapshot]]` `format` gives it.
     pub name: &'static str,
-    /// The document's entries, in file order. Any text is such a document.
-    pub derive: fn(&str) -> Vec<SnapshotEntry>,
+    /// The document's entries, in file order; `Err` says why the text is not such a
+    /// document.
+    pub derive: fn(&str) -> Result<Vec<SnapshotEntry>, String>,
 }
 
 impl PartialEq for TextFormat {

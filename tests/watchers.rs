@@ -229,3 +229,88 @@ fn an_extensions_tasks_are_archived_from_every_editor_and_remote_server() {
         "restored where the server keeps it"
     );
 }
+
+/// Roo Code's task folders (a fork of Cline's extension, from its source: see
+/// `tests/fixtures/roo-code/SOURCE`), in either shape of its conversation, kept by VS Code and
+/// by Cursor: each a session of its prompt and workspace, its tool call and result read, and
+/// restored byte for byte.
+#[test]
+fn roo_code_tasks_are_read_in_both_of_its_formats_from_every_editor() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/roo-code");
+    let tasks = |editor: &str| {
+        (home.join(editor)).join("User/globalStorage/rooveterinaryinc.roo-cline/tasks")
+    };
+    for (task, editor) in [
+        ("1796400000000", ".config/Code"),
+        ("1796300000000", ".config/Cursor"),
+    ] {
+        let dir = tasks(editor).join(task);
+        fs::create_dir_all(&dir).unwrap();
+        for file in fs::read_dir(fixtures.join(task)).unwrap() {
+            let file = file.unwrap().path();
+            fs::copy(&file, dir.join(file.file_name().unwrap())).unwrap();
+        }
+    }
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let sessions: Vec<serde_json::Value> = (listed.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let session = |id: &str| sessions.iter().find(|s| s["id"] == id).unwrap().clone();
+    let (versioned, listed_before) = (session("1796400000000"), session("1796300000000"));
+    for (s, title, project) in [
+        (
+            &versioned,
+            "Run the scripted command, please.",
+            "/tmp/roo/project",
+        ),
+        (&listed_before, "List the files.", "/tmp/roo/other"),
+    ] {
+        assert_eq!(s["harness"], "roo-code", "{s}");
+        assert_eq!(
+            (s["title"].as_str(), s["project"].as_str()),
+            (Some(title), Some(project))
+        );
+        assert_eq!(s["unparsed"], 0, "every record read: {s}");
+        assert_eq!(
+            (s["user_messages"].clone(), s["assistant_messages"].clone()),
+            (1.into(), 2.into()),
+            "{s}"
+        );
+    }
+    let hits = stdout_of(&env, &["search", "scripted-tool-output", "--json"]);
+    assert!(hits.contains("1796400000000"), "{hits}");
+    let shown = stdout_of(&env, &["show", "1796400000000", "--format", "json"]);
+    let parts: Vec<serde_json::Value> = (shown.lines())
+        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap())
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let kind = |k: &str| {
+        parts
+            .iter()
+            .find(|p| p["type"] == k)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(kind("tool_call")["name"], "execute_command", "{shown}");
+    assert!(
+        kind("tool_result")["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("scripted-tool-output")
+    );
+    assert_eq!(kind("thinking")["text"], "The user wants the command run.");
+
+    let history = tasks(".config/Code").join("1796400000000/api_conversation_history.json");
+    let bytes = fs::read(&history).unwrap();
+    fs::remove_file(&history).unwrap();
+    env.run_once_home();
+    stdout_of(&env, &["restore", "1796400000000"]);
+    assert_eq!(
+        fs::read(&history).unwrap(),
+        bytes,
+        "restored where VS Code keeps it"
+    );
+}

@@ -37,7 +37,7 @@ pub(crate) static AGENT: Agent = Agent {
         databases: &[],
         documents: &[TextFormat {
             name: "aider",
-            derive,
+            derive: history,
         }],
     },
     parse: aider,
@@ -146,6 +146,11 @@ struct Block<'a> {
     kind: Kind,
     at: usize,
     lines: Vec<&'a str>,
+}
+
+/// The history as a text format's entries: any text is such a history.
+fn history(text: &str) -> Result<Vec<Entry>, String> {
+    Ok(derive(text))
 }
 
 /// The history's blocks as entries, in file order. Any text is such a history: a line that

@@ -133,10 +133,12 @@ fn api_request_usage(obj: &Map<String, Value>) -> Option<Usage> {
 /// wrapper; a tool's result (`[execute_command for '…'] Result:`) as one; the environment
 /// details it appends to each user message read for the working directory and not shown,
 /// nor its task-progress reminder.
-fn cline_text(text: String, parsed: &mut Parsed) -> Option<Part> {
+pub(super) fn cline_text(text: String, parsed: &mut Parsed) -> Option<Part> {
     let trimmed = text.trim();
     if let Some(details) = trimmed.strip_prefix("<environment_details>") {
-        let cwd = details.split_once("# Current Working Directory (");
+        // Roo Code, a fork, says "Workspace" where Cline says "Working".
+        let cwd = (details.split_once("# Current Working Directory ("))
+            .or_else(|| details.split_once("# Current Workspace Directory ("));
         let cwd = cwd.and_then(|(_, rest)| rest.split_once(") Files"));
         parsed.project = parsed.project.take().or(cwd.map(|(dir, _)| dir.to_owned()));
         return None;

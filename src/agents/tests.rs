@@ -82,7 +82,8 @@ fn builtin_roots_honour_the_harness_home_variables() {
         .into_iter()
         .map(|r| (r.harness, r.path))
         .collect();
-    // Cline's extension: its global storage in every editor of the VS Code family.
+    // Cline's and Roo Code's extensions: their global storage in every editor of the VS Code
+    // family.
     let editors = global_storage(Os::current(), &env, "saoudrizwan.claude-dev").unwrap();
     let mut expected: Vec<(String, PathBuf)> = vec![
         ("amp".into(), PathBuf::from("/x/amp/threads")),
@@ -115,6 +116,8 @@ fn builtin_roots_honour_the_harness_home_variables() {
     let after = 1 + expected.iter().position(|(h, _)| h == "cline").unwrap();
     let cline = editors.into_iter().map(|d| ("cline".to_owned(), d));
     expected.splice(after..after, cline);
+    let roo = global_storage(Os::current(), &env, "rooveterinaryinc.roo-cline").unwrap();
+    expected.extend(roo.into_iter().map(|d| ("roo-code".to_owned(), d)));
     assert_eq!(roots, expected);
 }
 
@@ -359,8 +362,9 @@ fn title(agent: &Agent) -> String {
 }
 
 /// Whether `said`, a README cell, gives the command the agent's module makes for a session
-/// (named `ID` in the README; Cline's tasks are named by a time, so try a number too), or
-/// sends a database's sessions to `show` where there is none.
+/// (named `ID` in the README; Cline's tasks are named by a time, so try a number too), or,
+/// where it makes none, sends a database's sessions to `show`, and names no command for an
+/// agent without one (an editor's extension, reopened from the editor).
 fn resumes_as_said(agent: &Agent, said: &str) -> bool {
     let command = |id: &str| {
         let asked = restore::Resume {
@@ -371,7 +375,10 @@ fn resumes_as_said(agent: &Agent, said: &str) -> bool {
         (agent.restore.resume)(&asked)
     };
     let Some(_) = command("ID") else {
-        return said.contains("--format raw") || said.starts_with("as for OpenCode");
+        return match agent.formats.databases.is_empty() {
+            true => !said.is_empty() && !said.contains('`'),
+            false => said.contains("--format raw") || said.starts_with("as for OpenCode"),
+        };
     };
     ["ID", "1"].iter().any(|id| {
         let made = command(id).unwrap_or_default();

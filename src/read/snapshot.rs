@@ -24,7 +24,7 @@ pub(crate) use crate::domain::SnapshotEntry as Entry;
 pub(crate) fn derive(doc: &[u8], spec: &Spec) -> Result<Vec<Entry>, String> {
     let text = std::str::from_utf8(doc).map_err(|e| format!("not UTF-8: {e}"))?;
     if let SnapshotFormat::Text(format) = spec.format {
-        return Ok((format.derive)(text));
+        return (format.derive)(text);
     }
     let root: &RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
     let Some(pointer) = &spec.messages else {
