@@ -181,6 +181,24 @@ fn lines_of(records: &[&str]) -> Vec<u8> {
         .collect()
 }
 
+/// The files of folder `from`, copied into folder `to` (made).
+fn copy_files(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for file in fs::read_dir(from).unwrap() {
+        let file = file.unwrap().path();
+        fs::copy(&file, to.join(file.file_name().unwrap())).unwrap();
+    }
+}
+
+/// `sessions --json` as printed, and as JSON.
+fn sessions_listed(env: &Env) -> (String, Vec<serde_json::Value>) {
+    let listed = stdout_of(env, &["sessions", "--json"]);
+    let sessions = (listed.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (listed, sessions)
+}
+
 /// Cline's VS Code extension keeps its tasks in the editor's global storage, and the same
 /// extension runs in VS Code's forks and on a machine an editor works on over SSH: a task
 /// kept by Cursor and one kept by VS Code's remote server are each archived, and restored
@@ -199,17 +217,10 @@ fn an_extensions_tasks_are_archived_from_every_editor_and_remote_server() {
     let cursor = storage(".config/Cursor").join("tasks/1796311362233");
     let server = storage(".vscode-server/data").join("tasks/1796311362234");
     for dir in [&cursor, &server] {
-        fs::create_dir_all(dir).unwrap();
-        for file in fs::read_dir(&task).unwrap() {
-            let file = file.unwrap().path();
-            fs::copy(&file, dir.join(file.file_name().unwrap())).unwrap();
-        }
+        copy_files(&task, dir);
     }
     env.run_once_home();
-    let listed = stdout_of(&env, &["sessions", "--json"]);
-    let sessions: Vec<serde_json::Value> = (listed.lines())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (listed, sessions) = sessions_listed(&env);
     let ids: Vec<&str> = sessions.iter().map(|s| s["id"].as_str().unwrap()).collect();
     assert_eq!(ids.len(), 2, "{listed}");
     assert!(sessions.iter().all(|s| s["harness"] == "cline"), "{listed}");
@@ -246,18 +257,10 @@ fn roo_code_tasks_are_read_in_both_of_its_formats_from_every_editor() {
         ("1796400000000", ".config/Code"),
         ("1796300000000", ".config/Cursor"),
     ] {
-        let dir = tasks(editor).join(task);
-        fs::create_dir_all(&dir).unwrap();
-        for file in fs::read_dir(fixtures.join(task)).unwrap() {
-            let file = file.unwrap().path();
-            fs::copy(&file, dir.join(file.file_name().unwrap())).unwrap();
-        }
+        copy_files(&fixtures.join(task), &tasks(editor).join(task));
     }
     env.run_once_home();
-    let listed = stdout_of(&env, &["sessions", "--json"]);
-    let sessions: Vec<serde_json::Value> = (listed.lines())
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (_, sessions) = sessions_listed(&env);
     let session = |id: &str| sessions.iter().find(|s| s["id"] == id).unwrap().clone();
     let (versioned, listed_before) = (session("1796400000000"), session("1796300000000"));
     for (s, title, project) in [
