@@ -23,6 +23,7 @@ pub(crate) mod generic;
 pub(crate) mod gptme;
 pub(crate) mod hermes;
 pub(crate) mod kilo_code;
+pub(crate) mod kilo_code_vscode;
 pub(crate) mod message;
 pub(crate) mod mistral_vibe;
 pub(crate) mod opencode;
@@ -93,6 +94,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &gptme::AGENT,
     &hermes::AGENT,
     &kilo_code::AGENT,
+    &kilo_code_vscode::AGENT,
     &mistral_vibe::AGENT,
     &opencode::AGENT,
     &pi::AGENT,

@@ -317,3 +317,27 @@ fn roo_code_tasks_are_read_in_both_of_its_formats_from_every_editor() {
         "restored where VS Code keeps it"
     );
 }
+
+/// Kilo Code's VS Code extension, in its releases forked from Roo Code, keeps a task as Roo
+/// Code does, in its own global storage: read as Kilo Code's.
+#[test]
+fn a_kilo_code_extension_task_is_read_as_roo_codes_are() {
+    let env = Env::new();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/roo-code");
+    let storage = env
+        .dir
+        .path()
+        .join("home/.config/Code/User/globalStorage/kilocode.kilo-code");
+    copy_files(
+        &fixtures.join("1796300000000"),
+        &storage.join("tasks/1796300000000"),
+    );
+    env.run_once_home();
+    let (listed, sessions) = sessions_listed(&env);
+    let [session] = &sessions[..] else {
+        panic!("one session: {listed}")
+    };
+    assert_eq!(session["harness"], "kilo-code-vscode", "{listed}");
+    assert_eq!(session["title"], "List the files.", "{listed}");
+    assert_eq!(session["unparsed"], 0, "{listed}");
+}

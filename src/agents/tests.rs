@@ -82,8 +82,8 @@ fn builtin_roots_honour_the_harness_home_variables() {
         .into_iter()
         .map(|r| (r.harness, r.path))
         .collect();
-    // Cline's and Roo Code's extensions: their global storage in every editor of the VS Code
-    // family.
+    // Cline's, Kilo Code's and Roo Code's extensions: their global storage in every editor of
+    // the VS Code family.
     let editors = global_storage(Os::current(), &env, "saoudrizwan.claude-dev").unwrap();
     let mut expected: Vec<(String, PathBuf)> = vec![
         ("amp".into(), PathBuf::from("/x/amp/threads")),
@@ -118,6 +118,10 @@ fn builtin_roots_honour_the_harness_home_variables() {
     expected.splice(after..after, cline);
     let roo = global_storage(Os::current(), &env, "rooveterinaryinc.roo-cline").unwrap();
     expected.extend(roo.into_iter().map(|d| ("roo-code".to_owned(), d)));
+    let kilo = global_storage(Os::current(), &env, "kilocode.kilo-code").unwrap();
+    let after = 1 + expected.iter().position(|(h, _)| h == "kilo-code").unwrap();
+    let kilo = kilo.into_iter().map(|d| ("kilo-code-vscode".to_owned(), d));
+    expected.splice(after..after, kilo);
     assert_eq!(roots, expected);
 }
 
