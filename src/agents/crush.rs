@@ -21,8 +21,8 @@ use super::session::Identified;
 use crate::capture::harness::Formats;
 use crate::domain::{SnapshotFormat, SnapshotSpec};
 use crate::read::database::SqliteFormat;
-use crate::read::database::{Changed, column, in_read_transaction, row_object, session_document};
-use rusqlite::{Connection, OptionalExtension};
+use crate::read::database::{Changed, column, in_read_transaction, rows_document};
+use rusqlite::Connection;
 use serde_json::{Map, Value};
 use std::path::Path;
 
@@ -167,24 +167,11 @@ fn read_changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
 /// Session `id`'s document, read in one read transaction; `None` when there is no such
 /// session (any more).
 pub(crate) fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
-    in_read_transaction(conn, || read_document(conn, id))
-}
-
-fn read_document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
-    let mut stmt = conn.prepare_cached("SELECT * FROM sessions WHERE id = ?1")?;
-    let names: Vec<String> = stmt.column_names().map(String::from).collect();
-    let Some(session) = stmt.query_row([id], |r| row_object(r, &names)).optional()? else {
-        return Ok(None);
-    };
-    let mut stmt = conn.prepare_cached(
-        "SELECT * FROM messages WHERE session_id = ?1 ORDER BY created_at, rowid",
-    )?;
-    let names: Vec<String> = stmt.column_names().map(String::from).collect();
-    let rows = stmt.query_map([id], |r| row_object(r, &names))?;
-    let messages = rows
-        .map(|row| row.map(Value::Object))
-        .collect::<rusqlite::Result<Vec<_>>>()?;
-    Ok(Some(session_document(session, messages)))
+    // The messages in the order Crush wrote them: their ids are random and many share a second.
+    let messages = "SELECT * FROM messages WHERE session_id = ?1 ORDER BY created_at, rowid";
+    in_read_transaction(conn, || {
+        rows_document(conn, "SELECT * FROM sessions WHERE id = ?1", messages, id)
+    })
 }
 
 #[cfg(test)]

@@ -21,8 +21,8 @@ use super::session::Identified;
 use crate::capture::harness::Formats;
 use crate::domain::{SnapshotFormat, SnapshotSpec};
 use crate::read::database::SqliteFormat;
-use crate::read::database::{Changed, column, in_read_transaction, row_object, session_document};
-use rusqlite::{Connection, OptionalExtension};
+use crate::read::database::{Changed, column, in_read_transaction, rows_document};
+use rusqlite::Connection;
 use serde_json::{Map, Value};
 
 /// Hermes Agent (its SQLite database).
@@ -165,20 +165,9 @@ fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
 /// Session `id`'s document, read in one read transaction; `None` when there is no such
 /// session (any more).
 fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    let messages = "SELECT * FROM messages WHERE session_id = ?1 ORDER BY id";
     in_read_transaction(conn, || {
-        let mut stmt = conn.prepare_cached("SELECT * FROM sessions WHERE id = ?1")?;
-        let names: Vec<String> = stmt.column_names().map(String::from).collect();
-        let Some(session) = stmt.query_row([id], |r| row_object(r, &names)).optional()? else {
-            return Ok(None);
-        };
-        let mut stmt =
-            conn.prepare_cached("SELECT * FROM messages WHERE session_id = ?1 ORDER BY id")?;
-        let names: Vec<String> = stmt.column_names().map(String::from).collect();
-        let rows = stmt.query_map([id], |r| row_object(r, &names))?;
-        let messages = rows
-            .map(|row| row.map(Value::Object))
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(Some(session_document(session, messages)))
+        rows_document(conn, "SELECT * FROM sessions WHERE id = ?1", messages, id)
     })
 }
 

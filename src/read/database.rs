@@ -7,7 +7,7 @@
 
 pub(crate) use crate::domain::Changed;
 use crate::domain::{DatabaseFormat, SessionsDatabase, SnapshotSpec};
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::{Map, Value};
 use std::fs::{self, Metadata};
 use std::io;
@@ -129,6 +129,29 @@ pub(crate) fn sqlite_state(path: &Path, meta: Metadata) -> io::Result<(u64, Meta
 pub(crate) fn session_document(session: impl serde::Serialize, messages: Vec<Value>) -> Vec<u8> {
     let doc = serde_json::json!({"session": session, "messages": messages});
     serde_json::to_vec(&doc).expect("a JSON value serialises")
+}
+
+/// The document of session `id` in a database of a session table and a message table: the
+/// row `session` selects (by `?1`), then the rows `messages` selects (by `?1`), in the order
+/// it gives them, each row an object of its columns; `None` when `session` selects no row.
+pub(crate) fn rows_document(
+    conn: &Connection,
+    session: &str,
+    messages: &str,
+    id: &str,
+) -> rusqlite::Result<Option<Vec<u8>>> {
+    let mut stmt = conn.prepare_cached(session)?;
+    let names: Vec<String> = stmt.column_names().map(String::from).collect();
+    let Some(session) = stmt.query_row([id], |r| row_object(r, &names)).optional()? else {
+        return Ok(None);
+    };
+    let mut stmt = conn.prepare_cached(messages)?;
+    let names: Vec<String> = stmt.column_names().map(String::from).collect();
+    let rows = stmt.query_map([id], |r| row_object(r, &names))?;
+    let messages = rows
+        .map(|row| row.map(Value::Object))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Some(session_document(session, messages)))
 }
 
 /// `read`, in a read transaction.
