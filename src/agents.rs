@@ -126,14 +126,19 @@ impl Agent {
     /// absolute against the working directory, read by its globs and its snapshot and database
     /// tables; `glob` instead of its own for `generic`.
     pub(crate) fn roots_at(&self, dirs: &[PathBuf], glob: Option<&str>) -> Result<Vec<Root>> {
-        self.roots(dirs.iter().map(|d| harness::absolute(d)), glob)
+        let dirs = dirs.iter().map(|d| harness::absolute(d));
+        self.roots(&self.watcher()?, dirs, glob)
     }
 
-    /// Roots of its watcher at `dirs`, as they are.
-    fn roots(&self, dirs: impl Iterator<Item = PathBuf>, glob: Option<&str>) -> Result<Vec<Root>> {
-        let watcher = self.watcher()?;
+    /// Roots of `watcher` (its own, read) at `dirs`, as they are.
+    fn roots(
+        &self,
+        watcher: &Watcher,
+        dirs: impl Iterator<Item = PathBuf>,
+        glob: Option<&str>,
+    ) -> Result<Vec<Root>> {
         let glob = glob.or(watcher.glob.as_deref()).unwrap_or("");
-        dirs.map(|d| root(d, &watcher, glob, &self.formats))
+        dirs.map(|d| root(d, watcher, glob, &self.formats))
             .collect()
     }
 }
@@ -171,7 +176,7 @@ pub(crate) fn builtin_roots_where(
             None => Vec::new(),
         };
         let dirs = w.roots.iter().map(under).chain(extension).chain(listed);
-        roots.extend(agent.roots(dirs, None)?);
+        roots.extend(agent.roots(&w, dirs, None)?);
     }
     Ok(roots)
 }
