@@ -19,7 +19,7 @@
 //! `chat` (a run's start, with its `timestamp`), `user`, `assistant` or `output` (Aider's own).
 
 use super::message::*;
-use super::restore::{self, Restore, Resume};
+use super::restore::{Restore, Resume};
 use super::session::Identified;
 use super::{Agent, Unwatched};
 use crate::capture::harness::Formats;
@@ -42,14 +42,7 @@ pub(crate) static AGENT: Agent = Agent {
     },
     parse: aider,
     identify,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume,
-    },
+    restore: Restore::keeping_layout(resume),
     doctor: Some(Unwatched {
         ran: ".aider",
         message: "Aider has run here, but no [[watch]] table names its projects: their \

@@ -18,10 +18,7 @@ use std::path::{Path, PathBuf};
 pub(crate) static AGENT: Agent = Agent {
     name: "claude-code",
     watcher: include_str!("../../watchers/claude-code.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[],
-    },
+    formats: Formats::NONE,
     parse: claude,
     identify,
     restore: Restore {

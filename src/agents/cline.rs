@@ -6,7 +6,7 @@
 
 use super::Agent;
 use super::message::*;
-use super::restore::{self, Restore, Resume};
+use super::restore::{Restore, Resume};
 use super::session::Identified;
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
@@ -17,20 +17,10 @@ use serde_json::{Map, Value};
 pub(crate) static AGENT: Agent = Agent {
     name: "cline",
     watcher: include_str!("../../watchers/cline.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[],
-    },
+    formats: Formats::NONE,
     parse: cline,
     identify: Identified::by_folder,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume,
-    },
+    restore: Restore::keeping_layout(resume),
     doctor: None,
 };
 

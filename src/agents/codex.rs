@@ -18,10 +18,7 @@ use std::path::{Path, PathBuf};
 pub(crate) static AGENT: Agent = Agent {
     name: "codex",
     watcher: include_str!("../../watchers/codex.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[],
-    },
+    formats: Formats::NONE,
     parse: codex,
     identify: session::by_record_or_uuid,
     restore: Restore {

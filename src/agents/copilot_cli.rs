@@ -2,7 +2,7 @@
 
 use super::Agent;
 use super::message::*;
-use super::restore::{self, Restore, Resume};
+use super::restore::{Restore, Resume};
 use super::session::{self, Identified};
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
@@ -12,20 +12,10 @@ use std::path::Path;
 pub(crate) static AGENT: Agent = Agent {
     name: "copilot-cli",
     watcher: include_str!("../../watchers/copilot-cli.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[],
-    },
+    formats: Formats::NONE,
     parse: copilot,
     identify,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume,
-    },
+    restore: Restore::keeping_layout(resume),
     doctor: None,
 };
 

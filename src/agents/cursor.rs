@@ -4,7 +4,7 @@
 
 use super::Agent;
 use super::message::*;
-use super::restore::{self, Restore, Resume};
+use super::restore::{Restore, Resume};
 use super::session::{self, Identified};
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
@@ -14,20 +14,10 @@ use std::path::Path;
 pub(crate) static AGENT: Agent = Agent {
     name: "cursor",
     watcher: include_str!("../../watchers/cursor.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[],
-    },
+    formats: Formats::NONE,
     parse: cursor,
     identify,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume,
-    },
+    restore: Restore::keeping_layout(resume),
     doctor: None,
 };
 

@@ -2,7 +2,7 @@
 
 use super::Agent;
 use super::message::*;
-use super::restore::{self, Restore, Resume};
+use super::restore::{Restore, Resume};
 use super::session::Identified;
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
@@ -11,20 +11,10 @@ use serde_json::{Map, Value};
 pub(crate) static AGENT: Agent = Agent {
     name: "droid",
     watcher: include_str!("../../watchers/droid.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[],
-    },
+    formats: Formats::NONE,
     parse: droid,
     identify: Identified::by_record,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume,
-    },
+    restore: Restore::keeping_layout(resume),
     doctor: None,
 };
 

@@ -11,20 +11,10 @@ use serde_json::{Map, Value};
 pub(crate) static AGENT: Agent = Agent {
     name: "generic",
     watcher: include_str!("../../watchers/generic.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[],
-    },
+    formats: Formats::NONE,
     parse: generic,
     identify: Identified::by_stem,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume: restore::no_resume,
-    },
+    restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,
 };
 

@@ -35,14 +35,7 @@ pub(crate) static AGENT: Agent = Agent {
     },
     parse: hermes,
     identify: Identified::by_record,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume: restore::no_resume,
-    },
+    restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,
 };
 

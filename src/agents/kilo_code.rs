@@ -17,13 +17,6 @@ pub(crate) static AGENT: Agent = Agent {
     },
     parse: opencode::opencode,
     identify: Identified::by_record,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume: restore::no_resume,
-    },
+    restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,
 };

@@ -22,14 +22,7 @@ pub(crate) static AGENT: Agent = Agent {
     },
     parse: roo,
     identify: Identified::by_folder,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        // The extension reopens a task from its history; it has no command to name.
-        resume: restore::no_resume,
-    },
+    // The extension reopens a task from its history; it has no command to name.
+    restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,
 };

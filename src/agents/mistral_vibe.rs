@@ -9,7 +9,7 @@
 
 use super::Agent;
 use super::message::*;
-use super::restore::{self, Restore, Resume};
+use super::restore::{Restore, Resume};
 use super::session::{self, Identified};
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
@@ -19,20 +19,10 @@ use std::path::Path;
 pub(crate) static AGENT: Agent = Agent {
     name: "mistral-vibe",
     watcher: include_str!("../../watchers/mistral-vibe.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[],
-    },
+    formats: Formats::NONE,
     parse: vibe,
     identify,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume,
-    },
+    restore: Restore::keeping_layout(resume),
     doctor: None,
 };
 

@@ -5,7 +5,7 @@
 
 use super::Agent;
 use super::message::*;
-use super::restore::{self, Restore, Resume};
+use super::restore::{Restore, Resume};
 use super::session::{self};
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
@@ -15,20 +15,10 @@ use serde_json::{Map, Value};
 pub(crate) static AGENT: Agent = Agent {
     name: "pi",
     watcher: include_str!("../../watchers/pi.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[],
-    },
+    formats: Formats::NONE,
     parse: pi,
     identify: session::by_record_or_uuid,
-    restore: Restore {
-        prefer_root: None,
-        layout_below: None,
-        relocate: restore::keep_layout,
-        unplaced: restore::nowhere,
-        records_name_cwd: false,
-        resume,
-    },
+    restore: Restore::keeping_layout(resume),
     doctor: None,
 };
 

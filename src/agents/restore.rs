@@ -26,6 +26,21 @@ pub(crate) struct Restore {
     pub resume: fn(&Resume) -> Option<String>,
 }
 
+impl Restore {
+    /// An agent whose files go back where they were, below its first root's directory,
+    /// unchanged, and whose sessions `resume` resumes.
+    pub(crate) const fn keeping_layout(resume: fn(&Resume) -> Option<String>) -> Restore {
+        Restore {
+            prefer_root: None,
+            layout_below: None,
+            relocate: keep_layout,
+            unplaced: nowhere,
+            records_name_cwd: false,
+            resume,
+        }
+    }
+}
+
 /// What the command that resumes a session is made from.
 pub(crate) struct Resume<'a> {
     /// The session's id.

@@ -300,6 +300,12 @@ pub(crate) struct Formats {
 }
 
 impl Formats {
+    /// No reader beside JSON's: an agent of appended transcripts and JSON documents.
+    pub(crate) const NONE: Formats = Formats {
+        databases: &[],
+        documents: &[],
+    };
+
     /// The reader `def` names.
     fn database(&self, watcher: &str, def: &DatabaseDef) -> Result<DatabaseReader> {
         let found = self.databases.iter().find(|r| r.name() == def.reader);
