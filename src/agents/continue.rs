@@ -50,11 +50,8 @@ fn parse(obj: &Map<String, Value>) -> Option<Parsed> {
     let states = obj.get("toolCallStates").and_then(Value::as_array);
     parts.extend(states.into_iter().flatten().filter_map(tool_result));
     let role = match message.get("role").and_then(Value::as_str)? {
-        "user" => role_of(Role::User, &parts),
-        "assistant" => role_of(Role::Assistant, &parts),
         "thinking" => Role::Reasoning,
-        "tool" => Role::Tool,
-        _ => Role::System,
+        name => role_named(name, &parts),
     };
     let counts = message.get("usage");
     let mut parsed = Parsed {

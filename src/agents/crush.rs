@@ -74,10 +74,7 @@ pub(super) fn crush(obj: &Map<String, Value>) -> Option<Parsed> {
     let summary = obj.get("is_summary_message").and_then(Value::as_i64) == Some(1);
     let role = match obj.get("role").and_then(Value::as_str)? {
         _ if summary => Role::Compact,
-        "user" => role_of(Role::User, &parts),
-        "assistant" => role_of(Role::Assistant, &parts),
-        "tool" => Role::Tool,
-        _ => Role::System,
+        name => role_named(name, &parts),
     };
     match role {
         Role::User => parsed.prompt = typed_prompt(&parts),

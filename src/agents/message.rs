@@ -433,6 +433,17 @@ pub(super) fn role_of(role: Role, parts: &[Part]) -> Role {
     }
 }
 
+/// The role of a message its agent names with the chat APIs' words (`user`, `assistant`,
+/// `tool`; anything else is the agent's own), by its parts as [`role_of`] reads them.
+pub(super) fn role_named(name: &str, parts: &[Part]) -> Role {
+    match name {
+        "user" => role_of(Role::User, parts),
+        "assistant" => role_of(Role::Assistant, parts),
+        "tool" => Role::Tool,
+        _ => Role::System,
+    }
+}
+
 /// A prompt a person typed: text that is not the agent's own markup (commands, caveats,
 /// reminders, interruptions), which starts with `<` or `[`.
 pub(super) fn typed_prompt(parts: &[Part]) -> Option<String> {

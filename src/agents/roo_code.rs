@@ -92,12 +92,7 @@ fn versioned_message(obj: &Map<String, Value>) -> Option<Parsed> {
         }
         _ => return None,
     }
-    let role = match obj.get("role").and_then(Value::as_str)? {
-        "user" => role_of(Role::User, &parts),
-        "assistant" => role_of(Role::Assistant, &parts),
-        "tool" => Role::Tool,
-        _ => Role::System,
-    };
+    let role = role_named(obj.get("role").and_then(Value::as_str)?, &parts);
     if role == Role::User {
         parsed.prompt = typed_prompt(&parts);
     }
