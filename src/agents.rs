@@ -14,6 +14,7 @@ pub(crate) mod claude_code;
 pub(crate) mod cline;
 pub(crate) mod codex;
 pub(crate) mod r#continue;
+pub(crate) mod copilot_chat;
 pub(crate) mod copilot_cli;
 pub(crate) mod crush;
 pub(crate) mod cursor;
@@ -33,7 +34,7 @@ pub(crate) mod restore;
 pub(crate) mod roo_code;
 pub(crate) mod session;
 
-use crate::capture::editors::{Os, global_storage};
+use crate::capture::editors::{Os, global_storage, user_folders};
 use crate::capture::harness::{
     self, Formats, GENERIC, Root, Watcher, listed_projects, root, watcher_home,
 };
@@ -85,6 +86,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &cline::AGENT,
     &codex::AGENT,
     &r#continue::AGENT,
+    &copilot_chat::AGENT,
     &copilot_cli::AGENT,
     &crush::AGENT,
     &cursor::AGENT,
@@ -175,10 +177,29 @@ pub(crate) fn builtin_roots_where(
             Some(id) => global_storage(Os::current(), env, id)?,
             None => Vec::new(),
         };
-        let dirs = w.roots.iter().map(under).chain(extension).chain(listed);
+        let in_editors = match w.editor_roots.is_empty() {
+            true => Vec::new(),
+            false => in_editors(&w.editor_roots, env)?,
+        };
+        let dirs = (w.roots.iter().map(under))
+            .chain(extension)
+            .chain(in_editors)
+            .chain(listed);
         roots.extend(agent.roots(&w, dirs, None)?);
     }
     Ok(roots)
+}
+
+/// The directories `roots` name under every editor's user folder (`""`: the folder itself).
+fn in_editors(roots: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<PathBuf>> {
+    let users = user_folders(Os::current(), env)?;
+    let under = |user: &PathBuf, root: &String| match root.is_empty() {
+        true => user.clone(),
+        false => user.join(root),
+    };
+    Ok((users.iter())
+        .flat_map(|u| roots.iter().map(move |r| under(u, r)))
+        .collect())
 }
 
 /// Roots for directories given with `--watch`, all of the generic harness.

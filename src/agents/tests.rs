@@ -113,6 +113,11 @@ fn builtin_roots_honour_the_harness_home_variables() {
         ("pi".into(), PathBuf::from("/p/agent/sessions")),
         ("qwen-code".into(), PathBuf::from("/q/projects")),
     ];
+    // GitHub Copilot Chat's: every editor's user folder.
+    let users = user_folders(Os::current(), &env).unwrap();
+    let after = 1 + expected.iter().position(|(h, _)| h == "continue").unwrap();
+    let chat = users.into_iter().map(|d| ("copilot-chat".to_owned(), d));
+    expected.splice(after..after, chat);
     let after = 1 + expected.iter().position(|(h, _)| h == "cline").unwrap();
     let cline = editors.into_iter().map(|d| ("cline".to_owned(), d));
     expected.splice(after..after, cline);
@@ -337,6 +342,13 @@ fn the_readme_table_says_where_each_agent_is_read_and_how_it_resumes() {
             assert!(
                 said_it,
                 "the README does not say where {}'s extension keeps it",
+                agent.name
+            );
+        }
+        for root in &watcher.editor_roots {
+            assert!(
+                said(&format!("User/{root}")),
+                "the README does not say where in the editors {} is read",
                 agent.name
             );
         }

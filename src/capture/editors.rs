@@ -1,13 +1,14 @@
-//! Where the editors of the VS Code family keep an extension's global storage, on each OS:
-//! the one table of those editors, their user data folders and their remote servers, which
-//! a watcher's `extension` names an extension of.
+//! Where the editors of the VS Code family keep their user folders on each OS: the one table
+//! of those editors, their user data folders and their remote servers, under which a
+//! watcher's `extension` names an extension's global storage and its `editor_roots` the
+//! folders the editor itself keeps sessions in (its chat's).
 //!
-//! An extension's global storage is `<user data>/User/globalStorage/<publisher.name>` (VS
-//! Code's `ExtensionContext.globalStorageUri`). The user data folder is `<app data>/<editor>`,
-//! where the app data folder is Electron's `appData`: `$XDG_CONFIG_HOME` or `~/.config` on
-//! Linux, `~/Library/Application Support` on macOS, `%APPDATA%` on Windows. On a machine that
-//! an editor works on over SSH, its remote server keeps the same folder under
-//! `~/<server>/data/`.
+//! An editor's user folder is `<user data>/User`; an extension's global storage is
+//! `User/globalStorage/<publisher.name>` in it (VS Code's `ExtensionContext.globalStorageUri`).
+//! The user data folder is `<app data>/<editor>`, where the app data folder is Electron's
+//! `appData`: `$XDG_CONFIG_HOME` or `~/.config` on Linux, `~/Library/Application Support` on
+//! macOS, `%APPDATA%` on Windows. On a machine that an editor works on over SSH, its remote
+//! server keeps the same folder under `~/<server>/data/`.
 
 use crate::error::Result;
 use crate::platform::home;
@@ -54,11 +55,21 @@ impl Os {
     }
 }
 
-/// Every folder where an editor of the table keeps `extension`'s global storage on `os`, its
-/// desktop editors' first, then (on Linux and macOS) its remote servers'. `Err` when the home
-/// (or, on Windows, `%APPDATA%`) is not known.
+/// Every folder where an editor of the table keeps `extension`'s global storage on `os`, in
+/// the order of [`user_folders`].
 pub(crate) fn global_storage(os: Os, env: home::Env, extension: &str) -> Result<Vec<PathBuf>> {
-    let storage = |user_data: PathBuf| user_data.join("User/globalStorage").join(extension);
+    let users = user_folders(os, env)?;
+    Ok(users
+        .into_iter()
+        .map(|u| u.join("globalStorage").join(extension))
+        .collect())
+}
+
+/// Every editor's user folder (`<user data>/User`) on `os`: its desktop editors' first, then
+/// (on Linux and macOS) its remote servers'. `Err` when the home (or, on Windows, `%APPDATA%`)
+/// is not known.
+pub(crate) fn user_folders(os: Os, env: home::Env) -> Result<Vec<PathBuf>> {
+    let user = |user_data: PathBuf| user_data.join("User");
     let app_data = match os {
         Os::Linux => home::xdg_dir(env, "XDG_CONFIG_HOME", ".config")?,
         Os::Mac => home::home(env)?.join("Library/Application Support"),
@@ -67,13 +78,13 @@ pub(crate) fn global_storage(os: Os, env: home::Env, extension: &str) -> Result<
             None => home::home(env)?.join("AppData/Roaming"),
         },
     };
-    let mut dirs: Vec<PathBuf> = EDITORS.iter().map(|e| storage(app_data.join(e))).collect();
+    let mut dirs: Vec<PathBuf> = EDITORS.iter().map(|e| user(app_data.join(e))).collect();
     if os != Os::Windows {
         let home = home::home(env)?;
         dirs.extend(
             REMOTE_SERVERS
                 .iter()
-                .map(|s| storage(home.join(s).join("data"))),
+                .map(|s| user(home.join(s).join("data"))),
         );
     }
     Ok(dirs)

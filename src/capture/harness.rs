@@ -34,6 +34,11 @@ pub(crate) struct Watcher {
     /// VS Code family and its remote servers (`capture::editors`), is a root too.
     #[serde(default)]
     pub extension: Option<String>,
+    /// Directories under every editor's user folder (`capture::editors`) that hold sessions
+    /// the editor itself keeps (its chat's), as `roots` are under the home; `""` for the user
+    /// folder itself.
+    #[serde(default)]
+    pub editor_roots: Vec<String>,
     /// Which files under a root are transcripts appended to, relative to the root; none when
     /// the agent keeps only snapshot files.
     #[serde(default)]
@@ -411,6 +416,7 @@ pub(crate) fn given_root(dir: &Path, glob: &str) -> Root {
         home_default: None,
         roots: Vec::new(),
         extension: None,
+        editor_roots: Vec::new(),
         glob: Some(glob.to_owned()),
         builtin: false,
         snapshot: Vec::new(),
