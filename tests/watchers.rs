@@ -181,12 +181,16 @@ fn lines_of(records: &[&str]) -> Vec<u8> {
         .collect()
 }
 
-/// The files of folder `from`, copied into folder `to` (made).
+/// The files of folder `from` and of its folders, copied into folder `to` (made).
 fn copy_files(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for file in fs::read_dir(from).unwrap() {
         let file = file.unwrap().path();
-        fs::copy(&file, to.join(file.file_name().unwrap())).unwrap();
+        let copy = to.join(file.file_name().unwrap());
+        match file.is_dir() {
+            true => copy_files(&file, &copy),
+            false => drop(fs::copy(&file, copy).unwrap()),
+        }
     }
 }
 
@@ -340,4 +344,94 @@ fn a_kilo_code_extension_task_is_read_as_roo_codes_are() {
     assert_eq!(session["harness"], "kilo-code-vscode", "{listed}");
     assert_eq!(session["title"], "List the files.", "{listed}");
     assert_eq!(session["unparsed"], 0, "{listed}");
+}
+
+/// GitHub Copilot Chat's sessions as VS Code keeps them (from its source: see
+/// `tests/fixtures/copilot-chat/SOURCE`): a JSON document in VS Code's workspace storage and a
+/// log of changes in its remote server's, each a session of its workspace's folder; the log's
+/// answer, captured while it streams and again once done, is one message in its final state.
+#[test]
+fn copilot_chat_sessions_are_read_as_documents_and_as_logs_of_changes() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/copilot-chat");
+    let workspaces = |editor: &str| home.join(editor).join("User/workspaceStorage");
+    let (flat, logged) = ("6f1c0b9a2d", "a93e5d7c41");
+    for (editor, workspace) in [(".config/Code", flat), (".vscode-server/data", logged)] {
+        copy_files(
+            &fixtures.join(workspace),
+            &workspaces(editor).join(workspace),
+        );
+    }
+    let (document, log_id) = (
+        "4d7c2a10-8b3e-4f61-a9d2-5e6f7a8b9c0d",
+        "9e1f3b5d-7a2c-4e8f-b6d4-1c3e5a7b9d0f",
+    );
+    let log = (workspaces(".vscode-server/data").join(logged))
+        .join(format!("chatSessions/{log_id}.jsonl"));
+    let whole = fs::read_to_string(&log).unwrap();
+    // The state while the terminal call runs: the log's first 7 lines (SOURCE).
+    let streaming: String = whole.split_inclusive('\n').take(7).collect();
+    fs::write(&log, &streaming).unwrap();
+    env.run_once_home();
+    fs::write(&log, &whole).unwrap();
+    env.run_once_home();
+
+    let (listed, sessions) = sessions_listed(&env);
+    let session = |id: &str| sessions.iter().find(|s| s["id"] == id).unwrap().clone();
+    for (id, title, project) in [
+        (
+            document,
+            "Connection pool leak under load",
+            "/home/dev/shop",
+        ),
+        (
+            log_id,
+            "Running the scripted command",
+            "/tmp/transcript-sync-agents/project",
+        ),
+    ] {
+        let s = session(id);
+        assert_eq!(s["harness"], "copilot-chat", "{listed}");
+        assert_eq!(
+            (s["title"].as_str(), s["project"].as_str()),
+            (Some(title), Some(project)),
+            "{s}"
+        );
+        assert_eq!(s["unparsed"], 0, "every entry read: {s}");
+        assert_eq!(
+            (s["user_messages"].clone(), s["assistant_messages"].clone()),
+            (1.into(), 1.into()),
+            "{s}"
+        );
+    }
+    let hits = stdout_of(&env, &["search", "finally", "--json"]);
+    assert!(hits.contains(document), "{hits}");
+    let hits = stdout_of(&env, &["search", "scripted-tool-output", "--json"]);
+    assert!(hits.contains(log_id), "{hits}");
+
+    let shown = stdout_of(&env, &["show", log_id, "--format", "json"]);
+    let messages: Vec<serde_json::Value> = (shown.lines())
+        .map(|m| serde_json::from_str(m).unwrap())
+        .collect();
+    assert_eq!(messages.len(), 2, "the answer once, as it ended: {shown}");
+    let parts = messages[1]["parts"].as_array().unwrap();
+    let kinds: Vec<&str> = parts.iter().map(|p| p["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["thinking", "text", "tool_call", "tool_result", "text"],
+        "{shown}"
+    );
+    assert_eq!(parts[2]["name"], "run_in_terminal");
+    assert_eq!(parts[3]["text"], "scripted-tool-output");
+    assert_eq!(parts[4]["text"], "Scripted answer: done.");
+
+    fs::remove_file(&log).unwrap();
+    env.run_once_home();
+    stdout_of(&env, &["restore", log_id]);
+    assert_eq!(
+        fs::read_to_string(&log).unwrap(),
+        whole,
+        "restored where the remote server keeps it"
+    );
 }

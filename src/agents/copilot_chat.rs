@@ -6,9 +6,10 @@
 //! (microsoft/vscode at commit 047238f, `src/vs/workbench/contrib/chat/common/model/`:
 //! `chatSessionStore.ts`, `chatModel.ts`, `chatSessionOperationLog.ts`,
 //! `objectMutationLog.ts`):
-//! - `<id>.json`: the session as one JSON document rewritten whole (`ISerializableChatData`,
-//!   `version` 3: `sessionId`, `creationDate`, `customTitle`, `requests`);
-//! - `<id>.jsonl`, in its newer releases: a log of the session's changes, appended to. Its
+//! - `<id>.json`, before VS Code 1.109: the session as one JSON document rewritten whole
+//!   (`ISerializableChatData`, `version` 3: `sessionId`, `creationDate`, `customTitle`,
+//!   `requests`);
+//! - `<id>.jsonl`, from 1.109 on: a log of the session's changes, appended to. Its
 //!   first line is the whole session, `{"kind": 0, "v": …}`; each next one a change at a path
 //!   of keys and places, `{"kind": 1, "k": path, "v"}` (set), `{"kind": 2, "k": path, "v"?:
 //!   items, "i"?: place}` (cut the list at `i`, then add the items), `{"kind": 3, "k": path}`
@@ -319,8 +320,11 @@ fn prompt(obj: &Map<String, Value>) -> Option<Parsed> {
 /// A request's answer: its parts, the model that gave it, when it ended.
 fn answer(obj: &Map<String, Value>) -> Option<Parsed> {
     let id = string(obj, "requestId")?;
-    let items = obj.get("response").and_then(Value::as_array);
-    let mut parts = response_parts(items.map_or(&[][..], Vec::as_slice));
+    let mut parts = match obj.get("response") {
+        Some(Value::Array(items)) => response_parts(items),
+        Some(Value::String(text)) => vec![Part::Text(text.clone())],
+        _ => Vec::new(),
+    };
     let error = at(obj, "/result/errorDetails/message");
     if let Some(error) = error.and_then(Value::as_str) {
         parts.push(Part::Text(format!("[error] {error}")));
@@ -350,9 +354,13 @@ fn answered_ms(obj: &Map<String, Value>) -> Option<i64> {
 fn response_parts(items: &[Value]) -> Vec<Part> {
     let mut parts = Vec::new();
     let mut text = String::new();
-    for item in items.iter().filter_map(Value::as_object) {
+    for item in items {
+        let Value::Object(item) = item else {
+            text.push_str(item.as_str().unwrap_or_default());
+            continue;
+        };
         match item.get("kind").and_then(Value::as_str) {
-            None => text.push_str(&markdown(Some(&Value::Object(item.clone())))),
+            None => text.push_str(&string(item, "value").unwrap_or_default()),
             Some("markdownContent") => text.push_str(&markdown(item.get("content"))),
             Some("inlineReference") => text.push_str(&reference(item)),
             Some(kind) => {
@@ -546,6 +554,15 @@ mod tests {
                 Part::ToolResult("a.txt".into()),
             ]
         );
+    }
+
+    #[test]
+    fn an_answer_kept_as_plain_strings_is_read() {
+        let answer = json!({"requestId": "r1", "response": "Plain."});
+        let message = copilot_chat(answer.as_object().unwrap()).unwrap().message;
+        assert_eq!(message.unwrap().parts, [Part::Text("Plain.".into())]);
+        let pieces = response_parts(&[json!("One, "), json!({"value": "two."})]);
+        assert_eq!(pieces, [Part::Text("One, two.".into())]);
     }
 
     #[test]
