@@ -252,3 +252,30 @@ fn an_archive_this_user_cannot_read_is_a_permission_error_and_doctor_fails_on_it
     assert!(line.contains("fix: sudo chown"), "{line}");
     assert_eq!(out.status.code(), Some(1), "{report}");
 }
+
+/// An editor changes its store without notice: a Copilot Chat log with a line of a kind this
+/// release does not know is kept as it was (a reject), and `doctor` names it with its path
+/// and why, with the command that lists them all.
+#[test]
+fn a_file_in_a_shape_this_release_cannot_read_is_named_with_its_reason() {
+    let env = Env::new();
+    let chats =
+        (env.dir.path()).join("home/.config/Code/User/workspaceStorage/w1/chatSessions/s1.jsonl");
+    fs::create_dir_all(chats.parent().unwrap()).unwrap();
+    let log = concat!(
+        r#"{"kind":0,"v":{"version":3,"sessionId":"s1","requests":[]}}"#,
+        "\n",
+        r#"{"kind":7,"k":["requests"],"v":[]}"#,
+        "\n"
+    );
+    fs::write(&chats, log).unwrap();
+    env.run_once_home();
+    let out = (env.cmd().args(["doctor", "--db"]).arg(&env.db))
+        .output()
+        .unwrap();
+    let report = stdout(&out);
+    let unread = line_with(&report, "warn", "could not read");
+    assert!(unread.contains(chats.to_str().unwrap()), "{unread}");
+    assert!(unread.contains("line 2"), "{unread}");
+    assert!(unread.contains("fix: transcript-sync rejects"), "{unread}");
+}

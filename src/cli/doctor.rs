@@ -82,6 +82,7 @@ pub(crate) fn diagnose(roots: &[Root], archive: &Path, target: &Result<Target>) 
     findings.extend(roots.iter().flat_map(network_findings));
     findings.extend(inotify_findings(&scans, archive));
     findings.extend(archive_findings(archive));
+    findings.extend(unread_finding(archive));
     findings.push(disk_finding(archive));
     findings.push(service_finding(target));
     let failures = findings.iter().filter(|f| f.level == Level::Fail).count();
@@ -375,6 +376,38 @@ fn archive_findings(archive: &Path) -> Vec<Finding> {
         findings.push(Finding::new(Level::Ok, "archive", msg).at(archive));
     }
     findings
+}
+
+/// The files archived whose content this release could not read (a line that is no record, a
+/// document in a shape its reader does not know: kept as they were, in `rejects`), by path,
+/// the first with its reason; none when every file was read or there is no archive to ask.
+fn unread_finding(archive: &Path) -> Option<Finding> {
+    let archive_db = crate::archive::Archive::open_existing(archive).ok()?;
+    let mut paths: Vec<(std::path::PathBuf, String)> = Vec::new();
+    let listed = archive_db.rejects(None, |r| {
+        if !paths.iter().any(|(p, _)| *p == r.path) {
+            paths.push((r.path, r.reason));
+        }
+        Ok(())
+    });
+    listed.ok()?.ok()?;
+    let ((first, reason), more) = (paths.first()?, paths.len() - 1);
+    let more = match more {
+        0 => String::new(),
+        n => format!(", and {n} more"),
+    };
+    let msg = format!(
+        "{} archived {} content this release could not read, kept as it was: {}: {reason}{more}",
+        paths.len(),
+        if paths.len() == 1 {
+            "file holds"
+        } else {
+            "files hold"
+        },
+        first.display()
+    );
+    let finding = Finding::new(Level::Warn, "unread", msg).at(first);
+    Some(finding.fix("transcript-sync rejects".to_owned()))
 }
 
 /// The archive (and its WAL and shared-memory files, which SQLite gives the same mode) open
