@@ -33,6 +33,7 @@ pub(crate) mod qwen_code;
 pub(crate) mod restore;
 pub(crate) mod roo_code;
 pub(crate) mod session;
+pub(crate) mod windsurf;
 
 use crate::capture::editors::{Os, global_storage, user_folders};
 use crate::capture::harness::{
@@ -102,6 +103,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &pi::AGENT,
     &qwen_code::AGENT,
     &roo_code::AGENT,
+    &windsurf::AGENT,
 ];
 
 /// The agent named `name`, if there is one.

@@ -218,6 +218,9 @@ pub(crate) enum SnapshotFormat {
     /// A text document that its agent's module splits into messages (Aider's Markdown chat
     /// history, `agents::aider`), named by a watcher's `[[snapshot]]` `format`.
     Text(TextFormat),
+    /// A file that cannot be read (encrypted by its agent): kept byte for byte, each state one
+    /// record of its length and hash, no message (`format = "opaque"`).
+    Opaque,
 }
 
 /// A text format of snapshot documents, and how its agent's module splits one into entries.

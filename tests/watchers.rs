@@ -435,3 +435,51 @@ fn copilot_chat_sessions_are_read_as_documents_and_as_logs_of_changes() {
         "restored where the remote server keeps it"
     );
 }
+
+/// Windsurf encrypts its Cascade conversations: each is archived byte for byte, every settled
+/// state, and restored as it last was; the plan Cascade wrote for it is read and found.
+#[test]
+fn a_windsurf_conversation_is_kept_byte_for_byte_and_its_plan_is_read() {
+    let env = Env::new();
+    let windsurf = env.dir.path().join("home/.codeium/windsurf");
+    let id = "3c2b1a09-8f7e-4d6c-b5a4-938271605f4e";
+    let conversation = windsurf.join(format!("cascade/{id}.pb"));
+    // Bytes as high in entropy as an encrypted file's, every value of a byte among them.
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut bytes: Vec<u8> = (0..4096)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 24) as u8
+        })
+        .collect();
+    write(&conversation, &bytes);
+    let plan = "# Move the session cache to Redis\n\n1. Read the cache module.\n";
+    write(
+        &windsurf.join(format!("brain/{id}/plan.md")),
+        plan.as_bytes(),
+    );
+    env.run_once_home();
+    bytes.extend_from_slice(b"\x00\x01\xfe\xff later state");
+    write(&conversation, &bytes);
+    env.run_once_home();
+
+    let (listed, sessions) = sessions_listed(&env);
+    let [session] = &sessions[..] else {
+        panic!("one conversation: {listed}")
+    };
+    assert_eq!(session["harness"], "windsurf", "{listed}");
+    assert_eq!(
+        session["title"], "Move the session cache to Redis",
+        "{listed}"
+    );
+    assert_eq!(session["unparsed"], 0, "{listed}");
+    let hits = stdout_of(&env, &["search", "Redis", "--json"]);
+    assert!(hits.contains(id), "{hits}");
+
+    fs::remove_file(&conversation).unwrap();
+    env.run_once_home();
+    stdout_of(&env, &["restore", id]);
+    assert_eq!(fs::read(&conversation).unwrap(), bytes, "as it last was");
+}

@@ -77,7 +77,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         "CONTINUE_GLOBAL_DIR" => Some("/k/continue".to_owned()),
         _ => None,
     };
-    let roots: Vec<_> = builtin_roots(&env)
+    let mut roots: Vec<_> = builtin_roots(&env)
         .unwrap()
         .into_iter()
         .map(|r| (r.harness, r.path))
@@ -112,21 +112,24 @@ fn builtin_roots_honour_the_harness_home_variables() {
         ("opencode".into(), PathBuf::from("/x/opencode")),
         ("pi".into(), PathBuf::from("/p/agent/sessions")),
         ("qwen-code".into(), PathBuf::from("/q/projects")),
+        (
+            "windsurf".into(),
+            PathBuf::from("/home/u/.codeium/windsurf"),
+        ),
     ];
+    expected.extend(editors.into_iter().map(|d| ("cline".to_owned(), d)));
+    for (agent, extension) in [
+        ("roo-code", "rooveterinaryinc.roo-cline"),
+        ("kilo-code-vscode", "kilocode.kilo-code"),
+    ] {
+        let dirs = global_storage(Os::current(), &env, extension).unwrap();
+        expected.extend(dirs.into_iter().map(|d| (agent.to_owned(), d)));
+    }
     // GitHub Copilot Chat's: every editor's user folder.
     let users = user_folders(Os::current(), &env).unwrap();
-    let after = 1 + expected.iter().position(|(h, _)| h == "continue").unwrap();
-    let chat = users.into_iter().map(|d| ("copilot-chat".to_owned(), d));
-    expected.splice(after..after, chat);
-    let after = 1 + expected.iter().position(|(h, _)| h == "cline").unwrap();
-    let cline = editors.into_iter().map(|d| ("cline".to_owned(), d));
-    expected.splice(after..after, cline);
-    let roo = global_storage(Os::current(), &env, "rooveterinaryinc.roo-cline").unwrap();
-    expected.extend(roo.into_iter().map(|d| ("roo-code".to_owned(), d)));
-    let kilo = global_storage(Os::current(), &env, "kilocode.kilo-code").unwrap();
-    let after = 1 + expected.iter().position(|(h, _)| h == "kilo-code").unwrap();
-    let kilo = kilo.into_iter().map(|d| ("kilo-code-vscode".to_owned(), d));
-    expected.splice(after..after, kilo);
+    expected.extend(users.into_iter().map(|d| ("copilot-chat".to_owned(), d)));
+    roots.sort();
+    expected.sort();
     assert_eq!(roots, expected);
 }
 

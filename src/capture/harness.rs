@@ -325,6 +325,9 @@ impl Formats {
         let Some(name) = def.format.as_deref().filter(|f| *f != "json") else {
             return Ok(SnapshotFormat::Json);
         };
+        if name == "opaque" {
+            return Ok(SnapshotFormat::Opaque);
+        }
         let found = self.documents.iter().find(|f| f.name == name);
         let known = || self.documents.iter().map(|f| f.name).collect();
         let format =

@@ -17,11 +17,28 @@ use xxhash_rust::xxh3::xxh3_64;
 
 pub(crate) use crate::domain::SnapshotEntry as Entry;
 
+/// The one entry of a file that cannot be read: its length and hash, which change with it
+/// (its bytes are kept as each state's are).
+fn opaque(doc: &[u8]) -> Entry {
+    let record = format!(
+        r#"{{"opaque":{{"length":{},"xxh3":"{:016x}"}}}}"#,
+        doc.len(),
+        xxh3_64(doc)
+    );
+    Entry {
+        key: None,
+        record: record.into_bytes(),
+    }
+}
+
 /// Splits a document into its entries: the document around the list first (when the list
 /// is not the document), then the messages in list order; a document without a list (the
 /// spec names none) is one entry. A key that repeats in a document is told apart by its
 /// occurrence (`key#2`). `Err` says why the bytes are not such a document.
 pub(crate) fn derive(doc: &[u8], spec: &Spec) -> Result<Vec<Entry>, String> {
+    if spec.format == SnapshotFormat::Opaque {
+        return Ok(vec![opaque(doc)]);
+    }
     let text = std::str::from_utf8(doc).map_err(|e| format!("not UTF-8: {e}"))?;
     if let SnapshotFormat::Text(format) = spec.format {
         return (format.derive)(text);
