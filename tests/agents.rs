@@ -285,7 +285,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         env.run_once_home();
         let restored = stdout_of(&env, &["restore", id]);
         assert!(
-            !restored.contains("no resume command known"),
+            !restored.contains("no command resumes"),
             "{agent}: {restored}"
         );
         for (t, bytes) in transcripts.iter().zip(&recorded) {

@@ -428,7 +428,11 @@ fn copilot_chat_sessions_are_read_as_documents_and_as_logs_of_changes() {
 
     fs::remove_file(&log).unwrap();
     env.run_once_home();
-    stdout_of(&env, &["restore", log_id]);
+    let restored = stdout_of(&env, &["restore", log_id]);
+    assert!(
+        restored.contains("open it from the agent's own history"),
+        "{restored}"
+    );
     assert_eq!(
         fs::read_to_string(&log).unwrap(),
         whole,

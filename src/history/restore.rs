@@ -637,7 +637,10 @@ fn resume_command(session: &Session, to: Option<&Path>) -> String {
             session.harness,
             to.display()
         ),
-        (None, None) => format!("(no resume command known for {})", session.harness),
+        (None, None) => format!(
+            "(no command resumes a {} session: open it from the agent's own history)",
+            session.harness
+        ),
     };
     match dir.filter(|d| !Path::new(d).is_dir()) {
         Some(d) => format!("{command}\n  (its project directory {d} does not exist here)"),
