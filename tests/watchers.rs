@@ -367,6 +367,16 @@ fn copilot_chat_sessions_are_read_as_documents_and_as_logs_of_changes() {
         "4d7c2a10-8b3e-4f61-a9d2-5e6f7a8b9c0d",
         "9e1f3b5d-7a2c-4e8f-b6d4-1c3e5a7b9d0f",
     );
+    // A window without a folder keeps its sessions in the global storage: no project.
+    let empty_window = home.join(".config/VSCodium/User/globalStorage/emptyWindowChatSessions");
+    fs::create_dir_all(&empty_window).unwrap();
+    fs::copy(
+        fixtures
+            .join(flat)
+            .join(format!("chatSessions/{document}.json")),
+        empty_window.join("0a0b0c0d-no-folder.json"),
+    )
+    .unwrap();
     let log = (workspaces(".vscode-server/data").join(logged))
         .join(format!("chatSessions/{log_id}.jsonl"));
     let whole = fs::read_to_string(&log).unwrap();
@@ -405,6 +415,8 @@ fn copilot_chat_sessions_are_read_as_documents_and_as_logs_of_changes() {
             "{s}"
         );
     }
+    let no_folder = session("0a0b0c0d-no-folder");
+    assert_eq!(no_folder["project"], serde_json::Value::Null, "{no_folder}");
     let hits = stdout_of(&env, &["search", "finally", "--json"]);
     assert!(hits.contains(document), "{hits}");
     let hits = stdout_of(&env, &["search", "scripted-tool-output", "--json"]);
