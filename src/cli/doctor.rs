@@ -384,8 +384,9 @@ fn archive_findings(archive: &Path) -> Vec<Finding> {
 fn unread_finding(archive: &Path) -> Option<Finding> {
     let archive_db = crate::archive::Archive::open_existing(archive).ok()?;
     let mut paths: Vec<(std::path::PathBuf, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     let listed = archive_db.rejects(None, |r| {
-        if !paths.iter().any(|(p, _)| *p == r.path) {
+        if seen.insert(r.path.clone()) {
             paths.push((r.path, r.reason));
         }
         Ok(())
