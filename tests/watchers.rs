@@ -440,6 +440,10 @@ fn copilot_chat_sessions_are_read_as_documents_and_as_logs_of_changes() {
 
     fs::remove_file(&log).unwrap();
     env.run_once_home();
+    let (listed, sessions) = sessions_listed(&env);
+    let deleted = sessions.iter().find(|s| s["id"] == log_id).unwrap();
+    assert_eq!(deleted["on_disk"], false, "kept, marked deleted: {listed}");
+    assert_eq!(deleted["assistant_messages"], 1, "{listed}");
     let restored = stdout_of(&env, &["restore", log_id]);
     assert!(
         restored.contains("open it from the agent's own history"),
