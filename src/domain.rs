@@ -14,6 +14,10 @@ use std::path::{Path, PathBuf};
 /// they were overwritten (all of them, up to the record limit, are in the archive).
 pub(crate) const HELD_BACK_PREFIX: usize = 64 * 1024;
 
+/// The largest snapshot file (or session of a database) captured; a larger one is reported
+/// and not read.
+pub(crate) const MAX_SNAPSHOT: u64 = 256 << 20;
+
 /// Where reading resumes: the offset just past the last archived record, and the markers of
 /// the bytes before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

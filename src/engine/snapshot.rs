@@ -14,9 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 /// more often than it settles is still captured this often.
 pub(crate) const MAX_WAIT: Duration = Duration::from_secs(10);
 
-/// The largest snapshot file (or session of a database) captured; a larger one is reported
-/// and not read.
-pub(crate) const MAX_SNAPSHOT: u64 = 256 << 20;
+pub(crate) use crate::domain::MAX_SNAPSHOT;
 
 /// A snapshot file seen changing and not captured yet.
 pub(crate) struct Unsettled {

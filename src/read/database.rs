@@ -58,7 +58,19 @@ impl SessionsDatabase for OpenSqlite {
     }
 
     fn document(&self, id: &str) -> io::Result<Option<Vec<u8>>> {
-        (self.document)(&self.conn, id).map_err(io::Error::other)
+        (self.document)(&self.conn, id).map_err(document_error)
+    }
+}
+
+/// A reader's error on one session's document as I/O: a column its reader cannot decode
+/// (`FromSqlConversionFailure`: a compressed blob cut short, text that is not JSON) is
+/// `InvalidData`, which fails that session only; any other fails the database's read.
+fn document_error(e: rusqlite::Error) -> io::Error {
+    match e {
+        rusqlite::Error::FromSqlConversionFailure(..) => {
+            io::Error::new(io::ErrorKind::InvalidData, e)
+        }
+        e => io::Error::other(e),
     }
 }
 
