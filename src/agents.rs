@@ -34,6 +34,7 @@ pub(crate) mod restore;
 pub(crate) mod roo_code;
 pub(crate) mod session;
 pub(crate) mod windsurf;
+pub(crate) mod zed;
 
 use crate::capture::editors::{Os, global_storage, user_folders};
 use crate::capture::harness::{
@@ -104,6 +105,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &qwen_code::AGENT,
     &roo_code::AGENT,
     &windsurf::AGENT,
+    &zed::AGENT,
 ];
 
 /// The agent named `name`, if there is one.

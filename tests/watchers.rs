@@ -503,3 +503,127 @@ fn a_windsurf_conversation_is_kept_byte_for_byte_and_its_plan_is_read() {
     stdout_of(&env, &["restore", id]);
     assert_eq!(fs::read(&conversation).unwrap(), bytes, "as it last was");
 }
+
+/// Zed's agent panel keeps its threads in one SQLite database under its data directory, a
+/// row per thread rewritten whole: the agent's thread (its JSON zstd-compressed) and the
+/// first agent's (plain JSON, an older shape) are each listed with their title, project,
+/// time, model and messages, found by what was said, and shown; a thread Zed deletes keeps
+/// its records and is marked gone; `restore` never writes into Zed's database.
+#[test]
+fn zed_threads_are_read_in_both_of_its_shapes_and_kept_once_deleted() {
+    const AGENT_THREAD: &str = "5d9e2c4a-1f3b-4e8a-9c67-0b2d4f6a8e13";
+    const FIRST_AGENT_THREAD: &str = "c41b7e92-6d3a-4f05-8e2c-9a7b1d5f3e60";
+    let env = Env::new();
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents/zed/threads/threads.db");
+    let db = (env.dir.path()).join("home/.local/share/zed/threads/threads.db");
+    fs::create_dir_all(db.parent().unwrap()).unwrap();
+    fs::copy(&fixture, &db).unwrap();
+    env.run_once_home();
+    let (listed, sessions) = sessions_listed(&env);
+    let session = |id: &str| {
+        let found = sessions.iter().find(|s| s["id"] == id);
+        found
+            .unwrap_or_else(|| panic!("{id} not listed: {listed}"))
+            .clone()
+    };
+    for (id, title, project, at) in [
+        (
+            AGENT_THREAD,
+            "Scripted title",
+            "/tmp/transcript-sync-agents/project",
+            "2026-09-23T08:00:02Z",
+        ),
+        (
+            FIRST_AGENT_THREAD,
+            "List the files",
+            "/tmp/transcript-sync-agents/other",
+            "2025-05-01T10:00:03Z",
+        ),
+    ] {
+        let s = session(id);
+        assert_eq!(s["harness"], "zed", "{s}");
+        assert_eq!(
+            (s["title"].as_str(), s["project"].as_str()),
+            (Some(title), Some(project)),
+            "{s}"
+        );
+        // Zed keeps no time per message: the thread's last change.
+        assert_eq!(
+            (s["started"].as_str(), s["last_activity"].as_str()),
+            (Some(at), Some(at)),
+            "{s}"
+        );
+        assert_eq!(
+            (s["user_messages"].clone(), s["assistant_messages"].clone()),
+            (1.into(), 2.into()),
+            "{s}"
+        );
+        assert_eq!(s["unparsed"], 0, "every record read: {s}");
+        assert_eq!(s["models"], serde_json::json!(["scripted-model"]), "{s}");
+        assert_eq!(s["on_disk"], true, "{s}");
+    }
+    let found = |query: &str, id: &str| {
+        let hits = stdout_of(&env, &["search", query, "--json"]);
+        assert!(hits.contains(id), "{query} not found in {id}: {hits}");
+    };
+    for query in [
+        "\"Run the scripted command, please.\"",
+        "\"Scripted answer: done.\"",
+        "scripted-tool-output",
+    ] {
+        found(query, AGENT_THREAD);
+    }
+    found("README.md", FIRST_AGENT_THREAD);
+    let shown = stdout_of(&env, &["show", AGENT_THREAD, "--format", "json"]);
+    let parts: Vec<serde_json::Value> = (shown.lines())
+        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap())
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let kind = |k: &str| {
+        let part = parts.iter().find(|p| p["type"] == k);
+        part.cloned().unwrap_or_else(|| panic!("no {k}: {shown}"))
+    };
+    assert_eq!(kind("tool_call")["name"], "terminal", "{shown}");
+    let result = kind("tool_result")["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    assert!(result.contains("scripted-tool-output"), "{shown}");
+    let thinking = kind("thinking");
+    assert_eq!(thinking["text"], "The user wants the scripted command run.");
+
+    // Deleted in Zed: its row is gone, its records stay.
+    let zed = rusqlite::Connection::open(&db).unwrap();
+    zed.execute("DELETE FROM threads WHERE id = ?1", [AGENT_THREAD])
+        .unwrap();
+    drop(zed);
+    env.run_once_home();
+    let (listed, after) = sessions_listed(&env);
+    let on_disk = |id: &str| {
+        let s = after.iter().find(|s| s["id"] == id);
+        let s = s.unwrap_or_else(|| panic!("{id} not listed: {listed}"));
+        assert_eq!(s["assistant_messages"], 2, "{s}");
+        s["on_disk"].clone()
+    };
+    assert_eq!(on_disk(AGENT_THREAD), false, "{listed}");
+    assert_eq!(on_disk(FIRST_AGENT_THREAD), true, "{listed}");
+    found("\"Scripted answer: done.\"", AGENT_THREAD);
+
+    // Its database is Zed's: never written into; the thread is given as JSON.
+    let before = fs::read(&db).unwrap();
+    for id in [FIRST_AGENT_THREAD, AGENT_THREAD] {
+        let out = crate::util::cli(&env, &["restore", id]);
+        let said = stderr(&out);
+        assert!(!out.status.success(), "{said}");
+        assert!(
+            said.contains("never writes into") && said.contains(&format!("show {id} --format raw")),
+            "{said}"
+        );
+    }
+    assert_eq!(fs::read(&db).unwrap(), before, "Zed's database was written");
+    let raw = stdout_of(&env, &["show", FIRST_AGENT_THREAD, "--format", "raw"]);
+    let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(doc["thread"]["version"], "0.2.0", "{raw}");
+    assert_eq!(doc["messages"].as_array().unwrap().len(), 3, "{raw}");
+}

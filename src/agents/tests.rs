@@ -128,6 +128,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
     // GitHub Copilot Chat's: every editor's user folder.
     let users = user_folders(Os::current(), &env).unwrap();
     expected.extend(users.into_iter().map(|d| ("copilot-chat".to_owned(), d)));
+    expected.push(("zed".into(), PathBuf::from("/x/zed")));
     roots.sort();
     expected.sort();
     assert_eq!(roots, expected);
