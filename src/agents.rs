@@ -166,7 +166,7 @@ pub(crate) fn builtin_roots_where(
 ) -> Result<Vec<Root>> {
     let mut roots = Vec::new();
     for agent in AGENTS.iter().filter(|a| a.name != GENERIC) {
-        let w = agent.watcher()?;
+        let w = agent.watcher()?.on(Os::current());
         if !enabled(&w.name, w.builtin) {
             continue;
         }

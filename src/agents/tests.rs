@@ -406,3 +406,28 @@ fn resumes_as_said(agent: &Agent, said: &str) -> bool {
         said.replace("ID", id).contains(&format!("`{made}`"))
     })
 }
+
+#[test]
+fn an_agent_kept_elsewhere_on_macos_and_windows_is_read_there() {
+    let env = |k: &str| match k {
+        "HOME" => Some("/Users/u".to_owned()),
+        "LOCALAPPDATA" => Some("/c/Users/u/AppData/Local".to_owned()),
+        "XDG_DATA_HOME" => Some("/xdg".to_owned()),
+        _ => None,
+    };
+    let zed = get("zed").unwrap().watcher().unwrap();
+    let at = |os: Os| {
+        let w = zed.clone().on(os);
+        let home = watcher_home(&w, &env).unwrap();
+        (w.roots.iter().map(|r| home.join(r))).collect::<Vec<_>>()
+    };
+    assert_eq!(at(Os::Linux), [PathBuf::from("/xdg/zed")]);
+    assert_eq!(
+        at(Os::Mac),
+        [PathBuf::from("/Users/u/Library/Application Support/Zed")]
+    );
+    assert_eq!(
+        at(Os::Windows),
+        [PathBuf::from("/c/Users/u/AppData/Local/Zed")]
+    );
+}

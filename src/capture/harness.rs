@@ -1,6 +1,7 @@
 //! Watcher definitions: one `watchers/NAME.toml` per agent harness, embedded at build time,
 //! resolved into the roots a pass scans.
 
+use crate::capture::editors::Os;
 use crate::domain::{DatabaseReader, SnapshotFormat, SnapshotSpec as Spec, StartAt, TextFormat};
 use crate::error::{Error, Result};
 use globset::{GlobBuilder, GlobMatcher};
@@ -57,6 +58,43 @@ pub(crate) struct Watcher {
     /// A file in which the agent lists its projects, each a root too.
     #[serde(default)]
     pub projects: Option<ProjectsDef>,
+    /// Where the agent keeps its sessions on macOS, when that is not where it does on Linux.
+    #[serde(default)]
+    pub mac: Option<Place>,
+    /// Where the agent keeps its sessions on Windows, when that is not where it does on Linux.
+    #[serde(default)]
+    pub windows: Option<Place>,
+}
+
+/// A watcher's `[mac]` or `[windows]` table: its home and roots on that OS, in place of
+/// `home_env`, `home_default` and `roots`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Place {
+    /// Environment variable naming the home directory there, if it has one.
+    #[serde(default)]
+    pub home_env: Option<String>,
+    /// The home directory when `home_env` is unset; `~` is the user's home.
+    pub home_default: String,
+    /// Directories under the home that hold its sessions.
+    pub roots: Vec<String>,
+}
+
+impl Watcher {
+    /// The watcher as it is on `os`: its home and roots there.
+    pub(crate) fn on(mut self, os: Os) -> Watcher {
+        let place = match os {
+            Os::Linux => None,
+            Os::Mac => self.mac.take(),
+            Os::Windows => self.windows.take(),
+        };
+        if let Some(place) = place {
+            self.home_env = place.home_env;
+            self.home_default = Some(place.home_default);
+            self.roots = place.roots;
+        }
+        self
+    }
 }
 
 /// A watcher's `[projects]` table: a JSON file under the home in which the agent lists the
@@ -425,6 +463,8 @@ pub(crate) fn given_root(dir: &Path, glob: &str) -> Root {
         snapshot: Vec::new(),
         database: Vec::new(),
         projects: None,
+        mac: None,
+        windows: None,
     };
     let formats = Formats {
         databases: &[],
