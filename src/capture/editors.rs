@@ -1,7 +1,8 @@
 //! Where the editors of the VS Code family keep their user folders on each OS: the one table
 //! of those editors, their user data folders and their remote servers, under which a
-//! watcher's `extension` names an extension's global storage and its `editor_roots` the
-//! folders the editor itself keeps sessions in (its chat's).
+//! watcher's `extension` names an extension's global storage, its `editor_roots` the folders
+//! every editor keeps sessions in (its chat's), and its `editor` one editor whose own user
+//! folder is a root.
 //!
 //! An editor's user folder is `<user data>/User`; an extension's global storage is
 //! `User/globalStorage/<publisher.name>` in it (VS Code's `ExtensionContext.globalStorageUri`).
@@ -70,14 +71,7 @@ pub(crate) fn global_storage(os: Os, env: home::Env, extension: &str) -> Result<
 /// is not known.
 pub(crate) fn user_folders(os: Os, env: home::Env) -> Result<Vec<PathBuf>> {
     let user = |user_data: PathBuf| user_data.join("User");
-    let app_data = match os {
-        Os::Linux => home::xdg_dir(env, "XDG_CONFIG_HOME", ".config")?,
-        Os::Mac => home::home(env)?.join("Library/Application Support"),
-        Os::Windows => match env("APPDATA").filter(|d| !d.is_empty()) {
-            Some(dir) => PathBuf::from(dir),
-            None => home::home(env)?.join("AppData/Roaming"),
-        },
-    };
+    let app_data = app_data(os, env)?;
     let mut dirs: Vec<PathBuf> = EDITORS.iter().map(|e| user(app_data.join(e))).collect();
     if os != Os::Windows {
         let home = home::home(env)?;
@@ -88,6 +82,29 @@ pub(crate) fn user_folders(os: Os, env: home::Env) -> Result<Vec<PathBuf>> {
         );
     }
     Ok(dirs)
+}
+
+/// The user folder of `editor`, a desktop editor of the table, on `os`: `<user data>/User` (its
+/// `globalStorage/state.vscdb`, the state database of the editor itself, and
+/// `workspaceStorage/<id>/`, each workspace's). `Ok(None)` for a name the table does not hold;
+/// `Err` when the home (or, on Windows, `%APPDATA%`) is not known.
+pub(crate) fn user_folder(os: Os, env: home::Env, editor: &str) -> Result<Option<PathBuf>> {
+    if !EDITORS.contains(&editor) {
+        return Ok(None);
+    }
+    Ok(Some(app_data(os, env)?.join(editor).join("User")))
+}
+
+/// Electron's `appData` folder on `os`, where each editor has its user data folder.
+fn app_data(os: Os, env: home::Env) -> Result<PathBuf> {
+    Ok(match os {
+        Os::Linux => home::xdg_dir(env, "XDG_CONFIG_HOME", ".config")?,
+        Os::Mac => home::home(env)?.join("Library/Application Support"),
+        Os::Windows => match env("APPDATA").filter(|d| !d.is_empty()) {
+            Some(dir) => PathBuf::from(dir),
+            None => home::home(env)?.join("AppData/Roaming"),
+        },
+    })
 }
 
 #[cfg(test)]
@@ -150,5 +167,37 @@ mod tests {
             windows[4],
             format!("C:/Users/u/AppData/Roaming/Windsurf/User/globalStorage/{EXT}")
         );
+    }
+
+    #[test]
+    fn an_editors_user_folder_is_under_its_app_data_folder_on_each_os() {
+        let env = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "APPDATA" => Some("C:/Users/u/AppData/Roaming".to_owned()),
+            _ => None,
+        };
+        let folder = |os| user_folder(os, &env, "Cursor").unwrap().unwrap();
+        assert_eq!(
+            folder(Os::Linux),
+            PathBuf::from("/home/u/.config/Cursor/User")
+        );
+        assert_eq!(
+            folder(Os::Mac),
+            PathBuf::from("/home/u/Library/Application Support/Cursor/User")
+        );
+        assert_eq!(
+            folder(Os::Windows),
+            PathBuf::from("C:/Users/u/AppData/Roaming/Cursor/User")
+        );
+        let xdg = |k: &str| match k {
+            "HOME" => Some("/home/u".to_owned()),
+            "XDG_CONFIG_HOME" => Some("/xdg".to_owned()),
+            _ => None,
+        };
+        let linux = user_folder(Os::Linux, &xdg, "Code").unwrap();
+        assert_eq!(linux, Some(PathBuf::from("/xdg/Code/User")));
+        assert_eq!(user_folder(Os::Linux, &env, "Notepad").unwrap(), None);
+        let homeless = |_: &str| None;
+        assert!(user_folder(Os::Linux, &homeless, "Cursor").is_err());
     }
 }
