@@ -18,6 +18,7 @@ pub(crate) mod copilot_chat;
 pub(crate) mod copilot_cli;
 pub(crate) mod crush;
 pub(crate) mod cursor;
+pub(crate) mod cursor_editor;
 pub(crate) mod droid;
 pub(crate) mod gemini_cli;
 pub(crate) mod generic;
@@ -36,7 +37,7 @@ pub(crate) mod session;
 pub(crate) mod windsurf;
 pub(crate) mod zed;
 
-use crate::capture::editors::{Os, global_storage, user_folders};
+use crate::capture::editors::{Os, global_storage, user_folder, user_folders};
 use crate::capture::harness::{
     self, Formats, GENERIC, Root, Watcher, listed_projects, root, watcher_home,
 };
@@ -92,6 +93,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &copilot_cli::AGENT,
     &crush::AGENT,
     &cursor::AGENT,
+    &cursor_editor::AGENT,
     &droid::AGENT,
     &gemini_cli::AGENT,
     &generic::AGENT,
@@ -185,9 +187,11 @@ pub(crate) fn builtin_roots_where(
             true => Vec::new(),
             false => in_editors(&w.editor_roots, env)?,
         };
+        let editor = editor_folder(&w, env)?;
         let dirs = (w.roots.iter().map(under))
             .chain(extension)
             .chain(in_editors)
+            .chain(editor)
             .chain(listed);
         roots.extend(agent.roots(&w, dirs, None)?);
     }
@@ -204,6 +208,23 @@ fn in_editors(roots: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<
     Ok((users.iter())
         .flat_map(|u| roots.iter().map(move |r| under(u, r)))
         .collect())
+}
+
+/// The user folder of the editor watcher `w` names (its `editor`), if it names one; `Err` for
+/// an editor the table of editors does not hold.
+fn editor_folder(w: &Watcher, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<PathBuf>> {
+    let Some(editor) = &w.editor else {
+        return Ok(None);
+    };
+    user_folder(Os::current(), env, editor)?.map_or_else(
+        || {
+            Err(Error::UnknownEditor {
+                watcher: w.name.clone(),
+                editor: editor.clone(),
+            })
+        },
+        |folder| Ok(Some(folder)),
+    )
 }
 
 /// Roots for directories given with `--watch`, all of the generic harness.

@@ -241,6 +241,16 @@ pub enum Error {
         /// The names the agent's module defines.
         known: String,
     },
+    /// A built-in watcher definition names an editor that the table of editors does not hold.
+    #[error(
+        "watcher definition watchers/{watcher}.toml names editor {editor:?}, which is not one of the VS Code family's editors (src/capture/editors.rs)"
+    )]
+    UnknownEditor {
+        /// The watcher's name.
+        watcher: String,
+        /// The editor it names.
+        editor: String,
+    },
     /// A built-in watcher definition does not parse.
     #[error("watcher definition watchers/{name}.toml is invalid")]
     Watcher {

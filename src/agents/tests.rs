@@ -100,6 +100,10 @@ fn builtin_roots_honour_the_harness_home_variables() {
         ("continue".into(), PathBuf::from("/k/continue/sessions")),
         ("copilot-cli".into(), PathBuf::from("/c/session-state")),
         ("cursor".into(), PathBuf::from("/home/u/.cursor/projects")),
+        (
+            "cursor-editor".into(),
+            (user_folder(Os::current(), &env, "Cursor").unwrap()).unwrap(),
+        ),
         ("droid".into(), PathBuf::from("/home/u/.factory/sessions")),
         ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
         ("gptme".into(), PathBuf::from("/x/gptme/logs")),
@@ -132,6 +136,20 @@ fn builtin_roots_honour_the_harness_home_variables() {
     roots.sort();
     expected.sort();
     assert_eq!(roots, expected);
+}
+
+#[test]
+fn a_watcher_naming_an_editor_the_table_does_not_hold_is_an_error_naming_it() {
+    let mut watcher = get("cursor-editor").unwrap().watcher().unwrap();
+    let env = |k: &str| (k == "HOME").then(|| "/h".to_owned());
+    let folder = editor_folder(&watcher, &env).unwrap().unwrap();
+    assert!(folder.ends_with("Cursor/User"), "{}", folder.display());
+    watcher.editor = Some("Notepad".into());
+    let err = editor_folder(&watcher, &env).unwrap_err().to_string();
+    assert!(
+        err.contains("watchers/cursor-editor.toml names editor \"Notepad\""),
+        "{err}"
+    );
 }
 
 #[test]
@@ -353,6 +371,14 @@ fn the_readme_table_says_where_each_agent_is_read_and_how_it_resumes() {
             assert!(
                 said(&format!("User/{root}")),
                 "the README does not say where in the editors {} is read",
+                agent.name
+            );
+        }
+        if let Some(editor) = &watcher.editor {
+            let said_it = said(&format!("{editor}/User/"));
+            assert!(
+                said_it,
+                "the README does not say where {} keeps its state",
                 agent.name
             );
         }

@@ -40,6 +40,10 @@ pub(crate) struct Watcher {
     /// folder itself.
     #[serde(default)]
     pub editor_roots: Vec<String>,
+    /// An editor of the VS Code family (`capture::editors`) whose own user folder on this OS
+    /// (`<user data>/User`, where it keeps its state databases) is a root too.
+    #[serde(default)]
+    pub editor: Option<String>,
     /// Which files under a root are transcripts appended to, relative to the root; none when
     /// the agent keeps only snapshot files.
     #[serde(default)]
@@ -458,6 +462,7 @@ pub(crate) fn given_root(dir: &Path, glob: &str) -> Root {
         roots: Vec::new(),
         extension: None,
         editor_roots: Vec::new(),
+        editor: None,
         glob: Some(glob.to_owned()),
         builtin: false,
         snapshot: Vec::new(),
