@@ -627,3 +627,107 @@ fn zed_threads_are_read_in_both_of_its_shapes_and_kept_once_deleted() {
     assert_eq!(doc["thread"]["version"], "0.2.0", "{raw}");
     assert_eq!(doc["messages"].as_array().unwrap().len(), 3, "{raw}");
 }
+
+/// The Cursor editor's own agent keeps every conversation in the editor's global state
+/// database (built from its public readers' sources: see
+/// `tests/fixtures/agents/cursor-editor/SOURCE`): a conversation is listed with its title,
+/// project, times, messages and model, found by what was said, shown, kept once deleted from
+/// Cursor, and never written back into the database.
+#[test]
+fn cursor_editor_conversations_are_read_from_its_state_database_and_kept_once_deleted() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    copy_agent_fixture("cursor-editor", &home);
+    let db = home.join(".config/Cursor/User/globalStorage/state.vscdb");
+    env.run_once_home();
+    let (listed, sessions) = sessions_listed(&env);
+    let [s] = &sessions[..] else {
+        panic!("one conversation: {listed}")
+    };
+    let id = "5b0e7c8a-2f41-4d6e-9a3b-1c7d9e2f4a60";
+    assert_eq!(
+        (s["harness"].as_str(), s["id"].as_str()),
+        (Some("cursor-editor"), Some(id))
+    );
+    assert_eq!(s["title"], "Scripted title", "{s}");
+    assert_eq!(s["project"], "/tmp/transcript-sync-agents/project", "{s}");
+    assert_eq!(
+        (s["started"].as_str(), s["last_activity"].as_str()),
+        (Some("2026-09-23T08:00:00Z"), Some("2026-09-23T08:00:06Z"))
+    );
+    assert_eq!(s["unparsed"], 0, "every record read: {s}");
+    assert_eq!(
+        (s["user_messages"].clone(), s["assistant_messages"].clone()),
+        (1.into(), 2.into()),
+        "the prompt, the plan and the answer: {s}"
+    );
+    assert!(listed.contains("claude-4.5-sonnet"), "{listed}");
+    for said in [
+        "\"Run the scripted command, please.\"",
+        "\"Scripted answer: done.\"",
+        "scripted-tool-output",
+    ] {
+        let hits = stdout_of(&env, &["search", said, "--json"]);
+        assert!(hits.contains(id), "{said}: {hits}");
+    }
+    let shown = stdout_of(&env, &["show", id, "--format", "json"]);
+    let parts: Vec<serde_json::Value> = (shown.lines())
+        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap())
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let kind = |k: &str| {
+        parts
+            .iter()
+            .find(|p| p["type"] == k)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(kind("tool_call")["name"], "run_terminal_cmd", "{shown}");
+    assert_eq!(
+        kind("tool_result")["text"],
+        "scripted-tool-output\n",
+        "{shown}"
+    );
+    assert_eq!(
+        kind("thinking")["text"],
+        "The user wants the scripted command run."
+    );
+
+    // Deleted from Cursor (its rows gone): kept, and marked gone.
+    let cursor = rusqlite::Connection::open(&db).unwrap();
+    let gone = format!(
+        "DELETE FROM cursorDiskKV WHERE key LIKE 'composerData:{id}' OR key LIKE 'bubbleId:{id}:%'"
+    );
+    assert_eq!(cursor.execute(&gone, []).unwrap(), 6);
+    drop(cursor);
+    env.run_once_home();
+    let (listed, sessions) = sessions_listed(&env);
+    let [s] = &sessions[..] else {
+        panic!("the conversation kept: {listed}")
+    };
+    assert_eq!(
+        (s["id"].as_str(), s["on_disk"].clone()),
+        (Some(id), false.into()),
+        "{s}"
+    );
+    let shown = stdout_of(&env, &["show", id, "--no-pager"]);
+    assert!(shown.contains("Scripted answer: done."), "{shown}");
+
+    // Never written back into Cursor's database: the conversation is given as JSON.
+    let before = fs::read(&db).unwrap();
+    let out = crate::util::cli(&env, &["restore", id]);
+    assert!(!out.status.success());
+    let said = stderr(&out);
+    assert!(
+        said.contains("never writes into") && said.contains(&format!("show {id} --format raw")),
+        "{said}"
+    );
+    assert_eq!(
+        fs::read(&db).unwrap(),
+        before,
+        "the database is left as it was"
+    );
+    let raw = stdout_of(&env, &["show", id, "--format", "raw"]);
+    let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(doc["bubbles"].as_array().unwrap().len(), 5, "{raw}");
+}
