@@ -19,11 +19,13 @@
 //! `tokenCount` {`inputTokens`, `outputTokens`}, `modelInfo.modelName`, `createdAt` as RFC
 //! 3339, the person's `workspaceUris`).
 //!
-//! Cursor keeps no log of its changes and rewrites a row whole (a REPLACE, which gives it a new
-//! rowid): what changed since the last read is the conversations whose `lastUpdatedAt`, which
-//! Cursor moves at each write of one (specstory's watcher relies on it too), is at least the
-//! mark, the greatest of them then. Finding them reads the conversations' rows alone, through
-//! the key's index, never their bubbles; each changed conversation is then read whole.
+//! Cursor keeps no log of its changes and rewrites a row whole (the table's `ON CONFLICT
+//! REPLACE`, which gives the row a new rowid): what changed since the last read is the
+//! conversations whose `lastUpdatedAt`, which Cursor moves at each write of one (specstory's
+//! watcher relies on it too), is past the mark's time, and those of the mark's time whose rows'
+//! rowids changed since. Finding them reads the conversations' rows, through the key's index,
+//! and the keys alone of the last written ones' bubbles; each changed conversation is then
+//! read whole.
 
 use super::Agent;
 use super::message::*;
@@ -38,6 +40,7 @@ use rusqlite::{Connection, OptionalExtension};
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 use std::sync::Mutex;
+use xxhash_rust::xxh3::Xxh3;
 
 /// The Cursor editor's agent and chat (its global state database).
 pub(crate) static AGENT: Agent = Agent {
@@ -245,32 +248,88 @@ const COMPOSERS: &str = "SELECT substr(key, 14), CASE WHEN json_valid(CAST(value
                        json_extract(CAST(value AS TEXT), '$.createdAt')) AS INTEGER) END
     FROM cursorDiskKV WHERE key >= 'composerData:' AND key < 'composerData;'";
 
-/// The conversations written since mark `since` (the greatest `lastUpdatedAt` then), read in
-/// one read transaction. A write within the mark's millisecond may come after the read: that
-/// millisecond is read again.
+/// The bits of a mark below its time: a digest of the rows of the conversations last written
+/// at that time. The time (ms) takes 43 bits until the year 2248.
+const DIGEST_BITS: u32 = 20;
+
+/// A mark: the greatest `lastUpdatedAt`, and the digest of its conversations' rows.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Mark {
+    at: i64,
+    digest: i64,
+}
+
+impl Mark {
+    fn of(mark: i64) -> Mark {
+        Mark {
+            at: mark >> DIGEST_BITS,
+            digest: mark & ((1 << DIGEST_BITS) - 1),
+        }
+    }
+
+    fn value(self) -> i64 {
+        (self.at << DIGEST_BITS) | self.digest
+    }
+}
+
+/// The conversations written since mark `since`, read in one read transaction: those written
+/// after its time, and those written at its time when their rows changed since (a bubble
+/// rewritten without its conversation's `lastUpdatedAt` moving, as a reply streams into it; a
+/// conversation written within the mark's millisecond after the read).
 fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
-    let composers: Vec<(String, Option<i64>)> = in_read_transaction(conn, || {
+    let then = Mark::of(since);
+    let (composers, rewritten, mark) = in_read_transaction(conn, || {
         let mut stmt = conn.prepare_cached(COMPOSERS)?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        rows.collect()
+        let composers: Vec<(String, Option<i64>)> = rows.collect::<rusqlite::Result<_>>()?;
+        let latest = composers
+            .iter()
+            .filter_map(|(_, at)| *at)
+            .max()
+            .unwrap_or(0);
+        let at = |time: i64| (composers.iter()).filter(move |(_, at)| *at == Some(time));
+        let rewritten = since != 0 && rows_digest(conn, at(then.at))? != then.digest;
+        let digest = rows_digest(conn, at(latest))?;
+        Ok((composers, rewritten, Mark { at: latest, digest }))
     })?;
-    let mark = composers
-        .iter()
-        .filter_map(|(_, at)| *at)
-        .max()
-        .unwrap_or(0);
     // A row that is not JSON has no time: it is read with everything, at the first read.
-    let written = |at: &Option<i64>| at.map_or(since == 0, |at| at >= since);
+    let written = |at: Option<i64>| match at {
+        _ if since == 0 => true,
+        None => false,
+        Some(at) => at > then.at || (at == then.at && rewritten),
+    };
     let mut sessions: Vec<String> = (composers.iter())
-        .filter(|(_, at)| written(at))
+        .filter(|(_, at)| written(*at))
         .map(|(id, _)| id.clone())
         .collect();
     sessions.sort();
     Ok(Changed {
         sessions,
         all: composers.into_iter().map(|(id, _)| id).collect(),
-        mark,
+        mark: mark.value(),
     })
+}
+
+/// A digest of the rows of `conversations`: each row's rowid, which Cursor's REPLACE of a
+/// row renews, and how many bubbles there are, read from the key's index alone.
+fn rows_digest<'a>(
+    conn: &Connection,
+    conversations: impl Iterator<Item = &'a (String, Option<i64>)>,
+) -> rusqlite::Result<i64> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT (SELECT rowid FROM cursorDiskKV WHERE key = 'composerData:' || ?1),
+                max(rowid), count(*)
+         FROM cursorDiskKV WHERE key >= 'bubbleId:' || ?1 || ':' AND key < 'bubbleId:' || ?1 || ';'",
+    )?;
+    let mut hash = Xxh3::new();
+    for (id, _) in conversations {
+        let rows: [Option<i64>; 3] =
+            stmt.query_row([id], |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?]))?;
+        for n in rows {
+            hash.update(&n.unwrap_or(-1).to_le_bytes());
+        }
+    }
+    Ok((hash.digest() & ((1 << DIGEST_BITS) - 1)) as i64)
 }
 
 /// Conversation `id`'s document, read in one read transaction; `None` when there is no such
@@ -447,44 +506,51 @@ mod tests {
     }
 
     #[test]
-    fn only_conversations_written_since_the_marks_millisecond_are_read() {
+    fn conversations_written_after_the_mark_or_whose_rows_changed_at_its_time_are_read() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.vscdb");
         let conn = database(&path);
         put(&conn, "composerData:c1", &composer("c1", 10, &[]));
-        put(&conn, "composerData:c2", &composer("c2", 20, &[]));
-        conn.execute(
-            "INSERT INTO cursorDiskKV VALUES ('composerData:c3', '{not')",
-            [],
-        )
-        .unwrap();
-        put(&conn, "bubbleId:c1:b1", &json!({"type": 1}));
+        put(&conn, "composerData:c2", &composer("c2", 20, &["b1"]));
+        let sql = "INSERT INTO cursorDiskKV VALUES ('composerData:c3', '{not')";
+        conn.execute(sql, []).unwrap();
+        put(&conn, "bubbleId:c2:b1", &json!({"type": 1, "text": "one"}));
         put(&conn, "composerDataX", &json!({"lastUpdatedAt": 99}));
         let reader = open(&path).unwrap();
+        let ids = |c: &Changed| c.sessions.clone();
         let first = changed(&reader, 0).unwrap();
-        assert_eq!(
-            (first.sessions.as_slice(), first.mark),
-            (&["c1".to_owned(), "c2".into(), "c3".into()][..], 20)
-        );
+        assert_eq!(ids(&first), ["c1", "c2", "c3"]);
+        assert_eq!(Mark::of(first.mark).at, 20);
+        // A write of something else (the editor's own state) changes no conversation.
+        put(&conn, "ItemTable-like", &json!({}));
         let quiet = changed(&reader, first.mark).unwrap();
-        assert_eq!(
-            quiet.sessions,
-            ["c2"],
-            "the mark's millisecond is read again"
+        assert!(ids(&quiet).is_empty(), "{:?}", quiet.sessions);
+        assert_eq!(quiet.mark, first.mark);
+        // A bubble rewritten as a reply streams, its conversation's time unmoved.
+        put(
+            &conn,
+            "bubbleId:c2:b1",
+            &json!({"type": 1, "text": "one, then more"}),
         );
+        let streamed = changed(&reader, quiet.mark).unwrap();
+        assert_eq!(ids(&streamed), ["c2"]);
+        // A conversation written in the mark's millisecond after the read.
+        put(&conn, "composerData:c4", &composer("c4", 20, &[]));
+        let same_ms = changed(&reader, streamed.mark).unwrap();
+        assert_eq!(ids(&same_ms), ["c2", "c4"]);
         put(&conn, "composerData:c1", &composer("c1", 30, &["b1"]));
-        let next = changed(&reader, quiet.mark).unwrap();
+        let next = changed(&reader, same_ms.mark).unwrap();
         assert_eq!(
-            (next.sessions.as_slice(), next.mark),
-            (&["c1".to_owned(), "c2".into()][..], 30)
+            (ids(&next), Mark::of(next.mark).at),
+            (vec!["c1".to_owned()], 30)
         );
         conn.execute("DELETE FROM cursorDiskKV WHERE key = 'composerData:c2'", [])
             .unwrap();
         let last = changed(&reader, next.mark).unwrap();
-        assert_eq!(last.sessions, ["c1"]);
+        assert!(ids(&last).is_empty());
         let mut all: Vec<_> = last.all.into_iter().collect();
         all.sort();
-        assert_eq!(all, ["c1", "c3"]);
+        assert_eq!(all, ["c1", "c3", "c4"]);
     }
 
     #[test]
