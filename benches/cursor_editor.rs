@@ -21,7 +21,8 @@
 //!    until it is idle again, and the time from the commit to the bubble's record on the tap;
 //!    then a write to `ItemTable` alone. Peak RSS over them all.
 //!
-//! `cargo bench --bench cursor_editor`; `CURSOR_EDITOR_QUICK=1` for a 100 MB database.
+//! `cargo bench --bench cursor_editor` (about 1.5 minutes after the build and the one-time
+//! generation of about 1 minute); `CURSOR_EDITOR_QUICK=1` for a database of about 200 MB.
 //! Results: a table on stdout and `target/bench/cursor-editor.md`.
 
 use rusqlite::{Connection, params};
