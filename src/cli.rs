@@ -495,13 +495,7 @@ fn usage(args: UsageArgs, settings: &Settings) -> Result<()> {
     let written = if args.json {
         (|| {
             rows.iter().try_for_each(|r| write_json_line(&mut out, r))?;
-            let total = usage::Row {
-                of: String::new(),
-                tokens: total,
-            };
-            let mut line = serde_json::to_value(&total).map_err(io::Error::other)?;
-            line["of"] = serde_json::Value::Null;
-            write_json_line(&mut out, &line)
+            write_json_line(&mut out, &total.as_total())
         })()
     } else {
         crate::cli::usage::write_table(&mut out, args.by, &rows, &total)

@@ -212,21 +212,16 @@ impl Server {
             Some(r) => r.redact_text(text).into_owned(),
             None => text.to_owned(),
         };
+        let line = |row: Result<String, serde_json::Error>| row.map_err(|e| e.to_string());
         let mut lines: Vec<String> = (rows.into_iter())
             .map(|r| {
-                json!(usage::Row {
+                line(serde_json::to_string(&usage::Row {
                     of: redact(&r.of),
                     ..r
-                })
-                .to_string()
+                }))
             })
-            .collect();
-        let mut total = json!(usage::Row {
-            of: String::new(),
-            tokens: total
-        });
-        total["of"] = Value::Null;
-        lines.push(total.to_string());
+            .collect::<Result<_, _>>()?;
+        lines.push(line(serde_json::to_string(&total.as_total()))?);
         Ok(lines.join("\n"))
     }
 }

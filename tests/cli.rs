@@ -349,3 +349,17 @@ fn status_writes_each_unit_once_and_every_time_in_one_format() {
     let (status, _) = d.terminate();
     assert!(status.success());
 }
+
+/// `--help` as a person first reads it: it says what is archived (every kind of store, not
+/// only JSONL) and ends on where the configuration is, with no word of the source code in it.
+#[test]
+fn help_says_what_is_archived_and_where_the_configuration_is() {
+    let env = Env::new();
+    let help = stdout_of(&env, &["--help"]);
+    let first = help.lines().next().unwrap();
+    assert!(first.contains("sessions"), "{first}");
+    assert!(!first.contains("JSONL"), "{first}");
+    let last = help.lines().last().unwrap();
+    assert!(last.starts_with("Configuration: "), "{last}");
+    assert!(!help.contains("pub(crate)"), "{help}");
+}

@@ -457,6 +457,7 @@ fn a_deleted_session_is_restored_from_its_page() {
     let browser = Browser::start();
     browser.goto(&ui.url);
     browser.wait_for("tr.deleted");
+    assert_eq!(browser.text("p.count").trim(), "1 session");
     browser.click("tr.deleted td.title a");
     assert!(browser.text(".session-head").contains("deleted from disk"));
     browser.click("a[href$='/restore']");

@@ -64,6 +64,17 @@ fn each_agents_calls_are_counted_once_as_the_model_reported_them() {
     }
     assert_eq!(total["of"], Value::Null);
     assert_eq!(tokens(total), [22, 2640, 662, 880, 60]);
+    // The total lists its fields in the rows' order.
+    let out = stdout_of(&env, &["usage", "--json", "--by", "agent"]);
+    let keys = |line: &str| -> Vec<String> {
+        let priced = line.split(",\"unpriced\"").next().unwrap();
+        let fields = priced.split(",\"").map(|f| f.trim_start_matches("{\""));
+        fields
+            .map(|f| f.split('"').next().unwrap().to_owned())
+            .collect()
+    };
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(keys(lines[lines.len() - 1]), keys(lines[0]), "{out}");
 }
 
 /// A resumed Claude Code session copies the earlier records into a file of its own: the calls

@@ -11,14 +11,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Archive AI coding agents' JSONL session transcripts: every complete record, exactly once,
-/// in order, into a local SQLite archive.
+/// Archive AI coding agents' sessions (transcripts appended to, documents rewritten whole,
+/// their databases): every record, exactly once, in order, into a local SQLite archive.
 #[derive(Debug, Parser)]
 #[command(name = "transcript-sync", version, propagate_version = true)]
 #[command(
     after_help = "Logs go to stderr; set RUST_LOG (error, warn, info, debug) or the \
     configuration's log_level to change how much.\n\
-    pub(crate) Configuration: $XDG_CONFIG_HOME/transcript-sync/config.toml (~/.config/...; on macOS \
+    Configuration: $XDG_CONFIG_HOME/transcript-sync/config.toml (~/.config/...; on macOS \
     ~/Library/Application Support/transcript-sync/config.toml); command-line flags win over it."
 )]
 pub struct Cli {

@@ -261,7 +261,7 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
     let body = html! {
         h1 { "Sessions" }
         (filters_form(asked, &query::harnesses(archive)?, sort))
-        p.count { (HumanCount(total as u64)) " sessions" @if pages > 1 { ", page " (page) " of " (pages) } }
+        p.count { (HumanCount(total as u64)) @if total == 1 { " session" } @else { " sessions" } @if pages > 1 { ", page " (page) " of " (pages) } }
         (sessions_table(&shown, &known, machines))
         @if pages > 1 {
             nav.pages {

@@ -110,6 +110,25 @@ pub(crate) struct Row {
     pub tokens: Tokens,
 }
 
+/// The total of the rows, written as one more row whose `of` is `null`, its fields in a row's
+/// order.
+#[derive(Debug, Serialize)]
+pub(crate) struct TotalRow<'a> {
+    pub of: Option<&'a str>,
+    #[serde(flatten)]
+    pub tokens: &'a Tokens,
+}
+
+impl Tokens {
+    /// These tokens as the total row.
+    pub(crate) fn as_total(&self) -> TotalRow<'_> {
+        TotalRow {
+            of: None,
+            tokens: self,
+        }
+    }
+}
+
 /// A model's price, in US dollars per million tokens.
 #[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Serialize)]
 #[serde(deny_unknown_fields)]
