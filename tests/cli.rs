@@ -363,3 +363,23 @@ fn help_says_what_is_archived_and_where_the_configuration_is() {
     assert!(last.starts_with("Configuration: "), "{last}");
     assert!(!help.contains("pub(crate)"), "{help}");
 }
+
+/// `--version` says the version, the commit it was built from (a git hash, `-dirty` for a tree
+/// with changes) and the day it was built.
+#[test]
+fn version_names_the_commit_and_the_day_it_was_built() {
+    let env = Env::new();
+    let said = stdout_of(&env, &["--version"]);
+    let shape = regex::Regex::new(
+        r"^transcript-sync \d+\.\d+\.\d+ \(([0-9a-f]{12}(-dirty)?|unknown), built (\d{4}-\d{2}-\d{2})\)\n$",
+    )
+    .unwrap();
+    let found = shape.captures(&said).unwrap_or_else(|| panic!("{said:?}"));
+    let head = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let head = String::from_utf8(head.stdout).unwrap();
+    assert!(found[1].starts_with(head.trim()), "{said} at {head}");
+}

@@ -11,10 +11,20 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// What `--version` says: the version, the commit it was built from and the day (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("TRANSCRIPT_SYNC_COMMIT"),
+    ", built ",
+    env!("TRANSCRIPT_SYNC_BUILT"),
+    ")"
+);
+
 /// Archive AI coding agents' sessions (transcripts appended to, documents rewritten whole,
 /// their databases): every record, exactly once, in order, into a local SQLite archive.
 #[derive(Debug, Parser)]
-#[command(name = "transcript-sync", version, propagate_version = true)]
+#[command(name = "transcript-sync", version = VERSION, propagate_version = true)]
 #[command(
     after_help = "Logs go to stderr; set RUST_LOG (error, warn, info, debug) or the \
     configuration's log_level to change how much.\n\
