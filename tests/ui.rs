@@ -208,6 +208,13 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
     let usage = browser.text("table.usage");
     assert!(usage.contains("claude-opus-4-5"), "{usage}");
     screenshot(&browser, "usage");
+    // A window that holds no call says where the calls are, and offers them.
+    browser.goto(&format!("{}/usage?by=model&since=1d", ui.base));
+    let older = browser.text("p.older");
+    assert!(older.contains("from 2026-12-01"), "{older}");
+    browser.click("p.older a");
+    browser.wait_for("#usage-chart rect");
+    assert!(browser.text("table.usage").contains("claude-opus-4-5"));
     browser.goto(&format!("{}/status", ui.base));
     let status = browser.text("#status");
     assert!(status.contains(&env.db.display().to_string()), "{status}");

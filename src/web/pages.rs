@@ -921,6 +921,14 @@ fn status(shared: &Shared, archive: &mut Archive) -> Result<Answer> {
     ))
 }
 
+/// When a window holds no call: how many calls the archive holds at all, and the day of the
+/// first (`None` when it holds none).
+fn older_calls(shared: &Shared, archive: &mut Archive) -> Result<Option<(i64, String)>> {
+    let all = usage::Request::default();
+    let (days, total) = usage::usage(archive, By::Day, &all, &shared.prices)?;
+    Ok(days.first().map(|first| (total.calls, first.of.clone())))
+}
+
 fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<Answer> {
     let by_name = asked.param("by").unwrap_or("day");
     let Ok(by) = <By as clap::ValueEnum>::from_str(by_name, false) else {
@@ -938,6 +946,10 @@ fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<A
         ..usage::Request::default()
     };
     let (rows, total) = usage::usage(archive, by, &request, &shared.prices)?;
+    let older = match total.calls {
+        0 => older_calls(shared, archive)?,
+        _ => None,
+    };
     let tab = |name: &str| html! { a href=(href("/usage", &[("by", name), ("since", since)])) class=[(name == by_name).then_some("on")] { (name) } };
     let body = html! {
         h1 { "Usage" }
@@ -948,6 +960,13 @@ fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<A
             button type="submit" { "Show" }
         }
         p.count { "Since " (format_time(since_ms)[..10].to_owned()) ": " (HumanCount(total.calls as u64)) " model calls, " (HumanCount(all_tokens(&total) as u64)) " tokens, " (cost(&total)) }
+        @if let Some((calls, first)) = &older {
+            p.hint.older {
+                "The archive holds " (HumanCount(*calls as u64)) " model calls before this window, from " (first) ": "
+                a href=(href("/usage", &[("by", by_name), ("since", first)])) { "show them since " (first) }
+                "."
+            }
+        }
         @if !rows.is_empty() { (usage_chart(&rows)) }
         table.usage {
             thead { tr { th { (by_name) } th.num { "Calls" } th.num { "Input" } th.num { "Output" } th.num { "Cache read" } th.num { "Cache write" } th.num { "Cost" } } }
