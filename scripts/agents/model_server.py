@@ -30,12 +30,14 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "Execute",
-               "execute_command", "run_commands", "terminal")
+               "execute_command", "run_commands", "terminal", "exec")
 TOOL_COMMAND = "echo scripted-tool-output"
 # The search tool of transcript-sync's MCP server, as an agent names it (Claude Code:
 # mcp__<server>__search), and what it is asked to find.
 MCP_SEARCH = "transcript-sync__search"
 TOOL_OUTPUT_WORD = "scripted-tool-output"
+# What opens the context OpenClaw adds as a user's message after the conversation.
+OPENCLAW_CONTEXT = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 FIRST_TEXT = "Scripted plan: I will run a command."
 FINAL_TEXT = "Scripted answer: done."
 OTHER_TEXT = "Scripted title"
@@ -65,7 +67,8 @@ def has_tool_result(body):
     items = body.get("input")
     if isinstance(items, list) and items:
         return items[-1].get("type") in ("function_call_output", "custom_tool_call_output")
-    messages = body.get("messages") or []
+    # OpenClaw follows each turn with a user message of its own context: not the person's.
+    messages = [m for m in body.get("messages") or [] if not is_openclaw_context(m)]
     if not messages:
         return False
     last = messages[-1]
@@ -75,6 +78,16 @@ def has_tool_result(body):
     if isinstance(content, list):
         return any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
     return False
+
+
+def is_openclaw_context(message):
+    """Whether a message is the context OpenClaw adds after the conversation (its exec
+    sessions and subagents), as a user's message of one text block."""
+    content = message.get("content")
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
+        content = content[0].get("text")
+    return (message.get("role") == "user" and isinstance(content, str)
+            and content.startswith(OPENCLAW_CONTEXT))
 
 
 def plan(body):

@@ -17,8 +17,11 @@ struct Pinned {
     package: String,
     version: String,
     bin: String,
-    /// An earlier line pins another version of the same package: this one is installed
-    /// into a directory of its own, `target/agents/<agent>`.
+    /// The Node.js installed beside it (`node@VERSION`), which its install scripts and its
+    /// runs use.
+    node: Option<String>,
+    /// An earlier line pins another version of the same package, or it has a Node.js of its
+    /// own: it is installed into a directory of its own, `target/agents/<agent>`.
     apart: bool,
 }
 
@@ -26,8 +29,9 @@ fn pinned(agent: &str) -> Pinned {
     let path = repo().join("scripts/agents/versions");
     let text = fs::read_to_string(&path).expect("reading scripts/agents/versions");
     let lines: Vec<Vec<&str>> = (text.lines())
+        .filter(|l| !l.starts_with('#'))
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|f| f.len() == 4)
+        .filter(|f| (4..=5).contains(&f.len()))
         .collect();
     let at = (lines.iter().position(|f| f[0] == agent))
         .unwrap_or_else(|| panic!("{agent} is not in {}", path.display()));
@@ -36,7 +40,8 @@ fn pinned(agent: &str) -> Pinned {
         package: line[1].into(),
         version: line[2].into(),
         bin: line[3].into(),
-        apart: lines[..at].iter().any(|f| f[1] == line[1]),
+        node: line.get(4).map(|n| n.to_string()),
+        apart: line.len() == 5 || lines[..at].iter().any(|f| f[1] == line[1]),
     }
 }
 
@@ -68,21 +73,32 @@ pub fn install(agent: &str) -> PathBuf {
         .and_then(|t| serde_json::from_str::<Value>(&t).ok())
         .is_some_and(|m| m["version"] == p.version.as_str());
     if !installed {
-        let out = Command::new("npm")
-            .args(["install", "--no-audit", "--no-fund", "--prefix"])
-            .arg(&prefix)
-            .arg(format!("{}@{}", p.package, p.version))
-            .output()
-            .expect("running npm (Node.js's package manager) to install an agent");
-        assert!(
-            out.status.success(),
-            "npm install {}@{} failed:\n{}",
-            p.package,
-            p.version,
-            String::from_utf8_lossy(&out.stderr)
-        );
+        // Its own Node.js first: npm puts the directory's `node` first for install scripts.
+        let specs = p
+            .node
+            .iter()
+            .cloned()
+            .chain([format!("{}@{}", p.package, p.version)]);
+        for spec in specs {
+            npm_install(&prefix, &spec);
+        }
     }
     prefix.join("node_modules/.bin").join(&p.bin)
+}
+
+/// `npm install` of `spec` into `prefix`. Panics, saying why, when npm cannot install it.
+fn npm_install(prefix: &Path, spec: &str) {
+    let out = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+        .arg(prefix)
+        .arg(spec)
+        .output()
+        .expect("running npm (Node.js's package manager) to install an agent");
+    assert!(
+        out.status.success(),
+        "npm install {spec} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `name==version` from PyPI, into the virtual environment `prefix/venv` (made first when
@@ -122,8 +138,21 @@ fn pip_install(prefix: &Path, name: &str, version: &str, bin: &str) -> PathBuf {
 /// A `PATH` that finds the pinned Node.js first (installed as [`install`] installs an
 /// agent): the agents run on it.
 pub fn path_with_node() -> std::ffi::OsString {
-    let node = install("node");
-    let dir = node.parent().expect("node_modules/.bin").to_owned();
+    path_first(&install("node"))
+}
+
+/// The `PATH` `agent` runs with: the Node.js installed beside it first, when its line names
+/// one (installing it as [`install`] does), else as [`path_with_node`].
+pub fn path_for(agent: &str) -> std::ffi::OsString {
+    match pinned(agent).node {
+        Some(_) => path_first(&install(agent)),
+        None => path_with_node(),
+    }
+}
+
+/// The `PATH`, with the directory of `bin` first.
+fn path_first(bin: &Path) -> std::ffi::OsString {
+    let dir = bin.parent().expect("node_modules/.bin").to_owned();
     let rest = std::env::var_os("PATH").unwrap_or_default();
     std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest)))
         .expect("a PATH of paths without colons")
