@@ -28,6 +28,7 @@ pub(crate) mod kilo_code;
 pub(crate) mod kilo_code_vscode;
 pub(crate) mod message;
 pub(crate) mod mistral_vibe;
+pub(crate) mod openclaw;
 pub(crate) mod opencode;
 pub(crate) mod pi;
 pub(crate) mod qwen_code;
@@ -102,6 +103,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &kilo_code::AGENT,
     &kilo_code_vscode::AGENT,
     &mistral_vibe::AGENT,
+    &openclaw::AGENT,
     &opencode::AGENT,
     &pi::AGENT,
     &qwen_code::AGENT,
@@ -232,16 +234,38 @@ pub fn watch_roots(dirs: &[PathBuf], glob: &str) -> Result<Vec<Root>> {
     generic::AGENT.roots_at(dirs, Some(glob))
 }
 
-/// The database `harness` keeps its sessions in, when it keeps them in one (by its watcher's
-/// `[[database]]` glob), for a message that names it.
-pub(crate) fn database_of_harness(harness: &str) -> Option<String> {
+/// Whether `path` is a database of `harness` (by its watcher's `[[database]]` globs), or a
+/// session in one (the source `<database>/<session id>`), rather than a file the agent writes
+/// itself (OpenClaw's JSONL, which its older releases kept beside where its database is now).
+pub(crate) fn in_database(harness: &str, path: &Path) -> bool {
     // Asked for each source `status` lists: the definitions are read once.
-    static DATABASES: std::sync::OnceLock<Vec<(&str, String)>> = std::sync::OnceLock::new();
+    static DATABASES: std::sync::OnceLock<Vec<(&str, usize, globset::GlobMatcher)>> =
+        std::sync::OnceLock::new();
     let databases = DATABASES.get_or_init(|| {
-        let first = |a: &&Agent| Some((a.name, a.watcher().ok()?.database.first()?.glob.clone()));
-        AGENTS.iter().filter_map(first).collect()
+        let defs = |a: &&Agent| Some((a.name, a.watcher().ok()?.database));
+        (AGENTS.iter().filter_map(defs))
+            .flat_map(|(name, defs)| defs.into_iter().map(move |d| (name, d.glob)))
+            .filter_map(|(name, glob)| {
+                let built = globset::GlobBuilder::new(&glob)
+                    .literal_separator(true)
+                    .build();
+                Some((name, glob.split('/').count(), built.ok()?.compile_matcher()))
+            })
+            .collect()
     });
-    (databases.iter()).find_map(|(name, glob)| (*name == harness).then(|| glob.clone()))
+    let matches = |(_, n, glob): &(&str, usize, globset::GlobMatcher)| {
+        let at = |p: &Path| glob.is_match(last_components(p, *n));
+        at(path) || path.parent().is_some_and(at)
+    };
+    (databases.iter())
+        .filter(|(name, ..)| *name == harness)
+        .any(matches)
+}
+
+/// The last `n` components of `path`.
+fn last_components(path: &Path, n: usize) -> PathBuf {
+    let parts: Vec<_> = path.components().collect();
+    parts[parts.len().saturating_sub(n)..].iter().collect()
 }
 
 /// Which session a new source of `harness` at `path` starts, given its first record.

@@ -22,8 +22,9 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
 /// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
-/// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`).
-const AGENTS: [&str; 21] = [
+/// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
+/// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
+const AGENTS: [&str; 23] = [
     "aider",
     "amp",
     "claude-code",
@@ -41,6 +42,8 @@ const AGENTS: [&str; 21] = [
     "kilo-code",
     "mistral-vibe",
     "mistral-vibe-legacy",
+    "openclaw",
+    "openclaw-jsonl",
     "opencode",
     "opencode-storage",
     "pi",
@@ -54,19 +57,21 @@ fn harness_of(agent: &str) -> &str {
         "cline-tasks" => "cline",
         "mistral-vibe-legacy" => "mistral-vibe",
         "opencode-storage" => "opencode",
+        "openclaw-jsonl" => "openclaw",
         _ => agent,
     }
 }
 
-/// True for a file the session is archived from: JSONL appended to, or a document rewritten
-/// whole (a Gemini chat, Cline's session files and task folder, an Amp thread, Aider's
-/// Markdown history, everything in a Mistral Vibe session's folder, a Continue session, not
-/// its list of sessions).
+/// True for a file the session is archived from: JSONL appended to (not OpenClaw's trace of a
+/// run beside its session), a database, or a document rewritten whole (a Gemini chat, Cline's
+/// session files and task folder, an Amp thread, Aider's Markdown history, everything in a
+/// Mistral Vibe session's folder, a Continue session, not its list of sessions).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
-    name.ends_with(".jsonl")
+    (name.ends_with(".jsonl") && !name.ends_with(".trajectory.jsonl"))
         || name.ends_with(".db")
+        || name == "openclaw-agent.sqlite"
         || name == ".aider.chat.history.md"
         || (name.starts_with("T-") && name.ends_with(".json"))
         || file.ancestors().any(|a| a.ends_with(".vibe/logs/session"))
@@ -85,15 +90,20 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
         .iter()
         .filter(|t| !t.ends_with("ui_messages.json"))
     {
-        if t.extension().is_some_and(|e| e == "db") {
+        if t.extension().is_some_and(|e| e == "db" || e == "sqlite") {
             let db = rusqlite::Connection::open(t).unwrap();
-            // OpenCode's `message` (ms), Crush's `messages` (seconds), or Hermes's sessions'
-            // start and messages (seconds, real numbers).
+            // OpenCode's `message` (ms), Crush's `messages` (seconds), Hermes's sessions'
+            // start and messages (seconds, real numbers), or OpenClaw's sessions' start and
+            // events (ms).
             let sql = match t.file_name().unwrap().to_str().unwrap() {
                 "crush.db" => "SELECT created_at * 1000 FROM messages",
                 "state.db" => {
                     "SELECT CAST(round(started_at * 1000) AS INTEGER) FROM sessions
                      UNION ALL SELECT CAST(round(timestamp * 1000) AS INTEGER) FROM messages"
+                }
+                "openclaw-agent.sqlite" => {
+                    "SELECT created_at FROM session_windows
+                     UNION ALL SELECT created_at FROM transcript_events"
                 }
                 _ => "SELECT time_created FROM message",
             };
@@ -196,7 +206,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             agent,
             "opencode" | "opencode-storage" | "kilo-code" | "crush"
         );
-        let database = titled || agent == "hermes";
+        let database = titled || matches!(agent, "hermes" | "openclaw");
         let title = if titled { "Scripted title" } else { PROMPT };
         assert_eq!(got("title"), title, "{agent}: {session}");
         let in_project = aider || agent == "crush";
@@ -217,11 +227,13 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
                 (first.into(), last.into())
             );
         }
-        // Aider offers the model no tools: its reply is the answer.
-        let replies = if aider { 1 } else { 2 };
+        // Aider offers the model no tools: its reply is the answer. OpenClaw's recording went
+        // on in its session once more, compacted first.
+        let turns = if agent == "openclaw" { 2 } else { 1 };
+        let replies = if aider { 1 } else { 2 * turns };
         assert_eq!(
             (got("user_messages"), got("assistant_messages")),
-            (1.into(), replies.into()),
+            (turns.into(), replies.into()),
             "{agent}: the prompt, then the reply with its tool call and the answer: {session}"
         );
         let id = session["id"].as_str().unwrap();
@@ -251,6 +263,14 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         for said in [PROMPT, said, ANSWER] {
             assert!(shown.contains(said), "{agent}: {said} not shown:\n{shown}");
         }
+        if agent == "openclaw" {
+            // Its summary is the scripted model's answer to the request to compact.
+            let messages = stdout_of(&env, &["show", id, "--format", "json"]);
+            let compacted = (messages.lines())
+                .map(|m| serde_json::from_str::<Value>(m).unwrap())
+                .any(|m| m["role"] == "compact" && m.to_string().contains("Scripted title"));
+            assert!(compacted, "{agent}: no compaction: {messages}");
+        }
 
         if database {
             // Its database is the agent's: never written into; the session is given as JSON.
@@ -261,6 +281,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
                     && stderr(&out).contains(&format!("{}/", home.display()))
                     && stderr(&out).contains(match agent {
                         "opencode-storage" => "opencode/storage)",
+                        "openclaw" => ".sqlite)",
                         _ => ".db)",
                     }),
                 "{}",
@@ -269,11 +290,11 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             let raw = stdout_of(&env, &["show", id, "--format", "raw"]);
             let doc: Value = serde_json::from_str(&raw).unwrap();
             // OpenCode's reply is one message; Crush's and Hermes's tool result is a message
-            // of its own.
-            let messages = if matches!(agent, "crush" | "hermes") {
-                4
-            } else {
-                3
+            // of its own; OpenClaw's document holds every event of its database.
+            let messages = match agent {
+                "crush" | "hermes" => 4,
+                "openclaw" => openclaw_events(transcripts[0]),
+                _ => 3,
             };
             assert_eq!(doc["messages"].as_array().unwrap().len(), messages, "{raw}");
             continue;
@@ -301,11 +322,19 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
     }
 }
 
+/// The events in OpenClaw's database at `path`.
+fn openclaw_events(path: &Path) -> usize {
+    let db = rusqlite::Connection::open(path).unwrap();
+    let sql = "SELECT count(*) FROM transcript_events";
+    let count: i64 = db.query_row(sql, [], |r| r.get(0)).unwrap();
+    count as usize
+}
+
 /// The agents whose own resume takes a session offline (Continue's CLI goes on from a copy of
 /// it, `--fork`). Not Droid: `droid exec -s ID` exits 1
 /// without a word here even on the session it has just written (with a custom model, offline);
 /// not Cline's CLI 3, which resumes a session by id only in its terminal interface or over ACP.
-const RESUMED: [&str; 12] = [
+const RESUMED: [&str; 13] = [
     "aider",
     "amp",
     "claude-code",
@@ -316,6 +345,7 @@ const RESUMED: [&str; 12] = [
     "gemini-cli",
     "gemini-cli-json",
     "gptme",
+    "openclaw-jsonl",
     "pi",
     "qwen-code",
 ];
@@ -330,7 +360,7 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
     let mut cmd = env.command(&bin.to_string_lossy());
     cmd.current_dir(project)
         .stdin(Stdio::null())
-        .env("PATH", agents::path_with_node());
+        .env("PATH", agents::path_for(agent));
     // Whether the prompt is given with `-p` (else as the last argument).
     let with_flag = match agent {
         "claude-code" => {
@@ -528,6 +558,28 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             }
             true
         }
+        "openclaw" | "openclaw-jsonl" => {
+            let dir = env.dir.path().join("home/.openclaw");
+            fs::create_dir_all(&dir).unwrap();
+            let config = serde_json::json!({
+                "models": {"mode": "replace", "providers": {"scripted": {
+                    "baseUrl": format!("{}/v1", model.url()), "apiKey": "sk-scripted",
+                    "api": "openai-completions",
+                    "models": [{"id": "scripted-model", "name": "Scripted", "reasoning": false,
+                        "input": ["text"], "contextWindow": 128000, "maxTokens": 4096}]}}},
+                "agents": {"defaults": {"model": {"primary": "scripted/scripted-model"},
+                    "workspace": project, "skipBootstrap": true}},
+            });
+            fs::write(dir.join("openclaw.json"), config.to_string()).unwrap();
+            // Its embedded agent (no Gateway); a session resumed as `restore` says.
+            cmd.args(["agent", "--local"]);
+            match resume {
+                Some(id) => cmd.args(["--session-id", id]),
+                None => cmd.args(["--agent", "main"]),
+            };
+            cmd.arg("--message");
+            false
+        }
         other => panic!("no way known to run {other}"),
     };
     let prompt = resume.map_or(PROMPT, |_| AGAIN);
@@ -562,11 +614,18 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
 #[test]
 fn opencode_sessions_are_followed_in_its_database_and_its_older_storage() {
     for agent in ["opencode", "opencode-storage"] {
-        follow_opencode(agent);
+        follow_database(agent);
     }
 }
 
-fn follow_opencode(agent: &str) {
+/// OpenClaw (2026.7.2 on) appends a session's events to its SQLite database: followed as
+/// OpenCode's is, and resumed by `restore`'s command while the session is there.
+#[test]
+fn openclaw_sessions_are_followed_in_its_database() {
+    follow_database("openclaw");
+}
+
+fn follow_database(agent: &str) {
     let env = Env::new();
     let model = ModelServer::start(env.dir.path());
     let project = env.dir.path().join("project");
@@ -580,7 +639,18 @@ fn follow_opencode(agent: &str) {
     assert_eq!(counts(&session), (1.into(), 2.into()), "{agent}: {session}");
     assert_eq!(session["project"].as_str(), project.to_str());
     let records = env.records().len();
-    assert_eq!(records, 4, "the session's row and its three messages");
+    // The session's row and its messages: OpenCode's three, each of OpenClaw's events.
+    let messages = match agent {
+        "openclaw" => openclaw_events(
+            &(env.dir.path()).join("home/.openclaw/agents/main/agent/openclaw-agent.sqlite"),
+        ),
+        _ => 3,
+    };
+    assert_eq!(
+        records,
+        1 + messages,
+        "{agent}: the session's row and its messages"
+    );
 
     // The daemon follows the database as the agent writes it (into its `-wal`; or the files
     // of its storage): no rescan.

@@ -113,6 +113,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
             "mistral-vibe".into(),
             PathBuf::from("/home/u/.vibe/logs/session"),
         ),
+        ("openclaw".into(), PathBuf::from("/home/u/.openclaw/agents")),
         ("opencode".into(), PathBuf::from("/x/opencode")),
         ("pi".into(), PathBuf::from("/p/agent/sessions")),
         ("qwen-code".into(), PathBuf::from("/q/projects")),
@@ -224,6 +225,43 @@ fn each_project_crush_lists_is_a_root_and_an_unreadable_list_lists_none() {
     assert!(app.is_database(Path::new("/src/app/.crush/crush.db")));
     std::fs::write(&listed, "{not json").unwrap();
     assert!(crush(&env).is_empty());
+}
+
+#[test]
+fn the_openclaw_root_takes_its_sessions_not_the_traces_beside_them() {
+    let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
+    let openclaw = roots.iter().find(|r| r.harness == "openclaw").unwrap();
+    let sessions = Path::new("/h/.openclaw/agents/main/sessions");
+    let id = "9b314da8-d6d4-4df6-a37f-9665503e60fd";
+    for name in [format!("{id}.jsonl"), format!("{id}-topic-42.jsonl")] {
+        assert!(openclaw.matches(&sessions.join(&name)), "{name}");
+    }
+    // What 2026.7.1 keeps beside them: a trace of each run, ACP's stream, its index.
+    for name in [
+        format!("{id}.trajectory.jsonl"),
+        format!("{id}.acp-stream.jsonl"),
+        "sessions.json".to_owned(),
+    ] {
+        assert!(!openclaw.matches(&sessions.join(&name)), "{name}");
+    }
+    let database = Path::new("/h/.openclaw/agents/main/agent/openclaw-agent.sqlite");
+    assert!(openclaw.is_database(database));
+}
+
+#[test]
+fn a_source_is_in_a_database_by_the_globs_of_its_agent() {
+    let database = Path::new("/h/.openclaw/agents/main/agent/openclaw-agent.sqlite");
+    assert!(in_database("openclaw", database));
+    assert!(in_database("openclaw", &database.join("faf40c7b")));
+    let jsonl = Path::new("/h/.openclaw/agents/main/sessions/faf40c7b.jsonl");
+    assert!(!in_database("openclaw", jsonl));
+    assert!(!in_database("pi", &database.join("faf40c7b")));
+    let storage = Path::new("/h/.local/share/opencode/storage/migration");
+    assert!(in_database("opencode", &storage.join("ses_1")));
+    assert!(in_database(
+        "hermes",
+        Path::new("/h/.hermes/profiles/p/state.db/s1")
+    ));
 }
 
 #[test]

@@ -111,16 +111,18 @@ pub(crate) fn restore(
     request: &Request,
     report: &mut dyn FnMut(&FileReport) -> io::Result<()>,
 ) -> Result<Restored> {
-    if let Some(db) = crate::agents::database_of_harness(&session.harness) {
+    let files = query::session_files(archive, session)?;
+    let in_database =
+        |f: &&query::SessionFile| crate::agents::in_database(&session.harness, &f.path);
+    if let Some(source) = files.first().filter(in_database) {
         // The database the session's source is in (`<database>/<session id>`); a store of
         // files is named by a file in its folder (OpenCode's `storage/migration`): the folder.
-        let files = query::session_files(archive, session)?;
-        let kept = (files.first()).and_then(|f| f.path.parent().map(Path::to_path_buf));
-        let kept = kept.map(|p| match p.ends_with("storage/migration") {
-            true => p.parent().map_or(p.clone(), Path::to_path_buf),
-            false => p,
-        });
-        let kept = kept.map_or(db, |p| p.display().to_string());
+        let kept = source.path.parent().unwrap_or(Path::new(""));
+        let kept = match kept.ends_with("storage/migration") {
+            true => kept.parent().unwrap_or(kept),
+            false => kept,
+        };
+        let kept = kept.display();
         return Err(Error::RestoreRefused(format!(
             "session {} is kept in {}'s database ({kept}), which transcript-sync never writes \
              into (the agent may have it open); `transcript-sync show {} --format raw` gives \

@@ -165,7 +165,7 @@ pub(crate) fn status(archive: &Archive, socket: &std::path::Path) -> Result<Stat
     // to lag behind.
     let snapshots = archive.snapshot_sources()?;
     let whole = |s: &SourceRow| {
-        snapshots.contains(&s.id) || crate::agents::database_of_harness(&s.harness).is_some()
+        snapshots.contains(&s.id) || crate::agents::in_database(&s.harness, &s.path)
     };
     let sources: Vec<SourceStatus> = (archive.sources()?.iter())
         .map(|s| source_status(s, whole(s)))

@@ -1,4 +1,4 @@
-//! What the readers of agents' databases share (`agents::opencode`, `agents::crush`): a
+//! What the readers of agents' databases share (`agents::opencode`, `agents::crush`, …): a
 //! read-only connection, read transactions (a consistent snapshot; in WAL mode a reader never
 //! blocks the agent's writes), columns as JSON, a session as one JSON document (which the
 //! engine captures as it captures a file rewritten whole, `read::snapshot`), the state that
