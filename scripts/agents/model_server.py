@@ -10,6 +10,9 @@ with the same short conversation:
 - a request that offers a shell tool and holds no tool result yet: a line of text and a call
   of that tool running `echo scripted-tool-output` (or, when it offers transcript-sync's MCP
   search tool, a call of it looking for `scripted-tool-output`);
+- a request whose last prompt starts with `Ask a subagent` and that offers a tool to start one
+  (Kimi CLI's `Agent`): a line of text and a call of it, handing the subagent the scripted
+  prompt;
 - a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
   the `complete` tool, for an agent that offers one to end its run);
 - Aider's prompt (it offers no tools): the final text;
@@ -30,7 +33,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "Execute",
-               "execute_command", "run_commands", "terminal", "exec")
+               "execute_command", "run_commands", "terminal", "exec", "Shell")
 TOOL_COMMAND = "echo scripted-tool-output"
 # The search tool of transcript-sync's MCP server, as an agent names it (Claude Code:
 # mcp__<server>__search), and what it is asked to find.
@@ -38,6 +41,10 @@ MCP_SEARCH = "transcript-sync__search"
 TOOL_OUTPUT_WORD = "scripted-tool-output"
 # What opens the context OpenClaw adds as a user's message after the conversation.
 OPENCLAW_CONTEXT = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
+# A subagent's tool, the words that ask for one, and what the subagent is asked.
+SUBAGENT_TOOLS = ("Agent",)
+SUBAGENT_ASKED = "Ask a subagent"
+SUBAGENT_PROMPT = "Run the scripted command, please."
 FIRST_TEXT = "Scripted plan: I will run a command."
 FINAL_TEXT = "Scripted answer: done."
 OTHER_TEXT = "Scripted title"
@@ -96,6 +103,9 @@ def plan(body):
     # transcript-sync's own MCP server, when an agent has it: its search comes first.
     shell = next((t for t in offered if t.endswith(MCP_SEARCH)), None)
     shell = shell or next((t for t in SHELL_TOOLS if t in offered), None)
+    subagent = next((t for t in SUBAGENT_TOOLS if t in offered), None)
+    if subagent and not has_tool_result(body) and last_prompt(body).startswith(SUBAGENT_ASKED):
+        return ("tool", FIRST_TEXT, subagent)
     if has_tool_result(body):
         # An agent that runs until told the task is done (gptme) is told so.
         if "complete" in offered:
@@ -111,6 +121,15 @@ def plan(body):
     if is_aider(body):
         return ("text", FINAL_TEXT, None)
     return ("text", OTHER_TEXT, None)
+
+
+def last_prompt(body):
+    """The text of the request's last user message (OpenAI's shape), or ""."""
+    users = [m for m in body.get("messages") or [] if m.get("role") == "user"]
+    content = users[-1].get("content") if users else None
+    if isinstance(content, list):
+        content = " ".join(p.get("text") or "" for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
 
 
 def is_aider(body):
@@ -140,6 +159,9 @@ def takes(body, name, field):
 def tool_input(name, body):
     if name == "complete":
         return {}
+    if name in SUBAGENT_TOOLS:
+        return {"description": "Run the scripted command", "subagent_type": "coder",
+                "prompt": SUBAGENT_PROMPT}
     if name.endswith(MCP_SEARCH):
         return {"query": TOOL_OUTPUT_WORD, "limit": 3}
     # Amp's Bash takes `cmd` (and a `cwd`); Claude Code's takes `command`.
