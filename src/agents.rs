@@ -26,6 +26,7 @@ pub(crate) mod gptme;
 pub(crate) mod hermes;
 pub(crate) mod kilo_code;
 pub(crate) mod kilo_code_vscode;
+pub(crate) mod kimi_cli;
 pub(crate) mod message;
 pub(crate) mod mistral_vibe;
 pub(crate) mod openclaw;
@@ -102,6 +103,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &hermes::AGENT,
     &kilo_code::AGENT,
     &kilo_code_vscode::AGENT,
+    &kimi_cli::AGENT,
     &mistral_vibe::AGENT,
     &openclaw::AGENT,
     &opencode::AGENT,

@@ -75,6 +75,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         "QWEN_HOME" => Some("/q".to_owned()),
         "HERMES_HOME" => Some("/h/hermes".to_owned()),
         "CONTINUE_GLOBAL_DIR" => Some("/k/continue".to_owned()),
+        "KIMI_SHARE_DIR" => Some("/k/kimi".to_owned()),
         _ => None,
     };
     let mut roots: Vec<_> = builtin_roots(&env)
@@ -109,6 +110,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         ("gptme".into(), PathBuf::from("/x/gptme/logs")),
         ("hermes".into(), PathBuf::from("/h/hermes")),
         ("kilo-code".into(), PathBuf::from("/x/kilo")),
+        ("kimi-cli".into(), PathBuf::from("/k/kimi/sessions")),
         (
             "mistral-vibe".into(),
             PathBuf::from("/home/u/.vibe/logs/session"),

@@ -662,8 +662,8 @@ pub struct TailArgs {
     #[arg(short = 'f', long)]
     pub(crate) follow: bool,
     /// Only records of this watcher (aider, amp, claude-code, cline, codex, copilot-cli, crush,
-    /// cursor, droid, gemini-cli, gptme, kilo-code, mistral-vibe, opencode, pi, qwen-code,
-    /// generic).
+    /// cursor, droid, gemini-cli, gptme, kilo-code, kimi-cli, mistral-vibe, opencode, pi,
+    /// qwen-code, generic).
     #[arg(long, value_name = "H")]
     pub(crate) harness: Option<String>,
     /// Only records of this session (its id, or a unique prefix of at least 4 characters).
