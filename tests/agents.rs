@@ -24,7 +24,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
 /// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
-const AGENTS: [&str; 23] = [
+const AGENTS: [&str; 24] = [
     "aider",
     "amp",
     "claude-code",
@@ -40,6 +40,7 @@ const AGENTS: [&str; 23] = [
     "gptme",
     "hermes",
     "kilo-code",
+    "kimi-cli",
     "mistral-vibe",
     "mistral-vibe-legacy",
     "openclaw",
@@ -65,7 +66,7 @@ fn harness_of(agent: &str) -> &str {
 /// True for a file the session is archived from: JSONL appended to (not OpenClaw's trace of a
 /// run beside its session), a database, or a document rewritten whole (a Gemini chat, Cline's
 /// session files and task folder, an Amp thread, Aider's Markdown history, everything in a
-/// Mistral Vibe session's folder, a Continue session, not its list of sessions).
+/// Mistral Vibe or Kimi CLI session's folder, a Continue session, not its list of sessions).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
@@ -75,6 +76,7 @@ fn is_transcript(file: &Path) -> bool {
         || name == ".aider.chat.history.md"
         || (name.starts_with("T-") && name.ends_with(".json"))
         || file.ancestors().any(|a| a.ends_with(".vibe/logs/session"))
+        || file.ancestors().any(|a| a.ends_with(".kimi/sessions"))
         || file.ancestors().any(|a| a.ends_with("opencode/storage"))
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
@@ -82,7 +84,7 @@ fn is_transcript(file: &Path) -> bool {
 }
 
 /// The earliest and latest time of the transcripts' messages (their `timestamp`, or Cline's
-/// `ts` in ms), to the second, as `sessions` prints. What Cline's extension showed
+/// `ts` in ms, or the Unix seconds of a Kimi CLI event), to the second, as `sessions` prints. What Cline's extension showed
 /// (`ui_messages.json`) is not the conversation.
 fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
     let mut records: Vec<Value> = Vec::new();
@@ -146,7 +148,9 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
     };
     let mut times: Vec<String> = (records.iter())
         .map(|r| {
-            let ms = r["ts"].as_i64().or(r["createdAt"].as_i64());
+            let kimi = (r["timestamp"].as_f64()).filter(|_| r["message"]["type"].is_string());
+            let ms = (r["ts"].as_i64().or(r["createdAt"].as_i64()))
+                .or(kimi.map(|s| (s * 1000.0) as i64));
             (r["timestamp"].as_str().or(r["start_time"].as_str()), ms)
         })
         .filter_map(|at_ms| match at_ms {
@@ -330,8 +334,66 @@ fn openclaw_events(path: &Path) -> usize {
     count as usize
 }
 
+/// Kimi CLI's subagent (recorded with a prompt that asks for one, which the scripted model
+/// hands to Kimi's `Agent` tool): a session of its own, listed after the session that started
+/// it, holding the shell call and its output, which the session's own events repeat and do not
+/// show again; `restore` of the session writes the subagent's files back too, byte for byte.
+#[test]
+fn a_kimi_cli_subagent_is_listed_under_its_session_and_restored_with_it() {
+    let env = Env::new();
+    let files = copy_agent_fixture("kimi-cli-subagent", &env.dir.path().join("home"));
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let sessions: Vec<Value> = (listed.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let [session, subagent] = &sessions[..] else {
+        panic!("a session and its subagent, listed {listed}")
+    };
+    let id = session["id"].as_str().unwrap();
+    assert_eq!(session["subagents"], 1, "{session}");
+    assert_eq!(subagent["parent"], id, "{subagent}");
+    assert_eq!(subagent["project"], PROJECT);
+    assert_eq!(subagent["title"], PROMPT);
+    assert_eq!(
+        (session["unparsed"].clone(), subagent["unparsed"].clone()),
+        (0.into(), 0.into())
+    );
+    let shown = stdout_of(
+        &env,
+        &["show", subagent["id"].as_str().unwrap(), "--no-pager"],
+    );
+    assert!(
+        shown.contains(TOOL_OUTPUT) && shown.contains(ANSWER),
+        "{shown}"
+    );
+    let shown = stdout_of(&env, &["show", id, "--no-pager"]);
+    assert!(
+        shown.contains("Agent") && !shown.contains(TOOL_OUTPUT),
+        "{shown}"
+    );
+
+    let recorded: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
+    let transcripts = files.iter().filter(|f| is_transcript(f));
+    for f in transcripts.clone() {
+        fs::remove_file(f).unwrap();
+    }
+    assert_eq!(transcripts.count(), 6, "{files:?}");
+    env.run_once_home();
+    stdout_of(&env, &["restore", id]);
+    for (f, bytes) in files.iter().zip(&recorded) {
+        let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
+        assert!(
+            &back == bytes,
+            "{} is not restored byte for byte",
+            f.display()
+        );
+    }
+}
+
 /// The agents whose own resume takes a session offline (Continue's CLI goes on from a copy of
-/// it, `--fork`). Not Droid: `droid exec -s ID` exits 1
+/// it, `--fork`). Not Mistral Vibe nor Kimi CLI, which need a Python the tests do not install
+/// (their resume was checked by hand); not Droid: `droid exec -s ID` exits 1
 /// without a word here even on the session it has just written (with a custom model, offline);
 /// not Cline's CLI 3, which resumes a session by id only in its terminal interface or over ACP.
 const RESUMED: [&str; 13] = [

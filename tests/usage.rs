@@ -12,7 +12,7 @@ use std::fs;
 /// reported them (cache writes where the API has them: Anthropic's). Cline's are its two
 /// releases' (its CLI 3 on OpenAI's API; its CLI 2 on Anthropic's, whose output it counts one
 /// token more).
-const AGENTS: [(&str, [i64; 5]); 10] = [
+const AGENTS: [(&str, [i64; 5]); 11] = [
     ("amp", [2, 240, 60, 80, 20]),
     ("claude-code", [2, 240, 60, 80, 20]),
     ("cline", [4, 480, 122, 160, 20]),
@@ -20,6 +20,7 @@ const AGENTS: [(&str, [i64; 5]); 10] = [
     ("copilot-cli", [2, 240, 60, 80, 0]),
     ("gemini-cli", [2, 240, 60, 80, 0]),
     ("gptme", [2, 240, 60, 80, 0]),
+    ("kimi-cli", [2, 240, 60, 80, 0]),
     ("opencode", [2, 240, 60, 80, 0]),
     ("pi", [2, 240, 60, 80, 0]),
     ("qwen-code", [2, 240, 60, 80, 0]),
@@ -63,7 +64,7 @@ fn each_agents_calls_are_counted_once_as_the_model_reported_them() {
         assert_eq!(tokens(row), *counted, "{agent}: {row}");
     }
     assert_eq!(total["of"], Value::Null);
-    assert_eq!(tokens(total), [22, 2640, 662, 880, 60]);
+    assert_eq!(tokens(total), [24, 2880, 722, 960, 60]);
     // The total lists its fields in the rows' order.
     let out = stdout_of(&env, &["usage", "--json", "--by", "agent"]);
     let keys = |line: &str| -> Vec<String> {
