@@ -167,8 +167,8 @@ fn the_table_reads_on_a_terminal() {
         ["amp", "2", "240", "60", "80", "20", "$0.00"],
         "{screen}"
     );
-    let total = lines.iter().find(|l| l.starts_with("TOTAL")).unwrap();
-    let total: Vec<&str> = total.split_whitespace().collect();
+    let at = lines.iter().position(|l| l.starts_with("TOTAL")).unwrap();
+    let total: Vec<&str> = lines[at].split_whitespace().collect();
     assert_eq!(
         total[..6],
         ["TOTAL", "24", "2,880", "722", "960", "60"],
@@ -179,10 +179,10 @@ fn the_table_reads_on_a_terminal() {
         "{screen}"
     );
     assert!(
-        lines[12].starts_with("* has calls of models with no price ("),
+        lines[at + 1].starts_with("* has calls of models with no price ("),
         "{screen}"
     );
     // The columns line up: each number ends where its heading does.
     let end = |line: &str, word: &str| line.find(word).unwrap() + word.len();
-    assert_eq!(end(lines[0], "INPUT"), end(lines[11], "2,640"), "{screen}");
+    assert_eq!(end(lines[0], "INPUT"), end(lines[at], "2,880"), "{screen}");
 }
