@@ -22,6 +22,7 @@ pub(crate) mod cursor_editor;
 pub(crate) mod droid;
 pub(crate) mod gemini_cli;
 pub(crate) mod generic;
+pub(crate) mod goose;
 pub(crate) mod gptme;
 pub(crate) mod hermes;
 pub(crate) mod kilo_code;
@@ -99,6 +100,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &droid::AGENT,
     &gemini_cli::AGENT,
     &generic::AGENT,
+    &goose::AGENT,
     &gptme::AGENT,
     &hermes::AGENT,
     &kilo_code::AGENT,

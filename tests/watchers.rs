@@ -731,3 +731,179 @@ fn cursor_editor_conversations_are_read_from_its_state_database_and_kept_once_de
     let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
     assert_eq!(doc["bubbles"].as_array().unwrap().len(), 5, "{raw}");
 }
+
+/// `sessions --json`'s session `id`, which must be listed.
+fn listed_session(listed: &str, sessions: &[serde_json::Value], id: &str) -> serde_json::Value {
+    let found = sessions.iter().find(|s| s["id"] == id);
+    (found.unwrap_or_else(|| panic!("{id} not listed: {listed}"))).clone()
+}
+
+/// Goose keeps its sessions in one SQLite database in its data directory (built from its
+/// source: `scripts/agents/goose-fixture`): each is listed with its title, project, times,
+/// messages and model, found by what was said and shown; a session Goose deletes keeps its
+/// records and is marked gone; `restore` never writes into Goose's database.
+#[test]
+fn goose_sessions_are_read_from_its_database_and_kept_once_deleted() {
+    const SESSION: &str = "20260923_1";
+    const NAMED: &str = "20260923_2";
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    copy_agent_fixture("goose", &home);
+    let db = home.join(".local/share/goose/sessions/sessions.db");
+    env.run_once_home();
+    let (listed, sessions) = sessions_listed(&env);
+    for (id, title, project, times, assistant) in [
+        (
+            SESSION,
+            "Scripted title",
+            "/tmp/transcript-sync-agents/project",
+            ["2026-09-23T08:00:00Z", "2026-09-23T08:00:02Z"],
+            2,
+        ),
+        (
+            NAMED,
+            "Readme check",
+            "/tmp/transcript-sync-agents/other",
+            ["2026-09-23T09:00:00Z", "2026-09-23T09:00:03Z"],
+            1,
+        ),
+    ] {
+        let s = listed_session(&listed, &sessions, id);
+        assert_eq!(s["harness"], "goose", "{s}");
+        assert_eq!(
+            (s["title"].as_str(), s["project"].as_str()),
+            (Some(title), Some(project))
+        );
+        let at = [&s["started"], &s["last_activity"]].map(|t| t.as_str().unwrap_or(""));
+        assert_eq!(at, times, "{s}");
+        assert_eq!(
+            (s["user_messages"].clone(), s["assistant_messages"].clone()),
+            (1.into(), assistant.into()),
+            "the prompt, and the plan and the answer: {s}"
+        );
+        assert_eq!(s["unparsed"], 0, "every record read: {s}");
+        assert_eq!(s["models"], serde_json::json!(["scripted-model"]), "{s}");
+        assert_eq!(s["on_disk"], true, "{s}");
+    }
+    let found = |query: &str, id: &str| {
+        let hits = stdout_of(&env, &["search", query, "--json"]);
+        assert!(hits.contains(id), "{query} not found in {id}: {hits}");
+    };
+    for query in [
+        "\"Run the scripted command, please.\"",
+        "\"Scripted answer: done.\"",
+        "scripted-tool-output",
+    ] {
+        found(query, SESSION);
+    }
+    found("README.md", NAMED);
+    let shown = stdout_of(&env, &["show", SESSION, "--format", "json"]);
+    let parts: Vec<serde_json::Value> = (shown.lines())
+        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap())
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let kind = |k: &str| {
+        let part = parts.iter().find(|p| p["type"] == k);
+        part.cloned().unwrap_or_else(|| panic!("no {k}: {shown}"))
+    };
+    assert_eq!(kind("tool_call")["name"], "developer__shell", "{shown}");
+    assert_eq!(kind("tool_result")["text"], "scripted-tool-output\n");
+    assert_eq!(
+        kind("thinking")["text"],
+        "The user wants the scripted command run."
+    );
+
+    // Deleted in Goose (its messages, then its row, as `delete_session` does): kept, marked.
+    // The session deleted is the one written last: the mark is then past the database's
+    // latest write, and every session is read again (nothing archived twice).
+    let goose = rusqlite::Connection::open(&db).unwrap();
+    let gone = format!(
+        "DELETE FROM messages WHERE session_id = '{NAMED}';
+         DELETE FROM usage_ledger WHERE session_id = '{NAMED}';
+         DELETE FROM sessions WHERE id = '{NAMED}';"
+    );
+    goose.execute_batch(&gone).unwrap();
+    drop(goose);
+    env.run_once_home();
+    let (listed, after) = sessions_listed(&env);
+    let gone = listed_session(&listed, &after, NAMED);
+    assert_eq!(
+        (gone["on_disk"].clone(), gone["assistant_messages"].clone()),
+        (false.into(), 1.into()),
+        "{listed}"
+    );
+    let kept = listed_session(&listed, &after, SESSION);
+    assert_eq!(kept["on_disk"], true, "{listed}");
+    found("README.md", NAMED);
+
+    // Its database is Goose's: never written into; the session is given as JSON.
+    let before = fs::read(&db).unwrap();
+    for id in [SESSION, NAMED] {
+        let out = crate::util::cli(&env, &["restore", id]);
+        let said = stderr(&out);
+        assert!(!out.status.success(), "{said}");
+        assert!(
+            said.contains("never writes into") && said.contains(&format!("show {id} --format raw")),
+            "{said}"
+        );
+    }
+    assert_eq!(
+        fs::read(&db).unwrap(),
+        before,
+        "Goose's database was written"
+    );
+    let raw = stdout_of(&env, &["show", SESSION, "--format", "raw"]);
+    let doc: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!(doc["session"]["name"], "Scripted title", "{raw}");
+    assert_eq!(doc["messages"].as_array().unwrap().len(), 4, "{raw}");
+}
+
+/// Goose's sessions before its database: a JSONL file per session, its metadata first,
+/// rewritten whole at each save (built from its source: `scripts/agents/goose-fixture`). It is
+/// listed, found and shown as the database's are, and `restore` writes it back byte for byte
+/// and names the command that resumes it.
+#[test]
+fn a_goose_jsonl_session_is_read_as_a_document_and_restored_byte_for_byte() {
+    const SESSION: &str = "20250915_101500";
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    copy_agent_fixture("goose-jsonl", &home);
+    let file = home.join(format!(".local/share/goose/sessions/{SESSION}.jsonl"));
+    let bytes = fs::read(&file).unwrap();
+    env.run_once_home();
+    let (listed, sessions) = sessions_listed(&env);
+    let [s] = &sessions[..] else {
+        panic!("one session: {listed}")
+    };
+    assert_eq!(
+        (s["harness"].as_str(), s["id"].as_str()),
+        (Some("goose"), Some(SESSION))
+    );
+    assert_eq!(s["title"], "Scripted title", "{s}");
+    assert_eq!(s["project"], "/tmp/transcript-sync-agents/project", "{s}");
+    let at = [&s["started"], &s["last_activity"]].map(|t| t.as_str().unwrap_or(""));
+    assert_eq!(at, ["2025-09-15T10:15:00Z", "2025-09-15T10:15:02Z"], "{s}");
+    assert_eq!(
+        (s["user_messages"].clone(), s["assistant_messages"].clone()),
+        (1.into(), 2.into()),
+        "{s}"
+    );
+    assert_eq!(s["unparsed"], 0, "every line read: {s}");
+    for query in [
+        "\"Run the scripted command, please.\"",
+        "\"Scripted answer: done.\"",
+        "scripted-tool-output",
+    ] {
+        let hits = stdout_of(&env, &["search", query, "--json"]);
+        assert!(hits.contains(SESSION), "{query}: {hits}");
+    }
+    let shown = stdout_of(&env, &["show", SESSION, "--no-pager"]);
+    assert!(shown.contains("developer__shell"), "{shown}");
+
+    fs::remove_file(&file).unwrap();
+    env.run_once_home();
+    let said = stdout_of(&env, &["restore", SESSION]);
+    assert_eq!(fs::read(&file).unwrap(), bytes, "as Goose wrote it");
+    let resume = format!("goose session --resume --name {SESSION}");
+    assert!(said.contains(&resume), "{said}");
+}

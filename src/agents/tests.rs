@@ -107,6 +107,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         ),
         ("droid".into(), PathBuf::from("/home/u/.factory/sessions")),
         ("gemini-cli".into(), PathBuf::from("/g/.gemini/tmp")),
+        ("goose".into(), PathBuf::from("/x/goose/sessions")),
         ("gptme".into(), PathBuf::from("/x/gptme/logs")),
         ("hermes".into(), PathBuf::from("/h/hermes")),
         ("kilo-code".into(), PathBuf::from("/x/kilo")),
@@ -248,6 +249,20 @@ fn the_openclaw_root_takes_its_sessions_not_the_traces_beside_them() {
     }
     let database = Path::new("/h/.openclaw/agents/main/agent/openclaw-agent.sqlite");
     assert!(openclaw.is_database(database));
+}
+
+#[test]
+fn the_goose_root_takes_its_database_and_session_files_not_their_temporaries() {
+    let env = |k: &str| (k == "HOME").then(|| "/h".to_owned());
+    let roots = builtin_roots(&env).unwrap();
+    let goose = roots.iter().find(|r| r.harness == "goose").unwrap();
+    let sessions = Path::new("/h/.local/share/goose/sessions");
+    assert!(goose.is_database(&sessions.join("sessions.db")));
+    let snapshot = |name: &str| goose.snapshot.iter().any(|s| s.glob.is_match(name));
+    assert!(snapshot("20250915_101500.jsonl") && snapshot("project-x.jsonl"));
+    // What a save writes before renaming it over the session, and the database's backups.
+    assert!(!snapshot("20250915_101500.tmp"));
+    assert!(!goose.is_database(&sessions.join("backups/backup_20251020_120000.db")));
 }
 
 #[test]
@@ -478,15 +493,16 @@ fn an_agent_kept_elsewhere_on_macos_and_windows_is_read_there() {
     let env = |k: &str| match k {
         "HOME" => Some("/Users/u".to_owned()),
         "LOCALAPPDATA" => Some("/c/Users/u/AppData/Local".to_owned()),
+        "APPDATA" => Some("/c/Users/u/AppData/Roaming".to_owned()),
         "XDG_DATA_HOME" => Some("/xdg".to_owned()),
         _ => None,
     };
-    let zed = get("zed").unwrap().watcher().unwrap();
-    let at = |os: Os| {
-        let w = zed.clone().on(os);
+    let at_of = |agent: &str, os: Os| {
+        let w = get(agent).unwrap().watcher().unwrap().on(os);
         let home = watcher_home(&w, &env).unwrap();
         (w.roots.iter().map(|r| home.join(r))).collect::<Vec<_>>()
     };
+    let at = |os: Os| at_of("zed", os);
     assert_eq!(at(Os::Linux), [PathBuf::from("/xdg/zed")]);
     assert_eq!(
         at(Os::Mac),
@@ -495,5 +511,14 @@ fn an_agent_kept_elsewhere_on_macos_and_windows_is_read_there() {
     assert_eq!(
         at(Os::Windows),
         [PathBuf::from("/c/Users/u/AppData/Local/Zed")]
+    );
+    // Goose: XDG's on macOS too (etcetera's app strategy), its author's folder on Windows.
+    let at = |os: Os| at_of("goose", os);
+    assert_eq!(at(Os::Mac), [PathBuf::from("/xdg/goose/sessions")]);
+    assert_eq!(
+        at(Os::Windows),
+        [PathBuf::from(
+            "/c/Users/u/AppData/Roaming/Block/goose/data/sessions"
+        )]
     );
 }
