@@ -181,6 +181,17 @@ pub(crate) enum Role {
 }
 
 impl Role {
+    /// Every role.
+    pub(crate) const ALL: [Role; 7] = [
+        Role::User,
+        Role::Assistant,
+        Role::Tool,
+        Role::Reasoning,
+        Role::System,
+        Role::Compact,
+        Role::Unparsed,
+    ];
+
     /// The role's name, as stored and printed.
     pub(crate) fn as_str(self) -> &'static str {
         match self {

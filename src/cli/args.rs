@@ -135,9 +135,10 @@ pub enum Command {
         \"a phrase\" matches words in a row; pre* matches a prefix; AND (the default between \
         words), OR, NOT and parentheses combine them. Other punctuation is taken literally: \
         exit-code searches the phrase \"exit code\".\n\n\
-        Hits are ranked by relevance, the newest first among equals (when more than 2,000 \
-        messages match, the 2,000 newest are ranked); a prefix stands for at most the 256 \
-        commonest terms it starts. Each hit: session, harness, project, time, role and a \
+        Hits are ranked by relevance, a match in a prompt or an answer counting twice one in \
+        a tool's call or output or the model's reasoning, the newest first among equals (when \
+        more than 2,000 messages match, the 2,000 newest are ranked); a prefix stands for at \
+        most the 256 commonest terms it starts. Each hit: session, harness, project, time, role and a \
         snippet with the match marked (bold red on a terminal, **so** otherwise; --color)."
     )]
     Search(SearchArgs),

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 mod export;
+mod rank;
 mod search;
 
 pub(crate) use export::{SessionExport, touched_sessions};

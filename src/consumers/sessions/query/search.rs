@@ -1,6 +1,7 @@
 //! Full-text search of the session index: the query read as FTS5 reads it (words, phrases,
 //! prefixes, stems), the newest matches ranked, and their snippets.
 
+use super::rank;
 use super::*;
 
 /// One search hit.
@@ -46,7 +47,7 @@ const MATCHES: &str = "
       AND (?7 IS NULL OR se.machine = ?7)";
 
 /// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
-/// parentheses; other punctuation is taken literally), best first, newest first among equals;
+/// parentheses; other punctuation is taken literally), best first as [`rank`] orders them;
 /// when more than [`RANKED`] match, the newest of them. Matches are marked with `open` and
 /// `close` in the snippet, which is made from the message redacted by `redactor`, if given
 /// (a secret cut by the snippet's edge would no longer be found).
@@ -139,8 +140,9 @@ fn ranked_hits(
         "SELECT message_text.rowid, se.session, se.harness, se.project,
                 coalesce(m.at_ms, se.last_ms), m.role, m.seq, se.machine
          {MATCHES}
-         ORDER BY bm25(message_text), coalesce(m.at_ms, se.last_ms) DESC
-         LIMIT ?6"
+         ORDER BY {}
+         LIMIT ?6",
+        rank::order_by()
     ))?;
     let args = params![
         fts,
@@ -472,8 +474,13 @@ fn fold(conn: &Connection, text: &str) -> rusqlite::Result<Option<String>> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_the_newest_matches_are_ranked_and_filters_apply_before_the_cut() {
+    /// A message of [`archive_of`]: its session (1: `a`, of Codex; 2: `b`, of Cursor), role,
+    /// time (Unix ms) and text.
+    type Message<'a> = (i64, &'a str, i64, &'a str);
+
+    /// An archive and its index holding `messages`, by id (and seq) from 1, each with the
+    /// record its snippet is made from.
+    fn archive_of(messages: &[Message]) -> (tempfile::TempDir, Archive) {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("a.db");
         let mut archive = Archive::open(&db).unwrap();
@@ -487,14 +494,13 @@ mod tests {
                  VALUES (1, 1, 1, x'2f61', 'codex', 0, 0, 0);",
         )
         .unwrap();
-        // Message 1 says the word most often (the best match by relevance), and is the oldest.
-        let bodies = ["lock lock lock lock", "lock", "lock", "lock", "lock"];
-        for (i, body) in bodies.iter().enumerate() {
-            let (id, session) = (i as i64 + 1, if i == 0 { 2 } else { 1 });
+        for (i, (session, role, at_ms, body)) in messages.iter().enumerate() {
+            let id = i as i64 + 1;
             index
                 .execute(
-                    "INSERT INTO messages (id, session, key, ord, seq, role) VALUES (?1, ?2, ?1, ?1, ?1, 'user')",
-                    params![id, session],
+                    "INSERT INTO messages (id, session, key, ord, seq, role, at_ms)
+                     VALUES (?1, ?2, ?1, ?1, ?1, ?3, ?4)",
+                    params![id, session, role, at_ms],
                 )
                 .unwrap();
             index
@@ -503,7 +509,6 @@ mod tests {
                     params![id, body],
                 )
                 .unwrap();
-            // The record the message's snippet is made from.
             let record = serde_json::json!({"type": "response_item", "payload": {
                 "type": "message", "role": "user", "content": [{"type": "input_text", "text": body}]}});
             conn.execute(
@@ -513,26 +518,105 @@ mod tests {
             .unwrap();
         }
         crate::consumers::sessions::store::attach(&archive).unwrap();
+        (dir, archive)
+    }
+
+    /// The seqs of the hits of `fts` over `archive`, best first.
+    fn ranked(archive: &Archive, fts: &str, filter: &Filter, newest: i64) -> Vec<i64> {
         let records = archive.records_reader();
-        let seqs = |filter: &Filter, newest| -> Vec<i64> {
-            let hits = ranked_hits(&records, "lock", filter, ("[", "]"), None, newest).unwrap();
-            hits.iter().map(|h| h.seq).collect()
-        };
+        let hits = ranked_hits(&records, fts, filter, ("[", "]"), None, newest).unwrap();
+        hits.iter().map(|h| h.seq).collect()
+    }
+
+    #[test]
+    fn only_the_newest_matches_are_ranked_and_filters_apply_before_the_cut() {
+        // Message 1 says the word most often (the best match by relevance), and is the oldest.
+        let bodies = ["lock lock lock lock", "lock", "lock", "lock", "lock"];
+        let messages: Vec<Message> = (bodies.iter().enumerate())
+            .map(|(i, body)| (if i == 0 { 2 } else { 1 }, "user", i as i64, *body))
+            .collect();
+        let (_dir, archive) = archive_of(&messages);
         let all = Filter::default();
-        assert_eq!(seqs(&all, 10)[0], 1, "ranked by relevance");
-        assert!(!seqs(&all, 3).contains(&1), "past the 3 newest matches");
-        assert_eq!(seqs(&all, 3).len(), 3);
+        assert_eq!(
+            ranked(&archive, "lock", &all, 10)[0],
+            1,
+            "ranked by relevance"
+        );
+        assert!(
+            !ranked(&archive, "lock", &all, 3).contains(&1),
+            "past the 3 newest matches"
+        );
+        assert_eq!(ranked(&archive, "lock", &all, 3).len(), 3);
         let cursor = Filter {
             harness: Some("cursor".into()),
             ..Filter::default()
         };
         assert_eq!(
-            seqs(&cursor, 3),
+            ranked(&archive, "lock", &cursor, 3),
             [1],
             "the cut counts only what the filter keeps"
         );
+        let records = archive.records_reader();
         let hits = ranked_hits(&records, "lock", &cursor, ("[", "]"), None, 3).unwrap();
         assert_eq!(hits[0].snippet, "[lock] [lock] [lock] [lock]");
+    }
+
+    /// A person searches for the session where they asked; the test run that prints the
+    /// words forty times is newer and, by BM25 alone, the better match.
+    #[test]
+    fn a_prompt_ranks_above_a_newer_tool_output_that_repeats_its_words() {
+        let log: String = (0..40)
+            .map(|n| format!("step {n}: build cache miss, layer invalidated\n"))
+            .collect();
+        let messages: Vec<Message> = vec![
+            (
+                1,
+                "user",
+                1_000,
+                "Every build reinstalls everything; why is the cache never used?",
+            ),
+            (2, "tool", 2_000, &log),
+            (
+                2,
+                "user",
+                3_000,
+                "Add a --verbose flag to the sync command.",
+            ),
+            (
+                1,
+                "assistant",
+                4_000,
+                "The README now lists the install steps first.",
+            ),
+        ];
+        let (_dir, archive) = archive_of(&messages);
+        assert_eq!(
+            ranked(&archive, "build cache", &Filter::default(), 10),
+            [1, 2]
+        );
+    }
+
+    /// The model's reasoning that restates a prompt scores as the prompt does; among equals
+    /// the newer comes first, and the reasoning always comes after the prompt.
+    #[test]
+    fn reasoning_that_restates_a_prompt_ranks_below_it_and_equals_go_newest_first() {
+        let said = "Why does the nightly backup stall at 3 am?";
+        let messages: Vec<Message> = vec![
+            (1, "user", 1_000, said),
+            (2, "user", 2_000, said),
+            (2, "reasoning", 3_000, said),
+            (
+                1,
+                "assistant",
+                4_000,
+                "The README now lists the install steps first.",
+            ),
+        ];
+        let (_dir, archive) = archive_of(&messages);
+        assert_eq!(
+            ranked(&archive, "nightly backup", &Filter::default(), 10),
+            [2, 1, 3]
+        );
     }
 
     fn fts(query: &str) -> String {
