@@ -18,10 +18,8 @@ use super::restore::{Restore, Resume};
 use super::session;
 use crate::capture::harness::Formats;
 use crate::domain::{SnapshotFormat, SnapshotSpec};
-use crate::read::database::SqliteFormat;
-use crate::read::database::{
-    Changed, column, column_value, in_read_transaction, row_object, session_document,
-};
+use crate::read::database::{Changed, SqliteFormat, Written, changed_since};
+use crate::read::database::{column_value, in_read_transaction, row_object, session_document};
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::{Map, Value};
@@ -91,25 +89,14 @@ fn spec() -> SnapshotSpec {
 /// event appended and each change of the row.
 const WRITTEN: &str = "max(updated_at, coalesce(transcript_updated_at, 0))";
 
-/// The sessions written since mark `since` (the latest time a row said, in ms), read in one
-/// read transaction.
+/// The sessions written since mark `since` (the latest time a row said, in ms).
 fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
-    in_read_transaction(conn, || {
-        let latest = format!("SELECT coalesce(max({WRITTEN}), 0) FROM session_windows");
-        let mark: i64 = conn.query_row(&latest, [], |r| r.get(0))?;
-        // A mark past the latest write says nothing of this database (made anew).
-        let since = if since > mark { 0 } else { since };
-        // A write within the mark's millisecond may come after the read: it is read again.
-        let written = format!("SELECT session_id FROM session_windows WHERE {WRITTEN} >= ?1");
-        let mut sessions = column(conn, &written, [since])?;
-        sessions.sort();
-        let all = column(conn, "SELECT session_id FROM session_windows", [])?;
-        Ok(Changed {
-            sessions,
-            all: all.into_iter().collect(),
-            mark,
-        })
-    })
+    let written = Written {
+        table: "session_windows",
+        id: "session_id",
+        at: WRITTEN,
+    };
+    changed_since(conn, &written, since)
 }
 
 /// Session `id`'s document, read in one read transaction; `None` when there is no such

@@ -166,6 +166,43 @@ pub(crate) fn rows_document(
     Ok(Some(session_document(session, messages)))
 }
 
+/// Where a database says when each session was last written: its table, its sessions' id
+/// column, and an SQL expression of a row giving the time (in any unit that only grows; NULL
+/// for a row that says none).
+pub(crate) struct Written<'a> {
+    pub table: &'a str,
+    pub id: &'a str,
+    pub at: &'a str,
+}
+
+/// The sessions written since mark `since` (the latest time a row said then), read in one read
+/// transaction, for a database that keeps no log of its changes but a time on each session's
+/// row. A write within the mark's own time may have come after the read, so it is read again.
+/// A mark past every row's time (the database made anew in place, its newest session deleted)
+/// says nothing of what this database holds: everything is read, and each session compared
+/// with its last state adds only what changed.
+pub(crate) fn changed_since(
+    conn: &Connection,
+    written: &Written,
+    since: i64,
+) -> rusqlite::Result<Changed> {
+    let Written { table, id, at } = written;
+    in_read_transaction(conn, || {
+        let latest = format!("SELECT coalesce(max({at}), 0) FROM {table}");
+        let mark: i64 = conn.query_row(&latest, [], |r| r.get(0))?;
+        let since = if since > mark { 0 } else { since };
+        let changed = format!("SELECT {id} FROM {table} WHERE ?1 = 0 OR {at} >= ?1");
+        let mut sessions = column(conn, &changed, [since])?;
+        sessions.sort();
+        let all = column(conn, &format!("SELECT {id} FROM {table}"), [])?;
+        Ok(Changed {
+            sessions,
+            all: all.into_iter().collect(),
+            mark,
+        })
+    })
+}
+
 /// `read`, in a read transaction.
 pub(crate) fn in_read_transaction<T>(
     conn: &Connection,

@@ -12,7 +12,8 @@
 //! with the session's next change.
 
 use crate::domain::{SnapshotFormat, SnapshotSpec};
-use crate::read::database::{Changed, SqliteFormat, column, in_read_transaction, rows_document};
+use crate::read::database::{Changed, SqliteFormat, Written, changed_since};
+use crate::read::database::{in_read_transaction, rows_document};
 use rusqlite::Connection;
 
 /// Goose's database, as its watcher's `[[database]]` `reader = "goose"` names it.
@@ -37,24 +38,14 @@ fn spec() -> SnapshotSpec {
 /// Goose bound a time itself; NULL for text that is neither).
 const UPDATED: &str = "CAST(strftime('%s', updated_at) AS INTEGER)";
 
-/// The sessions changed since mark `since` (the latest `updated_at` then, in seconds), read
-/// in one read transaction.
+/// The sessions changed since mark `since` (the latest `updated_at` then, in seconds).
 fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
-    in_read_transaction(conn, || {
-        let latest = format!("SELECT coalesce(max({UPDATED}), 0) FROM sessions");
-        let mark: i64 = conn.query_row(&latest, [], |r| r.get(0))?;
-        // A mark past the latest write says nothing of this database (made anew).
-        let since = if since > mark { 0 } else { since };
-        let written = format!("SELECT id FROM sessions WHERE ?1 = 0 OR {UPDATED} >= ?1");
-        let mut sessions = column(conn, &written, [since])?;
-        sessions.sort();
-        let all = column(conn, "SELECT id FROM sessions", [])?;
-        Ok(Changed {
-            sessions,
-            all: all.into_iter().collect(),
-            mark,
-        })
-    })
+    let written = Written {
+        table: "sessions",
+        id: "id",
+        at: UPDATED,
+    };
+    changed_since(conn, &written, since)
 }
 
 /// Session `id`'s document, read in one read transaction; `None` when there is no such

@@ -16,7 +16,8 @@
 //! after the mark, the latest one read, in milliseconds.
 
 use crate::domain::{MAX_SNAPSHOT, SnapshotFormat, SnapshotSpec};
-use crate::read::database::{Changed, SqliteFormat, column, column_value, in_read_transaction};
+use crate::read::database::{Changed, SqliteFormat, Written, changed_since};
+use crate::read::database::{column_value, in_read_transaction};
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
@@ -50,26 +51,14 @@ fn spec() -> SnapshotSpec {
     }
 }
 
-/// The threads changed since mark `since` (the latest `updated_at` then, in ms), read in one
-/// read transaction.
+/// The threads changed since mark `since` (the latest `updated_at` then, in ms).
 fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
-    in_read_transaction(conn, || {
-        let latest: Option<i64> =
-            conn.query_row(&format!("SELECT max({UPDATED_MS}) FROM threads"), [], |r| {
-                r.get(0)
-            })?;
-        // A save within the mark's millisecond may come after the read: it is read again.
-        let changed = format!("SELECT id FROM threads WHERE coalesce({UPDATED_MS}, 0) >= ?1");
-        let mut sessions = column(conn, &changed, [since])?;
-        sessions.sort();
-        let all = column(conn, "SELECT id FROM threads", [])?;
-        Ok(Changed {
-            sessions,
-            all: all.into_iter().collect(),
-            // Deleting the latest thread does not move the mark back.
-            mark: latest.unwrap_or(0).max(since),
-        })
-    })
+    let written = Written {
+        table: "threads",
+        id: "id",
+        at: UPDATED_MS,
+    };
+    changed_since(conn, &written, since)
 }
 
 /// Thread `id`'s document, read in one read transaction; `None` when there is no such thread
@@ -336,11 +325,12 @@ mod tests {
         assert_eq!(changed(&reader, next.mark).unwrap().sessions, ["a"]);
         conn.execute("DELETE FROM threads WHERE id = 'a'", [])
             .unwrap();
+        // The newest thread deleted, the mark is past every row: each is read again (and
+        // compared with its last state).
         let gone = changed(&reader, next.mark).unwrap();
         assert_eq!(
-            (gone.all.len(), gone.mark),
-            (1, next.mark),
-            "the mark stays"
+            (gone.all.len(), gone.sessions, gone.mark),
+            (1, vec!["b".to_owned()], 1_790_150_401_000)
         );
     }
 
