@@ -907,3 +907,38 @@ fn a_goose_jsonl_session_is_read_as_a_document_and_restored_byte_for_byte() {
     let resume = format!("goose session --resume --name {SESSION}");
     assert!(said.contains(&resume), "{said}");
 }
+
+/// A session archived from both its agent's files and its database (Goose imports its JSONL
+/// into `sessions.db`, keeping the session's id): `restore` writes its file back and leaves
+/// the database alone, saying so, instead of planning a file inside the database.
+#[test]
+fn a_session_in_a_database_and_a_file_is_restored_from_its_file_alone() {
+    let env = Env::new();
+    let home = env.dir.path().join("home");
+    copy_agent_fixture("goose", &home);
+    let sessions = home.join(".local/share/goose/sessions");
+    let jsonl = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "tests/fixtures/agents/goose-jsonl/.local/share/goose/sessions/20250915_101500.jsonl",
+    );
+    let file = sessions.join("20260923_1.jsonl");
+    fs::copy(&jsonl, &file).unwrap();
+    let database = sessions.join("sessions.db");
+    env.run_once_home();
+    let bytes = fs::read(&file).unwrap();
+    fs::remove_file(&file).unwrap();
+    env.run_once_home();
+    let before = fs::read(&database).unwrap();
+    let out = cli(&env, &["restore", "20260923_1"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(fs::read(&file).unwrap(), bytes, "the file back");
+    assert_eq!(
+        fs::read(&database).unwrap(),
+        before,
+        "the database untouched"
+    );
+    assert!(
+        stderr(&out).contains("is in goose's database"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -114,7 +114,10 @@ pub(crate) fn restore(
     let files = query::session_files(archive, session)?;
     let in_database =
         |f: &&query::SessionFile| crate::agents::in_database(&session.harness, &f.path);
-    if let Some(source) = files.first().filter(in_database) {
+    // A session kept only in a database is refused; one archived from files too (an agent's
+    // files imported into its database) is restored from its files, its database left alone.
+    let only_database = !files.is_empty() && files.iter().all(|f| in_database(&f));
+    if let Some(source) = files.first().filter(|_| only_database) {
         // The database the session's source is in (`<database>/<session id>`); a store of
         // files is named by a file in its folder (OpenCode's `storage/migration`): the folder.
         let kept = source.path.parent().unwrap_or(Path::new(""));
@@ -145,6 +148,14 @@ pub(crate) fn restore(
     let mut plan = Vec::new();
     for s in &sessions {
         for file in query::session_files(archive, s)? {
+            if crate::agents::in_database(&s.harness, &file.path) {
+                log::info!(
+                    "restore: not written: {:?} is in {}'s database, which transcript-sync never writes into",
+                    file.path,
+                    s.harness
+                );
+                continue;
+            }
             let target = match &moved {
                 Some(m) => pulled_target(&file.path, request, &s.harness, m)?,
                 None => target_of(&file.path, request, &s.harness),
