@@ -6,14 +6,19 @@ use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 fn main() {
-    // A commit moves the branch HEAD names (or, packed, `packed-refs`); a change to the tree
-    // moves the index.
+    // Read again when a source file changes (a tree made dirty), a commit moves the branch
+    // HEAD names (or, packed, `packed-refs`), or the index does; git names where each is (in a
+    // worktree, `.git` is a file).
+    println!("cargo:rerun-if-changed=src");
     for file in ["HEAD", "index", "packed-refs"] {
-        println!("cargo:rerun-if-changed=.git/{file}");
+        if let Some(path) = git(&["rev-parse", "--git-path", file]) {
+            println!("cargo:rerun-if-changed={path}");
+        }
     }
-    let head = std::fs::read_to_string(".git/HEAD").unwrap_or_default();
-    if let Some(branch) = head.trim().strip_prefix("ref: ") {
-        println!("cargo:rerun-if-changed=.git/{branch}");
+    if let Some(branch) = git(&["symbolic-ref", "-q", "HEAD"])
+        && let Some(path) = git(&["rev-parse", "--git-path", &branch])
+    {
+        println!("cargo:rerun-if-changed={path}");
     }
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
     let commit = git(&[

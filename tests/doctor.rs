@@ -274,7 +274,7 @@ fn a_file_in_a_shape_this_release_cannot_read_is_named_with_its_reason() {
         .output()
         .unwrap();
     let report = stdout(&out);
-    let unread = line_with(&report, "warn", "could not read");
+    let unread = line_with(&report, "warn", "could not be read");
     assert!(unread.contains(chats.to_str().unwrap()), "{unread}");
     assert!(unread.contains("line 2"), "{unread}");
     assert!(unread.contains("fix: transcript-sync rejects"), "{unread}");

@@ -112,9 +112,10 @@ fn apply(state: &mut Option<Value>, change: &Value) -> Result<(), String> {
             delete(parent, last);
             Ok(())
         }
-        _ => Err(format!(
-            "a change of kind {kind:?}, which this release does not know"
-        )),
+        _ => Err(match kind {
+            Some(kind) => format!("a change of kind {kind}, which this release does not know"),
+            None => "a change without its kind".to_owned(),
+        }),
     }
 }
 

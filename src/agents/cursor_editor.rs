@@ -282,9 +282,11 @@ fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
         let mut stmt = conn.prepare_cached(COMPOSERS)?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
         let composers: Vec<(String, Option<i64>)> = rows.collect::<rusqlite::Result<_>>()?;
+        // A time that does not fit beside the digest (not in ms, or no time) marks nothing.
         let latest = composers
             .iter()
             .filter_map(|(_, at)| *at)
+            .filter(|at| (0..1 << (63 - DIGEST_BITS)).contains(at))
             .max()
             .unwrap_or(0);
         let at = |time: i64| (composers.iter()).filter(move |(_, at)| *at == Some(time));

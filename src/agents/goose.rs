@@ -192,7 +192,10 @@ fn tool_result(result: &Value) -> Option<String> {
 /// threshold).
 fn created_ms(created: &Value) -> Option<i64> {
     let n = created.as_i64()?;
-    Some(if n > MILLISECONDS_FROM { n } else { n * 1000 })
+    if n > MILLISECONDS_FROM {
+        return Some(n);
+    }
+    n.checked_mul(1000)
 }
 
 /// Milliseconds since the epoch of a session's time: SQLite's `datetime('now')`

@@ -15,7 +15,7 @@
 
 use super::Agent;
 use super::message::*;
-use super::restore::{Restore, Resume};
+use super::restore::{self, Restore, Resume};
 use super::session::Identified;
 use crate::capture::harness::Formats;
 use serde_json::{Map, Value};
@@ -132,7 +132,7 @@ fn relocate(below: &[&OsStr], project: &str) -> PathBuf {
 /// directory `kimi.json` lists: pointed elsewhere (`$KIMI_SHARE_DIR`), it would start the
 /// session afresh and empty its `context.jsonl`, so no command is given for `--to`.
 fn resume(r: &Resume) -> Option<String> {
-    r.in_place(format!("{}kimi -r {}", r.cd, r.id))
+    r.in_place(format!("{}kimi -r {}", r.cd, restore::shell_quote(r.id)))
 }
 
 /// A line of `wire.jsonl` (an event), of `context.jsonl`, or `state.json` or `meta.json` whole.

@@ -14,10 +14,10 @@
 use super::Agent;
 use super::message::*;
 use super::pi::pi;
-use super::restore::{Restore, Resume};
+use super::restore::{self, Restore, Resume};
 use super::session;
 use crate::capture::harness::Formats;
-use crate::domain::{SnapshotFormat, SnapshotSpec};
+use crate::domain::{MAX_SNAPSHOT, SnapshotFormat, SnapshotSpec};
 use crate::read::database::{Changed, SqliteFormat, Written, changed_since};
 use crate::read::database::{column_value, in_read_transaction, row_object, session_document};
 use rusqlite::types::Type;
@@ -44,7 +44,8 @@ pub(crate) static AGENT: Agent = Agent {
 fn resume(r: &Resume) -> Option<String> {
     r.in_place(format!(
         "{}openclaw agent --local --session-id {}",
-        r.cd, r.id
+        r.cd,
+        restore::shell_quote(r.id)
     ))
 }
 
@@ -134,10 +135,17 @@ fn events(conn: &Connection, id: &str) -> rusqlite::Result<Vec<Value>> {
     rows.collect()
 }
 
-/// An event's JSON from its zstd frame and its length in bytes.
-fn decompressed(zstd: &[u8], length: Option<i64>) -> std::io::Result<Value> {
-    let length = usize::try_from(length.unwrap_or(0)).unwrap_or(0);
-    let bytes = zstd::bulk::decompress(zstd, length)?;
+/// An event's JSON from its zstd frame (its length as OpenClaw recorded it, which may be
+/// missing, is not trusted: no more than a document may have is held).
+fn decompressed(zstd: &[u8], _length: Option<i64>) -> std::io::Result<Value> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let decoder = zstd::stream::read::Decoder::new(zstd)?;
+    decoder.take(MAX_SNAPSHOT + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_SNAPSHOT {
+        let why = format!("an event of more than {MAX_SNAPSHOT} bytes");
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
+    }
     let text = String::from_utf8(bytes).map_err(std::io::Error::other)?;
     Ok(column_value(rusqlite::types::ValueRef::Text(
         text.as_bytes(),
@@ -273,5 +281,12 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("event 7 of session s"), "{err}");
+    }
+
+    #[test]
+    fn an_event_without_its_recorded_length_decompresses() {
+        let frame = zstd::bulk::compress(br#"{"type":"message"}"#, 3).unwrap();
+        let event = decompressed(&frame, None).unwrap();
+        assert_eq!(event["type"], "message");
     }
 }

@@ -662,9 +662,8 @@ pub struct TailArgs {
     /// Then follow new records through the daemon, until interrupted.
     #[arg(short = 'f', long)]
     pub(crate) follow: bool,
-    /// Only records of this watcher (aider, amp, claude-code, cline, codex, copilot-cli, crush,
-    /// cursor, droid, gemini-cli, gptme, kilo-code, kimi-cli, mistral-vibe, opencode, pi,
-    /// qwen-code, generic).
+    /// Only records of this agent (its watcher's name, as `sessions --json` gives it:
+    /// claude-code, codex, …).
     #[arg(long, value_name = "H")]
     pub(crate) harness: Option<String>,
     /// Only records of this session (its id, or a unique prefix of at least 4 characters).

@@ -378,7 +378,8 @@ fn archive_findings(archive: &Path) -> Vec<Finding> {
     findings
 }
 
-/// The files archived whose content this release could not read (a line that is no record, a
+/// The files archived whose content could not be read when it was captured (any release's;
+/// a file read well later is still named) (a line that is no record, a
 /// document in a shape its reader does not know: kept as they were, in `rejects`), by path,
 /// the first with its reason; none when every file was read or there is no archive to ask.
 fn unread_finding(archive: &Path) -> Option<Finding> {
@@ -398,7 +399,7 @@ fn unread_finding(archive: &Path) -> Option<Finding> {
         n => format!(", and {n} more"),
     };
     let msg = format!(
-        "{} archived {} content this release could not read, kept as it was: {}: {reason}{more}",
+        "{} archived {} content that could not be read, kept as it was: {}: {reason}{more}",
         paths.len(),
         if paths.len() == 1 {
             "file holds"
