@@ -473,6 +473,23 @@ pub(super) fn typed_prompt(parts: &[Part]) -> Option<String> {
 mod tests {
     use super::*;
 
+    // A role added to `Role` does not compile here until it has its place, and fails until
+    // `Role::ALL` (which search weighs each role by) holds it there.
+    #[test]
+    fn every_role_is_in_all_in_its_place() {
+        let place = |role: Role| match role {
+            Role::User => 0,
+            Role::Assistant => 1,
+            Role::Tool => 2,
+            Role::Reasoning => 3,
+            Role::System => 4,
+            Role::Compact => 5,
+            Role::Unparsed => 6,
+        };
+        let places: Vec<usize> = Role::ALL.iter().map(|r| place(*r)).collect();
+        assert_eq!(places, (0..7).collect::<Vec<_>>());
+    }
+
     #[test]
     fn long_strings_are_cut_between_characters_and_the_record_stays_json() {
         // Every cut place of a string of escapes and two-, three- and four-byte characters.

@@ -18,6 +18,7 @@ use super::restore::{self, Restore, Resume};
 use super::session;
 use crate::capture::harness::Formats;
 use crate::domain::{MAX_SNAPSHOT, SnapshotFormat, SnapshotSpec};
+use crate::read::database::unzstd;
 use crate::read::database::{Changed, SqliteFormat, Written, changed_since};
 use crate::read::database::{column_value, in_read_transaction, row_object, session_document};
 use rusqlite::types::Type;
@@ -138,14 +139,10 @@ fn events(conn: &Connection, id: &str) -> rusqlite::Result<Vec<Value>> {
 /// An event's JSON from its zstd frame (its length as OpenClaw recorded it, which may be
 /// missing, is not trusted: no more than a document may have is held).
 fn decompressed(zstd: &[u8], _length: Option<i64>) -> std::io::Result<Value> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let decoder = zstd::stream::read::Decoder::new(zstd)?;
-    decoder.take(MAX_SNAPSHOT + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_SNAPSHOT {
+    let Some(bytes) = unzstd(zstd, MAX_SNAPSHOT)? else {
         let why = format!("an event of more than {MAX_SNAPSHOT} bytes");
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, why));
-    }
+    };
     let text = String::from_utf8(bytes).map_err(std::io::Error::other)?;
     Ok(column_value(rusqlite::types::ValueRef::Text(
         text.as_bytes(),

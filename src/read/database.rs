@@ -203,6 +203,17 @@ pub(crate) fn changed_since(
     })
 }
 
+/// `data` decompressed from zstd, when it is at most `limit` bytes decompressed (`None` when
+/// more): a compressed value may stand for far more than it weighs, and no more than a
+/// document may have is held.
+pub(crate) fn unzstd(data: &[u8], limit: u64) -> io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    let decoder = zstd::stream::read::Decoder::new(data)?;
+    decoder.take(limit + 1).read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
 /// `read`, in a read transaction.
 pub(crate) fn in_read_transaction<T>(
     conn: &Connection,

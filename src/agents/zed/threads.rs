@@ -17,14 +17,14 @@
 
 use crate::domain::{MAX_SNAPSHOT, SnapshotFormat, SnapshotSpec};
 use crate::read::database::{Changed, SqliteFormat, Written, changed_since};
-use crate::read::database::{column_value, in_read_transaction};
+use crate::read::database::{column_value, in_read_transaction, unzstd};
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
-use std::io::{self, Read};
+use std::io;
 
 /// Zed's threads database, as its watcher's `[[database]]` `reader = "zed"` names it.
 pub(crate) static DATABASE: SqliteFormat = SqliteFormat {
@@ -126,15 +126,9 @@ fn thread_json(data_type: &str, data: &[u8], limit: u64) -> Result<Vec<u8>, Data
     if data_type != "zstd" {
         return Ok(data.to_vec());
     }
-    let mut json = Vec::new();
-    let decoder = zstd::stream::read::Decoder::new(data).map_err(DataError::Zstd)?;
-    // A compressed blob may stand for far more than it weighs: no more than a document may
-    // have is held.
-    (decoder.take(limit + 1).read_to_end(&mut json)).map_err(DataError::Zstd)?;
-    match json.len() as u64 > limit {
-        true => Err(DataError::TooLarge),
-        false => Ok(json),
-    }
+    unzstd(data, limit)
+        .map_err(DataError::Zstd)?
+        .ok_or(DataError::TooLarge)
 }
 
 /// A thread's document as the engine captures it.
