@@ -203,6 +203,29 @@ fn sessions_listed(env: &Env) -> (String, Vec<serde_json::Value>) {
     (listed, sessions)
 }
 
+/// `search QUERY --json` finds session `id`.
+fn found(env: &Env, query: &str, id: &str) {
+    let hits = stdout_of(env, &["search", query, "--json"]);
+    assert!(hits.contains(id), "{query} not found in {id}: {hits}");
+}
+
+/// Session `id` as `show --format json` prints it, and the parts of its messages.
+fn shown_parts(env: &Env, id: &str) -> (String, Vec<serde_json::Value>) {
+    let shown = stdout_of(env, &["show", id, "--format", "json"]);
+    let parts = (shown.lines())
+        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap())
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .collect();
+    (shown, parts)
+}
+
+/// The first part of `kind` among `parts` (of `shown`, named when there is none).
+fn part_of(parts: &[serde_json::Value], kind: &str, shown: &str) -> serde_json::Value {
+    let part = parts.iter().find(|p| p["type"] == kind);
+    part.cloned()
+        .unwrap_or_else(|| panic!("no {kind}: {shown}"))
+}
+
 /// Cline's VS Code extension keeps its tasks in the editor's global storage, and the same
 /// extension runs in VS Code's forks and on a machine an editor works on over SSH: a task
 /// kept by Cursor and one kept by VS Code's remote server are each archived, and restored
@@ -287,20 +310,9 @@ fn roo_code_tasks_are_read_in_both_of_its_formats_from_every_editor() {
             "{s}"
         );
     }
-    let hits = stdout_of(&env, &["search", "scripted-tool-output", "--json"]);
-    assert!(hits.contains("1796400000000"), "{hits}");
-    let shown = stdout_of(&env, &["show", "1796400000000", "--format", "json"]);
-    let parts: Vec<serde_json::Value> = (shown.lines())
-        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap())
-        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
-        .collect();
-    let kind = |k: &str| {
-        parts
-            .iter()
-            .find(|p| p["type"] == k)
-            .cloned()
-            .unwrap_or_default()
-    };
+    found(&env, "scripted-tool-output", "1796400000000");
+    let (shown, parts) = shown_parts(&env, "1796400000000");
+    let kind = |k: &str| part_of(&parts, k, &shown);
     assert_eq!(kind("tool_call")["name"], "execute_command", "{shown}");
     assert!(
         kind("tool_result")["text"]
@@ -417,10 +429,8 @@ fn copilot_chat_sessions_are_read_as_documents_and_as_logs_of_changes() {
     }
     let no_folder = session("0a0b0c0d-no-folder");
     assert_eq!(no_folder["project"], serde_json::Value::Null, "{no_folder}");
-    let hits = stdout_of(&env, &["search", "finally", "--json"]);
-    assert!(hits.contains(document), "{hits}");
-    let hits = stdout_of(&env, &["search", "scripted-tool-output", "--json"]);
-    assert!(hits.contains(log_id), "{hits}");
+    found(&env, "finally", document);
+    found(&env, "scripted-tool-output", log_id);
 
     let shown = stdout_of(&env, &["show", log_id, "--format", "json"]);
     let messages: Vec<serde_json::Value> = (shown.lines())
@@ -495,8 +505,7 @@ fn a_windsurf_conversation_is_kept_byte_for_byte_and_its_plan_is_read() {
         "{listed}"
     );
     assert_eq!(session["unparsed"], 0, "{listed}");
-    let hits = stdout_of(&env, &["search", "Redis", "--json"]);
-    assert!(hits.contains(id), "{hits}");
+    found(&env, "Redis", id);
 
     fs::remove_file(&conversation).unwrap();
     env.run_once_home();
@@ -563,27 +572,16 @@ fn zed_threads_are_read_in_both_of_its_shapes_and_kept_once_deleted() {
         assert_eq!(s["models"], serde_json::json!(["scripted-model"]), "{s}");
         assert_eq!(s["on_disk"], true, "{s}");
     }
-    let found = |query: &str, id: &str| {
-        let hits = stdout_of(&env, &["search", query, "--json"]);
-        assert!(hits.contains(id), "{query} not found in {id}: {hits}");
-    };
     for query in [
         "\"Run the scripted command, please.\"",
         "\"Scripted answer: done.\"",
         "scripted-tool-output",
     ] {
-        found(query, AGENT_THREAD);
+        found(&env, query, AGENT_THREAD);
     }
-    found("README.md", FIRST_AGENT_THREAD);
-    let shown = stdout_of(&env, &["show", AGENT_THREAD, "--format", "json"]);
-    let parts: Vec<serde_json::Value> = (shown.lines())
-        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap())
-        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
-        .collect();
-    let kind = |k: &str| {
-        let part = parts.iter().find(|p| p["type"] == k);
-        part.cloned().unwrap_or_else(|| panic!("no {k}: {shown}"))
-    };
+    found(&env, "README.md", FIRST_AGENT_THREAD);
+    let (shown, parts) = shown_parts(&env, AGENT_THREAD);
+    let kind = |k: &str| part_of(&parts, k, &shown);
     assert_eq!(kind("tool_call")["name"], "terminal", "{shown}");
     let result = kind("tool_result")["text"]
         .as_str()
@@ -608,7 +606,7 @@ fn zed_threads_are_read_in_both_of_its_shapes_and_kept_once_deleted() {
     };
     assert_eq!(on_disk(AGENT_THREAD), false, "{listed}");
     assert_eq!(on_disk(FIRST_AGENT_THREAD), true, "{listed}");
-    found("\"Scripted answer: done.\"", AGENT_THREAD);
+    found(&env, "\"Scripted answer: done.\"", AGENT_THREAD);
 
     // Its database is Zed's: never written into; the thread is given as JSON.
     let before = fs::read(&db).unwrap();
@@ -667,21 +665,10 @@ fn cursor_editor_conversations_are_read_from_its_state_database_and_kept_once_de
         "\"Scripted answer: done.\"",
         "scripted-tool-output",
     ] {
-        let hits = stdout_of(&env, &["search", said, "--json"]);
-        assert!(hits.contains(id), "{said}: {hits}");
+        found(&env, said, id);
     }
-    let shown = stdout_of(&env, &["show", id, "--format", "json"]);
-    let parts: Vec<serde_json::Value> = (shown.lines())
-        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap())
-        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
-        .collect();
-    let kind = |k: &str| {
-        parts
-            .iter()
-            .find(|p| p["type"] == k)
-            .cloned()
-            .unwrap_or_default()
-    };
+    let (shown, parts) = shown_parts(&env, id);
+    let kind = |k: &str| part_of(&parts, k, &shown);
     assert_eq!(kind("tool_call")["name"], "run_terminal_cmd", "{shown}");
     assert_eq!(
         kind("tool_result")["text"],
@@ -785,27 +772,16 @@ fn goose_sessions_are_read_from_its_database_and_kept_once_deleted() {
         assert_eq!(s["models"], serde_json::json!(["scripted-model"]), "{s}");
         assert_eq!(s["on_disk"], true, "{s}");
     }
-    let found = |query: &str, id: &str| {
-        let hits = stdout_of(&env, &["search", query, "--json"]);
-        assert!(hits.contains(id), "{query} not found in {id}: {hits}");
-    };
     for query in [
         "\"Run the scripted command, please.\"",
         "\"Scripted answer: done.\"",
         "scripted-tool-output",
     ] {
-        found(query, SESSION);
+        found(&env, query, SESSION);
     }
-    found("README.md", NAMED);
-    let shown = stdout_of(&env, &["show", SESSION, "--format", "json"]);
-    let parts: Vec<serde_json::Value> = (shown.lines())
-        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap())
-        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
-        .collect();
-    let kind = |k: &str| {
-        let part = parts.iter().find(|p| p["type"] == k);
-        part.cloned().unwrap_or_else(|| panic!("no {k}: {shown}"))
-    };
+    found(&env, "README.md", NAMED);
+    let (shown, parts) = shown_parts(&env, SESSION);
+    let kind = |k: &str| part_of(&parts, k, &shown);
     assert_eq!(kind("tool_call")["name"], "developer__shell", "{shown}");
     assert_eq!(kind("tool_result")["text"], "scripted-tool-output\n");
     assert_eq!(
@@ -834,7 +810,7 @@ fn goose_sessions_are_read_from_its_database_and_kept_once_deleted() {
     );
     let kept = listed_session(&listed, &after, SESSION);
     assert_eq!(kept["on_disk"], true, "{listed}");
-    found("README.md", NAMED);
+    found(&env, "README.md", NAMED);
 
     // Its database is Goose's: never written into; the session is given as JSON.
     let before = fs::read(&db).unwrap();
