@@ -23,22 +23,29 @@ use serde_json::{Map, Value};
 
 /// Roo Code (its VS Code extension's task folders, rewritten whole):
 /// `globalStorage/rooveterinaryinc.roo-cline/tasks/<id>/`, a session named by its folder.
-pub(crate) static AGENT: Agent = Agent {
-    name: "roo-code",
-    watcher: include_str!("../../watchers/roo-code.toml"),
-    formats: Formats {
-        databases: &[],
-        documents: &[TextFormat {
-            name: "roo-history",
-            derive: history,
-        }],
-    },
-    parse: roo,
-    identify: Identified::by_folder,
-    // The extension reopens a task from its history; it has no command to name.
-    restore: Restore::keeping_layout(restore::no_resume),
-    doctor: None,
-};
+pub(crate) static AGENT: Agent =
+    reading_roos_tasks("roo-code", include_str!("../../watchers/roo-code.toml"));
+
+/// An agent named `name` whose task folders (where `watcher` says) are Roo Code's, read as
+/// Roo Code's are: Roo Code, and the extensions forked from it.
+pub(super) const fn reading_roos_tasks(name: &'static str, watcher: &'static str) -> Agent {
+    Agent {
+        name,
+        watcher,
+        formats: Formats {
+            databases: &[],
+            documents: &[TextFormat {
+                name: "roo-history",
+                derive: history,
+            }],
+        },
+        parse: roo,
+        identify: Identified::by_folder,
+        // The extension reopens a task from its history; it has no command to name.
+        restore: Restore::keeping_layout(restore::no_resume),
+        doctor: None,
+    }
+}
 
 /// `api_conversation_history.json`'s entries, in either shape: a list of messages, or the
 /// versioned document around one.
