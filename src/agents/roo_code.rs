@@ -49,7 +49,7 @@ pub(super) const fn reading_roos_tasks(name: &'static str, watcher: &'static str
 
 /// `api_conversation_history.json`'s entries, in either shape: a list of messages, or the
 /// versioned document around one.
-pub(super) fn history(text: &str) -> Result<Vec<SnapshotEntry>, String> {
+fn history(text: &str) -> Result<Vec<SnapshotEntry>, String> {
     let versioned = text.trim_start().starts_with('{');
     let spec = SnapshotSpec {
         messages: Some(if versioned { "/messages" } else { "" }.to_owned()),
@@ -60,7 +60,7 @@ pub(super) fn history(text: &str) -> Result<Vec<SnapshotEntry>, String> {
 }
 
 /// One record of a task folder.
-pub(super) fn roo(obj: &Map<String, Value>) -> Option<Parsed> {
+fn roo(obj: &Map<String, Value>) -> Option<Parsed> {
     // The versioned document around its messages says nothing of its own.
     if obj.contains_key("version") && obj.contains_key("messages") {
         return Some(Parsed::default());
