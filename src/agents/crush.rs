@@ -159,9 +159,7 @@ fn read_changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
 pub(crate) fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
     // The messages in the order Crush wrote them: their ids are random and many share a second.
     let messages = "SELECT * FROM messages WHERE session_id = ?1 ORDER BY created_at, rowid";
-    in_read_transaction(conn, || {
-        rows_document(conn, "SELECT * FROM sessions WHERE id = ?1", messages, id)
-    })
+    rows_document(conn, messages, id)
 }
 
 #[cfg(test)]

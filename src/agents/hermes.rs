@@ -154,9 +154,7 @@ fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
 /// session (any more).
 fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
     let messages = "SELECT * FROM messages WHERE session_id = ?1 ORDER BY id";
-    in_read_transaction(conn, || {
-        rows_document(conn, "SELECT * FROM sessions WHERE id = ?1", messages, id)
-    })
+    rows_document(conn, messages, id)
 }
 
 #[cfg(test)]

@@ -143,15 +143,21 @@ pub(crate) fn session_document(session: impl serde::Serialize, messages: Vec<Val
     serde_json::to_vec(&doc).expect("a JSON value serialises")
 }
 
-/// The document of session `id` in a database of a session table and a message table: the
-/// row `session` selects (by `?1`), then the rows `messages` selects (by `?1`), in the order
-/// it gives them, each row an object of its columns; `None` when `session` selects no row.
+/// The document of session `id` in a database of a `sessions` table (`id`) and a message
+/// table, read in one read transaction: its row, then the rows `messages` selects (by `?1`),
+/// in the order it gives them, each row an object of its columns; `None` when there is no such
+/// session (any more).
 pub(crate) fn rows_document(
     conn: &Connection,
-    session: &str,
     messages: &str,
     id: &str,
 ) -> rusqlite::Result<Option<Vec<u8>>> {
+    in_read_transaction(conn, || session_rows(conn, messages, id))
+}
+
+/// [`rows_document`]'s reads.
+fn session_rows(conn: &Connection, messages: &str, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
+    let session = "SELECT * FROM sessions WHERE id = ?1";
     let mut stmt = conn.prepare_cached(session)?;
     let names: Vec<String> = stmt.column_names().map(String::from).collect();
     let Some(session) = stmt.query_row([id], |r| row_object(r, &names)).optional()? else {

@@ -12,8 +12,8 @@
 //! with the session's next change.
 
 use crate::domain::{SnapshotFormat, SnapshotSpec};
+use crate::read::database::rows_document;
 use crate::read::database::{Changed, SqliteFormat, Written, changed_since};
-use crate::read::database::{in_read_transaction, rows_document};
 use rusqlite::Connection;
 
 /// Goose's database, as its watcher's `[[database]]` `reader = "goose"` names it.
@@ -52,9 +52,7 @@ fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
 /// session (any more).
 fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
     let messages = "SELECT * FROM messages WHERE session_id = ?1 ORDER BY created_timestamp, id";
-    in_read_transaction(conn, || {
-        rows_document(conn, "SELECT * FROM sessions WHERE id = ?1", messages, id)
-    })
+    rows_document(conn, messages, id)
 }
 
 #[cfg(test)]
