@@ -180,25 +180,8 @@ fn workspace_folder(obj: &Map<String, Value>) -> Option<String> {
 
 /// `text` with its `%XX` escapes decoded (as a URI's path writes a space or a `#`).
 fn percent_decoded(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut at = 0;
-    while at < bytes.len() {
-        let hex = bytes
-            .get(at + 1..at + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[at], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                at += 3;
-            }
-            (byte, _) => {
-                out.push(byte);
-                at += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    let decoded = percent_encoding::percent_decode_str(text).decode_utf8_lossy();
+    decoded.into_owned()
 }
 
 /// The tokens of the model call a bubble ends (Cursor counts them on the last bubble of a
