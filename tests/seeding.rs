@@ -142,8 +142,7 @@ fn start_at_end_skips_files_present_at_the_first_scan_only() {
     assert_log_has(&log, "offset=20 source=end skipped_records=2");
     env.append("old.jsonl", b"ial\":3}\n");
     env.write("new.jsonl", b"{\"new\":1}\n");
-    let log = env.run_once(&["--start-at", "end"]);
-    assert_log_has(&log, "offset=0 source=beginning skipped_records=0");
+    env.run_once(&["--start-at", "end"]);
     assert_eq!(env.records_of("old.jsonl"), vec![r#"{"partial":3}"#]);
     assert_eq!(env.records_of("new.jsonl"), vec![r#"{"new":1}"#]);
 }
@@ -227,4 +226,27 @@ fn a_restart_reports_the_sources_it_seeded_from_persisted_cursors() {
         .arg(&env.root);
     let debug = stderr(&cmd.output().unwrap());
     assert_log_has(&debug, "offset=8 source=persisted skipped_records=0");
+}
+
+#[test]
+fn files_read_from_their_first_byte_are_seeded_at_debug_and_counted_at_info() {
+    // A first pass over a home seeds every session in it: a line each would bury the log.
+    let env = Env::new();
+    env.write("a.jsonl", b"{\"a\":1}\n");
+    env.write("b.jsonl", b"{\"b\":1}\n");
+    let info = env.run_once(&[]);
+    assert!(
+        !info.contains("seeded path="),
+        "a seeded line at info:\n{info}"
+    );
+    assert_log_has(&info, "new_sources=2");
+    env.write("c.jsonl", b"{\"c\":1}\n");
+    let mut cmd = env.cmd();
+    cmd.env("RUST_LOG", "debug")
+        .args(["run", "--once", "--db"])
+        .arg(&env.db)
+        .arg("--watch")
+        .arg(&env.root);
+    let debug = stderr(&cmd.output().unwrap());
+    assert_log_has(&debug, "offset=0 source=beginning skipped_records=0");
 }

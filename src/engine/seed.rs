@@ -48,6 +48,20 @@ pub(crate) struct Seed {
     pub rejected_mark: Option<(PrefixMark, String)>,
 }
 
+impl Seed {
+    /// The level its `seeded` line is logged at: debug for a file read from its first byte
+    /// (a first pass over a home seeds thousands; the pass's summary counts them), info when a
+    /// rule left records out or a mark placed it.
+    pub(crate) fn log_level(&self) -> log::Level {
+        let whole = self.origin == SeedOrigin::Beginning && self.skipped_records == 0;
+        if whole && self.rejected_mark.is_none() {
+            log::Level::Debug
+        } else {
+            log::Level::Info
+        }
+    }
+}
+
 /// Chooses where a new source with handle `file` (of `size` bytes) starts: its prefix mark if
 /// one is recorded for its identity and still matches, else the start policy (`end` only when
 /// `first_scan`).

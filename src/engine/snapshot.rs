@@ -240,7 +240,8 @@ impl Engine {
         let id = self.next_id;
         self.next_id += 1;
         let row = SourceRow::new(id, identity, path.to_owned(), harness.to_owned());
-        log::info!("seeded path={path:?} {detail}");
+        // Read whole from its first state, as a transcript read from its first byte is.
+        log::debug!("seeded path={path:?} {detail}");
         let change = Change::Seeded {
             row,
             detail: detail.to_owned(),

@@ -179,7 +179,7 @@ impl Engine {
             mark,
         };
         self.change(id, change)?;
-        log::info!("seeded path={path:?} {detail}");
+        log::log!(seed.log_level(), "seeded path={path:?} {detail}");
         self.report.new_sources += 1;
         Ok(id)
     }
