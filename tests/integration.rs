@@ -27,6 +27,7 @@ mod supervision;
 mod tail;
 mod team;
 mod ui;
+mod upgrade;
 mod usage;
 mod util;
 mod watchers;
