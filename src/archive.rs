@@ -24,6 +24,7 @@ pub(crate) mod envelope;
 pub(crate) mod follow;
 pub(crate) mod lock;
 pub(crate) mod machines;
+pub(crate) mod marks;
 pub(crate) mod sinks;
 pub(crate) mod snapshots;
 pub(crate) mod wal_checkpoint;

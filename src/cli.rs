@@ -3,6 +3,7 @@
 
 mod args;
 pub(crate) mod doctor;
+mod mark;
 mod pager;
 pub(crate) mod rejects;
 pub(crate) mod show;
@@ -81,6 +82,7 @@ pub fn execute(cli: Cli) -> Result<()> {
         Command::Mcp(args) => mcp(args, &settings),
         Command::Ui(args) => ui_command(&args, &settings),
         Command::Restore(args) => restore(args, &settings),
+        Command::Mark(args) => mark::mark(&args, &settings.archive),
         Command::Reindex(_) => reindex(&settings.archive),
         Command::Compact(args) => compact(&args, &settings.archive),
         Command::Sink(SinkCommand::Retry(args)) => sink_retry(&args.name, &settings),
@@ -328,7 +330,10 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     stdout_result(written.and_then(|()| out.flush()))
 }
 
-fn write_json_line(out: &mut impl Write, value: &impl serde::Serialize) -> io::Result<()> {
+pub(crate) fn write_json_line(
+    out: &mut impl Write,
+    value: &impl serde::Serialize,
+) -> io::Result<()> {
     serde_json::to_writer(&mut *out, value)?;
     writeln!(out)
 }
@@ -480,6 +485,8 @@ fn usage(args: UsageArgs, settings: &Settings) -> Result<()> {
         since: None,
         machine: args.machine.clone(),
         limit: 0,
+        starred: false,
+        tag: None,
     }
     .filter(&mut archive)?;
     let request = Request {
@@ -746,7 +753,7 @@ fn print_report<T: serde::Serialize>(
 }
 
 /// A reader that closed the pipe early is not an error (`export | head`).
-fn stdout_result(written: io::Result<()>) -> Result<()> {
+pub(crate) fn stdout_result(written: io::Result<()>) -> Result<()> {
     match written {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(source) => Err(Error::Stdout { source }),

@@ -128,6 +128,15 @@ pub enum Error {
         /// What is wrong with it, in the query's terms.
         reason: String,
     },
+    /// A tag that is not one word.
+    #[error(
+        "tag {} cannot be used: a tag is one word of at most 64 letters, digits or - _ . / : (as in bug, release-2.1, team/infra)",
+        quoted(tag)
+    )]
+    BadTag {
+        /// The tag as given.
+        tag: String,
+    },
     /// `search` found no message (exit status 1, as grep's and rg's).
     #[error("no message matches {}", quoted(query))]
     NoMatch {
@@ -497,12 +506,13 @@ impl Error {
     /// The process's exit status for this error: 2 for a session prefix that names several
     /// (the candidates are listed), a search query that cannot be read and an unknown
     /// `--harness` (so that 1, for a search, means only that nothing matched, as for grep),
-    /// 1 otherwise.
+    /// 1 otherwise (a tag that is not one word is 2 too).
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::AmbiguousSession { .. }
             | Error::SearchQuery { .. }
             | Error::NotASessionFile { .. }
+            | Error::BadTag { .. }
             | Error::UnknownHarness { .. } => 2,
             _ => 1,
         }

@@ -5,6 +5,7 @@
 //! (`display`). A face renders what these return in its own form, and calls no other face.
 
 pub(crate) mod display;
+pub(crate) mod marks;
 pub(crate) mod restore;
 pub(crate) mod status;
 

@@ -105,6 +105,8 @@ impl Server {
             // 0 would be no limit at all.
             limit: number(args, "limit", 20).clamp(1, limit) as usize,
             offset: 0,
+            starred: args.get("starred").and_then(Value::as_bool) == Some(true),
+            tag: text("tag"),
         })
     }
 
@@ -139,13 +141,24 @@ impl Server {
             if let Some(r) = &self.redactor {
                 s.redact(r);
             }
-            let line = json!({
+            let mut line = json!({
                 "id": s.id, "harness": s.harness, "project": s.project, "title": s.title,
                 "started": s.started.map(query::format_time),
                 "last_activity": s.last_activity.map(query::format_time),
                 "user_messages": s.user_messages, "assistant_messages": s.assistant_messages,
                 "machine": s.machine,
             });
+            // The user's marks, where there are any: most sessions have none.
+            let marks = [
+                ("starred", s.starred.then_some(json!(true))),
+                ("tags", (!s.tags.is_empty()).then(|| json!(s.tags))),
+                ("note", s.note.map(Value::from)),
+            ];
+            for (key, value) in marks {
+                if let Some(value) = value {
+                    line[key] = value;
+                }
+            }
             lines.push(line.to_string());
         }
         Ok(match lines.is_empty() {
@@ -249,6 +262,8 @@ fn tools() -> Value {
         "project": {"type": "string", "description": "Only sessions whose project directory contains this text (any case)."},
         "since": {"type": "string", "description": "Only activity since: a duration back from now (12h, 7d) or a date (2026-11-01)."},
         "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LISTED, "description": "At most this many (default 20)."},
+        "starred": {"type": "boolean", "description": "Only the sessions the user starred."},
+        "tag": {"type": "string", "description": "Only the sessions the user gave this tag."},
     });
     let with = |extra: Value| {
         let mut props = filters.clone();
@@ -272,7 +287,7 @@ fn tools() -> Value {
         {
             "name": "list_sessions",
             "description": "List sessions, newest activity first: id, harness, project, \
-                title, times, message counts.",
+                title, times, message counts, and the user's marks (starred, tags, note).",
             "inputSchema": {"type": "object", "properties": filters},
         },
         {

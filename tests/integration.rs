@@ -12,6 +12,7 @@ mod generations;
 mod identity;
 mod languages;
 mod live;
+mod marks;
 mod mcp;
 mod model;
 mod reading;

@@ -110,6 +110,50 @@ fn an_mcp_client_searches_lists_and_reads_sessions_with_secrets_redacted() {
     assert!(plain[0]["text"].as_str().unwrap().contains(TOKEN));
 }
 
+/// The user's marks reach the agent: `list_sessions` says them and lists by them.
+#[test]
+fn an_mcp_client_lists_the_sessions_the_user_starred_or_tagged() {
+    let env = Env::new();
+    session(&env, 1);
+    env.run_once_home();
+    let id = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
+    stdout_of(
+        &env,
+        &[
+            "mark",
+            id,
+            "--star",
+            "--tag",
+            "billing",
+            "--note",
+            "see the retry",
+        ],
+    );
+    let calls = json!([
+        ["list_sessions", {"starred": true}],
+        ["list_sessions", {"tag": "billing"}],
+        ["list_sessions", {"tag": "other"}],
+    ]);
+    let (_, results) = drive(&env, calls, &[]);
+    let listed = |i: usize| -> Vec<Value> {
+        (results[i]["text"].as_str().unwrap().lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let starred = listed(0);
+    assert_eq!(starred.len(), 1, "{starred:?}");
+    assert_eq!(
+        (
+            &starred[0]["starred"],
+            &starred[0]["tags"],
+            &starred[0]["note"]
+        ),
+        (&json!(true), &json!(["billing"]), &json!("see the retry"))
+    );
+    assert_eq!(listed(1).len(), 1);
+    assert_eq!(results[2]["text"], "no session matches");
+}
+
 /// What a call returns is bounded: a session read whole comes back in windows of at most 100
 /// messages, a part of at most 4,000 characters, a call of at most 64 KiB, each cut with a
 /// note saying what was left out.

@@ -1,5 +1,6 @@
 //! [`Op`]: the changes a commit is made of, each variant's contract what it writes.
 
+use super::marks::{MarkChange, Marked};
 use super::{RecordBatch, StateKey};
 use crate::domain::fingerprint::Identity;
 use crate::domain::{Cursor, PrefixMark, Reject, SourceId};
@@ -101,6 +102,13 @@ pub enum Op {
     },
     /// Stores a prefix mark, replacing any earlier one for the same identity.
     PutPrefixMark(PrefixMark),
+    /// Changes a person's marks on a session (`marks`).
+    Mark {
+        /// The session.
+        session: Marked,
+        /// What changes.
+        change: MarkChange,
+    },
     /// Deletes the prefix mark of an identity (a mark is used once).
     RemovePrefixMark(Identity),
     /// Remembers that a root has had its first scan.

@@ -1,4 +1,4 @@
--- The archive's schema after every migration (schema_v1.sql to schema_v10.sql).
+-- The archive's schema after every migration (schema_v1.sql to schema_v11.sql).
 -- Written by the test schema_current_is_what_every_migration_makes; do not edit.
 
 CREATE TABLE consumers (
@@ -69,6 +69,16 @@ CREATE TABLE machines (
     host TEXT NOT NULL,
     first_pulled_ms INTEGER NOT NULL
 );
+
+CREATE TABLE marks (
+    machine INTEGER NOT NULL,
+    harness TEXT NOT NULL,
+    session TEXT NOT NULL,
+    starred INTEGER NOT NULL DEFAULT 0,
+    note TEXT,
+    changed_ms INTEGER NOT NULL,
+    PRIMARY KEY (machine, harness, session)
+) WITHOUT ROWID;
 
 CREATE TABLE prefix_marks (
     dev INTEGER NOT NULL,
@@ -181,6 +191,14 @@ CREATE TABLE state (
     updated_ms INTEGER NOT NULL
 );
 
+CREATE TABLE tags (
+    machine INTEGER NOT NULL,
+    harness TEXT NOT NULL,
+    session TEXT NOT NULL,
+    tag TEXT NOT NULL,
+    PRIMARY KEY (machine, harness, session, tag)
+) WITHOUT ROWID;
+
 CREATE INDEX snapshots_source ON snapshots (source_id, id);
 
 CREATE INDEX sources_identity ON sources (dev, ino);
@@ -188,3 +206,5 @@ CREATE INDEX sources_identity ON sources (dev, ino);
 CREATE INDEX sources_path ON sources (path);
 
 CREATE UNIQUE INDEX sources_remote ON sources (machine, remote_id) WHERE machine <> 0;
+
+CREATE INDEX tags_tag ON tags (tag);

@@ -1,6 +1,7 @@
 //! One write transaction, [`Tx`]: where each [`Op`] is written.
 
 use super::codec::Codec;
+use super::marks::{MarkChange, Marked};
 use super::{Archive, Op, RecordBatch, blob, snapshots};
 use crate::domain::fingerprint::Identity;
 use crate::domain::{Cursor, PrefixMark, Reject, SourceId};
@@ -298,6 +299,30 @@ impl Tx<'_> {
         self.db(insert_event(&self.tx, source, kind, &blob(path), detail))
     }
 
+    /// Changes a session's marks, and when they last changed.
+    fn mark(&self, s: &Marked, change: &MarkChange) -> Result<()> {
+        let run = |sql: &str, value: &dyn rusqlite::ToSql| {
+            let args = params![s.machine, s.harness, s.session, value];
+            self.db(self.tx.execute(sql, args)).map(drop)
+        };
+        run(
+            "INSERT INTO marks (machine, harness, session, changed_ms) VALUES (?1, ?2, ?3, ?4)
+             ON CONFLICT DO UPDATE SET changed_ms = excluded.changed_ms",
+            &now_ms(),
+        )?;
+        let this = "machine = ?1 AND harness = ?2 AND session = ?3";
+        match change {
+            MarkChange::Star(on) => run(&format!("UPDATE marks SET starred = ?4 WHERE {this}"), on),
+            MarkChange::Note(note) => {
+                run(&format!("UPDATE marks SET note = ?4 WHERE {this}"), note)
+            }
+            MarkChange::Tag(tag) => run("INSERT OR IGNORE INTO tags VALUES (?1, ?2, ?3, ?4)", tag),
+            MarkChange::Untag(tag) => {
+                run(&format!("DELETE FROM tags WHERE {this} AND tag = ?4"), tag)
+            }
+        }
+    }
+
     fn put_prefix_mark(&self, mark: &PrefixMark) -> Result<()> {
         let id = mark.identity;
         let m = &mark.position.markers;
@@ -377,6 +402,7 @@ impl Tx<'_> {
                 reason,
             } => self.reject_held_back(*id, *generation, *length, reason),
             Op::PutPrefixMark(mark) => self.put_prefix_mark(mark),
+            Op::Mark { session, change } => self.mark(session, change),
             Op::RemovePrefixMark(identity) => self.remove_prefix_mark(*identity),
             Op::RootScanned(root) => self.mark_root_scanned(root),
             Op::SetState { key, value } => self.set_state(key.name(), value),

@@ -200,6 +200,14 @@ pub enum Command {
         directory."
     )]
     Restore(RestoreArgs),
+    /// Star a session, tag it, or write a note on it: your marks, kept in the archive.
+    #[command(
+        long_about = "Star a session, tag it, or write a note on it; with none of those, print its \
+        marks. Marks are kept in the archive, not in the session index: `reindex` keeps them. \
+        `sessions --starred` and `sessions --tag TAG` (and `search`) list the sessions marked, \
+        and the web view and the MCP server show them. Works while `run` is running."
+    )]
+    Mark(MarkArgs),
     /// Rebuild the session index from the archived records.
     #[command(
         long_about = "Empty the session index and build it again from the archived records, with \
@@ -304,6 +312,7 @@ impl Command {
             Command::Mcp(a) => a,
             Command::Ui(a) => a,
             Command::Restore(a) => a,
+            Command::Mark(a) => a,
             Command::Reindex(a) => a,
             Command::Compact(a) => a,
             Command::Sink(a) => a,
@@ -740,6 +749,12 @@ pub(crate) struct SessionFilter {
     /// At most N (0: all).
     #[arg(long, value_name = "N", default_value_t = 50)]
     pub(crate) limit: usize,
+    /// Only the sessions you starred (`mark ID --star`).
+    #[arg(long)]
+    pub(crate) starred: bool,
+    /// Only the sessions you gave this tag (`mark ID --tag TAG`).
+    #[arg(long, value_name = "TAG")]
+    pub(crate) tag: Option<String>,
 }
 
 impl SessionFilter {
@@ -764,6 +779,8 @@ impl SessionFilter {
             machine: query::machine_named(archive, &self.machine)?,
             limit: self.limit,
             offset: 0,
+            starred: self.starred,
+            tag: self.tag.clone(),
         })
     }
 }
@@ -1059,6 +1076,46 @@ pub struct SinkRetryArgs {
     /// hash of its destination, as `status` shows).
     #[arg(long, value_name = "DEST")]
     pub(crate) ship: Vec<String>,
+}
+
+/// Arguments of `mark`.
+#[derive(Debug, Args)]
+pub struct MarkArgs {
+    #[command(flatten)]
+    pub(crate) archive: ArchiveArg,
+    /// The session's id, or a unique prefix of it (at least 4 characters).
+    pub(crate) session: String,
+    /// The machine whose session it is, when two have one of that id: `this`, or a pulled
+    /// machine's host name or UUID prefix.
+    #[arg(long, value_name = "NAME", default_value = "all")]
+    pub(crate) machine: String,
+    /// Star it.
+    #[arg(long, conflicts_with = "unstar")]
+    pub(crate) star: bool,
+    /// Take its star away.
+    #[arg(long)]
+    pub(crate) unstar: bool,
+    /// Give it a tag: one word (letters, digits, - _ . / :); again for more.
+    #[arg(long, value_name = "TAG")]
+    pub(crate) tag: Vec<String>,
+    /// Take a tag away; again for more.
+    #[arg(long, value_name = "TAG")]
+    pub(crate) untag: Vec<String>,
+    /// Write a note on it, in place of any note it has.
+    #[arg(long, value_name = "TEXT", conflicts_with = "clear_note")]
+    pub(crate) note: Option<String>,
+    /// Remove its note.
+    #[arg(long)]
+    pub(crate) clear_note: bool,
+    /// Print its marks as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+impl Facts for MarkArgs {
+    fn overrides(&self) -> Overrides {
+        self.archive.overrides()
+    }
 }
 
 /// Arguments of `reindex`.

@@ -112,6 +112,12 @@ pub(crate) fn write_sessions(
         if !s.on_disk {
             marks.push_str(" [deleted]");
         }
+        for tag in &s.tags {
+            marks.push_str(&format!(" #{tag}"));
+        }
+        if s.starred {
+            marks.push_str(" ★");
+        }
         let line = format!(
             "{:<12} {}{:<11} {:>5}  {:<24} {id:<id_width$}  ",
             ago(s.last_activity, now_ms),

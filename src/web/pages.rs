@@ -202,6 +202,7 @@ fn session_filter(archive: &Archive, asked: &Asked) -> Result<std::result::Resul
         machine,
         limit: 0,
         offset: 0,
+        ..Filter::default()
     }))
 }
 

@@ -37,6 +37,10 @@ pub(crate) struct Filter {
     pub limit: usize,
     /// Past this many first ones (a page of a list).
     pub offset: usize,
+    /// Only the starred.
+    pub starred: bool,
+    /// Only those with this tag.
+    pub tag: Option<String>,
 }
 
 impl Filter {
@@ -103,6 +107,13 @@ pub(crate) struct Session {
     pub files: Vec<PathBuf>,
     /// Whether any of them still exists where it was.
     pub on_disk: bool,
+    /// Whether a person starred it.
+    pub starred: bool,
+    /// The tags a person gave it, sorted.
+    pub tags: Vec<String>,
+    /// A person's note on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// Whether any of its sources is live (not recorded as gone).
     #[serde(skip)]
     live: bool,
@@ -113,13 +124,18 @@ impl Session {
     pub(crate) fn redact(&mut self, redactor: &Redactor) {
         redact_each(
             redactor,
-            [&mut self.title, &mut self.project, &mut self.branch],
+            [
+                &mut self.title,
+                &mut self.project,
+                &mut self.branch,
+                &mut self.note,
+            ],
         );
     }
 }
 
 /// Replaces any secret in each of `texts`.
-fn redact_each(redactor: &Redactor, texts: [&mut Option<String>; 3]) {
+fn redact_each<const N: usize>(redactor: &Redactor, texts: [&mut Option<String>; N]) {
     for text in texts.into_iter().flatten() {
         redactor.redact_text_in_place(text);
     }
@@ -150,24 +166,33 @@ const SESSION: &str = "
         GROUP BY session),
     children AS (
         SELECT machine, harness, parent, count(*) AS n FROM sessions WHERE parent IS NOT NULL
-        GROUP BY machine, harness, parent)
+        GROUP BY machine, harness, parent),
+    tagged AS (
+        SELECT machine, harness, session, group_concat(tag, char(10)) AS tags
+        FROM (SELECT * FROM tags ORDER BY tag) GROUP BY machine, harness, session)
     SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
         se.branch, coalesce(se.started_ms, f.created) AS started,
         coalesce(se.last_ms, f.modified) AS last,
         se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
         coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths,
-        se.machine, coalesce(se.git_remote, ps.git_remote), coalesce(f.live, 0)
+        se.machine, coalesce(se.git_remote, ps.git_remote), coalesce(f.live, 0),
+        coalesce(mk.starred, 0), t.tags, mk.note
     FROM sessions se
     LEFT JOIN files f ON f.session = se.id
     LEFT JOIN models m ON m.session = se.id
     LEFT JOIN children c
         ON c.machine = se.machine AND c.harness = se.harness AND c.parent = se.session
     LEFT JOIN pulled_sessions ps
-        ON ps.machine = se.machine AND ps.harness = se.harness AND ps.session = se.session";
+        ON ps.machine = se.machine AND ps.harness = se.harness AND ps.session = se.session
+    LEFT JOIN marks mk
+        ON mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session
+    LEFT JOIN tagged t
+        ON t.machine = se.machine AND t.harness = se.harness AND t.session = se.session";
 
 fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
     let (user, assistant): (i64, i64) = (r.get(8)?, r.get(9)?);
     let models: Option<String> = r.get(13)?;
+    let tags: Option<String> = r.get(21)?;
     let machine_id: i64 = r.get(17)?;
     Ok(Session {
         key: r.get(0)?,
@@ -194,6 +219,9 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
         files: paths(r.get_ref(16)?.as_bytes_or_null()?),
         on_disk: false,
         live: r.get(19)?,
+        starred: r.get(20)?,
+        tags: tags.map_or_else(Vec::new, |t| t.lines().map(str::to_owned).collect()),
+        note: r.get(22)?,
     })
 }
 
@@ -225,14 +253,19 @@ fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
 }
 
 /// The `WHERE` of the sessions listed: top-level sessions (and subagents whose parent is not
-/// in the archive) of watcher `?1`, project `?2` and machine `?5`.
+/// in the archive) of watcher `?1`, project `?2` and machine `?5`, starred if `?7`, tagged
+/// `?8` if given.
 const LISTED: &str = "
     WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
             WHERE p.machine = se.machine AND p.harness = se.harness
               AND p.session = se.parent))
       AND (?1 IS NULL OR se.harness = ?1)
       AND (?2 IS NULL OR instr(lower(se.project), lower(?2)) > 0)
-      AND (?5 IS NULL OR se.machine = ?5)";
+      AND (?5 IS NULL OR se.machine = ?5)
+      AND (NOT ?7 OR EXISTS (SELECT 1 FROM marks mk WHERE mk.starred
+            AND mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session))
+      AND (?8 IS NULL OR EXISTS (SELECT 1 FROM tags t WHERE t.tag = ?8
+            AND t.machine = se.machine AND t.harness = se.harness AND t.session = se.session))";
 
 /// Top-level sessions (and subagents whose parent is not in the archive), newest activity
 /// first.
@@ -250,7 +283,9 @@ pub(crate) fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Ses
         filter.since_ms,
         limit,
         filter.machine,
-        filter.offset as i64
+        filter.offset as i64,
+        filter.starred,
+        filter.tag
     ];
     collect(archive, &sql, args)
 }
@@ -259,9 +294,19 @@ pub(crate) fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Ses
 /// the limit are not read): counted from the sessions alone.
 pub(crate) fn sessions_count(archive: &mut Archive, filter: &Filter) -> Result<usize> {
     let sql = format!("SELECT count(*) FROM sessions se {LISTED}");
-    // `?3` and `?4` are not in the SQL; SQLite counts them all the same.
+    // `?3`, `?4` and `?6` are not in the SQL; SQLite counts them all the same.
     let none = None::<i64>;
-    let args = params![filter.harness, filter.project, none, none, filter.machine];
+    let args = params![
+        filter.harness,
+        filter.project,
+        none,
+        none,
+        filter.machine,
+        none,
+        filter.starred,
+        filter.tag
+    ];
+    archive.marks_readable()?;
     let result = (archive.connection()).query_row(&sql, args, |r| r.get::<_, i64>(0));
     archive.db(result).map(|n| n as usize)
 }
@@ -282,6 +327,7 @@ fn collect(
     args: &[&dyn rusqlite::ToSql],
 ) -> Result<Vec<Session>> {
     let names = MachineNames::of(archive)?;
+    archive.marks_readable()?;
     let result = (|| {
         let conn = archive.connection();
         let mut stmt = conn.prepare_cached(sql)?;
