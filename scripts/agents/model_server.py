@@ -11,8 +11,8 @@ with the same short conversation:
   of that tool running `echo scripted-tool-output` (or, when it offers transcript-sync's MCP
   search tool, a call of it looking for `scripted-tool-output`);
 - a request whose last prompt starts with `Ask a subagent` and that offers a tool to start one
-  (Kimi CLI's `Agent`): a line of text and a call of it, handing the subagent the scripted
-  prompt;
+  (Kimi CLI's `Agent`, Nanocoder's `agent`): a line of text and a call of it, handing the
+  subagent the scripted prompt;
 - a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
   the `complete` tool, for an agent that offers one to end its run);
 - Aider's prompt (it offers no tools): the final text;
@@ -33,7 +33,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "Execute",
-               "execute_command", "run_commands", "terminal", "exec", "Shell")
+               "execute_command", "run_commands", "terminal", "exec", "Shell", "execute_bash")
 TOOL_COMMAND = "echo scripted-tool-output"
 # The search tool of transcript-sync's MCP server, as an agent names it (Claude Code:
 # mcp__<server>__search), and what it is asked to find.
@@ -42,7 +42,7 @@ TOOL_OUTPUT_WORD = "scripted-tool-output"
 # What opens the context OpenClaw adds as a user's message after the conversation.
 OPENCLAW_CONTEXT = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 # A subagent's tool, the words that ask for one, and what the subagent is asked.
-SUBAGENT_TOOLS = ("Agent",)
+SUBAGENT_TOOLS = ("Agent", "agent")
 SUBAGENT_ASKED = "Ask a subagent"
 SUBAGENT_PROMPT = "Run the scripted command, please."
 FIRST_TEXT = "Scripted plan: I will run a command."
@@ -159,6 +159,9 @@ def takes(body, name, field):
 def tool_input(name, body):
     if name == "complete":
         return {}
+    # Nanocoder's `agent` has one built-in subagent that is given a task: `explore`.
+    if name == "agent":
+        return {"description": SUBAGENT_PROMPT, "subagent_type": "explore"}
     if name in SUBAGENT_TOOLS:
         return {"description": "Run the scripted command", "subagent_type": "coder",
                 "prompt": SUBAGENT_PROMPT}
