@@ -30,6 +30,7 @@ pub(crate) mod kilo_code_vscode;
 pub(crate) mod kimi_cli;
 pub(crate) mod message;
 pub(crate) mod mistral_vibe;
+pub(crate) mod nanocoder;
 pub(crate) mod openclaw;
 pub(crate) mod opencode;
 pub(crate) mod pi;
@@ -107,6 +108,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &kilo_code_vscode::AGENT,
     &kimi_cli::AGENT,
     &mistral_vibe::AGENT,
+    &nanocoder::AGENT,
     &openclaw::AGENT,
     &opencode::AGENT,
     &pi::AGENT,

@@ -29,6 +29,9 @@ pub(crate) struct Parsed {
     pub model: Option<String>,
     /// When the record was written (Unix ms).
     pub at_ms: Option<i64>,
+    /// When the session started, where a record says so beside its own time (a document
+    /// rewritten whole that keeps its creation time and its last change, no message's).
+    pub started_ms: Option<i64>,
     /// The message the record is.
     pub message: Option<Message>,
     /// Drop the session's messages from this id on (Gemini's `$rewindTo`).

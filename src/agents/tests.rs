@@ -116,6 +116,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
             "mistral-vibe".into(),
             PathBuf::from("/home/u/.vibe/logs/session"),
         ),
+        ("nanocoder".into(), PathBuf::from("/x/nanocoder/sessions")),
         ("openclaw".into(), PathBuf::from("/home/u/.openclaw/agents")),
         ("opencode".into(), PathBuf::from("/x/opencode")),
         ("pi".into(), PathBuf::from("/p/agent/sessions")),

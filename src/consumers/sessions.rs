@@ -369,6 +369,9 @@ impl<'a> SessionChanges<'a> {
             c.first_ms = Some(c.first_ms.map_or(at, |t| t.min(at)));
             c.last_ms = Some(c.last_ms.map_or(at, |t| t.max(at)));
         }
+        if let Some(at) = parsed.started_ms {
+            c.first_ms = Some(c.first_ms.map_or(at, |t| t.min(at)));
+        }
         if let Some(model) = parsed.model.as_deref()
             && !c.models.contains(&model)
         {
