@@ -24,7 +24,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
 /// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
-const AGENTS: [&str; 24] = [
+const AGENTS: [&str; 25] = [
     "aider",
     "amp",
     "claude-code",
@@ -43,6 +43,7 @@ const AGENTS: [&str; 24] = [
     "kimi-cli",
     "mistral-vibe",
     "mistral-vibe-legacy",
+    "nanocoder",
     "openclaw",
     "openclaw-jsonl",
     "opencode",
@@ -66,7 +67,8 @@ fn harness_of(agent: &str) -> &str {
 /// True for a file the session is archived from: JSONL appended to (not OpenClaw's trace of a
 /// run beside its session), a database, or a document rewritten whole (a Gemini chat, Cline's
 /// session files and task folder, an Amp thread, Aider's Markdown history, everything in a
-/// Mistral Vibe or Kimi CLI session's folder, a Continue session, not its list of sessions).
+/// Mistral Vibe or Kimi CLI session's folder, a Continue or Nanocoder session, not their lists
+/// of sessions).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
@@ -81,6 +83,7 @@ fn is_transcript(file: &Path) -> bool {
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
         || (file.ancestors().any(|a| a.ends_with(".continue/sessions")) && name != "sessions.json")
+        || (file.ancestors().any(|a| a.ends_with("nanocoder/sessions")) && name != "sessions.json")
 }
 
 /// The earliest and latest time of the transcripts' messages (their `timestamp`, or Cline's
@@ -123,6 +126,12 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
             }
             // A Mistral Vibe session's start.
             Ok(meta) if meta["start_time"].is_string() => records.push(meta),
+            // A Nanocoder session: its creation and its last save (its messages have no times).
+            Ok(session) if session["createdAt"].is_string() => {
+                for at in ["createdAt", "lastAccessedAt"] {
+                    records.push(serde_json::json!({"timestamp": session[at]}));
+                }
+            }
             // An Amp thread: created (ms), and when each prompt was sent.
             Ok(thread) if thread["created"].is_i64() => {
                 records.push(serde_json::json!({"ts": thread["created"]}));
@@ -389,6 +398,40 @@ fn a_kimi_cli_subagent_is_listed_under_its_session_and_restored_with_it() {
             f.display()
         );
     }
+}
+
+/// Nanocoder's subagent (recorded with a prompt that asks for one, which the scripted model
+/// hands to Nanocoder's `agent` tool): Nanocoder keeps its messages in memory only, so the
+/// session is the one listed, holding the call and what the subagent answered as its result.
+#[test]
+fn a_nanocoder_subagent_is_its_call_and_its_answer_in_its_session() {
+    let env = Env::new();
+    copy_agent_fixture("nanocoder-subagent", &env.dir.path().join("home"));
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let [session] = &(listed.lines())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("one session, listed {listed}")
+    };
+    assert_eq!(
+        (
+            session["user_messages"].clone(),
+            session["unparsed"].clone()
+        ),
+        (1.into(), 0.into()),
+        "{session}"
+    );
+    let id = session["id"].as_str().unwrap();
+    let messages = stdout_of(&env, &["show", id, "--format", "json"]);
+    let parts: Vec<Value> = (messages.lines())
+        .map(|m| serde_json::from_str::<Value>(m).unwrap())
+        .flat_map(|m| m["parts"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let called = (parts.iter()).any(|p| p["type"] == "tool_call" && p["name"] == "agent");
+    let answered = (parts.iter()).any(|p| p["type"] == "tool_result" && p["text"] == ANSWER);
+    assert!(called && answered, "{messages}");
 }
 
 /// The agents whose own resume takes a session offline (Continue's CLI goes on from a copy of
