@@ -11,10 +11,10 @@ with the same short conversation:
   of that tool running `echo scripted-tool-output` (or, when it offers transcript-sync's MCP
   search tool, a call of it looking for `scripted-tool-output`);
 - a request whose last prompt starts with `Ask a subagent` and that offers a tool to start one
-  (Kimi CLI's `Agent`, Nanocoder's `agent`): a line of text and a call of it, handing the
-  subagent the scripted prompt;
+  (Kimi CLI's `Agent`, Nanocoder's `agent`, Aider CE's `Delegate`): a line of text and a call
+  of it, handing the subagent the scripted prompt;
 - a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
-  the `complete` tool, for an agent that offers one to end its run);
+  the `complete` tool, or Aider CE's `Yield`, for an agent that offers one to end its run);
 - Aider's prompt (it offers no tools): the final text;
 - any other request (titles, summaries, side questions): a short text, `Scripted title`.
 
@@ -33,7 +33,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SHELL_TOOLS = ("Bash", "run_shell_command", "bash", "shell", "exec_command", "Execute",
-               "execute_command", "run_commands", "terminal", "exec", "Shell", "execute_bash")
+               "execute_command", "run_commands", "terminal", "exec", "Shell", "execute_bash",
+               "execute", "local--Command")
 TOOL_COMMAND = "echo scripted-tool-output"
 # The search tool of transcript-sync's MCP server, as an agent names it (Claude Code:
 # mcp__<server>__search), and what it is asked to find.
@@ -42,9 +43,10 @@ TOOL_OUTPUT_WORD = "scripted-tool-output"
 # What opens the context OpenClaw adds as a user's message after the conversation.
 OPENCLAW_CONTEXT = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 # A subagent's tool, the words that ask for one, and what the subagent is asked.
-SUBAGENT_TOOLS = ("Agent", "agent")
+SUBAGENT_TOOLS = ("Agent", "agent", "local--Delegate")
 SUBAGENT_ASKED = "Ask a subagent"
 SUBAGENT_PROMPT = "Run the scripted command, please."
+CECLI_INPUT = '<context name="user_input" from="agent">'
 FIRST_TEXT = "Scripted plan: I will run a command."
 FINAL_TEXT = "Scripted answer: done."
 OTHER_TEXT = "Scripted title"
@@ -113,6 +115,9 @@ def plan(body):
         # Cline (2.x) ends a task only with a call of `attempt_completion`.
         if "attempt_completion" in offered:
             return ("tool", FINAL_TEXT, "attempt_completion")
+        # Aider CE's agent mode ends a task with a call of its `Yield`.
+        if "local--Yield" in offered:
+            return ("tool", FINAL_TEXT, "local--Yield")
         return ("text", FINAL_TEXT, None)
     if shell:
         return ("tool", FIRST_TEXT, shell)
@@ -129,7 +134,12 @@ def last_prompt(body):
     content = users[-1].get("content") if users else None
     if isinstance(content, list):
         content = " ".join(p.get("text") or "" for p in content if isinstance(p, dict))
-    return content if isinstance(content, str) else ""
+    if not isinstance(content, str):
+        return ""
+    # Aider CE sends what the person typed in a context block of its own, after its others.
+    if CECLI_INPUT in content:
+        content = content.rsplit(CECLI_INPUT, 1)[1].replace("</context>", "").strip()
+    return content
 
 
 def is_aider(body):
@@ -157,11 +167,14 @@ def takes(body, name, field):
 
 
 def tool_input(name, body):
-    if name == "complete":
+    if name in ("complete", "local--Yield"):
         return {}
     # Nanocoder's `agent` has one built-in subagent that is given a task: `explore`.
     if name == "agent":
         return {"description": SUBAGENT_PROMPT, "subagent_type": "explore"}
+    # Aider CE's Delegate: its built-in `worker`, waited for.
+    if name == "local--Delegate":
+        return {"delegations": [{"name": "worker", "prompt": SUBAGENT_PROMPT, "async": False}]}
     if name in SUBAGENT_TOOLS:
         return {"description": "Run the scripted command", "subagent_type": "coder",
                 "prompt": SUBAGENT_PROMPT}
@@ -177,6 +190,9 @@ def tool_input(name, body):
         return {"result": FINAL_TEXT}
     if name == "execute_command":
         return {"command": TOOL_COMMAND, "requires_approval": False}
+    # Open Interpreter's one tool runs code in a language it names.
+    if name == "execute":
+        return {"language": "shell", "code": TOOL_COMMAND}
     if name == "run_commands":
         return {"commands": [TOOL_COMMAND]}
     if name == "exec_command":
