@@ -31,6 +31,7 @@ pub(crate) mod kimi_cli;
 pub(crate) mod message;
 pub(crate) mod mistral_vibe;
 pub(crate) mod nanocoder;
+pub(crate) mod open_interpreter;
 pub(crate) mod openclaw;
 pub(crate) mod opencode;
 pub(crate) mod pi;
@@ -109,6 +110,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &kimi_cli::AGENT,
     &mistral_vibe::AGENT,
     &nanocoder::AGENT,
+    &open_interpreter::AGENT,
     &openclaw::AGENT,
     &opencode::AGENT,
     &pi::AGENT,

@@ -76,6 +76,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         "HERMES_HOME" => Some("/h/hermes".to_owned()),
         "CONTINUE_GLOBAL_DIR" => Some("/k/continue".to_owned()),
         "KIMI_SHARE_DIR" => Some("/k/kimi".to_owned()),
+        "XDG_CONFIG_HOME" => Some("/k/config".to_owned()),
         _ => None,
     };
     let mut roots: Vec<_> = builtin_roots(&env)
@@ -117,6 +118,10 @@ fn builtin_roots_honour_the_harness_home_variables() {
             PathBuf::from("/home/u/.vibe/logs/session"),
         ),
         ("nanocoder".into(), PathBuf::from("/x/nanocoder/sessions")),
+        (
+            "open-interpreter".into(),
+            PathBuf::from("/k/config/open-interpreter/conversations"),
+        ),
         ("openclaw".into(), PathBuf::from("/home/u/.openclaw/agents")),
         ("opencode".into(), PathBuf::from("/x/opencode")),
         ("pi".into(), PathBuf::from("/p/agent/sessions")),
