@@ -24,7 +24,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
 /// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
-const AGENTS: [&str; 25] = [
+const AGENTS: [&str; 26] = [
     "aider",
     "amp",
     "claude-code",
@@ -44,6 +44,7 @@ const AGENTS: [&str; 25] = [
     "mistral-vibe",
     "mistral-vibe-legacy",
     "nanocoder",
+    "open-interpreter",
     "openclaw",
     "openclaw-jsonl",
     "opencode",
@@ -68,7 +69,7 @@ fn harness_of(agent: &str) -> &str {
 /// run beside its session), a database, or a document rewritten whole (a Gemini chat, Cline's
 /// session files and task folder, an Amp thread, Aider's Markdown history, everything in a
 /// Mistral Vibe or Kimi CLI session's folder, a Continue or Nanocoder session, not their lists
-/// of sessions).
+/// of sessions, an Open Interpreter conversation).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
@@ -84,6 +85,9 @@ fn is_transcript(file: &Path) -> bool {
         || (cline && name.ends_with(".json"))
         || (file.ancestors().any(|a| a.ends_with(".continue/sessions")) && name != "sessions.json")
         || (file.ancestors().any(|a| a.ends_with("nanocoder/sessions")) && name != "sessions.json")
+        || file
+            .ancestors()
+            .any(|a| a.ends_with("open-interpreter/conversations"))
 }
 
 /// The earliest and latest time of the transcripts' messages (their `timestamp`, or Cline's
@@ -229,9 +233,14 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         } else {
             PROJECT
         };
-        assert_eq!(got("project"), project, "{agent}");
-        // Continue writes no times: its session's are when it was archived.
-        if agent == "continue" {
+        // Open Interpreter keeps no working directory.
+        match agent {
+            "open-interpreter" => assert_eq!(got("project"), Value::Null, "{agent}"),
+            _ => assert_eq!(got("project"), project, "{agent}"),
+        }
+        // Continue and Open Interpreter write no times: their sessions' are when they were
+        // archived.
+        if matches!(agent, "continue" | "open-interpreter") {
             assert!(got("started").is_string() && got("last_activity").is_string());
         } else {
             let (first, last) = time_span(&transcripts);
