@@ -9,6 +9,7 @@
 //! test); a name it does not hold is no agent, and each caller says so.
 
 pub(crate) mod aider;
+pub(crate) mod aider_ce;
 pub(crate) mod amp;
 pub(crate) mod claude_code;
 pub(crate) mod cline;
@@ -89,6 +90,7 @@ pub(crate) struct Unwatched {
 /// Every agent, sorted by name.
 pub(crate) static AGENTS: &[&Agent] = &[
     &aider::AGENT,
+    &aider_ce::AGENT,
     &amp::AGENT,
     &claude_code::AGENT,
     &cline::AGENT,

@@ -77,6 +77,26 @@ fn aider_without_a_watch_table_is_a_warning_and_with_one_its_projects_are_roots(
     assert!(root.contains("2 directories"), "{root}");
 }
 
+/// Aider CE, its fork, keeps its files in each project too: where it has run (`~/.cecli`) and
+/// no table names its projects, the same warning with its own harness; with one, none.
+#[test]
+fn aider_ce_without_a_watch_table_is_a_warning_of_its_own() {
+    let env = Env::new();
+    fs::create_dir_all(env.dir.path().join("home/.cecli")).unwrap();
+    let run = || {
+        let out = (env.cmd().args(["doctor", "--db"]).arg(&env.db))
+            .output()
+            .unwrap();
+        stdout(&out)
+    };
+    let report = run();
+    let line = line_with(&report, "warn", "Aider CE has run here");
+    assert!(line.contains("harness = \"aider-ce\""), "{line}");
+    assert!(!report.contains("Aider has run here"), "{report}");
+    env.write_config("[[watch]]\npath = \"~/src\"\nharness = \"aider-ce\"\n");
+    assert!(!run().contains("Aider CE has run here"));
+}
+
 #[test]
 fn a_missing_root_is_reported_with_its_path() {
     let env = Env::new();

@@ -35,10 +35,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/aider.toml"),
     formats: Formats {
         databases: &[],
-        documents: &[TextFormat {
-            name: "aider",
-            derive: history,
-        }],
+        documents: &[HISTORY],
     },
     parse: aider,
     identify,
@@ -52,18 +49,29 @@ pub(crate) static AGENT: Agent = Agent {
     }),
 };
 
+/// The history's Markdown, as a snapshot document's format (Aider CE's too).
+pub(super) const HISTORY: TextFormat = TextFormat {
+    name: "aider",
+    derive: history,
+};
+
 /// `<project>/.aider.chat.history.md`: every chat of a project, as Aider's
 /// `--restore-chat-history` reads them back; named by the project's folder and a hash of its
 /// path, which tells projects of the same name apart.
 fn identify(path: &Path, _first: &Parsed) -> Identified {
     let project = path.parent().unwrap_or(path);
-    let hash = xxhash_rust::xxh3::xxh3_64(project.as_os_str().as_encoded_bytes());
-    let name = (project.file_name()).map_or_else(String::new, |n| n.to_string_lossy().into());
     Identified {
-        session: format!("{name}-{:08x}", hash as u32),
+        session: named_by_project(project),
         parent: None,
         project: Some(project.to_string_lossy().into_owned()),
     }
+}
+
+/// `<folder>-<hash>`: the project's folder name and a hash of its path.
+pub(super) fn named_by_project(project: &Path) -> String {
+    let hash = xxhash_rust::xxh3::xxh3_64(project.as_os_str().as_encoded_bytes());
+    let name = (project.file_name()).map_or_else(String::new, |n| n.to_string_lossy().into());
+    format!("{name}-{:08x}", hash as u32)
 }
 
 /// A project's history is all its chats: Aider reads it all back.
@@ -96,8 +104,8 @@ pub(super) fn aider(obj: &Map<String, Value>) -> Option<Parsed> {
     Some(parsed)
 }
 
-/// The mark of a chat's first line.
-const CHAT_STARTED: &str = "# aider chat started at ";
+/// The marks of a chat's first line: Aider's, and Aider CE's (cecli), of the same length.
+const CHAT_STARTED: [&str; 2] = ["# aider chat started at ", "# cecli chat started at "];
 
 /// What a line of the history is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,7 +119,7 @@ enum Kind {
 
 impl Kind {
     fn of(line: &str) -> Kind {
-        if line.starts_with(CHAT_STARTED) {
+        if CHAT_STARTED.iter().any(|mark| line.starts_with(mark)) {
             Kind::Chat
         } else if line.starts_with("####") {
             Kind::User
@@ -207,7 +215,7 @@ fn entry(block: Block) -> Entry {
     let record = match block.kind {
         Kind::Chat => {
             // A header cut short (no time after it) is a chat of no known time.
-            let started = text.get(CHAT_STARTED.len()..).unwrap_or("").trim();
+            let started = text.get(CHAT_STARTED[0].len()..).unwrap_or("").trim();
             let mut chat = json!({"type": "chat", "at": block.at, "started": started});
             if let Some(utc) = utc_of(started) {
                 chat["timestamp"] = utc.into();
@@ -300,6 +308,14 @@ mod tests {
             key_of(&first[first.len() - 1]),
             key_of(&whole[first.len() - 1])
         );
+    }
+
+    #[test]
+    fn aider_ces_chat_start_opens_a_chat_as_aiders_does() {
+        let entries = derive("\n# cecli chat started at 2026-12-05 03:30:25\n\n#### Hi  \n");
+        let got = kinds_and_texts(&entries);
+        assert_eq!(got[0], ("chat".into(), "2026-12-05 03:30:25".into()));
+        assert_eq!(got[1], ("user".into(), "Hi".into()));
     }
 
     #[test]
