@@ -443,6 +443,96 @@ fn a_nanocoder_subagent_is_its_call_and_its_answer_in_its_session() {
     assert!(called && answered, "{messages}");
 }
 
+/// Aider CE, recorded with `--auto-save` in its agent mode: its session (the payload and the
+/// reference that points at it) is listed with the prompt as title, the project, the prompt
+/// and the two replies (the agent's own report of a subagent is neither), found by its tool's
+/// output, shown, and restored byte for byte with its reference, with the command that loads
+/// it; its chat log is a session of its own. The second
+/// recording's subagent is listed under its session, holds the shell call, and comes back with
+/// the session's restore.
+#[test]
+fn aider_ce_sessions_their_subagents_and_chat_logs_are_read_and_restored() {
+    for agent in ["aider-ce", "aider-ce-subagent"] {
+        let env = Env::new();
+        let home = env.dir.path().join("home");
+        let files = copy_agent_fixture(agent, &home);
+        env.write_config("[[watch]]\npath = \"~/project\"\nharness = \"aider-ce\"\n");
+        env.run_once_home();
+        let listed = stdout_of(&env, &["sessions", "--json"]);
+        let sessions: Vec<Value> = (listed.lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let holds = |s: &Value, name: &str| {
+            (s["files"].as_array().unwrap().iter()).any(|f| f.as_str().unwrap().ends_with(name))
+        };
+        let log = sessions.iter().find(|s| holds(s, "/.cecli/chat.history"));
+        let log = log.unwrap_or_else(|| panic!("{agent}: no chat log in {listed}"));
+        let saved = (sessions.iter()).find(|s| holds(s, "/.cecli/sessions/auto-save.json"));
+        let saved = saved.unwrap_or_else(|| panic!("{agent}: no saved session in {listed}"));
+        let subagents: Vec<&Value> = (sessions.iter())
+            .filter(|s| s["parent"] == saved["id"])
+            .collect();
+        let project = home.join("project");
+        for s in &sessions {
+            assert_eq!(s["harness"], "aider-ce", "{s}");
+            assert_eq!(s["unparsed"], 0, "{agent}: every record read: {s}");
+            assert_eq!(s["project"].as_str(), project.to_str(), "{s}");
+        }
+        let id = saved["id"].as_str().unwrap();
+        let (asked, calls) = match agent {
+            "aider-ce" => (PROMPT, 2),
+            _ => ("Ask a subagent to run the scripted command, please.", 3),
+        };
+        assert_eq!(saved["title"], asked, "{saved}");
+        assert_eq!(log["title"], asked, "{log}");
+        assert_eq!(
+            (
+                saved["user_messages"].clone(),
+                saved["assistant_messages"].clone()
+            ),
+            (1.into(), calls.into()),
+            "{agent}: {saved}"
+        );
+        assert_eq!(
+            subagents.len(),
+            usize::from(agent != "aider-ce"),
+            "{listed}"
+        );
+        assert_eq!(sessions.len(), 2 + subagents.len(), "{listed}");
+        let hits = stdout_of(&env, &["search", TOOL_OUTPUT, "--json"]);
+        assert!(hits.lines().any(|h| h.contains(id)), "{agent}: {hits}");
+        let shown = stdout_of(&env, &["show", id, "--no-pager"]);
+        for said in [asked, TOOL_OUTPUT, ANSWER] {
+            assert!(shown.contains(said), "{agent}: {said} not shown:\n{shown}");
+        }
+        for sub in &subagents {
+            assert_eq!(sub["title"], PROMPT, "{sub}");
+            let shown = stdout_of(&env, &["show", sub["id"].as_str().unwrap(), "--no-pager"]);
+            assert!(shown.contains(TOOL_OUTPUT), "{shown}");
+        }
+
+        let saved_files: Vec<&PathBuf> = (files.iter())
+            .filter(|f| !f.ends_with("chat.history"))
+            .collect();
+        assert_eq!(saved_files.len(), 2 + subagents.len(), "{files:?}");
+        let recorded: Vec<Vec<u8>> = saved_files.iter().map(|f| fs::read(f).unwrap()).collect();
+        for f in &saved_files {
+            fs::remove_file(f).unwrap();
+        }
+        env.run_once_home();
+        let restored = stdout_of(&env, &["restore", id]);
+        assert!(restored.contains("cecli --auto-load"), "{restored}");
+        for (f, bytes) in saved_files.iter().zip(&recorded) {
+            let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
+            assert!(
+                &back == bytes,
+                "{} is not restored byte for byte",
+                f.display()
+            );
+        }
+    }
+}
+
 /// The agents whose own resume takes a session offline (Continue's CLI goes on from a copy of
 /// it, `--fork`). Not Mistral Vibe nor Kimi CLI, which need a Python the tests do not install
 /// (their resume was checked by hand); not Droid: `droid exec -s ID` exits 1
