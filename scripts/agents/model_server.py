@@ -11,10 +11,12 @@ with the same short conversation:
   of that tool running `echo scripted-tool-output` (or, when it offers transcript-sync's MCP
   search tool, a call of it looking for `scripted-tool-output`);
 - a request whose last prompt starts with `Ask a subagent` and that offers a tool to start one
-  (Kimi CLI's `Agent`, Nanocoder's `agent`, Aider CE's `Delegate`): a line of text and a call
-  of it, handing the subagent the scripted prompt;
+  (Kimi CLI's `Agent`, Nanocoder's `agent`, Aider CE's `Delegate`, OpenHands' `task`): a line
+  of text and a call of it, handing the subagent the scripted prompt;
 - a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
-  the `complete` tool, or Aider CE's `Yield`, for an agent that offers one to end its run);
+  the `complete` tool, or Aider CE's `Yield`, for an agent that offers one to end its run, or
+  of its shell running the command that ends mini-swe-agent's run, when its prompt names that
+  command);
 - Aider's prompt (it offers no tools): the final text;
 - any other request (titles, summaries, side questions): a short text, `Scripted title`.
 
@@ -43,10 +45,12 @@ TOOL_OUTPUT_WORD = "scripted-tool-output"
 # What opens the context OpenClaw adds as a user's message after the conversation.
 OPENCLAW_CONTEXT = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 # A subagent's tool, the words that ask for one, and what the subagent is asked.
-SUBAGENT_TOOLS = ("Agent", "agent", "local--Delegate")
+SUBAGENT_TOOLS = ("Agent", "agent", "local--Delegate", "task")
 SUBAGENT_ASKED = "Ask a subagent"
 SUBAGENT_PROMPT = "Run the scripted command, please."
 CECLI_INPUT = '<context name="user_input" from="agent">'
+# The command mini-swe-agent's prompt tells the model to run to end its task.
+SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 FIRST_TEXT = "Scripted plan: I will run a command."
 FINAL_TEXT = "Scripted answer: done."
 OTHER_TEXT = "Scripted title"
@@ -118,6 +122,9 @@ def plan(body):
         # Aider CE's agent mode ends a task with a call of its `Yield`.
         if "local--Yield" in offered:
             return ("tool", FINAL_TEXT, "local--Yield")
+        # mini-swe-agent ends a run only when its shell runs the command its prompt names.
+        if shell and submits_by_command(body):
+            return ("tool", FINAL_TEXT, shell)
         return ("text", FINAL_TEXT, None)
     if shell:
         return ("tool", FIRST_TEXT, shell)
@@ -140,6 +147,13 @@ def last_prompt(body):
     if CECLI_INPUT in content:
         content = content.rsplit(CECLI_INPUT, 1)[1].replace("</context>", "").strip()
     return content
+
+
+def submits_by_command(body):
+    """Whether the request's prompt tells the model to end its task by running
+    SUBMIT_COMMAND (mini-swe-agent's)."""
+    return any(isinstance(m.get("content"), str) and SUBMIT_COMMAND in m["content"]
+               for m in body.get("messages") or [] if m.get("role") == "user")
 
 
 def is_aider(body):
@@ -167,6 +181,14 @@ def takes(body, name, field):
 
 
 def tool_input(name, body):
+    given = scripted_input(name, body)
+    # OpenHands requires every call to rate its own risk.
+    if takes(body, name, "security_risk"):
+        given["security_risk"] = "LOW"
+    return given
+
+
+def scripted_input(name, body):
     if name in ("complete", "local--Yield"):
         return {}
     # Nanocoder's `agent` has one built-in subagent that is given a task: `explore`.
@@ -176,10 +198,14 @@ def tool_input(name, body):
     if name == "local--Delegate":
         return {"delegations": [{"name": "worker", "prompt": SUBAGENT_PROMPT, "async": False}]}
     if name in SUBAGENT_TOOLS:
-        return {"description": "Run the scripted command", "subagent_type": "coder",
+        # Kimi CLI's subagent of that type, or OpenHands' that runs shell commands.
+        kind = "bash-runner" if name == "task" else "coder"
+        return {"description": "Run the scripted command", "subagent_type": kind,
                 "prompt": SUBAGENT_PROMPT}
     if name.endswith(MCP_SEARCH):
         return {"query": TOOL_OUTPUT_WORD, "limit": 3}
+    if has_tool_result(body) and submits_by_command(body):
+        return {"command": SUBMIT_COMMAND}
     # Amp's Bash takes `cmd` (and a `cwd`); Claude Code's takes `command`.
     if name == "Bash" and takes(body, name, "cmd"):
         return {"cmd": TOOL_COMMAND}
