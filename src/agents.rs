@@ -30,6 +30,7 @@ pub(crate) mod kilo_code;
 pub(crate) mod kilo_code_vscode;
 pub(crate) mod kimi_cli;
 pub(crate) mod message;
+pub(crate) mod mini_swe_agent;
 pub(crate) mod mistral_vibe;
 pub(crate) mod nanocoder;
 pub(crate) mod open_interpreter;
@@ -110,6 +111,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &kilo_code::AGENT,
     &kilo_code_vscode::AGENT,
     &kimi_cli::AGENT,
+    &mini_swe_agent::AGENT,
     &mistral_vibe::AGENT,
     &nanocoder::AGENT,
     &open_interpreter::AGENT,

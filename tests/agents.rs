@@ -24,7 +24,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
 /// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
-const AGENTS: [&str; 26] = [
+const AGENTS: [&str; 27] = [
     "aider",
     "amp",
     "claude-code",
@@ -41,6 +41,7 @@ const AGENTS: [&str; 26] = [
     "hermes",
     "kilo-code",
     "kimi-cli",
+    "mini-swe-agent",
     "mistral-vibe",
     "mistral-vibe-legacy",
     "nanocoder",
@@ -69,7 +70,7 @@ fn harness_of(agent: &str) -> &str {
 /// run beside its session), a database, or a document rewritten whole (a Gemini chat, Cline's
 /// session files and task folder, an Amp thread, Aider's Markdown history, everything in a
 /// Mistral Vibe or Kimi CLI session's folder, a Continue or Nanocoder session, not their lists
-/// of sessions, an Open Interpreter conversation).
+/// of sessions, an Open Interpreter conversation, a mini-swe-agent trajectory).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
@@ -77,6 +78,7 @@ fn is_transcript(file: &Path) -> bool {
         || name.ends_with(".db")
         || name == "openclaw-agent.sqlite"
         || name == ".aider.chat.history.md"
+        || name.ends_with(".traj.json")
         || (name.starts_with("T-") && name.ends_with(".json"))
         || file.ancestors().any(|a| a.ends_with(".vibe/logs/session"))
         || file.ancestors().any(|a| a.ends_with(".kimi/sessions"))
@@ -91,7 +93,8 @@ fn is_transcript(file: &Path) -> bool {
 }
 
 /// The earliest and latest time of the transcripts' messages (their `timestamp`, or Cline's
-/// `ts` in ms, or the Unix seconds of a Kimi CLI event), to the second, as `sessions` prints. What Cline's extension showed
+/// `ts` in ms, or the Unix seconds of a Kimi CLI event or of a mini-swe-agent message's
+/// `extra.timestamp`), to the second, as `sessions` prints. What Cline's extension showed
 /// (`ui_messages.json`) is not the conversation.
 fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
     let mut records: Vec<Value> = Vec::new();
@@ -162,8 +165,9 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
     let mut times: Vec<String> = (records.iter())
         .map(|r| {
             let kimi = (r["timestamp"].as_f64()).filter(|_| r["message"]["type"].is_string());
+            let seconds = kimi.or(r["extra"]["timestamp"].as_f64());
             let ms = (r["ts"].as_i64().or(r["createdAt"].as_i64()))
-                .or(kimi.map(|s| (s * 1000.0) as i64));
+                .or(seconds.map(|s| (s * 1000.0) as i64));
             (r["timestamp"].as_str().or(r["start_time"].as_str()), ms)
         })
         .filter_map(|at_ms| match at_ms {
@@ -229,9 +233,12 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         let in_project = aider || agent == "crush";
         let project = home.join("project");
         let project = if in_project {
-            project.to_str().unwrap()
+            project.to_str().unwrap().into()
+        } else if agent == "mini-swe-agent" {
+            // A trajectory names no working directory unless its configuration sets one.
+            Value::Null
         } else {
-            PROJECT
+            PROJECT.into()
         };
         // Open Interpreter keeps no working directory.
         match agent {
@@ -327,8 +334,11 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         }
         env.run_once_home();
         let restored = stdout_of(&env, &["restore", id]);
-        assert!(
+        // mini-swe-agent starts every run afresh: it has no command to resume one.
+        let resumable = agent != "mini-swe-agent";
+        assert_eq!(
             !restored.contains("no command resumes"),
+            resumable,
             "{agent}: {restored}"
         );
         for (t, bytes) in transcripts.iter().zip(&recorded) {

@@ -12,7 +12,7 @@ use std::fs;
 /// reported them (cache writes where the API has them: Anthropic's). Cline's are its two
 /// releases' (its CLI 3 on OpenAI's API; its CLI 2 on Anthropic's, whose output it counts one
 /// token more).
-const AGENTS: [(&str, [i64; 5]); 11] = [
+const AGENTS: [(&str, [i64; 5]); 12] = [
     ("amp", [2, 240, 60, 80, 20]),
     ("claude-code", [2, 240, 60, 80, 20]),
     ("cline", [4, 480, 122, 160, 20]),
@@ -21,6 +21,7 @@ const AGENTS: [(&str, [i64; 5]); 11] = [
     ("gemini-cli", [2, 240, 60, 80, 0]),
     ("gptme", [2, 240, 60, 80, 0]),
     ("kimi-cli", [2, 240, 60, 80, 0]),
+    ("mini-swe-agent", [2, 240, 60, 80, 0]),
     ("opencode", [2, 240, 60, 80, 0]),
     ("pi", [2, 240, 60, 80, 0]),
     ("qwen-code", [2, 240, 60, 80, 0]),
@@ -64,7 +65,7 @@ fn each_agents_calls_are_counted_once_as_the_model_reported_them() {
         assert_eq!(tokens(row), *counted, "{agent}: {row}");
     }
     assert_eq!(total["of"], Value::Null);
-    assert_eq!(tokens(total), [24, 2880, 722, 960, 60]);
+    assert_eq!(tokens(total), [26, 3120, 782, 1040, 60]);
     // The total lists its fields in the rows' order.
     let out = stdout_of(&env, &["usage", "--json", "--by", "agent"]);
     let keys = |line: &str| -> Vec<String> {
@@ -171,7 +172,7 @@ fn the_table_reads_on_a_terminal() {
     let total: Vec<&str> = lines[at].split_whitespace().collect();
     assert_eq!(
         total[..6],
-        ["TOTAL", "24", "2,880", "722", "960", "60"],
+        ["TOTAL", "26", "3,120", "782", "1,040", "60"],
         "{screen}"
     );
     assert!(
@@ -184,5 +185,5 @@ fn the_table_reads_on_a_terminal() {
     );
     // The columns line up: each number ends where its heading does.
     let end = |line: &str, word: &str| line.find(word).unwrap() + word.len();
-    assert_eq!(end(lines[0], "INPUT"), end(lines[at], "2,880"), "{screen}");
+    assert_eq!(end(lines[0], "INPUT"), end(lines[at], "3,120"), "{screen}");
 }

@@ -77,6 +77,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         "CONTINUE_GLOBAL_DIR" => Some("/k/continue".to_owned()),
         "KIMI_SHARE_DIR" => Some("/k/kimi".to_owned()),
         "XDG_CONFIG_HOME" => Some("/k/config".to_owned()),
+        "MSWEA_GLOBAL_CONFIG_DIR" => Some("/m/mini".to_owned()),
         _ => None,
     };
     let mut roots: Vec<_> = builtin_roots(&env)
@@ -113,6 +114,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         ("hermes".into(), PathBuf::from("/h/hermes")),
         ("kilo-code".into(), PathBuf::from("/x/kilo")),
         ("kimi-cli".into(), PathBuf::from("/k/kimi/sessions")),
+        ("mini-swe-agent".into(), PathBuf::from("/m/mini")),
         (
             "mistral-vibe".into(),
             PathBuf::from("/home/u/.vibe/logs/session"),
