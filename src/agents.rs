@@ -36,6 +36,7 @@ pub(crate) mod nanocoder;
 pub(crate) mod open_interpreter;
 pub(crate) mod openclaw;
 pub(crate) mod opencode;
+pub(crate) mod openhands;
 pub(crate) mod pi;
 pub(crate) mod qwen_code;
 pub(crate) mod restore;
@@ -117,6 +118,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &open_interpreter::AGENT,
     &openclaw::AGENT,
     &opencode::AGENT,
+    &openhands::AGENT,
     &pi::AGENT,
     &qwen_code::AGENT,
     &roo_code::AGENT,

@@ -24,7 +24,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
 /// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
-const AGENTS: [&str; 27] = [
+const AGENTS: [&str; 28] = [
     "aider",
     "amp",
     "claude-code",
@@ -50,6 +50,7 @@ const AGENTS: [&str; 27] = [
     "openclaw-jsonl",
     "opencode",
     "opencode-storage",
+    "openhands",
     "pi",
     "qwen-code",
 ];
@@ -69,8 +70,8 @@ fn harness_of(agent: &str) -> &str {
 /// True for a file the session is archived from: JSONL appended to (not OpenClaw's trace of a
 /// run beside its session), a database, or a document rewritten whole (a Gemini chat, Cline's
 /// session files and task folder, an Amp thread, Aider's Markdown history, everything in a
-/// Mistral Vibe or Kimi CLI session's folder, a Continue or Nanocoder session, not their lists
-/// of sessions, an Open Interpreter conversation, a mini-swe-agent trajectory).
+/// Mistral Vibe, Kimi CLI or OpenHands session's folder, a Continue or Nanocoder session, not
+/// their lists of sessions, an Open Interpreter conversation, a mini-swe-agent trajectory).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
@@ -82,6 +83,9 @@ fn is_transcript(file: &Path) -> bool {
         || (name.starts_with("T-") && name.ends_with(".json"))
         || file.ancestors().any(|a| a.ends_with(".vibe/logs/session"))
         || file.ancestors().any(|a| a.ends_with(".kimi/sessions"))
+        || file
+            .ancestors()
+            .any(|a| a.ends_with(".openhands/conversations"))
         || file.ancestors().any(|a| a.ends_with("opencode/storage"))
         || (name.starts_with("session-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
@@ -139,6 +143,8 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
                     records.push(serde_json::json!({"timestamp": session[at]}));
                 }
             }
+            // An OpenHands event.
+            Ok(event) if event["timestamp"].is_string() => records.push(event),
             // An Amp thread: created (ms), and when each prompt was sent.
             Ok(thread) if thread["created"].is_i64() => {
                 records.push(serde_json::json!({"ts": thread["created"]}));
@@ -543,9 +549,114 @@ fn aider_ce_sessions_their_subagents_and_chat_logs_are_read_and_restored() {
     }
 }
 
+/// OpenHands' subagent (recorded with a prompt that asks for one, which the scripted model
+/// hands to its `task` tool): a session of its own under its conversation, holding the shell
+/// call and its output, which the conversation sees only as the subagent's answer; `restore`
+/// of the conversation writes the subagent's files back too, byte for byte.
+#[test]
+fn an_openhands_subagent_is_listed_under_its_conversation_and_restored_with_it() {
+    let env = Env::new();
+    let files = copy_agent_fixture("openhands-subagent", &env.dir.path().join("home"));
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let sessions: Vec<Value> = (listed.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let (subagents, conversations): (Vec<&Value>, Vec<&Value>) =
+        sessions.iter().partition(|s| s["parent"].is_string());
+    let ([session], [subagent]) = (&conversations[..], &subagents[..]) else {
+        panic!("a conversation and its subagent, listed {listed}")
+    };
+    let id = session["id"].as_str().unwrap();
+    assert_eq!(session["subagents"], 1, "{session}");
+    assert_eq!(subagent["parent"], id, "{subagent}");
+    assert_eq!(subagent["project"], PROJECT);
+    assert_eq!(subagent["title"], PROMPT);
+    assert_eq!(
+        (session["unparsed"].clone(), subagent["unparsed"].clone()),
+        (0.into(), 0.into())
+    );
+    let shown = stdout_of(
+        &env,
+        &["show", subagent["id"].as_str().unwrap(), "--no-pager"],
+    );
+    assert!(
+        shown.contains(TOOL_OUTPUT) && shown.contains(ANSWER),
+        "{shown}"
+    );
+    let shown = stdout_of(&env, &["show", id, "--no-pager"]);
+    assert!(
+        shown.contains("task") && !shown.contains(TOOL_OUTPUT),
+        "{shown}"
+    );
+
+    let recorded: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
+    let transcripts = files.iter().filter(|f| is_transcript(f));
+    for f in transcripts.clone() {
+        fs::remove_file(f).unwrap();
+    }
+    assert_eq!(transcripts.count(), 12, "{files:?}");
+    env.run_once_home();
+    stdout_of(&env, &["restore", id]);
+    for (f, bytes) in files.iter().zip(&recorded) {
+        let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
+        assert!(
+            &back == bytes,
+            "{} is not restored byte for byte",
+            f.display()
+        );
+    }
+}
+
+/// OpenHands' compaction (recorded with its summarizing condenser set to condense past six
+/// events, and the conversation resumed once more, past them): its `Condensation` event is
+/// shown as a compaction holding the scripted model's summary, and every message stays, those
+/// it forgot too (the model ran the command again after it); the conversation is restored byte
+/// for byte.
+#[test]
+fn an_openhands_compaction_is_shown_and_every_message_kept() {
+    let env = Env::new();
+    let files = copy_agent_fixture("openhands-compaction", &env.dir.path().join("home"));
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let session: Value = serde_json::from_str(listed.trim()).unwrap();
+    let counts = [
+        "user_messages",
+        "assistant_messages",
+        "compactions",
+        "unparsed",
+    ];
+    assert_eq!(
+        counts.map(|k| session[k].as_i64().unwrap()),
+        [2, 5, 1, 0],
+        "{session}"
+    );
+    let id = session["id"].as_str().unwrap();
+    let messages = stdout_of(&env, &["show", id, "--format", "json"]);
+    let compacted = (messages.lines())
+        .map(|m| serde_json::from_str::<Value>(m).unwrap())
+        .any(|m| m["role"] == "compact" && m.to_string().contains("Scripted title"));
+    assert!(compacted, "no compaction: {messages}");
+
+    let recorded: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
+    for f in files.iter().filter(|f| is_transcript(f)) {
+        fs::remove_file(f).unwrap();
+    }
+    env.run_once_home();
+    stdout_of(&env, &["restore", id]);
+    for (f, bytes) in files.iter().zip(&recorded) {
+        let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
+        assert!(
+            &back == bytes,
+            "{} is not restored byte for byte",
+            f.display()
+        );
+    }
+}
+
 /// The agents whose own resume takes a session offline (Continue's CLI goes on from a copy of
-/// it, `--fork`). Not Mistral Vibe nor Kimi CLI, which need a Python the tests do not install
-/// (their resume was checked by hand); not Droid: `droid exec -s ID` exits 1
+/// it, `--fork`). Not Mistral Vibe, Kimi CLI nor OpenHands, which need a Python the tests do
+/// not install (their resume was checked by hand); not Droid: `droid exec -s ID` exits 1
 /// without a word here even on the session it has just written (with a custom model, offline);
 /// not Cline's CLI 3, which resumes a session by id only in its terminal interface or over ACP.
 const RESUMED: [&str; 13] = [

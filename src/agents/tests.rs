@@ -78,6 +78,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         "KIMI_SHARE_DIR" => Some("/k/kimi".to_owned()),
         "XDG_CONFIG_HOME" => Some("/k/config".to_owned()),
         "MSWEA_GLOBAL_CONFIG_DIR" => Some("/m/mini".to_owned()),
+        "OPENHANDS_PERSISTENCE_DIR" => Some("/o/openhands".to_owned()),
         _ => None,
     };
     let mut roots: Vec<_> = builtin_roots(&env)
@@ -126,6 +127,10 @@ fn builtin_roots_honour_the_harness_home_variables() {
         ),
         ("openclaw".into(), PathBuf::from("/home/u/.openclaw/agents")),
         ("opencode".into(), PathBuf::from("/x/opencode")),
+        (
+            "openhands".into(),
+            PathBuf::from("/o/openhands/conversations"),
+        ),
         ("pi".into(), PathBuf::from("/p/agent/sessions")),
         ("qwen-code".into(), PathBuf::from("/q/projects")),
         (
