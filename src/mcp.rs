@@ -101,6 +101,8 @@ impl Server {
             harness: text("harness"),
             project: text("project"),
             since_ms,
+            until_ms: None,
+            model: None,
             machine: None,
             // 0 would be no limit at all.
             limit: number(args, "limit", 20).clamp(1, limit) as usize,

@@ -10,10 +10,15 @@
 //! token. Pages are sent with a Content-Security-Policy that allows this server's own script
 //! and style only, and every asset is in the binary.
 
+mod charts;
+mod filter;
+mod home;
+mod layout;
 mod live;
 mod markdown;
 mod pages;
 mod status;
+mod tokens;
 
 use crate::archive::Archive;
 use crate::capture::harness::Root;
@@ -274,7 +279,7 @@ fn handle(shared: &Arc<Shared>, archive: &mut Option<Archive>, mut request: Requ
     } else if query.get("token").is_some_and(|t| same(t, &shared.token)) {
         return token_to_cookie(shared, request, path, query);
     } else if !cookie.is_some_and(|c| has_token(&c, &shared.cookie, &shared.token)) {
-        Answer::Html(StatusCode(403), pages::no_token())
+        Answer::Html(StatusCode(403), layout::no_token())
     } else {
         let asked = Asked {
             method: request.method().clone(),
@@ -357,19 +362,19 @@ fn refusal(
             shared.hosts.join(", "),
             host.unwrap_or("")
         );
-        return Some(Answer::Html(StatusCode(421), pages::refused(&text)));
+        return Some(Answer::Html(StatusCode(421), layout::refused(&text)));
     }
     let ours = |o: &str| o.strip_prefix("http://").is_some_and(known);
     if let Some(origin) = origin.filter(|o| !ours(o)) {
         let text = format!("a request from {origin:?} is not served");
-        return Some(Answer::Html(StatusCode(403), pages::refused(&text)));
+        return Some(Answer::Html(StatusCode(403), layout::refused(&text)));
     }
     if let Some(site) = fetch_site.filter(|s| matches!(*s, "cross-site" | "same-site")) {
         let text = format!(
             "a request a page of another origin made ({site}) is not served: open this \
              server's pages directly"
         );
-        return Some(Answer::Html(StatusCode(403), pages::refused(&text)));
+        return Some(Answer::Html(StatusCode(403), layout::refused(&text)));
     }
     None
 }
@@ -401,7 +406,7 @@ fn answer(shared: &Arc<Shared>, archive: &mut Option<Archive>, asked: &Asked) ->
     };
     let mut open = match opened {
         Ok(a) => a,
-        Err(e) => return Answer::Html(StatusCode(500), pages::failed(&e.to_string())),
+        Err(e) => return Answer::Html(StatusCode(500), layout::failed(&e.to_string())),
     };
     // A page that panics answers 500 and leaves its worker serving (its archive is opened
     // again).
@@ -413,13 +418,13 @@ fn answer(shared: &Arc<Shared>, archive: &mut Option<Archive>, asked: &Asked) ->
             *archive = Some(open);
             answer
         }
-        Ok(Err(e)) => Answer::Html(StatusCode(500), pages::failed(&e.to_string())),
+        Ok(Err(e)) => Answer::Html(StatusCode(500), layout::failed(&e.to_string())),
         Err(_) => {
             let what = format!(
                 "the page {} failed (a bug: see the log)",
                 asked.path.join("/")
             );
-            Answer::Html(StatusCode(500), pages::failed(&what))
+            Answer::Html(StatusCode(500), layout::failed(&what))
         }
     }
 }
@@ -433,7 +438,7 @@ fn asset(name: &str) -> Answer {
             include_bytes!("web/app.js"),
         ),
         "icon.svg" => ("image/svg+xml", include_bytes!("web/icon.svg")),
-        _ => return Answer::Html(StatusCode(404), pages::not_found(name)),
+        _ => return Answer::Html(StatusCode(404), layout::not_found(name)),
     };
     Answer::Bytes {
         kind,

@@ -28,6 +28,7 @@ mod supervision;
 mod tail;
 mod team;
 mod ui;
+mod ui_home;
 mod upgrade;
 mod usage;
 mod util;

@@ -15,7 +15,7 @@ use testkit::daemon::{Daemon, TapReader};
 const ID: &str = "5f0c8a52-6d1e-4a8b-9c3f-2e7d4b1a9c60";
 
 /// `ui --no-open` on the env's archive, once it has printed its link.
-fn serve(env: &Env) -> WebView {
+pub(crate) fn serve(env: &Env) -> WebView {
     let mut cmd = env.cmd();
     cmd.args(["ui", "--no-open", "--db"]).arg(&env.db);
     WebView::start(cmd)
@@ -29,7 +29,7 @@ fn cookie(ui: &WebView) -> String {
 }
 
 /// Where the tests leave their screenshots (`docs/ui/` holds the ones the README shows).
-fn screenshot(browser: &Browser, name: &str) {
+pub(crate) fn screenshot(browser: &Browser, name: &str) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
     browser.screenshot(&dir.join(format!("{name}.png")));
 }
@@ -121,9 +121,11 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
     let browser = Browser::start();
 
     browser.goto(&ui.url);
-    browser.wait_for("table.sessions");
+    browser.wait_for("section.figures");
     // The token went from the URL to a cookie.
     assert!(!browser.url().contains("token"), "{}", browser.url());
+    browser.click("header.top nav a[href='/sessions']");
+    browser.wait_for("table.sessions");
     assert_eq!(browser.count("table.sessions tbody tr"), 3);
     let list = browser.text("table.sessions");
     assert!(
@@ -132,7 +134,7 @@ fn the_pages_read_in_a_browser_as_a_person_reads_them() {
     );
     assert!(list.contains("Run the scripted command, please."), "{list}");
     screenshot(&browser, "sessions");
-    browser.goto(&format!("{}/?agent=codex", ui.base));
+    browser.goto(&format!("{}/sessions?agent=codex", ui.base));
     assert_eq!(browser.count("table.sessions tbody tr"), 1);
     assert!(browser.text("table.sessions").contains("codex"));
 
@@ -257,12 +259,29 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
             line("user", "u4", 6, images),
         ],
     );
+    // A project, a title and a model with markup, for the home's figures, tables and charts.
+    let dir = env.dir.path().join("home/.claude/projects/-w-markup");
+    fs::create_dir_all(&dir).unwrap();
+    let other = "6a1d9b63-7e2f-4b9c-8d40-3f8e5c2b1d71";
+    let lines = [
+        json!({"type": "user", "uuid": "x1", "sessionId": other,
+            "cwd": "/w/<b id=injected>proj</b>", "timestamp": "2026-12-01T11:00:00.000Z",
+            "message": {"role": "user", "content": "Title <svg id=injected onload=window.pwned=7>"}}),
+        json!({"type": "assistant", "uuid": "x2", "sessionId": other,
+            "cwd": "/w/<b id=injected>proj</b>", "timestamp": "2026-12-01T11:01:00.000Z",
+            "message": {"id": "msg_x", "role": "assistant", "model": "m-<img src=x id=injected onerror=window.pwned=8>",
+                "content": [{"type": "text", "text": "ok"}],
+                "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+    ];
+    let lines: Vec<String> = lines.iter().map(Value::to_string).collect();
+    fs::write(dir.join(format!("{other}.jsonl")), lines.join("\n") + "\n").unwrap();
     env.run_once_home();
     let ui = serve(&env);
     let browser = Browser::start();
     browser.goto(&ui.url);
     let pages = [
-        "/".to_owned(),
+        "/?window=all".to_owned(),
+        "/sessions".to_owned(),
         format!("/s/{ID}"),
         "/search?q=injected".to_owned(),
         "/search?q=pwned".to_owned(),
@@ -282,7 +301,7 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
             "{page}: an element was injected"
         );
         assert_eq!(
-            browser.count("main img, main svg:not(#usage-chart) *"),
+            browser.count("main img, main svg:not(#usage-chart):not(.chart) *"),
             0,
             "{page}"
         );
@@ -317,9 +336,19 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         "{text}"
     );
     assert!(text.contains("run me"), "{text}");
-    browser.goto(&ui.base);
+    browser.goto(&format!("{}/sessions", ui.base));
     let list = browser.text("table.sessions");
     assert!(list.contains("<img src=x id=injected"), "{list}");
+    // The home says them as text in its figures' tables and in its charts' titles.
+    browser.goto(&format!("{}/?window=all", ui.base));
+    let shares = browser.text("#shares");
+    assert!(shares.contains("<b id=injected>proj</b>"), "{shares}");
+    assert!(shares.contains("<img src=x id=injected"), "{shares}");
+    let tops = browser.text("#tops");
+    assert!(
+        tops.contains("<svg id=injected onload=window.pwned=7>"),
+        "{tops}"
+    );
 }
 
 /// A plain HTTP client, which sends what it is given and follows no redirect.
@@ -463,6 +492,7 @@ fn a_deleted_session_is_restored_from_its_page() {
     let ui = serve(&env);
     let browser = Browser::start();
     browser.goto(&ui.url);
+    browser.goto(&format!("{}/sessions", ui.base));
     browser.wait_for("tr.deleted");
     assert_eq!(browser.text("p.count").trim(), "1 session");
     browser.click("tr.deleted td.title a");
@@ -748,7 +778,7 @@ fn run_serves_the_web_view_when_the_configuration_says_where() {
         "the session listed",
         || {
             let page = http()
-                .get(format!("http://127.0.0.1:{port}/"))
+                .get(format!("http://127.0.0.1:{port}/sessions"))
                 .header("Cookie", &cookie)
                 .call()
                 .unwrap();
@@ -790,7 +820,7 @@ fn after_reindex_every_page_reads_the_new_index() {
     env.run_once_home();
     let ui = serve(&env);
     let cookie = cookie(&ui);
-    let list = || get(&ui, "/", &[("Cookie", &cookie)]).2;
+    let list = || get(&ui, "/sessions", &[("Cookie", &cookie)]).2;
     // Every worker has served (and opened the index) once, most likely several times.
     for _ in 0..16 {
         assert!(list().contains("the first session"));
@@ -839,8 +869,8 @@ fn the_sessions_are_paged_each_once() {
         (titles, page)
     };
     for (first, second) in [
-        ("/", "/?page=2"),
-        ("/?deleted=hide", "/?deleted=hide&page=2"),
+        ("/sessions", "/sessions?page=2"),
+        ("/sessions?deleted=hide", "/sessions?deleted=hide&page=2"),
     ] {
         let (one, page) = titles(first);
         assert_eq!(one.len(), 200, "{first}");

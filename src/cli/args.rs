@@ -776,6 +776,8 @@ impl SessionFilter {
             harness: self.harness.clone(),
             project: self.project.clone(),
             since_ms: self.since,
+            until_ms: None,
+            model: None,
             machine: query::machine_named(archive, &self.machine)?,
             limit: self.limit,
             offset: 0,

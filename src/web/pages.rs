@@ -1,6 +1,11 @@
 //! The pages, written with maud, which escapes every value put in them: a transcript's text
 //! reaches a page only escaped, or as Markdown made safe by [`markdown`].
 
+use super::filter::{LIST_KEYS, session_filter};
+use super::layout::{
+    Tab, bad_request, failed, home, href, layout, not_found, refused, segment, session_href,
+};
+use super::tokens::{all_tokens, cost};
 use super::{Answer, Asked, Shared, markdown};
 use crate::agents::message::{Part, Role, parse, prefix_of};
 use crate::archive::Archive;
@@ -11,7 +16,7 @@ use crate::history::display::{ago, short_id, tilde};
 use crate::history::restore::{FileReport, Restored};
 use crate::platform::time::now_ms;
 use indicatif::{HumanBytes, HumanCount};
-use maud::{DOCTYPE, Markup, PreEscaped, html};
+use maud::{Markup, PreEscaped, html};
 use tiny_http::{Method, StatusCode};
 
 /// Sessions a page of the list shows.
@@ -42,7 +47,8 @@ pub(crate) fn page(
         }
     }
     match (&asked.method, path) {
-        (Method::Get, []) => sessions(archive, asked),
+        (Method::Get, []) => super::home::page(shared, archive, asked),
+        (Method::Get, ["sessions"]) => sessions(archive, asked),
         (Method::Get, ["search"]) => search(archive, asked),
         (Method::Get, ["s", id]) => session(archive, asked, id),
         (Method::Get, ["s", id, "messages"]) => more_messages(archive, asked, id),
@@ -59,153 +65,6 @@ pub(crate) fn page(
     }
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Tab {
-    Sessions,
-    Search,
-    Live,
-    Usage,
-    Status,
-    None,
-}
-
-/// A whole page: the bar of tabs, then `body`.
-fn layout(title: &str, tab: Tab, body: Markup) -> String {
-    let link = |to: &str, name: &str, this: Tab| {
-        html! { a href=(to) class=[(tab == this).then_some("on")] { (name) } }
-    };
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                title { (title) " · transcript-sync" }
-                link rel="stylesheet" href="/assets/app.css";
-                link rel="icon" href="/assets/icon.svg";
-                script src="/assets/app.js" defer {}
-            }
-            body {
-                header.top {
-                    a.brand href="/" { "transcript-sync" }
-                    nav {
-                        (link("/", "Sessions", Tab::Sessions))
-                        (link("/search", "Search", Tab::Search))
-                        (link("/live", "Live", Tab::Live))
-                        (link("/usage", "Usage", Tab::Usage))
-                        (link("/status", "Status", Tab::Status))
-                    }
-                    form.quick action="/search" method="get" {
-                        input #quick type="search" name="q" placeholder="Search  (Ctrl-K)"
-                            aria-label="Search every session";
-                    }
-                }
-                main { (body) }
-            }
-        }
-    }
-    .into_string()
-}
-
-/// The page of a request refused, saying why.
-pub(crate) fn refused(why: &str) -> String {
-    layout(
-        "Refused",
-        Tab::None,
-        html! { h1 { "Refused" } p.error { (why) } },
-    )
-}
-
-/// The page of a request without the token.
-pub(crate) fn no_token() -> String {
-    refused(
-        "this page needs the access token: open the link `transcript-sync ui` printed (it \
-         holds the token; the browser then keeps it), or run it again for a new one",
-    )
-}
-
-/// The page of a failure, saying what failed.
-pub(crate) fn failed(why: &str) -> String {
-    layout(
-        "Error",
-        Tab::None,
-        html! { h1 { "Error" } p.error { (why) } },
-    )
-}
-
-pub(crate) fn not_found(what: &str) -> String {
-    layout(
-        "Not found",
-        Tab::None,
-        html! { h1 { "Not found" } p.error { "nothing is at " code { (what) } } },
-    )
-}
-
-/// A link's target: `path` (which may have a query already) with the `pairs` that have a
-/// value added to its query, encoded.
-fn href(path: &str, pairs: &[(&str, &str)]) -> String {
-    let query = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(pairs.iter().filter(|(_, v)| !v.is_empty()))
-        .finish();
-    match (query.is_empty(), path.contains('?')) {
-        (true, _) => path.to_owned(),
-        (false, true) => format!("{path}&{query}"),
-        (false, false) => format!("{path}?{query}"),
-    }
-}
-
-/// What a path segment keeps as it is: RFC 3986's unreserved characters.
-const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
-    .remove(b'-')
-    .remove(b'_')
-    .remove(b'.')
-    .remove(b'~');
-
-/// A path segment, encoded.
-fn segment(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
-}
-
-/// The page of session `s` (another machine's names its machine).
-fn session_href(id: &str, machine_id: i64, machine: &str, rest: &str) -> String {
-    let path = format!("/s/{}{rest}", segment(id));
-    match machine_id {
-        0 => path,
-        _ => href(&path, &[("machine", machine)]),
-    }
-}
-
-/// The home directory, as every command finds it, for paths written `~/…`.
-fn home() -> Option<std::path::PathBuf> {
-    crate::platform::home::home(&crate::platform::home::process_env).ok()
-}
-
-/// The filters of the sessions page, or the answer to filters it cannot read.
-fn session_filter(archive: &Archive, asked: &Asked) -> Result<std::result::Result<Filter, Answer>> {
-    let since_ms = match asked.param("since").map(crate::history::parse_since) {
-        Some(Err(e)) => return Ok(Err(bad_request(&e))),
-        Some(Ok(ms)) => Some(ms),
-        None => None,
-    };
-    let machine = match asked.param("machine").filter(|m| *m != "all") {
-        Some(name) => match query::machine_named(archive, name) {
-            Ok(m) => m,
-            Err(e @ Error::NoSuchMachine { .. }) => return Ok(Err(bad_request(&e.to_string()))),
-            Err(e) => return Err(e),
-        },
-        None => None,
-    };
-    Ok(Ok(Filter {
-        harness: asked.param("agent").map(str::to_owned),
-        project: asked.param("project").map(str::to_owned),
-        since_ms,
-        machine,
-        limit: 0,
-        offset: 0,
-        ..Filter::default()
-    }))
-}
-
 fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
     let mut filter = match session_filter(archive, asked)? {
         Ok(filter) => filter,
@@ -218,7 +77,10 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
         .unwrap_or(1);
     // The index's own order and no filter that needs every session's files: one page is
     // read, and the sessions counted. Else every session is read, filtered and sorted here.
-    let paged = sort == "active" && asked.param("deleted").is_none() && filter.since_ms.is_none();
+    let paged = sort == "active"
+        && asked.param("deleted").is_none()
+        && filter.since_ms.is_none()
+        && filter.until_ms.is_none();
     let (total, page, shown) = if paged {
         let total = query::sessions_count(archive, &filter)?;
         let page = asked_page.clamp(1, total.div_ceil(SESSIONS_PAGE).max(1));
@@ -250,14 +112,13 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
     let known = query::session_ids(archive)?;
     let machines = shown.iter().any(|s| s.machine_id != 0) || filter.machine.is_some();
     let page_link = |n: usize| {
-        let keys = ["agent", "project", "machine", "since", "deleted", "sort"];
-        let mut pairs: Vec<(&str, &str)> = keys
+        let mut pairs: Vec<(&str, &str)> = LIST_KEYS
             .iter()
             .map(|k| (*k, asked.param(k).unwrap_or("")))
             .collect();
         let n = n.to_string();
         pairs.push(("page", &n));
-        href("/", &pairs)
+        href("/sessions", &pairs)
     };
     let body = html! {
         h1 { "Sessions" }
@@ -284,7 +145,11 @@ fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
         html! { option value=(value) selected[value == current] { (name) } }
     };
     html! {
-        form.filters method="get" action="/" {
+        form.filters method="get" action="/sessions" {
+            // What a link from the home set and the form does not show is kept as it is.
+            @for name in ["model", "until", "day"] {
+                @if let Some(value) = asked.param(name) { input type="hidden" name=(name) value=(value); }
+            }
             label { "Agent " select name="agent" {
                 (option("", "any", &keep("agent")))
                 @for a in agents { (option(a, a, &keep("agent"))) }
@@ -292,6 +157,8 @@ fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
             label { "Project " input type="text" name="project" value=(keep("project")) placeholder="any"; }
             label { "Machine " input type="text" name="machine" value=(keep("machine")) placeholder="every" size="10"; }
             label { "Active since " input type="text" name="since" value=(keep("since")) placeholder="7d, 2026-11-01" size="12"; }
+            @if let Some(day) = asked.param("day") { span.count { "Active on " (day) } }
+            @if let Some(model) = asked.param("model") { span.count { "Answered by " (model) } }
             label { "Deleted " select name="deleted" {
                 (option("", "shown", &keep("deleted")))
                 (option("only", "only", &keep("deleted")))
@@ -342,10 +209,6 @@ fn sessions_table(shown: &[Session], known: &[String], machines: bool) -> Markup
             }
         }
     }
-}
-
-fn bad_request(why: &str) -> Answer {
-    Answer::Html(StatusCode(400), failed(why))
 }
 
 /// The session `id` names (of `?machine=`, else of any machine).
@@ -993,21 +856,6 @@ fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<A
         StatusCode(200),
         layout("Usage", Tab::Usage, body),
     ))
-}
-
-/// Every token of `t`, of whatever kind.
-fn all_tokens(t: &usage::Tokens) -> i64 {
-    t.input + t.output + t.cache_read + t.cache_write
-}
-
-/// What `t` cost, `*` when some of its calls have no price; a dash when none has.
-fn cost(t: &usage::Tokens) -> String {
-    let mark = if t.unpriced.is_empty() { "" } else { "*" };
-    match t.cost {
-        Some(c) if c > 0.0 && c < 0.01 => format!("${c:.4}{mark}"),
-        Some(c) => format!("${c:.2}{mark}"),
-        None => "—".into(),
-    }
 }
 
 /// A bar a row, its tokens by kind end to end, the longest row the chart's width.

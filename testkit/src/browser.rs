@@ -263,6 +263,16 @@ impl Browser {
         )
     }
 
+    /// Sends a Chrome DevTools Protocol command (`Emulation.setEmulatedMedia`, …) to the
+    /// page through chromedriver, and returns its result.
+    pub fn cdp(&self, cmd: &str, params: Value) -> Value {
+        self.checked(
+            "POST",
+            "/goog/cdp/execute",
+            Some(json!({"cmd": cmd, "params": params})),
+        )
+    }
+
     /// Saves a PNG of the page as it is shown to `path`.
     pub fn screenshot(&self, path: &Path) {
         use base64::Engine;

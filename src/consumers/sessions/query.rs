@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 mod export;
+pub(crate) mod overview;
 mod rank;
 mod search;
 
@@ -31,6 +32,11 @@ pub(crate) struct Filter {
     pub project: Option<String>,
     /// Only those active since this time (Unix ms).
     pub since_ms: Option<i64>,
+    /// Only those started before this time (Unix ms): with `since_ms`, those active at some
+    /// time between the two.
+    pub until_ms: Option<i64>,
+    /// Only those a model of this name answered in.
+    pub model: Option<String>,
     /// Only this machine's: 0 for this one, else a pulled machine's id ([`machine_named`]).
     pub machine: Option<i64>,
     /// At most this many (0: all).
@@ -240,6 +246,14 @@ impl MachineNames {
     }
 }
 
+/// Whether a session of `files` is on disk: any of them exists, or (`live`: a source of it is
+/// not recorded as gone) is a session in an agent's database (`<database>/<session id>`),
+/// which is there while its database is and the daemon has not found it gone from it.
+fn on_disk(files: &[PathBuf], live: bool) -> bool {
+    let in_database = |f: &PathBuf| f.parent().is_some_and(std::path::Path::is_file);
+    files.iter().any(|f| f.exists() || (live && in_database(f)))
+}
+
 /// The paths of `group_concat(path, char(0))`, each once, in their order.
 fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = Vec::new();
@@ -253,61 +267,63 @@ fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
 }
 
 /// The `WHERE` of the sessions listed: top-level sessions (and subagents whose parent is not
-/// in the archive) of watcher `?1`, project `?2` and machine `?5`, starred if `?7`, tagged
-/// `?8` if given.
+/// in the archive) of watcher `:harness`, project `:project`, machine `:machine` and model
+/// `:model` (each unless NULL), starred if `:starred`, tagged `:tag` unless NULL.
 const LISTED: &str = "
     WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
             WHERE p.machine = se.machine AND p.harness = se.harness
               AND p.session = se.parent))
-      AND (?1 IS NULL OR se.harness = ?1)
-      AND (?2 IS NULL OR instr(lower(se.project), lower(?2)) > 0)
-      AND (?5 IS NULL OR se.machine = ?5)
-      AND (NOT ?7 OR EXISTS (SELECT 1 FROM marks mk WHERE mk.starred
+      AND (:harness IS NULL OR se.harness = :harness)
+      AND (:project IS NULL OR instr(lower(se.project), lower(:project)) > 0)
+      AND (:machine IS NULL OR se.machine = :machine)
+      AND (:model IS NULL OR EXISTS (SELECT 1 FROM session_models m
+            WHERE m.session = se.id AND m.model = :model))
+      AND (NOT :starred OR EXISTS (SELECT 1 FROM marks mk WHERE mk.starred
             AND mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session))
-      AND (?8 IS NULL OR EXISTS (SELECT 1 FROM tags t WHERE t.tag = ?8
+      AND (:tag IS NULL OR EXISTS (SELECT 1 FROM tags t WHERE t.tag = :tag
             AND t.machine = se.machine AND t.harness = se.harness AND t.session = se.session))";
 
+impl Filter {
+    /// The values of [`LISTED`]'s parameters.
+    fn listed(&self) -> [(&'static str, &dyn rusqlite::ToSql); 6] {
+        [
+            (":harness", &self.harness),
+            (":project", &self.project),
+            (":machine", &self.machine),
+            (":model", &self.model),
+            (":starred", &self.starred),
+            (":tag", &self.tag),
+        ]
+    }
+}
+
 /// Top-level sessions (and subagents whose parent is not in the archive), newest activity
-/// first.
+/// first: of those active since `since_ms` and started before `until_ms`.
 pub(crate) fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> {
     let sql = format!(
         "SELECT * FROM ({SESSION} {LISTED})
-         WHERE (?3 IS NULL OR last >= ?3)
+         WHERE (:since IS NULL OR last >= :since) AND (:until IS NULL OR started < :until)
          ORDER BY last IS NULL, last DESC, 1 DESC
-         LIMIT ?4 OFFSET ?6"
+         LIMIT :limit OFFSET :offset"
     );
-    let limit = filter.sql_limit();
-    let args = params![
-        filter.harness,
-        filter.project,
-        filter.since_ms,
-        limit,
-        filter.machine,
-        filter.offset as i64,
-        filter.starred,
-        filter.tag
-    ];
-    collect(archive, &sql, args)
+    let (limit, offset) = (filter.sql_limit(), filter.offset as i64);
+    let mut args = filter.listed().to_vec();
+    args.extend([
+        (":since", &filter.since_ms as &dyn rusqlite::ToSql),
+        (":until", &filter.until_ms),
+        (":limit", &limit),
+        (":offset", &offset),
+    ]);
+    collect(archive, &sql, args.as_slice())
 }
 
-/// How many sessions [`sessions`] lists with `filter` when it has no time (`since_ms` and
-/// the limit are not read): counted from the sessions alone.
+/// How many sessions [`sessions`] lists with `filter` when it has no time (`since_ms`,
+/// `until_ms` and the limit are not read): counted from the sessions alone.
 pub(crate) fn sessions_count(archive: &mut Archive, filter: &Filter) -> Result<usize> {
     let sql = format!("SELECT count(*) FROM sessions se {LISTED}");
-    // `?3`, `?4` and `?6` are not in the SQL; SQLite counts them all the same.
-    let none = None::<i64>;
-    let args = params![
-        filter.harness,
-        filter.project,
-        none,
-        none,
-        filter.machine,
-        none,
-        filter.starred,
-        filter.tag
-    ];
     archive.marks_readable()?;
-    let result = (archive.connection()).query_row(&sql, args, |r| r.get::<_, i64>(0));
+    let result =
+        (archive.connection()).query_row(&sql, filter.listed().as_slice(), |r| r.get::<_, i64>(0));
     archive.db(result).map(|n| n as usize)
 }
 
@@ -321,11 +337,7 @@ pub(crate) fn subagents(archive: &mut Archive, parent: &Session) -> Result<Vec<S
     collect(archive, &sql, args)
 }
 
-fn collect(
-    archive: &mut Archive,
-    sql: &str,
-    args: &[&dyn rusqlite::ToSql],
-) -> Result<Vec<Session>> {
+fn collect(archive: &mut Archive, sql: &str, args: impl rusqlite::Params) -> Result<Vec<Session>> {
     let names = MachineNames::of(archive)?;
     archive.marks_readable()?;
     let result = (|| {
@@ -335,10 +347,7 @@ fn collect(
             .query_map(args, session_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
         for s in &mut list {
-            // A session in an agent's database (`<database>/<session id>`) is there while its
-            // database is and the daemon has not found it gone from it.
-            let in_database = |f: &PathBuf| f.parent().is_some_and(std::path::Path::is_file);
-            s.on_disk = (s.files.iter()).any(|f| f.exists() || (s.live && in_database(f)));
+            s.on_disk = on_disk(&s.files, s.live);
             s.machine = names.name(s.machine_id);
         }
         Ok(list)
