@@ -1,5 +1,5 @@
 //! The web view in a real browser (headless Chromium through chromedriver): time to first
-//! paint of the sessions page over 10,000 sessions, of a 50 MB session, and of a search over
+//! paint of the sessions page and of the home over 10,000 sessions, of a 50 MB session, and of a search over
 //! the compare corpus (1 GiB; 64 MB with `COMPARE_QUICK=1`), with the server's memory. Beside
 //! each, in the same run, the CLI command that gives the same thing in a terminal, from
 //! spawn to exit, as the baseline.
@@ -174,7 +174,7 @@ fn main() {
         "sessions --limit 1",
         &c,
     );
-    let p = paint(&browser, &format!("{}/", ui.base), runs);
+    let p = paint(&browser, &format!("{}/sessions", ui.base), runs);
     let c = cli(&home, &db, &["sessions", "--limit", "0"], runs);
     row(
         &mut md,
@@ -183,6 +183,14 @@ fn main() {
         "sessions --limit 0",
         &c,
     );
+    // The home over the same archive, in the same run: its default window, and all time
+    // (every session counted, each one's files looked for).
+    for (window, what) in [("30d", "30 days"), ("all", "all time")] {
+        let p = paint(&browser, &format!("{}/?window={window}", ui.base), runs);
+        let c = cli(&home, &db, &["usage", "--since", "36500d"], runs);
+        let label = format!("home, 10,000 sessions, {what}");
+        row(&mut md, &label, &p, "usage --since 36500d", &c);
+    }
     memory.push(("10,000 sessions", memory_of(&ui)));
     drop(ui);
 
