@@ -180,6 +180,16 @@ def takes(body, name, field):
     return False
 
 
+def takes_argument_list(body, name):
+    """Whether the request's tool `name` (OpenAI's Responses shape) takes its `command` as a
+    list of arguments."""
+    for tool in body.get("tools") or []:
+        if tool.get("type") == "function" and tool.get("name") == name:
+            properties = (tool.get("parameters") or {}).get("properties") or {}
+            return (properties.get("command") or {}).get("type") == "array"
+    return False
+
+
 def tool_input(name, body):
     given = scripted_input(name, body)
     # OpenHands requires every call to rate its own risk.
@@ -226,6 +236,9 @@ def scripted_input(name, body):
     if name == "Execute":
         return {"command": TOOL_COMMAND, "summary": "Print a scripted line",
                 "riskLevelReason": "It only prints a line.", "riskLevel": "low"}
+    # Codex CLI's TypeScript releases: `shell` takes the command as a list of arguments.
+    if takes_argument_list(body, name):
+        return {"command": ["bash", "-lc", TOOL_COMMAND]}
     return {"command": TOOL_COMMAND}
 
 
