@@ -19,18 +19,20 @@ const ANSWER: &str = "Scripted answer: done.";
 const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 
 /// The agents recorded, by fixture folder: the watcher's name, or the watcher's name and what
-/// sets the release apart (`gemini-cli-json`: Gemini CLI 0.38, whose chats are JSON documents
-/// rewritten whole; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
+/// sets the release apart (`codex-json`: a TypeScript release of Codex CLI, whose sessions
+/// are JSON documents rewritten whole; `gemini-cli-json`: Gemini CLI 0.38, whose chats are
+/// too; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
 /// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
-const AGENTS: [&str; 28] = [
+const AGENTS: [&str; 29] = [
     "aider",
     "amp",
     "claude-code",
     "cline",
     "cline-tasks",
     "codex",
+    "codex-json",
     "continue",
     "copilot-cli",
     "crush",
@@ -58,6 +60,7 @@ const AGENTS: [&str; 28] = [
 /// The watcher that reads `agent`'s sessions.
 fn harness_of(agent: &str) -> &str {
     match agent {
+        "codex-json" => "codex",
         "gemini-cli-json" => "gemini-cli",
         "cline-tasks" => "cline",
         "mistral-vibe-legacy" => "mistral-vibe",
@@ -68,7 +71,8 @@ fn harness_of(agent: &str) -> &str {
 }
 
 /// True for a file the session is archived from: JSONL appended to (not OpenClaw's trace of a
-/// run beside its session), a database, or a document rewritten whole (a Gemini chat, Cline's
+/// run beside its session), a database, or a document rewritten whole (a Codex CLI TypeScript
+/// release's rollout, a Gemini chat, Cline's
 /// session files and task folder, an Amp thread, Aider's Markdown history, everything in a
 /// Mistral Vibe, Kimi CLI or OpenHands session's folder, a Continue or Nanocoder session, not
 /// their lists of sessions, an Open Interpreter conversation, a mini-swe-agent trajectory).
@@ -88,6 +92,7 @@ fn is_transcript(file: &Path) -> bool {
             .any(|a| a.ends_with(".openhands/conversations"))
         || file.ancestors().any(|a| a.ends_with("opencode/storage"))
         || (name.starts_with("session-") && name.ends_with(".json"))
+        || (name.starts_with("rollout-") && name.ends_with(".json"))
         || (cline && name.ends_with(".json"))
         || (file.ancestors().any(|a| a.ends_with(".continue/sessions")) && name != "sessions.json")
         || (file.ancestors().any(|a| a.ends_with("nanocoder/sessions")) && name != "sessions.json")
@@ -142,6 +147,10 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
                 for at in ["createdAt", "lastAccessedAt"] {
                     records.push(serde_json::json!({"timestamp": session[at]}));
                 }
+            }
+            // A Codex CLI TypeScript release's rollout: its items have no times.
+            Ok(rollout) if rollout["session"]["timestamp"].is_string() => {
+                records.push(rollout["session"].clone())
             }
             // An OpenHands event.
             Ok(event) if event["timestamp"].is_string() => records.push(event),
@@ -246,9 +255,11 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         } else {
             PROJECT.into()
         };
-        // Open Interpreter keeps no working directory.
+        // Open Interpreter and Codex CLI's TypeScript releases keep no working directory.
         match agent {
-            "open-interpreter" => assert_eq!(got("project"), Value::Null, "{agent}"),
+            "open-interpreter" | "codex-json" => {
+                assert_eq!(got("project"), Value::Null, "{agent}")
+            }
             _ => assert_eq!(got("project"), project, "{agent}"),
         }
         // Continue and Open Interpreter write no times: their sessions' are when they were

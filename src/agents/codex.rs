@@ -4,6 +4,12 @@
 //! `turn_context` (`model`), `response_item` (`message` with `input_text` / `output_text`
 //! blocks, `function_call`, `function_call_output`, `reasoning`, …), `compacted` and
 //! `event_msg`. Rollouts written before that envelope hold the bare items.
+//!
+//! Its TypeScript releases (until 0.1.2505191453, May 2025) kept each session as one JSON
+//! document, `sessions/rollout-YYYY-MM-DD-<uuid>.json`, rewritten whole at every item:
+//! `{"session": {timestamp, id, instructions}, "items": [...]}`, the items bare response
+//! items without times. Read as a snapshot source: the document around its items, then each
+//! item.
 
 use super::Agent;
 use super::message::*;
@@ -14,7 +20,8 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 /// Codex CLI (appended rollouts): `sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl`, a session
-/// named by its `session_meta`'s id (the uuid).
+/// named by its `session_meta`'s id (the uuid); its TypeScript releases' documents,
+/// `sessions/rollout-<date>-<uuid>.json`, by their `session`'s.
 pub(crate) static AGENT: Agent = Agent {
     name: "codex",
     watcher: include_str!("../../watchers/codex.toml"),
@@ -38,8 +45,12 @@ fn resume(r: &Resume) -> Option<String> {
 }
 
 /// `YYYY/MM/DD` of a rollout named `rollout-YYYY-MM-DDThh-mm-ss-<uuid>.jsonl`: where an
-/// archived session goes back (Codex resumes from `sessions/`, not `archived_sessions/`).
+/// archived session goes back (Codex resumes from `sessions/`, not `archived_sessions/`). A
+/// TypeScript release's document has no day's directory: it lists `sessions/` itself.
 fn rollout_day(path: &Path) -> Option<PathBuf> {
+    if path.extension()? != "jsonl" {
+        return None;
+    }
     let name = path.file_name()?.to_str()?;
     let date = name.strip_prefix("rollout-")?.get(..10)?;
     let parts: Vec<&str> = date.split('-').collect();
@@ -60,6 +71,8 @@ pub(super) fn codex(obj: &Map<String, Value>) -> Option<Parsed> {
         ),
         // A rollout from before the envelope: its first line is the session, then bare items.
         None if obj.contains_key("id") && !obj.contains_key("type") => ("session_meta", obj),
+        // A TypeScript release's document around its items: the session is its `session`.
+        None if obj.contains_key("items") => ("session_meta", obj.get("session")?.as_object()?),
         None => ("response_item", obj),
     };
     let mut parsed = Parsed {
@@ -182,5 +195,48 @@ fn codex_item(item: &Map<String, Value>, prompt: &mut Option<String>) -> Option<
             }
         }
         _ => Some(None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::builtin_roots;
+    use crate::agents::message::parse;
+
+    const DOCUMENT: &str =
+        "/h/.codex/sessions/rollout-2025-05-20-5f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b.json";
+
+    #[test]
+    fn a_typescript_releases_document_is_a_snapshot_of_its_items_at_the_sessions_top() {
+        let roots = builtin_roots(&|k| (k == "HOME").then(|| "/h".to_owned())).unwrap();
+        let sessions = (roots.iter())
+            .find(|r| r.harness == "codex" && r.path.ends_with("sessions"))
+            .unwrap();
+        let spec = sessions.snapshot_of(Path::new(DOCUMENT)).unwrap();
+        assert_eq!(spec.messages.as_deref(), Some("/items"));
+        let dated = "/h/.codex/sessions/2026/12/05/rollout-2026-12-05T10-00-00-01a2.jsonl";
+        assert!(sessions.snapshot_of(Path::new(dated)).is_none());
+    }
+
+    #[test]
+    fn the_document_around_the_items_names_the_session_and_its_start() {
+        let around = br#"{"session":{"timestamp":"2025-05-20T10:00:00.000Z","id":"5f1e","instructions":""},"items":[]}"#;
+        let parsed = parse("codex", around);
+        assert_eq!(parsed.session_id.as_deref(), Some("5f1e"));
+        assert_eq!(parsed.at_ms, time_ms("2025-05-20T10:00:00.000Z"));
+        assert!(parsed.message.is_none());
+    }
+
+    #[test]
+    fn a_typescript_releases_document_is_restored_to_the_sessions_top_not_a_day() {
+        assert_eq!(rollout_day(Path::new(DOCUMENT)), None);
+        let archived = "/h/.codex/archived_sessions/rollout-2026-12-05T10-00-00-01a2.jsonl";
+        assert_eq!(
+            rollout_day(Path::new(archived)),
+            Some(PathBuf::from(
+                "2026/12/05/rollout-2026-12-05T10-00-00-01a2.jsonl"
+            ))
+        );
     }
 }
