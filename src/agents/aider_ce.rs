@@ -370,6 +370,7 @@ mod tests {
             id: &parent,
             cd: "",
             to: None,
+            files: &[],
         });
         assert_eq!(
             resumed.as_deref(),
@@ -386,6 +387,7 @@ mod tests {
                 id,
                 cd: "cd /p/app && ",
                 to: None,
+                files: &[],
             })
         };
         assert_eq!(command(&log.session), None);

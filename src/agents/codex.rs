@@ -39,8 +39,13 @@ pub(crate) static AGENT: Agent = Agent {
     doctor: None,
 };
 
-/// `codex resume ID`, pointed at `--to` through `$CODEX_HOME`.
+/// `codex resume ID`, pointed at `--to` through `$CODEX_HOME`; none for a TypeScript
+/// release's document, which no release resumes (`codex --view FILE` only shows it).
 fn resume(r: &Resume) -> Option<String> {
+    let typescript = |f: &PathBuf| f.extension().is_some_and(|e| e == "json");
+    if !r.files.is_empty() && r.files.iter().all(typescript) {
+        return None;
+    }
     Some(format!("{}codex resume {}", r.home("CODEX_HOME"), r.id))
 }
 
@@ -206,6 +211,22 @@ mod tests {
 
     const DOCUMENT: &str =
         "/h/.codex/sessions/rollout-2025-05-20-5f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b.json";
+
+    #[test]
+    fn a_typescript_releases_session_is_resumed_by_no_command() {
+        let asked = |file: &str| {
+            let files = [PathBuf::from(file)];
+            resume(&Resume {
+                id: "s",
+                cd: "",
+                to: None,
+                files: &files,
+            })
+        };
+        assert_eq!(asked(DOCUMENT), None);
+        let rollout = "/h/.codex/sessions/2026/01/02/rollout-2026-01-02T10-00-00-s.jsonl";
+        assert_eq!(asked(rollout).as_deref(), Some("codex resume s"));
+    }
 
     #[test]
     fn a_typescript_releases_document_is_a_snapshot_of_its_items_at_the_sessions_top() {

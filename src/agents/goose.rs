@@ -312,6 +312,7 @@ mod tests {
             id: "my session",
             cd: "cd /p && ",
             to: None,
+            files: &[],
         });
         assert_eq!(
             command.as_deref(),

@@ -49,6 +49,8 @@ pub(crate) struct Resume<'a> {
     pub cd: &'a str,
     /// Where the files were put instead of the agent's own directory (`--to`).
     pub to: Option<&'a Path>,
+    /// The session's files, where the agent keeps them.
+    pub files: &'a [PathBuf],
 }
 
 impl Resume<'_> {

@@ -457,9 +457,9 @@ fn the_readme_table_says_where_each_agent_is_read_and_how_it_resumes() {
                 agent.name
             );
         }
-        for (title, _, resume) in &mine {
+        for (title, where_, resume) in &mine {
             assert!(
-                resumes_as_said(agent, resume),
+                resumes_as_said(agent, resume, &first_path(where_)),
                 "README row {title:?}: {resume:?}"
             );
         }
@@ -475,22 +475,42 @@ fn title(agent: &Agent) -> String {
     named.collect::<Vec<_>>().join(" ")
 }
 
+/// The first path a README cell names (`~/…` in backquotes), its `<…>` parts filled in: a
+/// file of the store the row is about.
+fn first_path(cell: &str) -> Vec<PathBuf> {
+    let Some(path) = cell
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .find(|p| p.starts_with('~'))
+    else {
+        return Vec::new();
+    };
+    let mut filled = String::new();
+    for (i, part) in path.split(['<', '>']).enumerate() {
+        filled.push_str(if i % 2 == 0 { part } else { "x" });
+    }
+    vec![PathBuf::from(filled.replacen('~', "/h", 1))]
+}
+
 /// Whether `said`, a README cell, gives the command the agent's module makes for a session
-/// (named `ID` in the README; Cline's tasks are named by a time, so try a number too), or,
-/// where it makes none, sends a database's sessions to `show`, and names no command for an
-/// agent without one (an editor's extension, reopened from the editor).
-fn resumes_as_said(agent: &Agent, said: &str) -> bool {
+/// of `files` (named `ID` in the README; Cline's tasks are named by a time, so try a number
+/// too), or, where it makes none, sends a database's sessions to `show`, and names no
+/// command for an agent without one (an editor's extension, reopened from the editor) or
+/// says none resumes it.
+fn resumes_as_said(agent: &Agent, said: &str, files: &[PathBuf]) -> bool {
     let command = |id: &str| {
         let asked = restore::Resume {
             id,
             cd: "",
             to: None,
+            files,
         };
         (agent.restore.resume)(&asked)
     };
     let Some(_) = command("ID") else {
         return match agent.formats.databases.is_empty() {
-            true => !said.is_empty() && !said.contains('`'),
+            true => said.starts_with("none") || (!said.is_empty() && !said.contains('`')),
             false => said.contains("--format raw") || said.starts_with("as for OpenCode"),
         };
     };

@@ -641,6 +641,7 @@ fn resume_command(session: &Session, to: Option<&Path>) -> String {
         id: &session.id,
         cd: &cd,
         to,
+        files: &session.files,
     };
     let command = match ((agent.restore.resume)(&asked), to) {
         (Some(command), _) => command,
