@@ -512,6 +512,66 @@ fn a_deleted_session_is_restored_from_its_page() {
     assert_eq!(fs::read(&path).unwrap(), original);
 }
 
+/// A session is starred, tagged and noted from its page; the list shows the star and the
+/// tag, filters by them, and after `reindex` they are still there; a note's markup is text.
+#[test]
+fn a_session_is_starred_tagged_and_noted_from_its_page_and_keeps_them_through_reindex() {
+    let env = Env::new();
+    crafted(&env, "the session to mark", &[]);
+    let other = json!({"type": "user", "uuid": "o1", "sessionId": "0a1b2c3d-0000-4000-8000-000000000002",
+        "cwd": "/w/other", "timestamp": "2026-12-02T10:00:00.000Z",
+        "message": {"role": "user", "content": "a session left unmarked"}});
+    let dir = env.dir.path().join("home/.claude/projects/-w-other");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(
+        dir.join("0a1b2c3d-0000-4000-8000-000000000002.jsonl"),
+        format!("{other}\n"),
+    )
+    .unwrap();
+    env.run_once_home();
+    let ui = serve(&env);
+    let browser = Browser::start();
+    browser.goto(&ui.url);
+    browser.goto(&format!("{}/s/{ID}", ui.base));
+    browser.click("#starred");
+    browser.type_into("#tags", "billing urgent");
+    browser.type_into("#note", "<img src=x onerror=alert(1)> the retry loop");
+    browser.click("#save-marks");
+    browser.wait_for(".session-head .star");
+    assert_eq!(
+        browser.script("return document.querySelector('#tags').value", json!([])),
+        "billing urgent"
+    );
+    assert!(
+        browser
+            .text("#note")
+            .contains("<img src=x onerror=alert(1)>")
+    );
+    assert_eq!(
+        browser.count(".session-head img"),
+        0,
+        "the note's markup is text"
+    );
+    screenshot(&browser, "marks");
+
+    stdout_of(&env, &["reindex"]);
+    browser.goto(&format!("{}/sessions?starred=1", ui.base));
+    browser.wait_for("table.sessions");
+    assert_eq!(browser.count("table.sessions tbody tr"), 1);
+    assert!(
+        browser
+            .text("table.sessions")
+            .contains("the session to mark")
+    );
+    browser.click("a.tag[href*='tag=urgent']");
+    browser.wait_for("table.sessions");
+    assert_eq!(browser.count("table.sessions tbody tr"), 1);
+    browser.goto(&format!("{}/sessions", ui.base));
+    browser.wait_for("table.sessions");
+    assert_eq!(browser.count("table.sessions tbody tr"), 2);
+    assert_eq!(browser.count("table.sessions .star"), 1);
+}
+
 /// An open conversation follows the records the daemon archives, with no reload.
 #[test]
 fn an_open_session_follows_new_records_live() {

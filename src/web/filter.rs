@@ -57,6 +57,7 @@ pub(super) fn session_filter(
 }
 
 /// The sessions page's parameters, which its links keep.
-pub(super) const LIST_KEYS: [&str; 9] = [
-    "agent", "project", "machine", "model", "since", "until", "day", "deleted", "sort",
+pub(super) const LIST_KEYS: [&str; 11] = [
+    "agent", "project", "machine", "model", "since", "until", "day", "deleted", "sort", "starred",
+    "tag",
 ];

@@ -9,6 +9,7 @@ use super::tokens::{all_tokens, cost};
 use super::{Answer, Asked, Shared, markdown};
 use crate::agents::message::{Part, Role, parse, prefix_of};
 use crate::archive::Archive;
+use crate::archive::marks::MarkChange;
 use crate::consumers::sessions::query::{self, Filter, MessageRecord, Session, format_time};
 use crate::consumers::sessions::usage::{self, By};
 use crate::error::{Error, Result};
@@ -50,7 +51,8 @@ pub(crate) fn page(
         (Method::Get, []) => super::home::page(shared, archive, asked),
         (Method::Get, ["sessions"]) => sessions(archive, asked),
         (Method::Get, ["search"]) => search(archive, asked),
-        (Method::Get, ["s", id]) => session(archive, asked, id),
+        (Method::Get, ["s", id]) => session(shared, archive, asked, id),
+        (Method::Post, ["s", id, "marks"]) => save_marks(shared, archive, asked, id),
         (Method::Get, ["s", id, "messages"]) => more_messages(archive, asked, id),
         (Method::Get, ["s", id, "raw"]) => raw(archive, asked, id),
         (Method::Get, ["s", id, "restore"]) => restore(shared, archive, asked, id, false),
@@ -157,6 +159,8 @@ fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
             label { "Project " input type="text" name="project" value=(keep("project")) placeholder="any"; }
             label { "Machine " input type="text" name="machine" value=(keep("machine")) placeholder="every" size="10"; }
             label { "Active since " input type="text" name="since" value=(keep("since")) placeholder="7d, 2026-11-01" size="12"; }
+            label { input type="checkbox" name="starred" value="1" checked[keep("starred") == "1"]; " Starred" }
+            label { "Tag " input type="text" name="tag" value=(keep("tag")) placeholder="any" size="10"; }
             @if let Some(day) = asked.param("day") { span.count { "Active on " (day) } }
             @if let Some(model) = asked.param("model") { span.count { "Answered by " (model) } }
             label { "Deleted " select name="deleted" {
@@ -203,11 +207,59 @@ fn sessions_table(shown: &[Session], known: &[String], machines: bool) -> Markup
                             " " span.id { (short_id(&s.id, known)) }
                             @if s.subagents > 0 { " " span.badge { "+" (s.subagents) " subagents" } }
                             @if !s.on_disk { " " span.badge.gone { "deleted" } }
+                            (marks_html(s))
                         }
                     }
                 }
             }
         }
+    }
+}
+
+/// A session's star and tags, each tag a link to the sessions that have it.
+fn marks_html(s: &Session) -> Markup {
+    html! {
+        @if s.starred { " " span.star title="Starred" { "★" } }
+        @for tag in &s.tags { " " a.tag href=(href("/sessions", &[("tag", tag)])) { "#" (tag) } }
+    }
+}
+
+/// Your marks on session `s`: a form that shows them and changes them.
+fn marks_form(shared: &Shared, s: &Session) -> Markup {
+    html! {
+        form.marks method="post" action=(session_href(&s.id, s.machine_id, &s.machine, "/marks")) {
+            input type="hidden" name="csrf" value=(shared.csrf);
+            label { input #starred type="checkbox" name="starred" value="1" checked[s.starred]; " Starred" }
+            label { "Tags " input #tags type="text" name="tags" value=(s.tags.join(" ")) placeholder="bug infra"; }
+            label.note { "Note " textarea #note name="note" rows="2" { (s.note.as_deref().unwrap_or("")) } }
+            button #save-marks type="submit" { "Save marks" }
+        }
+    }
+}
+
+/// Saves the marks the session page's form sends, then shows the page again.
+fn save_marks(shared: &Shared, archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
+    let s = match find(archive, asked, id)? {
+        Ok(s) => s,
+        Err(answer) => return Ok(answer),
+    };
+    let field = |name: &str| asked.form.get(name).map(String::as_str).unwrap_or("");
+    let tags: Vec<&str> = field("tags").split_whitespace().collect();
+    let mut changes = vec![MarkChange::Star(field("starred") == "1")];
+    for tag in &s.tags {
+        if !tags.contains(&tag.as_str()) {
+            changes.push(MarkChange::Untag(tag.clone()));
+        }
+    }
+    changes.extend((tags.iter()).map(|t| MarkChange::Tag((*t).to_owned())));
+    let note = field("note").trim();
+    changes.push(MarkChange::Note(
+        (!note.is_empty()).then(|| note.to_owned()),
+    ));
+    match crate::history::marks::change(archive, &s, changes) {
+        Ok(_) => session(shared, archive, asked, id),
+        Err(e @ Error::BadTag { .. }) => Ok(Answer::Html(StatusCode(400), failed(&e.to_string()))),
+        Err(e) => Err(e),
     }
 }
 
@@ -229,7 +281,7 @@ fn find(
     }
 }
 
-fn session(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
+fn session(shared: &Shared, archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
     let s = match find(archive, asked, id)? {
         Ok(s) => s,
         Err(answer) => return Ok(answer),
@@ -269,7 +321,9 @@ fn session(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
             div.actions {
                 a.button href=(link("/raw")) download { "Download raw" }
                 a.button href=(link("/restore")) { "Restore…" }
+                (marks_html(&s))
             }
+            (marks_form(shared, &s))
             @if !subagents.is_empty() {
                 section.subagents {
                     h2 { (subagents.len()) " subagents" }
