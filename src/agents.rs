@@ -29,6 +29,7 @@ pub(crate) mod hermes;
 pub(crate) mod kilo_code;
 pub(crate) mod kilo_code_vscode;
 pub(crate) mod kimi_cli;
+pub(crate) mod llm;
 pub(crate) mod message;
 pub(crate) mod mini_swe_agent;
 pub(crate) mod mistral_vibe;
@@ -112,6 +113,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &kilo_code::AGENT,
     &kilo_code_vscode::AGENT,
     &kimi_cli::AGENT,
+    &llm::AGENT,
     &mini_swe_agent::AGENT,
     &mistral_vibe::AGENT,
     &nanocoder::AGENT,

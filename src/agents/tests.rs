@@ -76,6 +76,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         "HERMES_HOME" => Some("/h/hermes".to_owned()),
         "CONTINUE_GLOBAL_DIR" => Some("/k/continue".to_owned()),
         "KIMI_SHARE_DIR" => Some("/k/kimi".to_owned()),
+        "LLM_USER_PATH" => Some("/l/llm".to_owned()),
         "XDG_CONFIG_HOME" => Some("/k/config".to_owned()),
         "MSWEA_GLOBAL_CONFIG_DIR" => Some("/m/mini".to_owned()),
         "OPENHANDS_PERSISTENCE_DIR" => Some("/o/openhands".to_owned()),
@@ -115,6 +116,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
         ("hermes".into(), PathBuf::from("/h/hermes")),
         ("kilo-code".into(), PathBuf::from("/x/kilo")),
         ("kimi-cli".into(), PathBuf::from("/k/kimi/sessions")),
+        ("llm".into(), PathBuf::from("/l/llm")),
         ("mini-swe-agent".into(), PathBuf::from("/m/mini")),
         (
             "mistral-vibe".into(),
@@ -553,5 +555,17 @@ fn an_agent_kept_elsewhere_on_macos_and_windows_is_read_there() {
         [PathBuf::from(
             "/c/Users/u/AppData/Roaming/Block/goose/data/sessions"
         )]
+    );
+    // LLM: click's application folder for io.datasette.llm.
+    let at = |os: Os| at_of("llm", os);
+    assert_eq!(
+        at(Os::Mac),
+        [PathBuf::from(
+            "/Users/u/Library/Application Support/io.datasette.llm"
+        )]
+    );
+    assert_eq!(
+        at(Os::Windows),
+        [PathBuf::from("/Users/u/AppData/Roaming/io.datasette.llm")]
     );
 }
