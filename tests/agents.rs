@@ -25,7 +25,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
 /// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
-const AGENTS: [&str; 29] = [
+const AGENTS: [&str; 30] = [
     "aider",
     "amp",
     "claude-code",
@@ -43,6 +43,7 @@ const AGENTS: [&str; 29] = [
     "hermes",
     "kilo-code",
     "kimi-cli",
+    "llm",
     "mini-swe-agent",
     "mistral-vibe",
     "mistral-vibe-legacy",
@@ -114,13 +115,16 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
         if t.extension().is_some_and(|e| e == "db" || e == "sqlite") {
             let db = rusqlite::Connection::open(t).unwrap();
             // OpenCode's `message` (ms), Crush's `messages` (seconds), Hermes's sessions'
-            // start and messages (seconds, real numbers), or OpenClaw's sessions' start and
-            // events (ms).
+            // start and messages (seconds, real numbers), OpenClaw's sessions' start and
+            // events (ms), or LLM's turns (text in UTC, to the second).
             let sql = match t.file_name().unwrap().to_str().unwrap() {
                 "crush.db" => "SELECT created_at * 1000 FROM messages",
                 "state.db" => {
                     "SELECT CAST(round(started_at * 1000) AS INTEGER) FROM sessions
                      UNION ALL SELECT CAST(round(timestamp * 1000) AS INTEGER) FROM messages"
+                }
+                "logs.db" => {
+                    "SELECT CAST(strftime('%s', datetime_utc) AS INTEGER) * 1000 FROM turns"
                 }
                 "openclaw-agent.sqlite" => {
                     "SELECT created_at FROM session_windows
@@ -242,7 +246,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             agent,
             "opencode" | "opencode-storage" | "kilo-code" | "crush"
         );
-        let database = titled || matches!(agent, "hermes" | "openclaw");
+        let database = titled || matches!(agent, "hermes" | "llm" | "openclaw");
         let title = if titled { "Scripted title" } else { PROMPT };
         assert_eq!(got("title"), title, "{agent}: {session}");
         let in_project = aider || agent == "crush";
@@ -255,10 +259,10 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         } else {
             PROJECT.into()
         };
-        // Open Interpreter and Codex CLI's TypeScript releases keep no working directory.
+        // Open Interpreter, LLM and Codex CLI's TypeScript releases keep no working directory.
         match agent {
-            "open-interpreter" | "codex-json" => {
-                assert_eq!(got("project"), Value::Null, "{agent}")
+            "open-interpreter" | "codex-json" | "llm" => {
+                assert_eq!(got("project"), Value::Null, "{agent}: {session}")
             }
             _ => assert_eq!(got("project"), project, "{agent}"),
         }
@@ -335,10 +339,10 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             );
             let raw = stdout_of(&env, &["show", id, "--format", "raw"]);
             let doc: Value = serde_json::from_str(&raw).unwrap();
-            // OpenCode's reply is one message; Crush's and Hermes's tool result is a message
-            // of its own; OpenClaw's document holds every event of its database.
+            // OpenCode's reply is one message; Crush's, Hermes's and LLM's tool result is a
+            // message of its own; OpenClaw's document holds every event of its database.
             let messages = match agent {
-                "crush" | "hermes" => 4,
+                "crush" | "hermes" | "llm" => 4,
                 "openclaw" => openclaw_events(transcripts[0]),
                 _ => 3,
             };
@@ -916,6 +920,23 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
             cmd.arg("--message");
             false
         }
+        "llm" => {
+            // The scripted model as an extra OpenAI model of its user directory (the default
+            // one, under HOME); a shell tool as a Python function, which llm runs.
+            let dir = env.dir.path().join("home/.config/io.datasette.llm");
+            fs::create_dir_all(&dir).unwrap();
+            let models = format!(
+                "- model_id: scripted\n  model_name: scripted-model\n  api_base: {}/v1\n  \
+                 supports_tools: true\n",
+                model.url()
+            );
+            fs::write(dir.join("extra-openai-models.yaml"), models).unwrap();
+            cmd.args(["-m", "scripted", "--functions", LLM_SHELL_TOOL]);
+            if let Some(id) = resume {
+                cmd.args(["--cid", id]);
+            }
+            false
+        }
         other => panic!("no way known to run {other}"),
     };
     let prompt = resume.map_or(PROMPT, |_| AGAIN);
@@ -943,6 +964,13 @@ fn run_agent(env: &Env, agent: &str, model: &ModelServer, project: &Path, resume
     );
 }
 
+/// The shell tool LLM is given (`--functions`), as `scripts/agents/record` gives it.
+const LLM_SHELL_TOOL: &str = "import subprocess
+def bash(command: str) -> str:
+    \"Run a shell command and return what it printed.\"
+    return subprocess.run(command, shell=True, capture_output=True, text=True).stdout
+";
+
 /// OpenCode writes its sessions into its SQLite database (before 1.2, into JSON files under
 /// `storage/`): a session it writes is archived from it, and when the agent goes on in the
 /// same session, only what it adds is archived (each message once: the session's counts add
@@ -961,6 +989,13 @@ fn openclaw_sessions_are_followed_in_its_database() {
     follow_database("openclaw");
 }
 
+/// LLM (0.36 on) logs each model call to its SQLite database: followed as OpenCode's is, and
+/// taken up again by `llm --cid ID`.
+#[test]
+fn llm_threads_are_followed_in_its_database() {
+    follow_database("llm");
+}
+
 fn follow_database(agent: &str) {
     let env = Env::new();
     let model = ModelServer::start(env.dir.path());
@@ -973,10 +1008,14 @@ fn follow_database(agent: &str) {
     let id = session["id"].as_str().unwrap().to_owned();
     let counts = |s: &Value| (s["user_messages"].clone(), s["assistant_messages"].clone());
     assert_eq!(counts(&session), (1.into(), 2.into()), "{agent}: {session}");
-    assert_eq!(session["project"].as_str(), project.to_str());
+    // LLM records no project.
+    let kept = project.to_str().filter(|_| agent != "llm");
+    assert_eq!(session["project"].as_str(), kept);
     let records = env.records().len();
-    // The session's row and its messages: OpenCode's three, each of OpenClaw's events.
+    // The session's row and its messages: OpenCode's three, LLM's four (the tool's result is
+    // a message of its own), each of OpenClaw's events.
     let messages = match agent {
+        "llm" => 4,
         "openclaw" => openclaw_events(
             &(env.dir.path()).join("home/.openclaw/agents/main/agent/openclaw-agent.sqlite"),
         ),

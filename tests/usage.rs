@@ -12,7 +12,7 @@ use std::fs;
 /// reported them (cache writes where the API has them: Anthropic's). Cline's are its two
 /// releases' (its CLI 3 on OpenAI's API; its CLI 2 on Anthropic's, whose output it counts one
 /// token more).
-const AGENTS: [(&str, [i64; 5]); 12] = [
+const AGENTS: [(&str, [i64; 5]); 13] = [
     ("amp", [2, 240, 60, 80, 20]),
     ("claude-code", [2, 240, 60, 80, 20]),
     ("cline", [4, 480, 122, 160, 20]),
@@ -21,6 +21,7 @@ const AGENTS: [(&str, [i64; 5]); 12] = [
     ("gemini-cli", [2, 240, 60, 80, 0]),
     ("gptme", [2, 240, 60, 80, 0]),
     ("kimi-cli", [2, 240, 60, 80, 0]),
+    ("llm", [2, 240, 60, 80, 0]),
     ("mini-swe-agent", [2, 240, 60, 80, 0]),
     ("opencode", [2, 240, 60, 80, 0]),
     ("pi", [2, 240, 60, 80, 0]),
