@@ -40,6 +40,7 @@ pub(crate) mod opencode;
 pub(crate) mod openhands;
 pub(crate) mod pi;
 pub(crate) mod qwen_code;
+pub(crate) mod ra_aid;
 pub(crate) mod restore;
 pub(crate) mod roo_code;
 pub(crate) mod session;
@@ -123,6 +124,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &openhands::AGENT,
     &pi::AGENT,
     &qwen_code::AGENT,
+    &ra_aid::AGENT,
     &roo_code::AGENT,
     &windsurf::AGENT,
     &zed::AGENT,
