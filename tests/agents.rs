@@ -25,7 +25,7 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
 /// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
-const AGENTS: [&str; 30] = [
+const AGENTS: [&str; 31] = [
     "aider",
     "amp",
     "claude-code",
@@ -56,6 +56,7 @@ const AGENTS: [&str; 30] = [
     "openhands",
     "pi",
     "qwen-code",
+    "ra-aid",
 ];
 
 /// The watcher that reads `agent`'s sessions.
@@ -122,6 +123,12 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
                 "state.db" => {
                     "SELECT CAST(round(started_at * 1000) AS INTEGER) FROM sessions
                      UNION ALL SELECT CAST(round(timestamp * 1000) AS INTEGER) FROM messages"
+                }
+                // RA.Aid's session and its trajectory (local time; the recording's was UTC).
+                "pk.db" => {
+                    "SELECT CAST(strftime('%s', start_time) AS INTEGER) * 1000 FROM session
+                     UNION ALL SELECT CAST(strftime('%s', created_at) AS INTEGER) * 1000
+                     FROM trajectory"
                 }
                 "logs.db" => {
                     "SELECT CAST(strftime('%s', datetime_utc) AS INTEGER) * 1000 FROM turns"
@@ -212,12 +219,14 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             !transcripts.is_empty(),
             "{agent}: no transcript in {files:?}"
         );
-        // Aider keeps its history in the project, which config.toml names; Crush its
-        // database, which it lists in its projects.json.
+        // Aider keeps its history in the project, and RA.Aid its database, which config.toml
+        // names; Crush its database, which it lists in its projects.json.
         let aider = agent == "aider";
+        let ra_aid = agent == "ra-aid";
         let home = env.dir.path().join("home");
-        if aider {
-            env.write_config("[[watch]]\npath = \"~/project\"\nharness = \"aider\"\n");
+        if aider || ra_aid {
+            let watch = format!("[[watch]]\npath = \"~/project\"\nharness = \"{agent}\"\n");
+            env.write_config(&watch);
         }
         if agent == "crush" {
             let listed = home.join(".local/share/crush/projects.json");
@@ -246,10 +255,10 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             agent,
             "opencode" | "opencode-storage" | "kilo-code" | "crush"
         );
-        let database = titled || matches!(agent, "hermes" | "llm" | "openclaw");
+        let database = titled || matches!(agent, "hermes" | "llm" | "openclaw" | "ra-aid");
         let title = if titled { "Scripted title" } else { PROMPT };
         assert_eq!(got("title"), title, "{agent}: {session}");
-        let in_project = aider || agent == "crush";
+        let in_project = aider || ra_aid || agent == "crush";
         let project = home.join("project");
         let project = if in_project {
             project.to_str().unwrap().into()
@@ -277,10 +286,11 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
                 (first.into(), last.into())
             );
         }
-        // Aider offers the model no tools: its reply is the answer. OpenClaw's recording went
-        // on in its session once more, compacted first.
+        // Aider offers the model no tools: its reply is the answer. RA.Aid keeps no reply of
+        // the model's but the message of the call that ends its task. OpenClaw's recording
+        // went on in its session once more, compacted first.
         let turns = if agent == "openclaw" { 2 } else { 1 };
-        let replies = if aider { 1 } else { 2 * turns };
+        let replies = if aider || ra_aid { 1 } else { 2 * turns };
         assert_eq!(
             (got("user_messages"), got("assistant_messages")),
             (turns.into(), replies.into()),
@@ -297,7 +307,8 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             );
         }
         // The tool's output is read as its result (the command that printed it names it too).
-        if !aider {
+        // RA.Aid keeps the shell's command, not its output.
+        if !aider && !ra_aid {
             let messages = stdout_of(&env, &["show", id, "--format", "json"]);
             let result = (messages.lines())
                 .map(|m| serde_json::from_str::<Value>(m).unwrap())
@@ -343,6 +354,9 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             // message of its own; OpenClaw's document holds every event of its database.
             let messages = match agent {
                 "crush" | "hermes" | "llm" => 4,
+                // Its query, the research stage, the project's status, the shell call and
+                // the call that ended the research.
+                "ra-aid" => 5,
                 "openclaw" => openclaw_events(transcripts[0]),
                 _ => 3,
             };

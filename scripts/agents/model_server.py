@@ -14,9 +14,10 @@ with the same short conversation:
   (Kimi CLI's `Agent`, Nanocoder's `agent`, Aider CE's `Delegate`, OpenHands' `task`): a line
   of text and a call of it, handing the subagent the scripted prompt;
 - a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
-  the `complete` tool, or Aider CE's `Yield`, for an agent that offers one to end its run, or
-  of its shell running the command that ends mini-swe-agent's run, when its prompt names that
-  command);
+  the `complete` tool, or Aider CE's `Yield`, for an agent that offers one to end its run
+  (gptme's `complete`, Cline's `attempt_completion`, RA.Aid's research agent's
+  `mark_research_complete_no_implementation_required`), or of its shell running the command
+  that ends mini-swe-agent's run, when its prompt names that command);
 - Aider's prompt (it offers no tools): the final text;
 - any other request (titles, summaries, side questions): a short text, `Scripted title`.
 
@@ -51,6 +52,8 @@ SUBAGENT_PROMPT = "Run the scripted command, please."
 CECLI_INPUT = '<context name="user_input" from="agent">'
 # The command mini-swe-agent's prompt tells the model to run to end its task.
 SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+# The tool that ends RA.Aid's research, with no implementation to do.
+RA_AID_COMPLETE = "mark_research_complete_no_implementation_required"
 FIRST_TEXT = "Scripted plan: I will run a command."
 FINAL_TEXT = "Scripted answer: done."
 OTHER_TEXT = "Scripted title"
@@ -125,6 +128,9 @@ def plan(body):
         # mini-swe-agent ends a run only when its shell runs the command its prompt names.
         if shell and submits_by_command(body):
             return ("tool", FINAL_TEXT, shell)
+        # RA.Aid's research agent runs until it is told the research is complete.
+        if RA_AID_COMPLETE in offered:
+            return ("tool", FINAL_TEXT, RA_AID_COMPLETE)
         return ("text", FINAL_TEXT, None)
     if shell:
         return ("tool", FIRST_TEXT, shell)
@@ -224,6 +230,8 @@ def scripted_input(name, body):
         return {"command": TOOL_COMMAND, "description": "Print a scripted line"}
     if name == "attempt_completion":
         return {"result": FINAL_TEXT}
+    if name == RA_AID_COMPLETE:
+        return {"message": FINAL_TEXT}
     if name == "execute_command":
         return {"command": TOOL_COMMAND, "requires_approval": False}
     # Open Interpreter's one tool runs code in a language it names.
