@@ -150,6 +150,16 @@ fn spec() -> SnapshotSpec {
 /// transaction.
 fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
     in_read_transaction(conn, || {
+        // A database of a release before 0.36 has no message store: nothing in it is read.
+        let store = "SELECT count(*) = 2 FROM sqlite_master
+                     WHERE type = 'table' AND name IN ('threads', 'turns')";
+        if !conn.query_row(store, [], |r| r.get::<_, bool>(0))? {
+            return Ok(Changed {
+                sessions: Vec::new(),
+                all: Default::default(),
+                mark: 0,
+            });
+        }
         let mark = conn.query_row("SELECT coalesce(max(rowid), 0) FROM turns", [], |r| {
             r.get(0)
         })?;
@@ -381,6 +391,19 @@ mod tests {
         assert_eq!(next.sessions, ["fork", "t1"]);
         // A mark past the last turn (the table made anew) reads everything.
         assert_eq!(changed(&reader, 100).unwrap().sessions.len(), 3);
+    }
+
+    // A user still on a release before 0.36 has a logs.db without the message store: it is
+    // read as holding no thread, not as an error at every change.
+    #[test]
+    fn a_database_of_an_earlier_release_holds_no_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("logs.db");
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch("CREATE TABLE responses (id TEXT PRIMARY KEY, prompt TEXT);")
+            .unwrap();
+        let none = changed(&open(&path).unwrap(), 0).unwrap();
+        assert!(none.sessions.is_empty() && none.all.is_empty() && none.mark == 0);
     }
 
     #[test]
