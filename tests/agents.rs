@@ -683,6 +683,37 @@ fn an_openhands_compaction_is_shown_and_every_message_kept() {
     }
 }
 
+/// RA.Aid's research subagent (recorded with a prompt that asks for one, which the scripted
+/// model hands to its `request_research`) writes into its session's trajectory: one session,
+/// holding the subagent's shell call and the two completions, its own and the session's.
+#[test]
+fn an_ra_aid_research_subagent_is_read_within_its_session() {
+    let env = Env::new();
+    copy_agent_fixture("ra-aid-subagent", &env.dir.path().join("home"));
+    env.write_config("[[watch]]\npath = \"~/project\"\nharness = \"ra-aid\"\n");
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let session: Value = serde_json::from_str(listed.trim()).unwrap();
+    assert_eq!(
+        (
+            session["user_messages"].clone(),
+            session["assistant_messages"].clone()
+        ),
+        (1.into(), 2.into()),
+        "{session}"
+    );
+    assert_eq!(session["subagents"], 0, "{session}");
+    assert_eq!(session["unparsed"], 0, "{session}");
+    let shown = stdout_of(
+        &env,
+        &["show", session["id"].as_str().unwrap(), "--no-pager"],
+    );
+    assert!(
+        shown.contains("run_shell_command") && shown.matches(ANSWER).count() >= 2,
+        "{shown}"
+    );
+}
+
 /// The agents whose own resume takes a session offline (Continue's CLI goes on from a copy of
 /// it, `--fork`). Not Mistral Vibe, Kimi CLI nor OpenHands, which need a Python the tests do
 /// not install (their resume was checked by hand); not Droid: `droid exec -s ID` exits 1

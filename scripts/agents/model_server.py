@@ -11,8 +11,9 @@ with the same short conversation:
   of that tool running `echo scripted-tool-output` (or, when it offers transcript-sync's MCP
   search tool, a call of it looking for `scripted-tool-output`);
 - a request whose last prompt starts with `Ask a subagent` and that offers a tool to start one
-  (Kimi CLI's `Agent`, Nanocoder's `agent`, Aider CE's `Delegate`, OpenHands' `task`): a line
-  of text and a call of it, handing the subagent the scripted prompt;
+  (Kimi CLI's `Agent`, Nanocoder's `agent`, Aider CE's `Delegate`, OpenHands' `task`, RA.Aid's
+  `request_research`): a line of text and a call of it, handing the subagent the scripted
+  prompt;
 - a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
   the `complete` tool, or Aider CE's `Yield`, for an agent that offers one to end its run
   (gptme's `complete`, Cline's `attempt_completion`, RA.Aid's research agent's
@@ -46,7 +47,7 @@ TOOL_OUTPUT_WORD = "scripted-tool-output"
 # What opens the context OpenClaw adds as a user's message after the conversation.
 OPENCLAW_CONTEXT = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 # A subagent's tool, the words that ask for one, and what the subagent is asked.
-SUBAGENT_TOOLS = ("Agent", "agent", "local--Delegate", "task")
+SUBAGENT_TOOLS = ("Agent", "agent", "local--Delegate", "task", "request_research")
 SUBAGENT_ASKED = "Ask a subagent"
 SUBAGENT_PROMPT = "Run the scripted command, please."
 CECLI_INPUT = '<context name="user_input" from="agent">'
@@ -113,7 +114,7 @@ def plan(body):
     shell = next((t for t in offered if t.endswith(MCP_SEARCH)), None)
     shell = shell or next((t for t in SHELL_TOOLS if t in offered), None)
     subagent = next((t for t in SUBAGENT_TOOLS if t in offered), None)
-    if subagent and not has_tool_result(body) and last_prompt(body).startswith(SUBAGENT_ASKED):
+    if subagent and not has_tool_result(body) and asks_for_subagent(last_prompt(body)):
         return ("tool", FIRST_TEXT, subagent)
     if has_tool_result(body):
         # An agent that runs until told the task is done (gptme) is told so.
@@ -139,6 +140,12 @@ def plan(body):
     if is_aider(body):
         return ("text", FINAL_TEXT, None)
     return ("text", OTHER_TEXT, None)
+
+
+def asks_for_subagent(prompt):
+    """Whether a prompt asks for a subagent: it starts so, or (RA.Aid's, which frames the
+    person's words in its own) holds the words on a line of their own."""
+    return prompt.startswith(SUBAGENT_ASKED) or f"\n{SUBAGENT_ASKED}" in prompt
 
 
 def last_prompt(body):
@@ -213,6 +220,9 @@ def scripted_input(name, body):
     # Aider CE's Delegate: its built-in `worker`, waited for.
     if name == "local--Delegate":
         return {"delegations": [{"name": "worker", "prompt": SUBAGENT_PROMPT, "async": False}]}
+    # RA.Aid's research agent starts another with `request_research`.
+    if name == "request_research":
+        return {"query": SUBAGENT_PROMPT}
     if name in SUBAGENT_TOOLS:
         # Kimi CLI's subagent of that type, or OpenHands' that runs shell commands.
         kind = "bash-runner" if name == "task" else "coder"
