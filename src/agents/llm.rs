@@ -2,7 +2,8 @@
 //! `logs.db` in its user directory (`$LLM_USER_PATH`), read as one JSON document per thread
 //! (`read::database`): `{"session": <its row>, "messages": [<each message of its chain>]}`.
 //!
-//! The tables (llm 0.36's message store, migration `m023_message_store`): `messages` (`hash`,
+//! The tables (llm's message store since 0.32, migration `m023_message_store`, as 0.36 writes
+//! it): `messages` (`hash`,
 //! `parent_hash`, `role`), content-addressed, each naming its parent, so that threads sharing
 //! a prefix share its rows; `parts` (`message_hash`, `position`, `type` `text`, `reasoning`,
 //! `tool_call`, `tool_result` or `attachment`, `tool_name`, `text`, `payload` as JSON: a tool
@@ -14,10 +15,12 @@
 //! call. A thread is its chain from its tip back to the root; a message's time is its turn's
 //! (the first turn whose tip is it or comes after it), and the turn's tokens are on its tip.
 //!
-//! What older releases logged to `responses` (with `conversations`, `tool_calls`, …), which
-//! 0.36 still shows but no longer writes, is not read. What changed since the last read is the
-//! threads of the turns added since (the mark is the last turn's rowid) and every thread
-//! without a turn (a fork not yet prompted).
+//! Releases before 0.32 logged each call to `responses` instead, which later ones keep, show
+//! and no longer write to: a conversation there is read by [`legacy`], when no thread has its
+//! id (a conversation a later release went on in is a thread of the same id, whose chain holds
+//! it all). What changed since the last read is the threads of the turns added since, every
+//! thread without a turn (a fork not yet prompted), and the conversations of the responses
+//! added since.
 
 use super::Agent;
 use super::message::*;
@@ -32,6 +35,8 @@ use crate::read::database::{
 use rusqlite::{Connection, OptionalExtension};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
+
+mod legacy;
 
 /// LLM (its SQLite logs database).
 pub(crate) static AGENT: Agent = Agent {
@@ -146,34 +151,52 @@ fn spec() -> SnapshotSpec {
     }
 }
 
-/// The threads changed since mark `since` (the last turn's rowid then), read in one read
-/// transaction.
+/// The sessions changed since mark `since`, read in one read transaction. The mark is the
+/// last rowid of each store's table of model calls, the turns' in its high 32 bits and the
+/// responses' in its low 32: the threads of the turns added since, every thread without a turn
+/// (a fork not yet prompted), and the conversations of the responses added since.
 fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
     in_read_transaction(conn, || {
-        // A database of a release before 0.36 has no message store: nothing in it is read.
-        let store = "SELECT count(*) = 2 FROM sqlite_master
-                     WHERE type = 'table' AND name IN ('threads', 'turns')";
-        if !conn.query_row(store, [], |r| r.get::<_, bool>(0))? {
-            return Ok(Changed {
-                sessions: Vec::new(),
-                all: Default::default(),
-                mark: 0,
-            });
+        let store = has_tables(conn, &["threads", "turns"])?;
+        let legacy = has_tables(conn, &["conversations", "responses"])?;
+        let last = |table: &str, held: bool| -> rusqlite::Result<i64> {
+            let sql = format!("SELECT coalesce(max(rowid), 0) FROM {table}");
+            match held {
+                true => conn.query_row(&sql, [], |r| r.get(0)),
+                false => Ok(0),
+            }
+        };
+        let (turns, responses) = (last("turns", store)?, last("responses", legacy)?);
+        let mark = (turns.min(MARK_HALF) << 32) | responses.min(MARK_HALF);
+        // A mark past a table's last row (the table made anew) says nothing of this one.
+        let after = |since: i64, last: i64| if since > last { 0 } else { since };
+        let (since_turns, since_responses) = (
+            after(since >> 32, turns),
+            after(since & MARK_HALF, responses),
+        );
+        let mut sessions = Vec::new();
+        let mut all = Vec::new();
+        if store {
+            sessions.extend(column(
+                conn,
+                "SELECT thread_id FROM turns WHERE rowid > ?1
+                 UNION SELECT id FROM threads
+                     WHERE ?1 = 0 OR id NOT IN (SELECT thread_id FROM turns)",
+                [since_turns],
+            )?);
+            all.extend(column(conn, "SELECT id FROM threads", [])?);
         }
-        let mark = conn.query_row("SELECT coalesce(max(rowid), 0) FROM turns", [], |r| {
-            r.get(0)
-        })?;
-        // A mark past the last turn (the table made anew) says nothing of this one.
-        let since = if since > mark { 0 } else { since };
-        let mut sessions = column(
-            conn,
-            "SELECT thread_id FROM turns WHERE rowid > ?1
-             UNION SELECT id FROM threads
-                 WHERE ?1 = 0 OR id NOT IN (SELECT thread_id FROM turns)",
-            [since],
-        )?;
+        if legacy {
+            sessions.extend(column(
+                conn,
+                "SELECT DISTINCT conversation_id FROM responses
+                 WHERE rowid > ?1 AND conversation_id IS NOT NULL",
+                [since_responses],
+            )?);
+            all.extend(column(conn, "SELECT id FROM conversations", [])?);
+        }
         sessions.sort();
-        let all = column(conn, "SELECT id FROM threads", [])?;
+        sessions.dedup();
         Ok(Changed {
             sessions,
             all: all.into_iter().collect(),
@@ -182,10 +205,37 @@ fn changed(conn: &Connection, since: i64) -> rusqlite::Result<Changed> {
     })
 }
 
-/// Thread `id`'s document, read in one read transaction; `None` when there is no such thread
+/// The largest rowid a mark holds of each table (31 bits: the mark stays positive).
+const MARK_HALF: i64 = (1 << 31) - 1;
+
+/// Whether the database has every table of `names` (a store of llm's: a release before 0.32
+/// has no message store, and a database made by 0.32 or later no `responses` to read).
+fn has_tables(conn: &Connection, names: &[&str]) -> rusqlite::Result<bool> {
+    let sql = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1";
+    for name in names {
+        if conn.query_row(sql, [name], |r| r.get::<_, i64>(0))? == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// Session `id`'s document, read in one read transaction: the thread of that id, else the
+/// conversation of that id in `responses` (a conversation 0.32 or later went on in is a thread
+/// of the same id, whose chain holds the whole conversation); `None` when there is neither
 /// (any more).
 fn document(conn: &Connection, id: &str) -> rusqlite::Result<Option<Vec<u8>>> {
-    in_read_transaction(conn, || thread_document(conn, id))
+    in_read_transaction(conn, || {
+        if has_tables(conn, &["threads", "turns"])?
+            && let Some(doc) = thread_document(conn, id)?
+        {
+            return Ok(Some(doc));
+        }
+        match has_tables(conn, &["conversations", "responses"])? {
+            true => legacy::conversation_document(conn, id),
+            false => Ok(None),
+        }
+    })
 }
 
 /// The longest chain read: a message's parent is named by its hash, and a database written by
@@ -375,7 +425,7 @@ mod tests {
         turn(&conn, "turn2", "t2", "u1", "a1", 2);
         let reader = open(&path).unwrap();
         let first = changed(&reader, 0).unwrap();
-        assert_eq!((first.sessions.len(), first.mark), (2, 2));
+        assert_eq!((first.sessions.len(), first.mark), (2, 2 << 32));
         assert!(changed(&reader, first.mark).unwrap().sessions.is_empty());
         // A fork of a thread, not yet prompted: it has no turn, and is read at each change.
         thread(&conn, "fork", "a1");
@@ -390,19 +440,91 @@ mod tests {
         let next = changed(&reader, fork.mark).unwrap();
         assert_eq!(next.sessions, ["fork", "t1"]);
         // A mark past the last turn (the table made anew) reads everything.
-        assert_eq!(changed(&reader, 100).unwrap().sessions.len(), 3);
+        assert_eq!(changed(&reader, 100 << 32).unwrap().sessions.len(), 3);
     }
 
-    // A user still on a release before 0.36 has a logs.db without the message store: it is
-    // read as holding no thread, not as an error at every change.
+    // A logs.db of a release before 0.32 holds its conversations in `responses` only: each is
+    // read, its new responses found by their rowid.
     #[test]
-    fn a_database_of_an_earlier_release_holds_no_thread() {
+    fn a_conversation_logged_before_the_message_store_is_read_from_its_responses() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("logs.db");
         let conn = Connection::open(&path).unwrap();
-        conn.execute_batch("CREATE TABLE responses (id TEXT PRIMARY KEY, prompt TEXT);")
+        conn.execute_batch(
+            "CREATE TABLE conversations (id TEXT PRIMARY KEY, name TEXT, model TEXT);
+             CREATE TABLE responses (id TEXT PRIMARY KEY, model TEXT, prompt TEXT,
+                 response TEXT, conversation_id TEXT, datetime_utc TEXT, input_tokens INTEGER,
+                 output_tokens INTEGER, token_details TEXT);
+             CREATE TABLE tool_calls (id INTEGER PRIMARY KEY, response_id TEXT, name TEXT,
+                 arguments TEXT);
+             CREATE TABLE tool_results (id INTEGER PRIMARY KEY, response_id TEXT, name TEXT,
+                 output TEXT);
+             INSERT INTO conversations VALUES ('c', 'Run it', 'm');
+             INSERT INTO responses VALUES ('r1', 'm', '{\"a\": 1}', 'Running.', 'c',
+                 '2026-12-05T03:12:01.500000+00:00', 160, 30, NULL);
+             INSERT INTO tool_calls VALUES (1, 'r1', 'bash', '{\"command\": \"ls\"}');",
+        )
+        .unwrap();
+        let reader = open(&path).unwrap();
+        let first = changed(&reader, 0).unwrap();
+        assert_eq!(
+            (first.sessions.as_slice(), first.mark),
+            (&["c".to_owned()][..], 1)
+        );
+        conn.execute_batch(
+            "INSERT INTO responses VALUES ('r2', 'm', '', 'Done.', 'c',
+                 '2026-12-05T03:12:02.500000+00:00', 160, 30, NULL);
+             INSERT INTO tool_results VALUES (1, 'r2', 'bash', 'a.txt');",
+        )
+        .unwrap();
+        assert!(changed(&reader, 2).unwrap().sessions.is_empty());
+        let next = changed(&reader, first.mark).unwrap();
+        assert_eq!(
+            (next.sessions.as_slice(), next.mark),
+            (&["c".to_owned()][..], 2)
+        );
+        let doc: Value = serde_json::from_slice(&document(&reader, "c").unwrap().unwrap()).unwrap();
+        let parsed: Vec<Parsed> = (doc["messages"].as_array().unwrap().iter())
+            .map(|m| llm(m.as_object().unwrap()).unwrap())
+            .collect();
+        let roles: Vec<Role> = parsed
+            .iter()
+            .map(|p| p.message.as_ref().unwrap().role)
+            .collect();
+        assert_eq!(
+            roles,
+            [Role::User, Role::Assistant, Role::Tool, Role::Assistant]
+        );
+        // The prompt as typed, though it looks like JSON.
+        assert_eq!(
+            parsed[0].message.as_ref().unwrap().parts[0],
+            Part::Text("{\"a\": 1}".into())
+        );
+        let call = &parsed[1].message.as_ref().unwrap().parts[1];
+        assert!(
+            matches!(call, Part::ToolCall { name, input } if name == "bash" && input.contains("ls"))
+        );
+        assert_eq!(
+            parsed[2].message.as_ref().unwrap().parts[0],
+            Part::ToolResult("a.txt".into())
+        );
+        assert_eq!(
+            parsed[3].usage.as_ref().map(|u| u.key.as_deref()),
+            Some(Some("r2"))
+        );
+        assert!(document(&reader, "none").unwrap().is_none());
+        // A database of a release before tools (0.26) has no tool tables.
+        conn.execute_batch("DROP TABLE tool_calls; DROP TABLE tool_results;")
             .unwrap();
-        let none = changed(&open(&path).unwrap(), 0).unwrap();
+        let doc: Value = serde_json::from_slice(&document(&reader, "c").unwrap().unwrap()).unwrap();
+        assert_eq!(doc["messages"].as_array().unwrap().len(), 3);
+        // A database with neither store holds nothing to read.
+        let empty = dir.path().join("empty.db");
+        Connection::open(&empty)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x);")
+            .unwrap();
+        let none = changed(&open(&empty).unwrap(), 0).unwrap();
         assert!(none.sessions.is_empty() && none.all.is_empty() && none.mark == 0);
     }
 
