@@ -24,8 +24,9 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// too; `cline-tasks`: Cline's CLI 2, whose task folders its VS Code extension
 /// keeps too; `mistral-vibe-legacy`: Mistral Vibe 2, which appended `messages.jsonl`;
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
-/// OpenClaw 2026.7.1, which appended JSONL before its SQLite database).
-const AGENTS: [&str; 31] = [
+/// OpenClaw 2026.7.1, which appended JSONL before its SQLite database; `llm-responses`: LLM
+/// 0.31.1, which logged to `responses` before its message store).
+const AGENTS: [&str; 32] = [
     "aider",
     "amp",
     "claude-code",
@@ -44,6 +45,7 @@ const AGENTS: [&str; 31] = [
     "kilo-code",
     "kimi-cli",
     "llm",
+    "llm-responses",
     "mini-swe-agent",
     "mistral-vibe",
     "mistral-vibe-legacy",
@@ -68,6 +70,7 @@ fn harness_of(agent: &str) -> &str {
         "mistral-vibe-legacy" => "mistral-vibe",
         "opencode-storage" => "opencode",
         "openclaw-jsonl" => "openclaw",
+        "llm-responses" => "llm",
         _ => agent,
     }
 }
@@ -117,7 +120,8 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
             let db = rusqlite::Connection::open(t).unwrap();
             // OpenCode's `message` (ms), Crush's `messages` (seconds), Hermes's sessions'
             // start and messages (seconds, real numbers), OpenClaw's sessions' start and
-            // events (ms), or LLM's turns (text in UTC, to the second).
+            // events (ms), or LLM's turns, or before them its responses (text in UTC, to the
+            // second).
             let sql = match t.file_name().unwrap().to_str().unwrap() {
                 "crush.db" => "SELECT created_at * 1000 FROM messages",
                 "state.db" => {
@@ -130,8 +134,11 @@ fn time_span(transcripts: &[&PathBuf]) -> (String, String) {
                      UNION ALL SELECT CAST(strftime('%s', created_at) AS INTEGER) * 1000
                      FROM trajectory"
                 }
-                "logs.db" => {
+                "logs.db" if has_table(&db, "turns") => {
                     "SELECT CAST(strftime('%s', datetime_utc) AS INTEGER) * 1000 FROM turns"
+                }
+                "logs.db" => {
+                    "SELECT CAST(strftime('%s', datetime_utc) AS INTEGER) * 1000 FROM responses"
                 }
                 "openclaw-agent.sqlite" => {
                     "SELECT created_at FROM session_windows
@@ -255,7 +262,11 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             agent,
             "opencode" | "opencode-storage" | "kilo-code" | "crush"
         );
-        let database = titled || matches!(agent, "hermes" | "llm" | "openclaw" | "ra-aid");
+        let database = titled
+            || matches!(
+                agent,
+                "hermes" | "llm" | "llm-responses" | "openclaw" | "ra-aid"
+            );
         let title = if titled { "Scripted title" } else { PROMPT };
         assert_eq!(got("title"), title, "{agent}: {session}");
         let in_project = aider || ra_aid || agent == "crush";
@@ -270,7 +281,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         };
         // Open Interpreter, LLM and Codex CLI's TypeScript releases keep no working directory.
         match agent {
-            "open-interpreter" | "codex-json" | "llm" => {
+            "open-interpreter" | "codex-json" | "llm" | "llm-responses" => {
                 assert_eq!(got("project"), Value::Null, "{agent}: {session}")
             }
             _ => assert_eq!(got("project"), project, "{agent}"),
@@ -353,7 +364,7 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             // OpenCode's reply is one message; Crush's, Hermes's and LLM's tool result is a
             // message of its own; OpenClaw's document holds every event of its database.
             let messages = match agent {
-                "crush" | "hermes" | "llm" => 4,
+                "crush" | "hermes" | "llm" | "llm-responses" => 4,
                 // Its query, the research stage, the project's status, the shell call and
                 // the call that ended the research.
                 "ra-aid" => 5,
@@ -387,6 +398,12 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
             );
         }
     }
+}
+
+/// Whether the database `db` has a table `name`.
+fn has_table(db: &rusqlite::Connection, name: &str) -> bool {
+    let sql = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1";
+    db.query_row(sql, [name], |r| r.get::<_, i64>(0)).unwrap() > 0
 }
 
 /// The events in OpenClaw's database at `path`.
