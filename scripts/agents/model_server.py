@@ -12,8 +12,8 @@ with the same short conversation:
   search tool, a call of it looking for `scripted-tool-output`);
 - a request whose last prompt starts with `Ask a subagent` and that offers a tool to start one
   (Kimi CLI's `Agent`, Nanocoder's `agent`, Aider CE's `Delegate`, OpenHands' `task`, RA.Aid's
-  `request_research`): a line of text and a call of it, handing the subagent the scripted
-  prompt;
+  `request_research`, Code Puppy's `invoke_agent`): a line of text and a call of it, handing
+  the subagent the scripted prompt;
 - a request that holds a tool result: a final text, `Scripted answer: done.` (with a call of
   the `complete` tool, or Aider CE's `Yield`, for an agent that offers one to end its run
   (gptme's `complete`, Cline's `attempt_completion`, RA.Aid's research agent's
@@ -47,7 +47,7 @@ TOOL_OUTPUT_WORD = "scripted-tool-output"
 # What opens the context OpenClaw adds as a user's message after the conversation.
 OPENCLAW_CONTEXT = "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>"
 # A subagent's tool, the words that ask for one, and what the subagent is asked.
-SUBAGENT_TOOLS = ("Agent", "agent", "local--Delegate", "task", "request_research")
+SUBAGENT_TOOLS = ("Agent", "agent", "local--Delegate", "task", "request_research", "invoke_agent")
 SUBAGENT_ASKED = "Ask a subagent"
 SUBAGENT_PROMPT = "Run the scripted command, please."
 CECLI_INPUT = '<context name="user_input" from="agent">'
@@ -223,6 +223,9 @@ def scripted_input(name, body):
     # RA.Aid's research agent starts another with `request_research`.
     if name == "request_research":
         return {"query": SUBAGENT_PROMPT}
+    # Code Puppy's `invoke_agent` names one of its agents: its default, `code-puppy`.
+    if name == "invoke_agent":
+        return {"agent_name": "code-puppy", "prompt": SUBAGENT_PROMPT}
     if name in SUBAGENT_TOOLS:
         # Kimi CLI's subagent of that type, or OpenHands' that runs shell commands.
         kind = "bash-runner" if name == "task" else "coder"
