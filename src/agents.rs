@@ -13,6 +13,7 @@ pub(crate) mod aider_ce;
 pub(crate) mod amp;
 pub(crate) mod claude_code;
 pub(crate) mod cline;
+pub(crate) mod code_puppy;
 pub(crate) mod codex;
 pub(crate) mod r#continue;
 pub(crate) mod copilot_chat;
@@ -98,6 +99,7 @@ pub(crate) static AGENTS: &[&Agent] = &[
     &amp::AGENT,
     &claude_code::AGENT,
     &cline::AGENT,
+    &code_puppy::AGENT,
     &codex::AGENT,
     &r#continue::AGENT,
     &copilot_chat::AGENT,

@@ -97,6 +97,7 @@ fn builtin_roots_honour_the_harness_home_variables() {
             PathBuf::from("/home/u/.claude/projects"),
         ),
         ("cline".into(), PathBuf::from("/home/u/.cline/data")),
+        ("code-puppy".into(), PathBuf::from("/home/u/.code_puppy")),
         ("codex".into(), PathBuf::from("/data/codex/sessions")),
         (
             "codex".into(),
