@@ -26,12 +26,13 @@ const PROJECT: &str = "/tmp/transcript-sync-agents/project";
 /// `opencode-storage`: OpenCode 1.1, which kept JSON files under `storage/`; `openclaw-jsonl`:
 /// OpenClaw 2026.7.1, which appended JSONL before its SQLite database; `llm-responses`: LLM
 /// 0.31.1, which logged to `responses` before its message store).
-const AGENTS: [&str; 32] = [
+const AGENTS: [&str; 33] = [
     "aider",
     "amp",
     "claude-code",
     "cline",
     "cline-tasks",
+    "code-puppy",
     "codex",
     "codex-json",
     "continue",
@@ -80,7 +81,8 @@ fn harness_of(agent: &str) -> &str {
 /// release's rollout, a Gemini chat, Cline's
 /// session files and task folder, an Amp thread, Aider's Markdown history, everything in a
 /// Mistral Vibe, Kimi CLI or OpenHands session's folder, a Continue or Nanocoder session, not
-/// their lists of sessions, an Open Interpreter conversation, a mini-swe-agent trajectory).
+/// their lists of sessions, an Open Interpreter conversation, a mini-swe-agent trajectory, a
+/// Code Puppy session and its metadata).
 fn is_transcript(file: &Path) -> bool {
     let name = file.file_name().unwrap().to_string_lossy();
     let cline = file.ancestors().any(|a| a.ends_with(".cline/data"));
@@ -104,6 +106,7 @@ fn is_transcript(file: &Path) -> bool {
         || file
             .ancestors()
             .any(|a| a.ends_with("open-interpreter/conversations"))
+        || file.ancestors().any(|a| a.ends_with(".code_puppy"))
 }
 
 /// The earliest and latest time of the transcripts' messages (their `timestamp`, or Cline's
@@ -729,6 +732,67 @@ fn an_ra_aid_research_subagent_is_read_within_its_session() {
         shown.contains("run_shell_command") && shown.matches(ANSWER).count() >= 2,
         "{shown}"
     );
+}
+
+/// Code Puppy's subagent (recorded with a prompt that asks for one, which the scripted model
+/// hands to its `invoke_agent`): a session of its own, in `subagent_sessions/`, holding the
+/// shell call and its output; the session that started it holds the call and the answer.
+/// Nothing in the subagent's files names its parent or its project. `restore` of each writes
+/// its files back byte for byte.
+#[test]
+fn a_code_puppy_subagent_is_a_session_of_its_own_restored_byte_for_byte() {
+    let env = Env::new();
+    let files = copy_agent_fixture("code-puppy-subagent", &env.dir.path().join("home"));
+    env.run_once_home();
+    let listed = stdout_of(&env, &["sessions", "--json"]);
+    let sessions: Vec<Value> = (listed.lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let [session] = &(sessions.iter())
+        .filter(|s| s["id"].as_str().unwrap().starts_with("auto_session_"))
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("a session and its subagent, listed {listed}")
+    };
+    let [subagent] = &(sessions.iter())
+        .filter(|s| s["id"].as_str().unwrap().starts_with("code-puppy-session-"))
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("a session and its subagent, listed {listed}")
+    };
+    assert_eq!(session["project"], PROJECT);
+    assert_eq!(subagent["title"], PROMPT);
+    assert_eq!(
+        (session["unparsed"].clone(), subagent["unparsed"].clone()),
+        (0.into(), 0.into())
+    );
+    let shown = |s: &Value| stdout_of(&env, &["show", s["id"].as_str().unwrap(), "--no-pager"]);
+    let sub = shown(subagent);
+    assert!(sub.contains(TOOL_OUTPUT) && sub.contains(ANSWER), "{sub}");
+    let main = shown(session);
+    assert!(
+        main.contains("invoke_agent") && main.contains(ANSWER),
+        "{main}"
+    );
+
+    let recorded: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
+    let transcripts = files.iter().filter(|f| is_transcript(f));
+    for f in transcripts.clone() {
+        fs::remove_file(f).unwrap();
+    }
+    assert_eq!(transcripts.count(), 4, "{files:?}");
+    env.run_once_home();
+    for s in [session, subagent] {
+        stdout_of(&env, &["restore", s["id"].as_str().unwrap()]);
+    }
+    for (f, bytes) in files.iter().zip(&recorded) {
+        let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
+        assert!(
+            &back == bytes,
+            "{} is not restored byte for byte",
+            f.display()
+        );
+    }
 }
 
 /// The agents whose own resume takes a session offline (Continue's CLI goes on from a copy of
