@@ -12,10 +12,11 @@ use std::fs;
 /// reported them (cache writes where the API has them: Anthropic's). Cline's are its two
 /// releases' (its CLI 3 on OpenAI's API; its CLI 2 on Anthropic's, whose output it counts one
 /// token more).
-const AGENTS: [(&str, [i64; 5]); 13] = [
+const AGENTS: [(&str, [i64; 5]); 14] = [
     ("amp", [2, 240, 60, 80, 20]),
     ("claude-code", [2, 240, 60, 80, 20]),
     ("cline", [4, 480, 122, 160, 20]),
+    ("code-puppy", [2, 240, 60, 80, 0]),
     ("codex", [2, 240, 60, 80, 0]),
     ("copilot-cli", [2, 240, 60, 80, 0]),
     ("gemini-cli", [2, 240, 60, 80, 0]),
@@ -66,7 +67,10 @@ fn each_agents_calls_are_counted_once_as_the_model_reported_them() {
         assert_eq!(tokens(row), *counted, "{agent}: {row}");
     }
     assert_eq!(total["of"], Value::Null);
-    assert_eq!(tokens(total), [26, 3120, 782, 1040, 60]);
+    let sum = (AGENTS.iter()).fold([0; 5], |sum, (_, counted)| {
+        std::array::from_fn(|i| sum[i] + counted[i])
+    });
+    assert_eq!(tokens(total), sum);
     // The total lists its fields in the rows' order.
     let out = stdout_of(&env, &["usage", "--json", "--by", "agent"]);
     let keys = |line: &str| -> Vec<String> {
@@ -173,7 +177,7 @@ fn the_table_reads_on_a_terminal() {
     let total: Vec<&str> = lines[at].split_whitespace().collect();
     assert_eq!(
         total[..6],
-        ["TOTAL", "26", "3,120", "782", "1,040", "60"],
+        ["TOTAL", "30", "3,600", "902", "1,200", "60"],
         "{screen}"
     );
     assert!(
@@ -186,5 +190,5 @@ fn the_table_reads_on_a_terminal() {
     );
     // The columns line up: each number ends where its heading does.
     let end = |line: &str, word: &str| line.find(word).unwrap() + word.len();
-    assert_eq!(end(lines[0], "INPUT"), end(lines[at], "3,120"), "{screen}");
+    assert_eq!(end(lines[0], "INPUT"), end(lines[at], "3,600"), "{screen}");
 }
