@@ -383,8 +383,9 @@ fn each_recorded_agent_is_listed_searched_shown_and_restored() {
         }
         env.run_once_home();
         let restored = stdout_of(&env, &["restore", id]);
-        // mini-swe-agent starts every run afresh: it has no command to resume one.
-        let resumable = agent != "mini-swe-agent";
+        // mini-swe-agent starts every run afresh, and no release of Codex CLI resumes its
+        // TypeScript releases' sessions: neither has a command to resume one.
+        let resumable = !matches!(agent, "mini-swe-agent" | "codex-json");
         assert_eq!(
             !restored.contains("no command resumes"),
             resumable,
