@@ -80,9 +80,9 @@ fn would_write(stdout: &str) -> String {
     body[..body.find("--- end of ").expect("end marker")].to_owned()
 }
 
-/// The binary's path as the binary sees it (`current_exe` resolves symlinks).
+/// The binary's path as the service names it: the path the tests run it by.
 fn this_binary() -> PathBuf {
-    fs::canonicalize(BIN).unwrap()
+    PathBuf::from(BIN)
 }
 
 fn home(env: &Env) -> PathBuf {
@@ -127,6 +127,34 @@ fn dry_run_prints_the_unit_and_the_commands_and_changes_nothing() {
     );
     assert_eq!(files_under(&home(&env)), Vec::<PathBuf>::new());
     assert_eq!(fake.calls(), Vec::<String>::new());
+}
+
+#[test]
+fn the_unit_names_the_link_the_binary_was_run_by_which_outlives_an_upgrade() {
+    // Homebrew's layout: `bin/transcript-sync` on PATH leads into the versioned
+    // `Cellar/transcript-sync/VERSION/`, which the next upgrade removes. The unit must run the
+    // link, not the file behind it.
+    let env = Env::outside_tmp();
+    let fake = Fake::ok(&env, "systemctl");
+    let prefix = env.dir.path().join("brew");
+    let cellar = prefix.join("Cellar/transcript-sync/0.1.0/bin");
+    fs::create_dir_all(&cellar).unwrap();
+    fs::create_dir_all(prefix.join("bin")).unwrap();
+    std::os::unix::fs::symlink(BIN, cellar.join("transcript-sync")).unwrap();
+    let link = prefix.join("bin/transcript-sync");
+    std::os::unix::fs::symlink("../Cellar/transcript-sync/0.1.0/bin/transcript-sync", &link)
+        .unwrap();
+    let path = format!("{}:{}", fake.dir.display(), prefix.join("bin").display());
+    let out = env
+        .command("transcript-sync")
+        .args(["service", "install", "--dry-run", "--manager", "systemd"])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let unit = would_write(&String::from_utf8(out.stdout).unwrap());
+    let exec = format!("\nExecStart=\"{}\" run\n", link.display());
+    assert!(unit.contains(&exec), "{unit}");
 }
 
 #[test]

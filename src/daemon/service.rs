@@ -80,9 +80,9 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// The target for this binary (`std::env::current_exe`) and `archive`, with the home
-    /// directory and `$XDG_CONFIG_HOME` from `env`. `Err` without HOME, or when this binary's
-    /// path cannot be found.
+    /// The target for this binary (as [`service_binary`] names it) and `archive`, with the
+    /// home directory and `$XDG_CONFIG_HOME` from `env`. `Err` without HOME, or when this
+    /// binary's path cannot be found.
     pub(crate) fn for_this_binary(
         manager: Manager,
         archive: PathBuf,
@@ -90,7 +90,8 @@ impl Target {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Target> {
         let home = crate::platform::home::home(env)?;
-        let binary = std::env::current_exe().map_err(|source| Error::CurrentExe { source })?;
+        let exe = std::env::current_exe().map_err(|source| Error::CurrentExe { source })?;
+        let binary = service_binary(exe, std::env::args_os().next().as_deref(), env);
         let config_home = crate::platform::home::xdg_var(env, "XDG_CONFIG_HOME");
         Ok(Target {
             manager,
@@ -122,6 +123,43 @@ impl Target {
             Manager::Systemd => render_unit(&self.definition),
             Manager::Launchd => render_plist(&self.definition),
         }
+    }
+}
+
+/// The path a service should run this binary by: the path it was run by (`argv0`, looked up in
+/// `env`'s PATH when it names no directory) when that leads to this very file `exe` through
+/// links, otherwise `exe`. A package manager's link outlives an upgrade that replaces the
+/// versioned file it leads to: Homebrew's `bin/transcript-sync` leads into
+/// `Cellar/transcript-sync/VERSION/`, which the next release removes. Where there is no link
+/// (a virtual environment's `bin/`, `/usr/bin/`), or the path run was a launcher rather than
+/// the binary (npm's `bin/transcript-sync` runs Node.js), it is `exe`, the binary itself.
+fn service_binary(
+    exe: PathBuf,
+    argv0: Option<&std::ffi::OsStr>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> PathBuf {
+    let Some(ran) = argv0.map(Path::new) else {
+        return exe;
+    };
+    let found = if ran.components().count() > 1 {
+        std::path::absolute(ran).ok()
+    } else {
+        let path = env("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(ran))
+            .find(|candidate| candidate.is_file())
+    };
+    match found {
+        Some(link) if link.is_absolute() && same_file(&link, &exe) => link,
+        _ => exe,
+    }
+}
+
+/// Whether `a` and `b` lead to one file, links followed.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
     }
 }
 
