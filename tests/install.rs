@@ -228,24 +228,24 @@ fn the_wheel_installs_with_pip_into_a_new_virtual_environment() {
     assert_eq!(exec, fs::canonicalize(&binary).unwrap());
 }
 
-/// uv, from PyPI, installed once into `target/install-tools/uv`.
+/// A command from PyPI (`uv`, `pipx`), at `version`, in a virtual environment of its own under
+/// `target/install-tools/`, installed the first time it is asked for.
+fn python_tool(name: &str, version: &str) -> PathBuf {
+    let tools = repo().join("target/install-tools").join(name);
+    let command = tools.join("bin").join(name);
+    let installed = Command::new(&command).arg("--version").output();
+    if !installed.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains(version)) {
+        ok(Command::new("python3").arg("-m").arg("venv").arg(&tools));
+        ok(Command::new(tools.join("bin/pip"))
+            .args(["install", "-q", "--disable-pip-version-check"])
+            .arg(format!("{name}=={version}")));
+    }
+    command
+}
+
 fn uv() -> PathBuf {
     static UV: OnceLock<PathBuf> = OnceLock::new();
-    UV.get_or_init(|| {
-        let tools = repo().join("target/install-tools/uv");
-        let uv = tools.join("bin/uv");
-        if !uv.exists() {
-            ok(Command::new("python3").arg("-m").arg("venv").arg(&tools));
-            ok(Command::new(tools.join("bin/pip")).args([
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "uv==0.13.8",
-            ]));
-        }
-        uv
-    })
-    .clone()
+    UV.get_or_init(|| python_tool("uv", "0.13.8")).clone()
 }
 
 /// `uv tool SUBCOMMAND`, offline but for dist/, then `args`, with its tools, their links and
@@ -282,6 +282,26 @@ fn the_wheel_installs_as_a_uv_tool_and_runs_with_uvx() {
     );
     let said = ok(&mut uv_cmd(&env, "run", &["transcript-sync", "--version"]));
     assert!(said.starts_with("transcript-sync "), "{said}");
+}
+
+#[test]
+fn the_wheel_installs_with_pipx() {
+    let env = Env::outside_tmp();
+    let pipx = python_tool("pipx", "1.18.4");
+    let dir = env.dir.path();
+    let wheel = artifact("transcript_sync-", ".whl");
+    // pipx reads its own pip's upgrade from the index, so the wheel is named by its path (pip
+    // still refuses one whose platform tag does not fit this machine).
+    ok(env
+        .command(pipx.to_str().unwrap())
+        .arg("install")
+        .arg(&wheel)
+        .env("PIPX_HOME", dir.join("pipx"))
+        .env("PIPX_BIN_DIR", dir.join("bin"))
+        .env("PIPX_MAN_DIR", dir.join("man")));
+    let link = dir.join("bin/transcript-sync");
+    let exec = use_installed(&env, &link);
+    assert_eq!(exec, link);
 }
 
 /// A registry on loopback that serves the npm tarballs in dist/ and nothing else: a package's
