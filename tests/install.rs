@@ -30,6 +30,16 @@ type Env = Sandbox<TranscriptSync>;
 /// The glibc that manylinux2014 promises, and so the newest the binary may need.
 const GLIBC_FLOOR: (u32, u32) = (2, 17);
 
+/// The libraries of glibc itself, the only ones the binary may be linked against.
+const GLIBC_LIBRARIES: [&str; 6] = [
+    "libc.so.6",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "ld-linux-x86-64.so.2",
+];
+
 /// The Claude Code session in `tests/fixtures/agents/claude-code`.
 const SESSION: &str = "dd6154af-357b-42ec-ada4-c3b236601bf4";
 
@@ -163,19 +173,9 @@ fn the_linux_binary_needs_no_glibc_newer_than_manylinux2014s() {
     // Nothing but glibc's own libraries: SQLite and zstd are compiled in.
     let dynamic = ok(Command::new("readelf").arg("-d").arg(&binary));
     for line in dynamic.lines().filter(|l| l.contains("(NEEDED)")) {
-        let allowed = [
-            "libc.so.6",
-            "libm.so.6",
-            "libpthread.so.0",
-            "libdl.so.2",
-            "librt.so.1",
-        ];
-        let allowed = allowed
-            .iter()
-            .chain(&["ld-linux-x86-64.so.2", "libgcc_s.so.1"]);
         assert!(
-            allowed
-                .into_iter()
+            GLIBC_LIBRARIES
+                .iter()
                 .any(|lib| line.contains(&format!("[{lib}]"))),
             "{binary:?} needs a library outside glibc: {line}"
         );
