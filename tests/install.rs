@@ -1,10 +1,10 @@
 //! The release artifacts `scripts/dist` makes, each installed the way a user installs it, into
-//! a place of its own: the wheel with pip into a new virtual environment and as a uv tool, the
-//! npm packages with `npm install -g` and `npx` from a registry on loopback that serves only
-//! them, the .deb with `dpkg -i` (then `dpkg -r`). Each installed binary archives a Claude Code
-//! session, lists it, and names itself in the service it would install. The binary's glibc
-//! floor is read from its symbol versions; the Homebrew formula and the release workflow, which
-//! build elsewhere, are parsed and linted.
+//! a place of its own: the wheel with pip into a new virtual environment, with pipx and as a uv
+//! tool; the npm packages with `npm install -g` and `npx` from a registry on loopback that
+//! serves only them; the .deb with `dpkg -i` (then `dpkg -r`). Each installed binary archives
+//! a Claude Code session, lists it, and names itself in the service it would install. The
+//! binary's glibc floor is read from its symbol versions; the Homebrew formula and the release
+//! workflow, which build elsewhere, are parsed and linted.
 //!
 //! `scripts/dist` runs once per test run (cargo rebuilds the binary only when the source
 //! changed), so `dist/` is never older than the tree tested.
