@@ -3,7 +3,6 @@
 use crate::agent::{Agent, Message, Session, apply};
 use crate::backfill::{daemon_cmd, with_suffix};
 use crate::read::{document, own_read, read_only};
-use crate::report::ms;
 use crate::{EVERY, IDLE_CPU, LONE, POLL, QUIET, STEP_GAP};
 use rusqlite::{Connection, OpenFlags};
 use std::collections::BTreeMap;
@@ -154,7 +153,7 @@ pub(crate) struct Appended {
 impl Appended {
     pub(crate) fn latency_ms(&self) -> f64 {
         let archived = self.archived.expect("archived");
-        ms(archived.saturating_duration_since(self.committed))
+        archived.saturating_duration_since(self.committed).as_secs_f64() * 1e3
     }
 
     /// Whether `line` is this message's complete record.
