@@ -121,3 +121,24 @@ fn a_tag_that_is_not_one_word_is_refused_and_nothing_changes() {
     );
     assert!(listed(&env, &["--starred"]).is_empty());
 }
+
+#[test]
+fn a_notes_control_characters_never_reach_the_terminal_and_search_keeps_the_starred() {
+    let env = Env::new();
+    let [claude, codex] = two_sessions(&env);
+    let shown = stdout_of(
+        &env,
+        &["mark", &codex, "--star", "--note", "red \x1b[31mtext"],
+    );
+    assert!(shown.contains("note: red ?[31mtext"), "{shown:?}");
+    assert!(!shown.contains('\x1b'), "{shown:?}");
+    let hits = stdout_of(&env, &["search", "scripted", "--json", "--starred"]);
+    assert!(!hits.is_empty());
+    for hit in hits
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+    {
+        assert_eq!(hit["session"], codex.as_str(), "{hit}");
+        assert_ne!(hit["session"], claude.as_str());
+    }
+}

@@ -115,6 +115,9 @@ fn an_mcp_client_searches_lists_and_reads_sessions_with_secrets_redacted() {
 fn an_mcp_client_lists_the_sessions_the_user_starred_or_tagged() {
     let env = Env::new();
     session(&env, 1);
+    // A second session, left unmarked, which no filter by marks lists.
+    let home = env.dir.path().join("home");
+    crate::util::copy_agent_fixture("codex", &home);
     env.run_once_home();
     let id = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
     stdout_of(

@@ -165,6 +165,13 @@ fn the_homes_calendar_holds_each_days_sessions_in_the_servers_local_time() {
         ["day 40 session 0", "day 40 session 1", "day 40 session 2"]
     );
     assert!(browser.url().contains(&format!("day={oldest}")));
+
+    // The calendar follows a filter by marks, as every part of the home does.
+    let first = "00000000-0000-4000-8000-000040000000";
+    crate::util::stdout_of(&env, &["mark", first, "--star"]);
+    browser.goto(&format!("{}/?starred=1", ui.base));
+    browser.wait_for("#calendar");
+    assert_eq!(cell(&browser, &oldest).0, "1");
 }
 
 #[test]

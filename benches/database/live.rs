@@ -153,7 +153,10 @@ pub(crate) struct Appended {
 impl Appended {
     pub(crate) fn latency_ms(&self) -> f64 {
         let archived = self.archived.expect("archived");
-        archived.saturating_duration_since(self.committed).as_secs_f64() * 1e3
+        archived
+            .saturating_duration_since(self.committed)
+            .as_secs_f64()
+            * 1e3
     }
 
     /// Whether `line` is this message's complete record.

@@ -5,6 +5,7 @@ use super::{stdout_result, write_json_line};
 use crate::archive::marks::{MarkChange, Marks};
 use crate::consumers::sessions::query::Session;
 use crate::error::Result;
+use crate::history::display::printable;
 use crate::history::{find_session, indexed_archive, marks};
 use std::io::{self, Write};
 use std::path::Path;
@@ -37,11 +38,15 @@ fn changes(args: &MarkArgs) -> Vec<MarkChange> {
     changes
 }
 
+/// The marks as text; what an agent wrote (the id, the project) and the note are printed
+/// with no control character.
 fn write_marks(out: &mut impl Write, session: &Session, marks: &Marks) -> io::Result<()> {
-    let project = session.project.as_deref().unwrap_or("-");
-    writeln!(out, "{} ({}, {project})", session.id, session.harness)?;
+    let project = printable(session.project.as_deref().unwrap_or("-"));
+    let id = printable(&session.id);
+    writeln!(out, "{id} ({}, {project})", session.harness)?;
     writeln!(out, "starred: {}", if marks.starred { "yes" } else { "no" })?;
     let tags = marks.tags.join(" ");
     writeln!(out, "tags: {}", if tags.is_empty() { "-" } else { &tags })?;
-    writeln!(out, "note: {}", marks.note.as_deref().unwrap_or("-"))
+    let note = printable(marks.note.as_deref().unwrap_or("-"));
+    writeln!(out, "note: {note}")
 }

@@ -1,6 +1,7 @@
 //! `usage`'s table: what each row is of, its calls and tokens, and their estimated cost.
 
 use crate::consumers::sessions::usage::{By, Row, Tokens};
+use crate::history::display::printable;
 use std::io::{self, Write};
 
 /// The widest the first column gets (longer names are cut, with `…`).
@@ -27,14 +28,7 @@ pub(crate) fn write_table(
     // terminal.
     let name = |of: &str| match of {
         "" => "(none)".to_owned(),
-        of if of.chars().any(char::is_control) => {
-            let shown: String = of
-                .chars()
-                .map(|c| if c.is_control() { '?' } else { c })
-                .collect();
-            name_of(&shown)
-        }
-        of => name_of(of),
+        of => name_of(&printable(of)),
     };
     let width = (rows.iter().map(|r| name(&r.of).chars().count()))
         .chain([heading.len(), "TOTAL".len()])

@@ -240,14 +240,14 @@ impl Engine {
         let id = self.next_id;
         self.next_id += 1;
         let row = SourceRow::new(id, identity, path.to_owned(), harness.to_owned());
-        // Read whole from its first state, as a transcript read from its first byte is.
-        log::debug!("seeded path={path:?} {detail}");
         let change = Change::Seeded {
             row,
             detail: detail.to_owned(),
             mark: MarkUse::None,
         };
         self.change(id, change)?;
+        // Read whole from its first state, as a transcript read from its first byte is.
+        log::debug!("seeded path={path:?} {detail}");
         self.report.new_sources += 1;
         Ok(id)
     }

@@ -7,6 +7,18 @@ use serde_json::{Value, json};
 use std::path::Path;
 
 /// `text` cut to `max` characters, with `…` when cut, on one line.
+/// `text` with each control character shown as `?`: an agent's text (a project, a model, a
+/// title) never moves the terminal.
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    (text.chars())
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect::<String>()
+        .into()
+}
+
 pub(crate) fn shorten(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.chars().count() <= max {

@@ -175,7 +175,7 @@ const SESSION: &str = "
         GROUP BY machine, harness, parent),
     tagged AS (
         SELECT machine, harness, session, group_concat(tag, char(10)) AS tags
-        FROM (SELECT * FROM tags ORDER BY tag) GROUP BY machine, harness, session)
+        FROM tags GROUP BY machine, harness, session)
     SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
         se.branch, coalesce(se.started_ms, f.created) AS started,
         coalesce(se.last_ms, f.modified) AS last,
@@ -226,9 +226,21 @@ fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
         on_disk: false,
         live: r.get(19)?,
         starred: r.get(20)?,
-        tags: tags.map_or_else(Vec::new, |t| t.lines().map(str::to_owned).collect()),
+        tags: sorted_lines(tags),
         note: r.get(22)?,
     })
+}
+
+/// The lines of `group_concat(…, char(10))`, sorted (SQLite does not promise to keep a
+/// subquery's order through `group_concat`).
+fn sorted_lines(joined: Option<String>) -> Vec<String> {
+    let mut lines: Vec<String> = joined
+        .iter()
+        .flat_map(|j| j.lines())
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines
 }
 
 /// The name of each machine by its id here: a pulled machine's host name, else (id 0)

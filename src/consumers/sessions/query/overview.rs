@@ -121,6 +121,8 @@ pub(crate) fn calendar(archive: &mut Archive, filter: &Filter) -> Result<Calenda
         project: filter.project.clone(),
         machine: filter.machine,
         model: filter.model.clone(),
+        starred: filter.starred,
+        tag: filter.tag.clone(),
         ..Filter::default()
     };
     let active: HashMap<String, i64> = days(archive, &year)?.into_iter().collect();
