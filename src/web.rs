@@ -248,6 +248,9 @@ pub(crate) enum Answer {
     },
     /// A live feed: the request is answered by a thread of its own.
     Live(live::Feed),
+    /// Go to this path of the server (303, after a form is posted: a reload does not post
+    /// it again).
+    SeeOther(String),
 }
 
 fn handle(shared: &Arc<Shared>, archive: &mut Option<Archive>, mut request: Request) {
@@ -491,6 +494,9 @@ fn respond(shared: &Arc<Shared>, request: Request, answer: Answer) {
             }
             r
         }
+        Answer::SeeOther(path) => Response::from_data(Vec::new())
+            .with_status_code(StatusCode(303))
+            .with_header(header_of("Location", &path)),
         Answer::Live(feed) => {
             let shared = Arc::clone(shared);
             let spawned = std::thread::Builder::new()

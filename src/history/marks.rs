@@ -30,6 +30,17 @@ pub(crate) fn marked(session: &Session) -> Marked {
     }
 }
 
+/// Makes `session`'s marks `marks`, in one commit: the changes from its marks now.
+pub(crate) fn replace(archive: &mut Archive, session: &Session, marks: Marks) -> Result<Marks> {
+    let now = archive.marks(&self::marked(session))?;
+    let mut changes = vec![MarkChange::Star(marks.starred)];
+    let gone = now.tags.iter().filter(|t| !marks.tags.contains(t));
+    changes.extend(gone.cloned().map(MarkChange::Untag));
+    changes.extend(marks.tags.into_iter().map(MarkChange::Tag));
+    changes.push(MarkChange::Note(marks.note));
+    change(archive, session, changes)
+}
+
 /// Applies `changes` to `session`'s marks in one commit (tags checked first: a bad one
 /// changes nothing), and returns its marks after them.
 pub(crate) fn change(

@@ -9,7 +9,7 @@ use super::tokens::{all_tokens, cost};
 use super::{Answer, Asked, Shared, markdown};
 use crate::agents::message::{Part, Role, parse, prefix_of};
 use crate::archive::Archive;
-use crate::archive::marks::MarkChange;
+use crate::archive::marks::Marks;
 use crate::consumers::sessions::query::{self, Filter, MessageRecord, Session, format_time};
 use crate::consumers::sessions::usage::{self, By};
 use crate::error::{Error, Result};
@@ -52,7 +52,7 @@ pub(crate) fn page(
         (Method::Get, ["sessions"]) => sessions(archive, asked),
         (Method::Get, ["search"]) => search(archive, asked),
         (Method::Get, ["s", id]) => session(shared, archive, asked, id),
-        (Method::Post, ["s", id, "marks"]) => save_marks(shared, archive, asked, id),
+        (Method::Post, ["s", id, "marks"]) => save_marks(archive, asked, id),
         (Method::Get, ["s", id, "messages"]) => more_messages(archive, asked, id),
         (Method::Get, ["s", id, "raw"]) => raw(archive, asked, id),
         (Method::Get, ["s", id, "restore"]) => restore(shared, archive, asked, id, false),
@@ -237,27 +237,28 @@ fn marks_form(shared: &Shared, s: &Session) -> Markup {
     }
 }
 
-/// Saves the marks the session page's form sends, then shows the page again.
-fn save_marks(shared: &Shared, archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
+/// Saves the marks the session page's form sends, then sends the browser back to the page.
+fn save_marks(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
     let s = match find(archive, asked, id)? {
         Ok(s) => s,
         Err(answer) => return Ok(answer),
     };
     let field = |name: &str| asked.form.get(name).map(String::as_str).unwrap_or("");
-    let tags: Vec<&str> = field("tags").split_whitespace().collect();
-    let mut changes = vec![MarkChange::Star(field("starred") == "1")];
-    for tag in &s.tags {
-        if !tags.contains(&tag.as_str()) {
-            changes.push(MarkChange::Untag(tag.clone()));
-        }
-    }
-    changes.extend((tags.iter()).map(|t| MarkChange::Tag((*t).to_owned())));
-    let note = field("note").trim();
-    changes.push(MarkChange::Note(
-        (!note.is_empty()).then(|| note.to_owned()),
-    ));
-    match crate::history::marks::change(archive, &s, changes) {
-        Ok(_) => session(shared, archive, asked, id),
+    let marks = Marks {
+        starred: field("starred") == "1",
+        tags: field("tags")
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+        note: Some(field("note").trim().to_owned()).filter(|n| !n.is_empty()),
+    };
+    match crate::history::marks::replace(archive, &s, marks) {
+        Ok(_) => Ok(Answer::SeeOther(session_href(
+            &s.id,
+            s.machine_id,
+            &s.machine,
+            "",
+        ))),
         Err(e @ Error::BadTag { .. }) => Ok(Answer::Html(StatusCode(400), failed(&e.to_string()))),
         Err(e) => Err(e),
     }
