@@ -144,7 +144,16 @@ fn the_unit_names_the_link_the_binary_was_run_by_which_outlives_an_upgrade() {
     let link = prefix.join("bin/transcript-sync");
     std::os::unix::fs::symlink("../Cellar/transcript-sync/0.1.0/bin/transcript-sync", &link)
         .unwrap();
-    let path = format!("{}:{}", fake.dir.display(), prefix.join("bin").display());
+    // A file of that name that cannot be run, earlier on PATH, is not what was run.
+    let stray = env.dir.path().join("stray");
+    fs::create_dir_all(&stray).unwrap();
+    fs::write(stray.join("transcript-sync"), "not a program").unwrap();
+    let path = format!(
+        "{}:{}:{}",
+        fake.dir.display(),
+        stray.display(),
+        prefix.join("bin").display()
+    );
     let out = env
         .command("transcript-sync")
         .args(["service", "install", "--dry-run", "--manager", "systemd"])

@@ -539,7 +539,11 @@ fn a_session_is_starred_tagged_and_noted_from_its_page_and_keeps_them_through_re
     browser.click("#save-marks");
     browser.wait_for(".session-head .star");
     // Sent back to the page itself: a reload does not post the form again.
-    assert!(browser.url().ends_with(&format!("/s/{ID}")), "{}", browser.url());
+    assert!(
+        browser.url().ends_with(&format!("/s/{ID}")),
+        "{}",
+        browser.url()
+    );
     assert_eq!(
         browser.script("return document.querySelector('#tags').value", json!([])),
         "billing urgent"

@@ -147,12 +147,18 @@ fn service_binary(
         let path = env("PATH").unwrap_or_default();
         std::env::split_paths(&path)
             .map(|dir| dir.join(ran))
-            .find(|candidate| candidate.is_file())
+            .find(|candidate| executable(candidate))
     };
     match found {
         Some(link) if link.is_absolute() && same_file(&link, &exe) => link,
         _ => exe,
     }
+}
+
+/// Whether `path` is a file its owner may run, as a shell's lookup in PATH takes one.
+fn executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// Whether `a` and `b` lead to one file, links followed.
