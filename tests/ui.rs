@@ -578,6 +578,34 @@ fn a_session_is_starred_tagged_and_noted_from_its_page_and_keeps_them_through_re
     assert_eq!(browser.count("table.sessions .star"), 1);
 }
 
+/// The theme follows the system until the toggle chooses one, which a reload remembers.
+#[test]
+fn the_theme_toggle_switches_light_and_dark_and_is_remembered() {
+    let env = Env::new();
+    crafted(&env, "a session to read in the dark", &[]);
+    env.run_once_home();
+    let ui = serve(&env);
+    let browser = Browser::start();
+    browser.goto(&ui.url);
+    browser.wait_for("#theme");
+    let background = |b: &Browser| {
+        b.script(
+            "return getComputedStyle(document.body).backgroundColor",
+            json!([]),
+        )
+    };
+    // Headless Chromium's system scheme is light.
+    assert_eq!(background(&browser), "rgb(251, 251, 252)");
+    browser.click("#theme");
+    assert_eq!(background(&browser), "rgb(20, 22, 26)");
+    browser.goto(&format!("{}/sessions", ui.base));
+    browser.wait_for("table.sessions");
+    assert_eq!(background(&browser), "rgb(20, 22, 26)", "remembered");
+    screenshot(&browser, "sessions-dark-toggled");
+    browser.click("#theme");
+    assert_eq!(background(&browser), "rgb(251, 251, 252)");
+}
+
 /// An open conversation follows the records the daemon archives, with no reload.
 #[test]
 fn an_open_session_follows_new_records_live() {

@@ -1,5 +1,5 @@
 // transcript-sync's web view: search as you type, conversations loaded as they scroll into
-// view, live records from the daemon, copy buttons, Ctrl-K. Everything it inserts is HTML
+// view, live records from the daemon, copy buttons, Ctrl-K, the theme. Everything it inserts is HTML
 // this server made (and escaped); text from elsewhere is only ever set as textContent.
 "use strict";
 
@@ -192,6 +192,23 @@ function searchAsYouType() {
   const end = input.value.length;
   input.setSelectionRange(end, end);
 }
+
+// The theme: the system's, until the toggle chooses one, which this browser remembers.
+function theme() {
+  const root = document.documentElement;
+  const saved = localStorage.getItem("theme");
+  if (saved === "light" || saved === "dark") root.dataset.theme = saved;
+  const toggle = document.getElementById("theme");
+  if (!toggle) return;
+  toggle.addEventListener("click", () => {
+    const dark = root.dataset.theme
+      ? root.dataset.theme === "dark"
+      : matchMedia("(prefers-color-scheme: dark)").matches;
+    root.dataset.theme = dark ? "light" : "dark";
+    localStorage.setItem("theme", root.dataset.theme);
+  });
+}
+theme();
 
 document.addEventListener("keydown", (e) => {
   if ((e.ctrlKey || e.metaKey) && e.key === "k") {

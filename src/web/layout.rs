@@ -47,6 +47,8 @@ pub(super) fn layout(title: &str, tab: Tab, body: Markup) -> String {
                         input #quick type="search" name="q" placeholder="Search  (Ctrl-K)"
                             aria-label="Search every session";
                     }
+                    button.theme #theme type="button" title="Light or dark"
+                        aria-label="Switch between light and dark" { "◐" }
                 }
                 main { (body) }
             }
