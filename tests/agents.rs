@@ -418,6 +418,36 @@ fn openclaw_events(path: &Path) -> usize {
     count as usize
 }
 
+/// Deletes the files of `files` that `deleted` picks (as the agent deletes a session), has the
+/// deletion archived, restores each session of `ids`, and asserts that every file of `files`
+/// holds its recorded bytes again. Returns how many were deleted and what each restore said.
+fn delete_and_restore(
+    env: &Env,
+    files: &[PathBuf],
+    deleted: fn(&Path) -> bool,
+    ids: &[&str],
+) -> (usize, Vec<String>) {
+    let recorded: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
+    let gone: Vec<&PathBuf> = files.iter().filter(|f| deleted(f)).collect();
+    for f in &gone {
+        fs::remove_file(f).unwrap();
+    }
+    env.run_once_home();
+    let said = ids
+        .iter()
+        .map(|id| stdout_of(env, &["restore", id]))
+        .collect();
+    for (f, bytes) in files.iter().zip(&recorded) {
+        let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
+        assert!(
+            &back == bytes,
+            "{} is not restored byte for byte",
+            f.display()
+        );
+    }
+    (gone.len(), said)
+}
+
 /// Kimi CLI's subagent (recorded with a prompt that asks for one, which the scripted model
 /// hands to Kimi's `Agent` tool): a session of its own, listed after the session that started
 /// it, holding the shell call and its output, which the session's own events repeat and do not
@@ -457,22 +487,8 @@ fn a_kimi_cli_subagent_is_listed_under_its_session_and_restored_with_it() {
         "{shown}"
     );
 
-    let recorded: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
-    let transcripts = files.iter().filter(|f| is_transcript(f));
-    for f in transcripts.clone() {
-        fs::remove_file(f).unwrap();
-    }
-    assert_eq!(transcripts.count(), 6, "{files:?}");
-    env.run_once_home();
-    stdout_of(&env, &["restore", id]);
-    for (f, bytes) in files.iter().zip(&recorded) {
-        let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
-        assert!(
-            &back == bytes,
-            "{} is not restored byte for byte",
-            f.display()
-        );
-    }
+    let (deleted, _) = delete_and_restore(&env, &files, is_transcript, &[id]);
+    assert_eq!(deleted, 6, "{files:?}");
 }
 
 /// Nanocoder's subagent (recorded with a prompt that asks for one, which the scripted model
@@ -577,25 +593,13 @@ fn aider_ce_sessions_their_subagents_and_chat_logs_are_read_and_restored() {
             assert!(shown.contains(TOOL_OUTPUT), "{shown}");
         }
 
-        let saved_files: Vec<&PathBuf> = (files.iter())
+        let saved_files: Vec<PathBuf> = (files.iter())
             .filter(|f| !f.ends_with("chat.history"))
+            .cloned()
             .collect();
         assert_eq!(saved_files.len(), 2 + subagents.len(), "{files:?}");
-        let recorded: Vec<Vec<u8>> = saved_files.iter().map(|f| fs::read(f).unwrap()).collect();
-        for f in &saved_files {
-            fs::remove_file(f).unwrap();
-        }
-        env.run_once_home();
-        let restored = stdout_of(&env, &["restore", id]);
-        assert!(restored.contains("cecli --auto-load"), "{restored}");
-        for (f, bytes) in saved_files.iter().zip(&recorded) {
-            let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
-            assert!(
-                &back == bytes,
-                "{} is not restored byte for byte",
-                f.display()
-            );
-        }
+        let (_, said) = delete_and_restore(&env, &saved_files, |_| true, &[id]);
+        assert!(said[0].contains("cecli --auto-load"), "{}", said[0]);
     }
 }
 
@@ -640,22 +644,8 @@ fn an_openhands_subagent_is_listed_under_its_conversation_and_restored_with_it()
         "{shown}"
     );
 
-    let recorded: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
-    let transcripts = files.iter().filter(|f| is_transcript(f));
-    for f in transcripts.clone() {
-        fs::remove_file(f).unwrap();
-    }
-    assert_eq!(transcripts.count(), 12, "{files:?}");
-    env.run_once_home();
-    stdout_of(&env, &["restore", id]);
-    for (f, bytes) in files.iter().zip(&recorded) {
-        let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
-        assert!(
-            &back == bytes,
-            "{} is not restored byte for byte",
-            f.display()
-        );
-    }
+    let (deleted, _) = delete_and_restore(&env, &files, is_transcript, &[id]);
+    assert_eq!(deleted, 12, "{files:?}");
 }
 
 /// OpenHands' compaction (recorded with its summarizing condenser set to condense past six
@@ -688,20 +678,7 @@ fn an_openhands_compaction_is_shown_and_every_message_kept() {
         .any(|m| m["role"] == "compact" && m.to_string().contains("Scripted title"));
     assert!(compacted, "no compaction: {messages}");
 
-    let recorded: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
-    for f in files.iter().filter(|f| is_transcript(f)) {
-        fs::remove_file(f).unwrap();
-    }
-    env.run_once_home();
-    stdout_of(&env, &["restore", id]);
-    for (f, bytes) in files.iter().zip(&recorded) {
-        let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
-        assert!(
-            &back == bytes,
-            "{} is not restored byte for byte",
-            f.display()
-        );
-    }
+    delete_and_restore(&env, &files, is_transcript, &[id]);
 }
 
 /// RA.Aid's research subagent (recorded with a prompt that asks for one, which the scripted
@@ -776,24 +753,9 @@ fn a_code_puppy_subagent_is_a_session_of_its_own_restored_byte_for_byte() {
         "{main}"
     );
 
-    let recorded: Vec<Vec<u8>> = files.iter().map(|f| fs::read(f).unwrap()).collect();
-    let transcripts = files.iter().filter(|f| is_transcript(f));
-    for f in transcripts.clone() {
-        fs::remove_file(f).unwrap();
-    }
-    assert_eq!(transcripts.count(), 4, "{files:?}");
-    env.run_once_home();
-    for s in [session, subagent] {
-        stdout_of(&env, &["restore", s["id"].as_str().unwrap()]);
-    }
-    for (f, bytes) in files.iter().zip(&recorded) {
-        let back = fs::read(f).unwrap_or_else(|e| panic!("{} not restored: {e}", f.display()));
-        assert!(
-            &back == bytes,
-            "{} is not restored byte for byte",
-            f.display()
-        );
-    }
+    let ids = [session, subagent].map(|s| s["id"].as_str().unwrap());
+    let (deleted, _) = delete_and_restore(&env, &files, is_transcript, &ids);
+    assert_eq!(deleted, 4, "{files:?}");
 }
 
 /// The agents whose own resume takes a session offline (Continue's CLI goes on from a copy of
