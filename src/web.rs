@@ -14,6 +14,7 @@ mod charts;
 mod filter;
 mod home;
 mod layout;
+mod list_pane;
 mod live;
 mod markdown;
 mod pages;

@@ -125,6 +125,19 @@ pub(super) fn session_href(id: &str, machine_id: i64, machine: &str, rest: &str)
     }
 }
 
+/// The page of session `s` opened from the sessions list, keeping the list's parameters
+/// `keep` for the list shown beside it (its machine's name already given, when another's).
+pub(super) fn listed_href(
+    s: &crate::consumers::sessions::query::Session,
+    keep: &[(&str, &str)],
+) -> String {
+    let keep: Vec<(&str, &str)> = (keep.iter())
+        .filter(|(k, _)| s.machine_id == 0 || *k != "machine")
+        .copied()
+        .collect();
+    href(&session_href(&s.id, s.machine_id, &s.machine, ""), &keep)
+}
+
 /// The home directory, as every command finds it, for paths written `~/…`.
 pub(super) fn home() -> Option<std::path::PathBuf> {
     crate::platform::home::home(&crate::platform::home::process_env).ok()
