@@ -28,10 +28,20 @@ fn cookie(ui: &WebView) -> String {
     set.split(';').next().unwrap().to_owned()
 }
 
-/// Where the tests leave their screenshots (`docs/ui/` holds the ones the README shows).
+/// Leaves the page as it is now in two screenshots, `NAME-light.png` and `NAME-dark.png`
+/// (the system's scheme emulated each way, then given back), in the tests' folder
+/// `ui-screenshots`; `scripts/ui-screenshots` copies them to `docs/ui/`. A page whose theme
+/// the toggle chose is that theme in both.
 pub(crate) fn screenshot(browser: &Browser, name: &str) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
-    browser.screenshot(&dir.join(format!("{name}.png")));
+    for scheme in ["light", "dark"] {
+        browser.cdp(
+            "Emulation.setEmulatedMedia",
+            json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+        );
+        browser.screenshot(&dir.join(format!("{name}-{scheme}.png")));
+    }
+    browser.cdp("Emulation.setEmulatedMedia", json!({"features": []}));
 }
 
 /// A Claude Code line of the crafted session.
@@ -601,7 +611,6 @@ fn the_theme_toggle_switches_light_and_dark_and_is_remembered() {
     browser.goto(&format!("{}/sessions", ui.base));
     browser.wait_for("table.sessions");
     assert_eq!(background(&browser), "rgb(20, 22, 26)", "remembered");
-    screenshot(&browser, "sessions-dark-toggled");
     browser.click("#theme");
     assert_eq!(background(&browser), "rgb(251, 251, 252)");
 }
