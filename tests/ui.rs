@@ -12,7 +12,7 @@ use testkit::browser::{Browser, WebView};
 use testkit::daemon::{Daemon, TapReader};
 
 /// The crafted session's id.
-const ID: &str = "5f0c8a52-6d1e-4a8b-9c3f-2e7d4b1a9c60";
+pub(crate) const ID: &str = "5f0c8a52-6d1e-4a8b-9c3f-2e7d4b1a9c60";
 
 /// `ui --no-open` on the env's archive, once it has printed its link.
 pub(crate) fn serve(env: &Env) -> WebView {
@@ -45,7 +45,7 @@ pub(crate) fn screenshot(browser: &Browser, name: &str) {
 }
 
 /// A Claude Code line of the crafted session.
-fn line(kind: &str, uuid: &str, minute: u32, message: Value) -> String {
+pub(crate) fn line(kind: &str, uuid: &str, minute: u32, message: Value) -> String {
     json!({"type": kind, "uuid": uuid, "sessionId": ID, "cwd": "/w/app",
         "timestamp": format!("2026-12-01T10:{minute:02}:00.000Z"), "message": message})
     .to_string()
@@ -53,7 +53,7 @@ fn line(kind: &str, uuid: &str, minute: u32, message: Value) -> String {
 
 /// The crafted Claude Code session: a prompt in Markdown, an answer with thinking, a tool
 /// call and its result, and `extra` lines; returns its path.
-fn crafted(env: &Env, prompt: &str, extra: &[String]) -> PathBuf {
+pub(crate) fn crafted(env: &Env, prompt: &str, extra: &[String]) -> PathBuf {
     let dir = env.dir.path().join("home/.claude/projects/-w-app");
     fs::create_dir_all(&dir).unwrap();
     let old: Vec<String> = (0..30).map(|i| format!("archive/old-{i:02}.pdf")).collect();
@@ -276,7 +276,7 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
     let lines = [
         json!({"type": "user", "uuid": "x1", "sessionId": other,
             "cwd": "/w/<b id=injected>proj</b>", "timestamp": "2026-12-01T11:00:00.000Z",
-            "message": {"role": "user", "content": "Title <svg id=injected onload=window.pwned=7>"}}),
+            "message": {"role": "user", "content": "Title <svg id=injected onload=window.pwned=7> \"><img src=x id=injected onerror=window.pwned=9>"}}),
         json!({"type": "assistant", "uuid": "x2", "sessionId": other,
             "cwd": "/w/<b id=injected>proj</b>", "timestamp": "2026-12-01T11:01:00.000Z",
             "message": {"id": "msg_x", "role": "assistant", "model": "m-<img src=x id=injected onerror=window.pwned=8>",
@@ -293,6 +293,7 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         "/?window=all".to_owned(),
         "/sessions".to_owned(),
         format!("/s/{ID}"),
+        format!("/s/{ID}?project=w&sort=title&page=1"),
         "/search?q=injected".to_owned(),
         "/search?q=pwned".to_owned(),
         format!("/s/{ID}/restore"),
@@ -349,6 +350,13 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
     browser.goto(&format!("{}/sessions", ui.base));
     let list = browser.text("table.sessions");
     assert!(list.contains("<img src=x id=injected"), "{list}");
+    // And in the list beside a conversation.
+    browser.goto(&format!("{}/s/{ID}?project=w", ui.base));
+    let pane = browser.text(".list-pane");
+    assert!(
+        pane.contains(r#"Title <svg id=injected onload=window.pwned=7> "><img src=x id=injected onerror=window.pwned=9>"#),
+        "{pane}"
+    );
     // The home says them as text in its figures' tables and in its charts' titles.
     browser.goto(&format!("{}/?window=all", ui.base));
     let shares = browser.text("#shares");
@@ -952,16 +960,7 @@ fn after_reindex_every_page_reads_the_new_index() {
 #[test]
 fn the_sessions_are_paged_each_once() {
     let env = Env::new();
-    let dir = env.dir.path().join("home/.claude/projects/-w-many");
-    fs::create_dir_all(&dir).unwrap();
-    for i in 0..205 {
-        let id = format!("00000000-0000-4000-8000-{i:012}");
-        let prompt = json!({"type": "user", "uuid": format!("p{i}"), "sessionId": id,
-            "cwd": "/w/many", "timestamp": format!("2026-11-{:02}T10:{:02}:00.000Z", 1 + i / 60, i % 60),
-            "message": {"role": "user", "content": format!("prompt of session {i}")}});
-        fs::write(dir.join(format!("{id}.jsonl")), format!("{prompt}\n")).unwrap();
-    }
-    env.run_once_home();
+    many_sessions(&env, 205);
     let ui = serve(&env);
     let cookie = cookie(&ui);
     let titles = |path: &str| -> (Vec<String>, String) {
@@ -984,6 +983,21 @@ fn the_sessions_are_paged_each_once() {
         let newest_first: Vec<String> = (0..205).rev().map(|i: i32| i.to_string()).collect();
         assert_eq!(all, newest_first, "{first} then {second}");
     }
+}
+
+/// `n` Claude Code sessions of one prompt each (`prompt of session I`) in project
+/// `/w/many`, a minute apart from 2026-11-01 (the last the newest), archived.
+pub(crate) fn many_sessions(env: &Env, n: usize) {
+    let dir = env.dir.path().join("home/.claude/projects/-w-many");
+    fs::create_dir_all(&dir).unwrap();
+    for i in 0..n {
+        let id = format!("00000000-0000-4000-8000-{i:012}");
+        let prompt = json!({"type": "user", "uuid": format!("p{i}"), "sessionId": id,
+            "cwd": "/w/many", "timestamp": format!("2026-11-{:02}T10:{:02}:00.000Z", 1 + i / 60, i % 60),
+            "message": {"role": "user", "content": format!("prompt of session {i}")}});
+        fs::write(dir.join(format!("{id}.jsonl")), format!("{prompt}\n")).unwrap();
+    }
+    env.run_once_home();
 }
 
 /// `ui` on an archive that is not there says so, naming it, and serves nothing.

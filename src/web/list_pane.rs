@@ -102,7 +102,7 @@ pub(super) fn rows(listed: &Listed, asked: &Asked, open: &str) -> Markup {
                 a.session href=(listed_href(s, &keep)) aria-current=[(s.id == open).then_some("page")] {
                     span.title { (s.title.as_deref().unwrap_or("(untitled)")) }
                     span.sub {
-                        (s.harness) " · " (ago(s.last_activity, now)) " · " (s.messages) " msgs · "
+                        (s.harness) " · " (ago(s.last_activity, now)) " · " (s.messages) @if s.messages == 1 { " message · " } @else { " messages · " }
                         (tilde(s.project.as_deref().unwrap_or("-"), home))
                         @if !s.on_disk { " · deleted" }
                         @if s.starred { " · ★" }

@@ -254,6 +254,24 @@ impl Browser {
         );
     }
 
+    /// Presses and releases each key of `keys` in turn, as a keyboard does, to the element
+    /// that has the focus (WebDriver's key codes, such as `\u{E007}` for Enter, name the
+    /// keys that are no character).
+    pub fn press(&self, keys: &str) {
+        let actions: Vec<Value> = (keys.chars())
+            .flat_map(|k| {
+                let k = k.to_string();
+                [
+                    json!({"type": "keyDown", "value": k}),
+                    json!({"type": "keyUp", "value": k}),
+                ]
+            })
+            .collect();
+        let body = json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]});
+        self.checked("POST", "/actions", Some(body));
+        self.checked("DELETE", "/actions", None);
+    }
+
     /// Runs `script` (a function body; `arguments` holds `args`) and returns what it returns.
     pub fn script(&self, script: &str, args: Value) -> Value {
         self.checked(
