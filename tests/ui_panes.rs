@@ -100,8 +100,23 @@ fn a_session_opened_from_the_list_keeps_the_list_beside_it_on_a_wide_screen() {
         .map(|i| format!("prompt of session {i}"))
         .collect();
     assert_eq!(titles, json!(newest_first));
+    // A session of the list's second page names that page, which the list beside it shows.
+    let second = format!("{}&page=2", link(0));
+    let last =
+        "return document.querySelector('.list-pane li:last-child a.session').getAttribute('href')";
+    assert_eq!(browser.script(last, json!([])), second);
+    browser.goto(&format!("{}{second}", ui.base));
+    browser.wait_for(".list-pane li.newer a");
+    assert_eq!(browser.count(".list-pane a.session"), 5);
+    assert_eq!(
+        browser.text(".list-pane a[aria-current] .title"),
+        "prompt of session 0"
+    );
+    browser.goto(&format!("{}{}", ui.base, link(203)));
+    browser.wait_for(".list-pane a[aria-current]");
 
     // h goes to the open session in the list, j to the next; Enter opens it.
+    assert_eq!(focused(&browser), "BODY");
     browser.press("hj");
     assert_eq!(focused(&browser), link(202));
     browser.press(ENTER);
