@@ -9,9 +9,10 @@ use crate::util::{Env, stdout_of};
 use serde_json::{Value, json};
 use testkit::browser::Browser;
 
-/// WebDriver's codes for Enter and Escape.
+/// WebDriver's codes for Enter, Escape and Alt.
 const ENTER: &str = "\u{E007}";
 const ESCAPE: &str = "\u{E00C}";
+const ALT: &str = "\u{E00A}";
 
 /// The id of the `i`th session [`many_sessions`] writes.
 fn many(i: usize) -> String {
@@ -55,7 +56,11 @@ fn a_session_opened_from_the_list_keeps_the_list_beside_it_on_a_wide_screen() {
     browser.goto(&format!("{}/sessions?project=many", ui.base));
     browser.wait_for("table.sessions");
     let link = |i: usize| format!("/s/{}?project=many", many(i));
-    // j chooses the first session, then j and k move; Enter opens the one chosen.
+    // With a modifier, a key is the browser's; alone, j chooses the first session, then j
+    // and k move; Enter opens the one chosen.
+    browser.press(&format!("{ALT}j"));
+    assert_eq!(focused(&browser), "BODY");
+    assert_eq!(browser.count(".selected"), 0);
     browser.press("j");
     assert_eq!(focused(&browser), link(204));
     browser.press("jjk");
@@ -200,7 +205,8 @@ fn a_link_to_a_message_far_into_a_conversation_opens_on_it() {
     let state = browser.script(
         "const m = document.getElementById(arguments[0]); const r = m.getBoundingClientRect();
          return [document.querySelector(':target') === m, r.top >= 0 && r.bottom <= innerHeight,
-                 document.activeElement === m, m.textContent.includes('follow-up number 120')]",
+                 document.activeElement === m && m.classList.contains('selected'),
+                 m.textContent.includes('follow-up number 120')]",
         json!([target]),
     );
     assert_eq!(state, json!([true, true, true, true]));
@@ -218,6 +224,11 @@ fn a_link_to_a_message_far_into_a_conversation_opens_on_it() {
     browser.press("kk");
     assert_eq!(focused(&browser), around[0]);
     assert_eq!(browser.count("#conversation .selected"), 1);
+    // h goes to the list beside it, l back to the message chosen.
+    browser.press("h");
+    assert_eq!(focused(&browser), format!("/s/{ID}"));
+    browser.press("l");
+    assert_eq!(focused(&browser), around[0]);
 
     // A message's link goes to it and copies the address that opens at it.
     browser.cdp(

@@ -316,13 +316,6 @@ function onKey(e) {
     case "/": searchBox(); break;
     case "g": keys.g = Date.now(); break;
     case "d": if (afterG) location.href = "/"; else return; break;
-    case "Enter": {
-      // The session chosen, when the focus has left it.
-      const chosen = document.querySelector("a.session.selected");
-      if (!chosen || document.activeElement !== document.body) return;
-      chosen.click();
-      break;
-    }
     default: return;
   }
   e.preventDefault();

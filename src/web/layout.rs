@@ -71,7 +71,10 @@ fn keys() -> Markup {
             &["h", "l"],
             "To the list, to the conversation: where j and k move (the one the focus or the last click is in; else the conversation)",
         ),
-        (&["Enter"], "Open the session chosen in the list"),
+        (
+            &["Enter"],
+            "Open the session chosen in the list (it has the focus)",
+        ),
         (&["/"], "To the search box"),
         (&["g", "d"], "Home (the dashboard): g, then d"),
         (&["?"], "These keys (Escape closes them)"),
