@@ -978,7 +978,11 @@ fn the_sessions_are_paged_each_once() {
         assert_eq!(one.len(), 200, "{first}");
         assert!(page.contains("205 sessions, page 1 of 2"), "{first}");
         assert!(page.contains("older →"), "{first}");
-        let (two, _) = titles(second);
+        let (two, page) = titles(second);
+        // A session's link names its page, for the list beside it.
+        let query = second.split_once('?').unwrap().1.replace('&', "&amp;");
+        let oldest = format!("href=\"/s/00000000-0000-4000-8000-000000000000?{query}\"");
+        assert!(page.contains(&oldest), "{second}: {page}");
         let all: Vec<String> = one.into_iter().chain(two).collect();
         let newest_first: Vec<String> = (0..205).rev().map(|i: i32| i.to_string()).collect();
         assert_eq!(all, newest_first, "{first} then {second}");
