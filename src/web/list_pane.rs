@@ -67,30 +67,23 @@ fn pane(archive: &mut Archive, asked: &Asked, open: &Session) -> Result<Markup> 
 /// The pane's rows of `listed`, the open session (`open`) marked, with a link to the page
 /// before when it is not the first, and past the last what loads the next page.
 pub(super) fn rows(listed: &Listed, asked: &Asked, open: &str) -> Markup {
-    let (this, before, after) = (
-        listed.page.to_string(),
+    let keep = list_pairs(asked);
+    let (before, this, after) = (
         (listed.page - 1).to_string(),
+        listed.page.to_string(),
         (listed.page + 1).to_string(),
     );
-    let keep = list_pairs(asked);
-    fn with<'a>(
-        keep: &[(&'static str, &'a str)],
-        more: &[(&'static str, &'a str)],
-    ) -> Vec<(&'static str, &'a str)> {
-        [keep, more].concat()
-    }
-    let newer = href("/sessions", &with(&keep, &[("page", &before)]));
-    let next = href(
-        "/sessions",
-        &with(
-            &keep,
-            &[("page", &after), ("fragment", "pane"), ("open", open)],
-        ),
-    );
+    let newer = href("/sessions", &[&keep[..], &[("page", &before)]].concat());
+    let more = [
+        ("page", after.as_str()),
+        ("fragment", "pane"),
+        ("open", open),
+    ];
+    let next = href("/sessions", &[&keep[..], &more].concat());
     // A session's link names its page of the list, which the list beside it then shows.
     let keep = match listed.page {
-        1 => keep.clone(),
-        _ => with(&keep, &[("page", &this)]),
+        1 => keep,
+        _ => [&keep[..], &[("page", &this)]].concat(),
     };
     let now = now_ms();
     let home = home();
