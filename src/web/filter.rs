@@ -4,7 +4,7 @@
 use super::layout::bad_request;
 use super::{Answer, Asked};
 use crate::archive::Archive;
-use crate::consumers::sessions::query::{self, Filter};
+use crate::consumers::sessions::query::{self, Filter, Session};
 use crate::error::{Error, Result};
 
 /// The filters of the sessions page, or the answer to filters it cannot read: agent,
@@ -61,3 +61,27 @@ pub(super) const LIST_KEYS: [&str; 11] = [
     "agent", "project", "machine", "model", "since", "until", "day", "deleted", "sort", "starred",
     "tag",
 ];
+
+/// Every session `filter` and the request's `deleted` keep, in the order of `sort` (the last
+/// active first, started, messages or title): the whole list a page of the sessions page
+/// is cut from.
+pub(super) fn all_matching(
+    archive: &mut Archive,
+    asked: &Asked,
+    filter: &Filter,
+    sort: &str,
+) -> Result<Vec<Session>> {
+    let mut list = query::sessions(archive, filter)?;
+    match asked.param("deleted") {
+        Some("only") => list.retain(|s| !s.on_disk),
+        Some("hide") => list.retain(|s| s.on_disk),
+        _ => {}
+    }
+    match sort {
+        "started" => list.sort_by_key(|s| std::cmp::Reverse(s.started)),
+        "messages" => list.sort_by_key(|s| std::cmp::Reverse(s.messages)),
+        "title" => list.sort_by_cached_key(|s| s.title.clone().unwrap_or_default().to_lowercase()),
+        _ => {}
+    }
+    Ok(list)
+}
