@@ -12,7 +12,7 @@ use testkit::browser::{Browser, WebView};
 use testkit::daemon::{Daemon, TapReader};
 
 /// The crafted session's id.
-const ID: &str = "5f0c8a52-6d1e-4a8b-9c3f-2e7d4b1a9c60";
+pub(crate) const ID: &str = "5f0c8a52-6d1e-4a8b-9c3f-2e7d4b1a9c60";
 
 /// `ui --no-open` on the env's archive, once it has printed its link.
 pub(crate) fn serve(env: &Env) -> WebView {
@@ -22,7 +22,7 @@ pub(crate) fn serve(env: &Env) -> WebView {
 }
 
 /// The `Cookie` header's value the token of `ui` is exchanged for.
-fn cookie(ui: &WebView) -> String {
+pub(crate) fn cookie(ui: &WebView) -> String {
     let (_, headers, _) = get(ui, &format!("/?token={}", ui.token()), &[]);
     let set = header(&headers, "set-cookie");
     set.split(';').next().unwrap().to_owned()
@@ -35,7 +35,7 @@ pub(crate) fn screenshot(browser: &Browser, name: &str) {
 }
 
 /// A Claude Code line of the crafted session.
-fn line(kind: &str, uuid: &str, minute: u32, message: Value) -> String {
+pub(crate) fn line(kind: &str, uuid: &str, minute: u32, message: Value) -> String {
     json!({"type": kind, "uuid": uuid, "sessionId": ID, "cwd": "/w/app",
         "timestamp": format!("2026-12-01T10:{minute:02}:00.000Z"), "message": message})
     .to_string()
@@ -43,7 +43,7 @@ fn line(kind: &str, uuid: &str, minute: u32, message: Value) -> String {
 
 /// The crafted Claude Code session: a prompt in Markdown, an answer with thinking, a tool
 /// call and its result, and `extra` lines; returns its path.
-fn crafted(env: &Env, prompt: &str, extra: &[String]) -> PathBuf {
+pub(crate) fn crafted(env: &Env, prompt: &str, extra: &[String]) -> PathBuf {
     let dir = env.dir.path().join("home/.claude/projects/-w-app");
     fs::create_dir_all(&dir).unwrap();
     let old: Vec<String> = (0..30).map(|i| format!("archive/old-{i:02}.pdf")).collect();
@@ -361,7 +361,7 @@ fn http() -> ureq::Agent {
 }
 
 /// Status, headers of interest and body of a GET of `path` with `headers`.
-fn get(ui: &WebView, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
+pub(crate) fn get(ui: &WebView, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
     let mut request = http().get(format!("{}{path}", ui.base));
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -377,7 +377,7 @@ fn answer(mut r: ureq::http::Response<ureq::Body>) -> (u16, Vec<(String, String)
     (r.status().as_u16(), headers, body)
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
     (headers.iter())
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
         .map_or("", |(_, v)| v.as_str())

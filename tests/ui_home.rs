@@ -264,7 +264,7 @@ fn the_home_reads_in_light_and_dark_and_passes_axe() {
 }
 
 /// axe-core's script, installed from npm into the tests' own folder on first use.
-fn axe_core() -> String {
+pub(crate) fn axe_core() -> String {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("axe");
     let script = dir.join("node_modules/axe-core/axe.min.js");
     if !script.exists() {
@@ -282,7 +282,7 @@ fn axe_core() -> String {
 
 /// The serious and critical violations axe-core finds in the page: its id, impact and the
 /// elements.
-fn audit(browser: &Browser, axe: &str) -> Vec<Value> {
+pub(crate) fn audit(browser: &Browser, axe: &str) -> Vec<Value> {
     // Run as the script's own body: the page's policy allows no `eval`.
     browser.script(
         &format!(
