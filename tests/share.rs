@@ -281,4 +281,9 @@ fn the_web_views_csv_follows_its_page() {
     let cli = stdout_of(&env, &["usage", "--csv", "--by", "agent"]);
     assert_eq!(read_csv(&body), read_csv(&cli));
     assert!(read_csv(&body).1.len() >= 2, "{body}");
+    // A window after every call: the total alone, of none.
+    let body = get(&ui, "/usage.csv?by=agent&since=1d", &[("Cookie", &cookie)]).2;
+    let (_, rows) = read_csv(&body);
+    assert_eq!(rows.len(), 1, "{body}");
+    assert_eq!(rows[0][..2], ["", "0"], "{body}");
 }
