@@ -61,7 +61,9 @@ fn fetched(html: &str) -> Vec<String> {
             }
         }
     }
-    for tag in ["<link", "@import", "url(", "<script", "<iframe", "<object", "<embed"] {
+    for tag in [
+        "<link", "@import", "url(", "<script", "<iframe", "<object", "<embed",
+    ] {
         if let Some(at) = lower.find(tag) {
             found.push(html[at..(at + 80).min(html.len())].to_owned());
         }
@@ -119,7 +121,10 @@ fn a_shared_conversation_is_one_file_that_fetches_nothing_and_holds_no_secret() 
     // Tool output is folded until opened, as on the web page.
     assert_eq!(browser.count("details[open]"), 0);
     let conversation = browser.text("main");
-    assert!(!conversation.contains("archive/old-29.pdf"), "{conversation}");
+    assert!(
+        !conversation.contains("archive/old-29.pdf"),
+        "{conversation}"
+    );
     assert!(conversation.contains("Bash"), "{conversation}");
     browser.click("details.tool-result summary");
     assert!(
@@ -232,8 +237,14 @@ fn the_lists_as_csv_are_their_json_with_formulas_neutralised() {
     assert_eq!(header[..3], ["id", "machine", "git_remote"]);
     assert_rows_are(&header, &rows, &json);
     let titles: Vec<&str> = rows.iter().map(|r| r[5].as_str()).collect();
-    assert!(titles.contains(&format!("'{formula}").as_str()), "{titles:?}");
-    assert!(titles.contains(&"'@SUM(1+1) and a second line"), "{titles:?}");
+    assert!(
+        titles.contains(&format!("'{formula}").as_str()),
+        "{titles:?}"
+    );
+    assert!(
+        titles.contains(&"'@SUM(1+1) and a second line"),
+        "{titles:?}"
+    );
 
     let json: Vec<Value> = (stdout_of(&env, &["usage", "--json", "--by", "model"]).lines())
         .map(|l| serde_json::from_str(l).unwrap())
@@ -277,7 +288,12 @@ fn the_web_views_csv_follows_its_page() {
         page.contains("href=\"/usage.csv?by=agent&amp;since=3650d\""),
         "{page}"
     );
-    let body = get(&ui, "/usage.csv?by=agent&since=3650d", &[("Cookie", &cookie)]).2;
+    let body = get(
+        &ui,
+        "/usage.csv?by=agent&since=3650d",
+        &[("Cookie", &cookie)],
+    )
+    .2;
     let cli = stdout_of(&env, &["usage", "--csv", "--by", "agent"]);
     assert_eq!(read_csv(&body), read_csv(&cli));
     assert!(read_csv(&body).1.len() >= 2, "{body}");

@@ -365,7 +365,11 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         browser.script("return window.pwned === undefined", json!([])),
         true
     );
-    assert!(browser.text("h1").contains(attack), "{}", browser.text("h1"));
+    assert!(
+        browser.text("h1").contains(attack),
+        "{}",
+        browser.text("h1")
+    );
     let title = browser.script("return document.title", json!([]));
     assert_eq!(title.as_str(), Some(attack));
     let text = browser.text("main");
@@ -377,13 +381,26 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
     let cookie = cookie(&ui);
     for (csv, written) in [
         ("/sessions.csv", "/w/<b id=injected>proj</b>"),
-        ("/usage.csv?by=model&since=3650d", "m-<img src=x id=injected"),
+        (
+            "/usage.csv?by=model&since=3650d",
+            "m-<img src=x id=injected",
+        ),
     ] {
         let (status, headers, body) = get(&ui, csv, &[("Cookie", &cookie)]);
         assert_eq!(status, 200, "{csv}");
-        assert!(header(&headers, "content-type").starts_with("text/csv"), "{csv}");
-        assert!(header(&headers, "content-disposition").starts_with("attachment"), "{csv}");
-        assert_eq!(header(&headers, "x-content-type-options"), "nosniff", "{csv}");
+        assert!(
+            header(&headers, "content-type").starts_with("text/csv"),
+            "{csv}"
+        );
+        assert!(
+            header(&headers, "content-disposition").starts_with("attachment"),
+            "{csv}"
+        );
+        assert_eq!(
+            header(&headers, "x-content-type-options"),
+            "nosniff",
+            "{csv}"
+        );
         assert!(body.contains(written), "{csv}: {body}");
     }
 }
@@ -398,7 +415,11 @@ fn http() -> ureq::Agent {
 }
 
 /// Status, headers of interest and body of a GET of `path` with `headers`.
-pub(crate) fn get(ui: &WebView, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
+pub(crate) fn get(
+    ui: &WebView,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Vec<(String, String)>, String) {
     let mut request = http().get(format!("{}{path}", ui.base));
     for (name, value) in headers {
         request = request.header(*name, *value);

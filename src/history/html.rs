@@ -16,7 +16,13 @@ use maud::{Markup, PreEscaped, html};
 const MAX_SHOWN: usize = 200 * 1024;
 
 /// One message of a conversation: its role and time, then its parts.
-pub(crate) fn message(seq: i64, harness: &str, role: &str, at_ms: Option<i64>, record: &[u8]) -> Markup {
+pub(crate) fn message(
+    seq: i64,
+    harness: &str,
+    role: &str,
+    at_ms: Option<i64>,
+    record: &[u8],
+) -> Markup {
     let parsed = parse(harness, record);
     // The agent's key: a live record of a message already shown replaces it (an upsert) or
     // is passed over (a copy), as the index keeps one.
@@ -192,4 +198,3 @@ fn pretty(input: &str) -> String {
         _ => input.to_owned(),
     }
 }
-

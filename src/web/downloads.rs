@@ -2,9 +2,8 @@
 //! (redacted, the same file `show --format html` writes), and the sessions list and usage as
 //! CSV, each following the filters of the page it is linked from.
 
-use super::filter::{all_matching, session_filter};
+use super::filter::{all_matching, find, session_filter, usage_window};
 use super::layout::failed;
-use super::pages::{find, usage_window};
 use super::{Answer, Shared};
 use crate::archive::Archive;
 use crate::consumers::sessions::usage;

@@ -1,11 +1,14 @@
-//! The sessions list's filters as a request gives them (agent, project, machine, model, a
-//! time or a local day), which the list and the home both read.
+//! What a request asks for, as the pages and downloads read it: the sessions list's filters
+//! (agent, project, machine, model, a time or a local day), which the list, its CSV and the
+//! home read; the session a path names; the usage page's window and grouping.
 
-use super::layout::bad_request;
+use super::layout::{bad_request, failed};
 use super::{Answer, Asked};
 use crate::archive::Archive;
 use crate::consumers::sessions::query::{self, Filter, Session};
+use crate::consumers::sessions::usage::By;
 use crate::error::{Error, Result};
+use tiny_http::StatusCode;
 
 /// The filters of the sessions page, or the answer to filters it cannot read: agent,
 /// project, machine and model; active since a time (`since`), started before one (`until`),
@@ -84,4 +87,38 @@ pub(super) fn all_matching(
         _ => {}
     }
     Ok(list)
+}
+
+/// The session `id` names (of `?machine=`, else of any machine).
+pub(super) fn find(
+    archive: &mut Archive,
+    asked: &Asked,
+    id: &str,
+) -> Result<std::result::Result<Session, Answer>> {
+    let machine = asked.param("machine").unwrap_or("all");
+    match crate::history::find_session(archive, id, machine) {
+        Ok(s) => Ok(Ok(s)),
+        Err(
+            e @ (Error::NoSuchSession { .. }
+            | Error::AmbiguousSession { .. }
+            | Error::NoSuchMachine { .. }),
+        ) => Ok(Err(Answer::Html(StatusCode(404), failed(&e.to_string())))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The usage page's grouping (`by`, a day by default) and window (`since`, 30 days by
+/// default) as asked, with the time it starts; else the answer to what it cannot read.
+pub(super) fn usage_window(asked: &Asked) -> std::result::Result<(By, &str, &str, i64), Answer> {
+    let by_name = asked.param("by").unwrap_or("day");
+    let Ok(by) = <By as clap::ValueEnum>::from_str(by_name, false) else {
+        return Err(bad_request(&format!(
+            "by {by_name:?} is none of day, week, month, model, project, agent, machine, session"
+        )));
+    };
+    let since = asked.param("since").unwrap_or("30d");
+    match crate::history::parse_since(since) {
+        Ok(since_ms) => Ok((by, by_name, since, since_ms)),
+        Err(e) => Err(bad_request(&e)),
+    }
 }

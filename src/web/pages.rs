@@ -2,10 +2,8 @@
 //! reaches a page only escaped, or as Markdown made safe (a conversation is written by
 //! [`crate::history::html`], as a shared file is).
 
-use super::filter::{LIST_KEYS, all_matching, session_filter};
-use super::layout::{
-    Tab, bad_request, failed, home, href, layout, not_found, refused, segment, session_href,
-};
+use super::filter::{LIST_KEYS, all_matching, find, session_filter, usage_window};
+use super::layout::{Tab, failed, home, href, layout, not_found, refused, segment, session_href};
 use super::tokens::{all_tokens, cost};
 use super::{Answer, Asked, Shared};
 use crate::agents::message::{Part, parse};
@@ -52,7 +50,9 @@ pub(crate) fn page(
         (Method::Get, ["sessions"]) => sessions(archive, asked),
         (Method::Get, ["sessions.csv"]) => super::downloads::sessions_csv(archive, asked),
         (Method::Get, ["usage.csv"]) => super::downloads::usage_csv(shared, archive, asked),
-        (Method::Get, ["s", id, "share.html"]) => super::downloads::share(shared, archive, asked, id),
+        (Method::Get, ["s", id, "share.html"]) => {
+            super::downloads::share(shared, archive, asked, id)
+        }
         (Method::Get, ["search"]) => search(archive, asked),
         (Method::Get, ["s", id]) => session(shared, archive, asked, id),
         (Method::Post, ["s", id, "marks"]) => save_marks(archive, asked, id),
@@ -116,8 +116,8 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
     let body = html! {
         h1 { "Sessions" }
         (filters_form(asked, &query::harnesses(archive)?, sort))
-        p.count { (HumanCount(total as u64)) @if total == 1 { " session" } @else { " sessions" } @if pages > 1 { ", page " (page) " of " (pages) }
-            " · " a #sessions-csv href=(href("/sessions.csv", &kept)) download { "Download CSV" } }
+        p.count { (HumanCount(total as u64)) @if total == 1 { " session" } @else { " sessions" } @if pages > 1 { ", page " (page) " of " (pages) } }
+        p.hint.download { a #sessions-csv href=(href("/sessions.csv", &kept)) download { "Download CSV" } " of every session these filters keep" }
         (sessions_table(&shown, &known, machines))
         @if pages > 1 {
             nav.pages {
@@ -252,24 +252,6 @@ fn save_marks(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> 
             "",
         ))),
         Err(e @ Error::BadTag { .. }) => Ok(Answer::Html(StatusCode(400), failed(&e.to_string()))),
-        Err(e) => Err(e),
-    }
-}
-
-/// The session `id` names (of `?machine=`, else of any machine).
-pub(super) fn find(
-    archive: &mut Archive,
-    asked: &Asked,
-    id: &str,
-) -> Result<std::result::Result<Session, Answer>> {
-    let machine = asked.param("machine").unwrap_or("all");
-    match crate::history::find_session(archive, id, machine) {
-        Ok(s) => Ok(Ok(s)),
-        Err(
-            e @ (Error::NoSuchSession { .. }
-            | Error::AmbiguousSession { .. }
-            | Error::NoSuchMachine { .. }),
-        ) => Ok(Err(Answer::Html(StatusCode(404), failed(&e.to_string())))),
         Err(e) => Err(e),
     }
 }
@@ -661,22 +643,6 @@ fn older_calls(shared: &Shared, archive: &mut Archive) -> Result<Option<(i64, St
     let all = usage::Request::default();
     let (days, total) = usage::usage(archive, By::Day, &all, &shared.prices)?;
     Ok(days.first().map(|first| (total.calls, first.of.clone())))
-}
-
-/// The usage page's grouping (`by`, a day by default) and window (`since`, 30 days by
-/// default) as asked, with the time it starts; else the answer to what it cannot read.
-pub(super) fn usage_window(asked: &Asked) -> std::result::Result<(By, &str, &str, i64), Answer> {
-    let by_name = asked.param("by").unwrap_or("day");
-    let Ok(by) = <By as clap::ValueEnum>::from_str(by_name, false) else {
-        return Err(bad_request(&format!(
-            "by {by_name:?} is none of day, week, month, model, project, agent, machine, session"
-        )));
-    };
-    let since = asked.param("since").unwrap_or("30d");
-    match crate::history::parse_since(since) {
-        Ok(since_ms) => Ok((by, by_name, since, since_ms)),
-        Err(e) => Err(bad_request(&e)),
-    }
 }
 
 fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<Answer> {
