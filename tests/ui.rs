@@ -28,10 +28,20 @@ pub(crate) fn cookie(ui: &WebView) -> String {
     set.split(';').next().unwrap().to_owned()
 }
 
-/// Where the tests leave their screenshots (`docs/ui/` holds the ones the README shows).
+/// Leaves the page as it is now in two screenshots, `NAME-light.png` and `NAME-dark.png`
+/// (the system's scheme emulated each way, then given back), in the tests' folder
+/// `ui-screenshots`; `scripts/ui-screenshots` copies them to `docs/ui/`. A page whose theme
+/// the toggle chose is that theme in both.
 pub(crate) fn screenshot(browser: &Browser, name: &str) {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ui-screenshots");
-    browser.screenshot(&dir.join(format!("{name}.png")));
+    for scheme in ["light", "dark"] {
+        browser.cdp(
+            "Emulation.setEmulatedMedia",
+            json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+        );
+        browser.screenshot(&dir.join(format!("{name}-{scheme}.png")));
+    }
+    browser.cdp("Emulation.setEmulatedMedia", json!({"features": []}));
 }
 
 /// A Claude Code line of the crafted session.
@@ -266,7 +276,7 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
     let lines = [
         json!({"type": "user", "uuid": "x1", "sessionId": other,
             "cwd": "/w/<b id=injected>proj</b>", "timestamp": "2026-12-01T11:00:00.000Z",
-            "message": {"role": "user", "content": "Title <svg id=injected onload=window.pwned=7>"}}),
+            "message": {"role": "user", "content": "Title <svg id=injected onload=window.pwned=7> \"><img src=x id=injected onerror=window.pwned=9>"}}),
         json!({"type": "assistant", "uuid": "x2", "sessionId": other,
             "cwd": "/w/<b id=injected>proj</b>", "timestamp": "2026-12-01T11:01:00.000Z",
             "message": {"id": "msg_x", "role": "assistant", "model": "m-<img src=x id=injected onerror=window.pwned=8>",
@@ -283,6 +293,7 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         "/?window=all".to_owned(),
         "/sessions".to_owned(),
         format!("/s/{ID}"),
+        format!("/s/{ID}?project=w&sort=title&page=1"),
         "/search?q=injected".to_owned(),
         "/search?q=pwned".to_owned(),
         format!("/s/{ID}/restore"),
@@ -339,6 +350,13 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
     browser.goto(&format!("{}/sessions", ui.base));
     let list = browser.text("table.sessions");
     assert!(list.contains("<img src=x id=injected"), "{list}");
+    // And in the list beside a conversation.
+    browser.goto(&format!("{}/s/{ID}?project=w", ui.base));
+    let pane = browser.text(".list-pane");
+    assert!(
+        pane.contains(r#"Title <svg id=injected onload=window.pwned=7> "><img src=x id=injected onerror=window.pwned=9>"#),
+        "{pane}"
+    );
     // The home says them as text in its figures' tables and in its charts' titles.
     browser.goto(&format!("{}/?window=all", ui.base));
     let shares = browser.text("#shares");
@@ -659,7 +677,6 @@ fn the_theme_toggle_switches_light_and_dark_and_is_remembered() {
     browser.goto(&format!("{}/sessions", ui.base));
     browser.wait_for("table.sessions");
     assert_eq!(background(&browser), "rgb(20, 22, 26)", "remembered");
-    screenshot(&browser, "sessions-dark-toggled");
     browser.click("#theme");
     assert_eq!(background(&browser), "rgb(251, 251, 252)");
 }
@@ -1001,16 +1018,7 @@ fn after_reindex_every_page_reads_the_new_index() {
 #[test]
 fn the_sessions_are_paged_each_once() {
     let env = Env::new();
-    let dir = env.dir.path().join("home/.claude/projects/-w-many");
-    fs::create_dir_all(&dir).unwrap();
-    for i in 0..205 {
-        let id = format!("00000000-0000-4000-8000-{i:012}");
-        let prompt = json!({"type": "user", "uuid": format!("p{i}"), "sessionId": id,
-            "cwd": "/w/many", "timestamp": format!("2026-11-{:02}T10:{:02}:00.000Z", 1 + i / 60, i % 60),
-            "message": {"role": "user", "content": format!("prompt of session {i}")}});
-        fs::write(dir.join(format!("{id}.jsonl")), format!("{prompt}\n")).unwrap();
-    }
-    env.run_once_home();
+    many_sessions(&env, 205);
     let ui = serve(&env);
     let cookie = cookie(&ui);
     let titles = |path: &str| -> (Vec<String>, String) {
@@ -1028,7 +1036,11 @@ fn the_sessions_are_paged_each_once() {
         assert_eq!(one.len(), 200, "{first}");
         assert!(page.contains("205 sessions, page 1 of 2"), "{first}");
         assert!(page.contains("older →"), "{first}");
-        let (two, _) = titles(second);
+        let (two, page) = titles(second);
+        // A session's link names its page, for the list beside it.
+        let query = second.split_once('?').unwrap().1.replace('&', "&amp;");
+        let oldest = format!("href=\"/s/00000000-0000-4000-8000-000000000000?{query}\"");
+        assert!(page.contains(&oldest), "{second}: {page}");
         let all: Vec<String> = one.into_iter().chain(two).collect();
         let newest_first: Vec<String> = (0..205).rev().map(|i: i32| i.to_string()).collect();
         assert_eq!(all, newest_first, "{first} then {second}");
@@ -1039,6 +1051,21 @@ fn the_sessions_are_paged_each_once() {
         let rows = csv::Reader::from_reader(body.as_bytes()).records().count();
         assert_eq!(rows, 205, "{csv}");
     }
+}
+
+/// `n` Claude Code sessions of one prompt each (`prompt of session I`) in project
+/// `/w/many`, a minute apart from 2026-11-01 (the last the newest), archived.
+pub(crate) fn many_sessions(env: &Env, n: usize) {
+    let dir = env.dir.path().join("home/.claude/projects/-w-many");
+    fs::create_dir_all(&dir).unwrap();
+    for i in 0..n {
+        let id = format!("00000000-0000-4000-8000-{i:012}");
+        let prompt = json!({"type": "user", "uuid": format!("p{i}"), "sessionId": id,
+            "cwd": "/w/many", "timestamp": format!("2026-11-{:02}T10:{:02}:00.000Z", 1 + i / 60, i % 60),
+            "message": {"role": "user", "content": format!("prompt of session {i}")}});
+        fs::write(dir.join(format!("{id}.jsonl")), format!("{prompt}\n")).unwrap();
+    }
+    env.run_once_home();
 }
 
 /// `ui` on an archive that is not there says so, naming it, and serves nothing.

@@ -257,10 +257,10 @@ fn the_home_reads_in_light_and_dark_and_passes_axe() {
             "Emulation.setDeviceMetricsOverride",
             json!({"width": 1280, "height": 1720, "deviceScaleFactor": 1, "mobile": false}),
         );
-        screenshot(&browser, &format!("home-{scheme}"));
         let violations = audit(&browser, &axe);
         assert!(violations.is_empty(), "{scheme}: {violations:#?}");
     }
+    screenshot(&browser, "home");
 }
 
 /// axe-core's script, installed from npm into the tests' own folder on first use.

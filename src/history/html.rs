@@ -35,7 +35,7 @@ pub(crate) fn message(
     let at = at_ms.or(parsed.at_ms);
     if role == Role::Compact.as_str() {
         return html! {
-            div.compact id=(format!("m-{seq}")) data-seq=(seq) {
+            div.compact id=(format!("m-{seq}")) data-seq=(seq) tabindex="-1" {
                 span { "Compacted: what came before was summarised" }
                 @if !parts.is_empty() {
                     details { summary { "The summary" } (parts_html(&parts, false)) }
@@ -45,8 +45,9 @@ pub(crate) fn message(
     }
     let prose = role == "user" || role == "assistant";
     html! {
+        // Focusable (not by Tab) for the keys that move between messages.
         article class=(format!("msg role-{role}")) id=(format!("m-{seq}")) data-seq=(seq)
-            data-key=[key] data-upsert=[upsert.then_some("1")] {
+            tabindex="-1" data-key=[key] data-upsert=[upsert.then_some("1")] {
             div.who {
                 span.role { (role) }
                 @if let Some(at) = at { time datetime=(format_time(at)) { (format_time(at).replace('T', " ").trim_end_matches('Z')) } }

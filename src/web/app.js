@@ -1,5 +1,6 @@
-// transcript-sync's web view: search as you type, conversations loaded as they scroll into
-// view, live records from the daemon, copy buttons, Ctrl-K, the theme. Everything it inserts is HTML
+// transcript-sync's web view: search as you type, conversations and the sessions beside them
+// loaded as they scroll into view, live records from the daemon, copy buttons, the keys
+// (Ctrl-K, j/k and the rest), links to a message, the theme. Everything it inserts is HTML
 // this server made (and escaped); text from elsewhere is only ever set as textContent.
 "use strict";
 
@@ -29,14 +30,23 @@ function load(marker, where) {
   });
 }
 
-const seen = new IntersectionObserver((entries) => {
-  for (const e of entries) {
-    if (e.isIntersecting) {
-      seen.unobserve(e.target);
-      load(e.target);
+// What loads each marker it is given as the marker comes within `margin` of `root` (the
+// window when null).
+function loader(root, margin) {
+  const observer = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      if (e.isIntersecting) {
+        observer.unobserve(e.target);
+        load(e.target);
+      }
     }
-  }
-}, { rootMargin: "800px" });
+  }, { root: root, rootMargin: margin });
+  return observer;
+}
+const seen = loader(null, "800px");
+// The list beside a conversation scrolls in a pane of its own.
+const listPane = document.getElementById("list-pane");
+const paneSeen = listPane && loader(listPane, "400px");
 
 function liveState(el, text) {
   let state = document.getElementById("live-state");
@@ -119,6 +129,10 @@ function setup() {
   for (const m of document.querySelectorAll(".more[data-src]:not([data-watched])")) {
     m.dataset.watched = "1";
     seen.observe(m);
+  }
+  for (const m of document.querySelectorAll("li.more-rows[data-src]:not([data-watched])")) {
+    m.dataset.watched = "1";
+    if (paneSeen) paneSeen.observe(m);
   }
   for (const m of document.querySelectorAll(".earlier[data-src]:not([data-watched])")) {
     m.dataset.watched = "1";
@@ -210,17 +224,156 @@ function theme() {
 }
 theme();
 
-document.addEventListener("keydown", (e) => {
-  if ((e.ctrlKey || e.metaKey) && e.key === "k") {
-    e.preventDefault();
-    const box = document.getElementById("search") || document.getElementById("quick");
-    if (box) { box.focus(); box.select(); }
+function searchBox() {
+  const box = document.getElementById("search") || document.getElementById("quick");
+  if (box) { box.focus(); box.select(); }
+}
+
+// The keys (the dialog `?` opens lists them). j and k move in one of two places: the
+// sessions of the list, or the messages of the conversation. Which one is where the focus
+// is, else where the last click or move was, else the conversation when the page has one.
+// The choice is shown by an outline and takes the focus, so a screen reader says it.
+const keys = { place: null, g: 0 };
+
+function shown(el) { return el.getClientRects().length > 0; }
+
+function items(place) {
+  const css = place === "list"
+    ? "a.session"
+    : "#conversation > article.msg, #conversation > .compact";
+  return [...document.querySelectorAll(css)].filter(shown);
+}
+
+function placeOf(el) {
+  if (!el || !el.closest) return null;
+  if (el.closest(".list-pane, table.sessions")) return "list";
+  if (el.closest("#conversation")) return "conversation";
+  return null;
+}
+
+function place() {
+  const here = placeOf(document.activeElement) || keys.place;
+  if (here && items(here).length) return here;
+  return items("conversation").length ? "conversation" : "list";
+}
+
+// Where a place's selection starts: the open session in the list; in the conversation the
+// message a link named, else the first one in view.
+function start(place, all) {
+  if (place === "list") {
+    const open = all.findIndex((a) => a.getAttribute("aria-current"));
+    return open >= 0 ? open : 0;
   }
+  const target = all.findIndex((m) => location.hash === "#" + m.id);
+  if (target >= 0) return target;
+  const inView = all.findIndex((m) => m.getBoundingClientRect().bottom > 80);
+  return inView >= 0 ? inView : 0;
+}
+
+function choose(place, el) {
+  for (const old of document.querySelectorAll(".selected")) {
+    if (placeOf(old) === place) old.classList.remove("selected");
+  }
+  el.classList.add("selected");
+  el.focus({ preventScroll: true });
+  el.scrollIntoView({ block: "nearest" });
+  keys.place = place;
+}
+
+// Moves the selection of `place` by `step` (0: to where it is, or starts).
+function move(place, step) {
+  const all = items(place);
+  if (!all.length) return;
+  const at = all.findIndex((el) => el.classList.contains("selected"));
+  const to = at < 0 ? start(place, all) : Math.max(0, Math.min(all.length - 1, at + step));
+  choose(place, all[to]);
+}
+
+function typing(el) {
+  return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+}
+
+function onKey(e) {
+  if (e.ctrlKey || e.metaKey) {
+    if (e.key === "k") { e.preventDefault(); searchBox(); }
+    return;
+  }
+  if (e.altKey || e.defaultPrevented || typing(e.target)) return;
+  const dialog = document.getElementById("keys");
+  if (e.key === "?" && dialog) {
+    e.preventDefault();
+    if (dialog.open) dialog.close(); else dialog.showModal();
+    return;
+  }
+  if (dialog && dialog.open) return;
+  const afterG = keys.g && Date.now() - keys.g < 1500;
+  keys.g = 0;
+  switch (e.key) {
+    case "j": move(place(), 1); break;
+    case "k": move(place(), -1); break;
+    case "h": move("list", 0); break;
+    case "l": move("conversation", 0); break;
+    case "/": searchBox(); break;
+    case "g": keys.g = Date.now(); break;
+    case "d": if (afterG) location.href = "/"; else return; break;
+    default: return;
+  }
+  e.preventDefault();
+}
+document.addEventListener("keydown", onKey);
+// A click chooses the place j and k move in.
+document.addEventListener("mousedown", (e) => { keys.place = placeOf(e.target) || keys.place; });
+
+// A message a link names (`#m-SEQ`): shown and chosen; not in this part of the conversation,
+// the page is asked again from it (`?at=SEQ`, which the server opens at that message).
+function toMessage() {
+  const named = /^#m-(\d+)$/.exec(location.hash);
+  if (!named) return;
+  const el = document.getElementById("m-" + named[1]);
+  const url = new URL(location.href);
+  if (el) {
+    choose("conversation", el);
+    el.scrollIntoView({ block: "center" });
+  } else if (document.getElementById("conversation") && url.searchParams.get("at") !== named[1]) {
+    location.replace(messageUrl(named[1]));
+  }
+}
+
+// The address of message `seq` of this session, which opens at it.
+function messageUrl(seq) {
+  const url = new URL(location.href);
+  url.searchParams.set("at", seq);
+  url.searchParams.delete("from");
+  url.hash = "m-" + seq;
+  return url.href;
+}
+window.addEventListener("hashchange", toMessage);
+
+// A message's link (its `#`) goes to it, and puts its address on the clipboard.
+document.addEventListener("click", (e) => {
+  const anchor = e.target.closest && e.target.closest("#conversation a.anchor");
+  if (!anchor || !navigator.clipboard || !window.isSecureContext) return;
+  navigator.clipboard.writeText(messageUrl(anchor.hash.slice(3))).then(() => {
+    for (const a of document.querySelectorAll("a.anchor[data-copied]")) delete a.dataset.copied;
+    anchor.dataset.copied = "1";
+  }, () => {});
 });
+
+// The open session, in view in the list beside it.
+function showOpen() {
+  const open = listPane && listPane.querySelector("a.session[aria-current]");
+  if (!open || !shown(open)) return;
+  const top = open.getBoundingClientRect().top - listPane.getBoundingClientRect().top;
+  if (top < 0 || top + open.offsetHeight > listPane.clientHeight) {
+    listPane.scrollTop += top - listPane.clientHeight / 3;
+  }
+}
 
 document.addEventListener("DOMContentLoaded", () => {
   setup();
   searchAsYouType();
-  const hash = location.hash && document.getElementById(location.hash.slice(1));
-  if (hash) hash.scrollIntoView({ block: "center" });
+  showOpen();
+  const button = document.getElementById("keys-button");
+  if (button) button.addEventListener("click", () => document.getElementById("keys").showModal());
+  toMessage();
 });

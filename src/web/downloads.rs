@@ -47,8 +47,7 @@ pub(super) fn sessions_csv(archive: &mut Archive, asked: &super::Asked) -> Resul
         Ok(filter) => filter,
         Err(answer) => return Ok(answer),
     };
-    let sort = asked.param("sort").unwrap_or("active");
-    let list = all_matching(archive, asked, &filter, sort)?;
+    let list = all_matching(archive, asked, &filter)?;
     let body = csv_of(SESSION_COLUMNS, |t| list.iter().try_for_each(|s| t.row(s)))?;
     Ok(csv_file(body, "sessions.csv"))
 }

@@ -1,6 +1,7 @@
-//! What a request asks for, as the pages and downloads read it: the sessions list's filters
-//! (agent, project, machine, model, a time or a local day), which the list, its CSV and the
-//! home read; the session a path names; the usage page's window and grouping.
+//! What a request asks for: the sessions list's filters (agent, project, machine, model, a
+//! time or a local day), which the list, its CSV and the home read, its sort and its page,
+//! which the list page and the list beside a conversation read; the session a path names;
+//! the usage page's window and grouping, which the page and its CSV read.
 
 use super::layout::{bad_request, failed};
 use super::{Answer, Asked};
@@ -65,14 +66,72 @@ pub(super) const LIST_KEYS: [&str; 11] = [
     "tag",
 ];
 
-/// Every session `filter` and the request's `deleted` keep, in the order of `sort` (the last
-/// active first, started, messages or title): the whole list a page of the sessions page
-/// is cut from.
+/// The sessions a page of the list shows.
+pub(super) const SESSIONS_PAGE: usize = 200;
+
+/// One page of the sessions list.
+pub(super) struct Listed {
+    /// Its sessions, in the list's order.
+    pub(super) shown: Vec<Session>,
+    /// The sessions the filters keep, on every page.
+    pub(super) total: usize,
+    /// This page, from 1.
+    pub(super) page: usize,
+    /// The pages there are (1 when none is kept).
+    pub(super) pages: usize,
+    /// Whether the filters name a machine.
+    pub(super) machine: bool,
+}
+
+/// The page of the sessions list `asked` names (`page`, from 1; past the last, the last),
+/// filtered and sorted as it asks, or the answer to filters it cannot read.
+pub(super) fn listed(
+    archive: &mut Archive,
+    asked: &Asked,
+) -> Result<std::result::Result<Listed, Answer>> {
+    let mut filter = match session_filter(archive, asked)? {
+        Ok(filter) => filter,
+        Err(answer) => return Ok(Err(answer)),
+    };
+    let asked_page: usize = asked
+        .param("page")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1);
+    // The index's own order and no filter that needs every session's files: one page is
+    // read, and the sessions counted. Else every session is read, filtered and sorted here.
+    let paged = sort(asked) == "active"
+        && asked.param("deleted").is_none()
+        && filter.since_ms.is_none()
+        && filter.until_ms.is_none();
+    let (total, page, shown) = if paged {
+        let total = query::sessions_count(archive, &filter)?;
+        let page = asked_page.clamp(1, total.div_ceil(SESSIONS_PAGE).max(1));
+        filter.limit = SESSIONS_PAGE;
+        filter.offset = (page - 1) * SESSIONS_PAGE;
+        (total, page, query::sessions(archive, &filter)?)
+    } else {
+        let mut list = all_matching(archive, asked, &filter)?;
+        let total = list.len();
+        let page = asked_page.clamp(1, total.div_ceil(SESSIONS_PAGE).max(1));
+        let end = (page * SESSIONS_PAGE).min(total);
+        let shown = list.drain((page - 1) * SESSIONS_PAGE..end).collect();
+        (total, page, shown)
+    };
+    Ok(Ok(Listed {
+        shown,
+        total,
+        page,
+        pages: total.div_ceil(SESSIONS_PAGE).max(1),
+        machine: filter.machine.is_some(),
+    }))
+}
+
+/// Every session `filter` and the request's `deleted` keep, in the list's sort: the whole
+/// list a page of the sessions list is cut from.
 pub(super) fn all_matching(
     archive: &mut Archive,
     asked: &Asked,
     filter: &Filter,
-    sort: &str,
 ) -> Result<Vec<Session>> {
     let mut list = query::sessions(archive, filter)?;
     match asked.param("deleted") {
@@ -80,13 +139,26 @@ pub(super) fn all_matching(
         Some("hide") => list.retain(|s| s.on_disk),
         _ => {}
     }
-    match sort {
+    match sort(asked) {
         "started" => list.sort_by_key(|s| std::cmp::Reverse(s.started)),
         "messages" => list.sort_by_key(|s| std::cmp::Reverse(s.messages)),
         "title" => list.sort_by_cached_key(|s| s.title.clone().unwrap_or_default().to_lowercase()),
         _ => {}
     }
     Ok(list)
+}
+
+/// The list's sort as asked: `active` (the default), `started`, `messages` or `title`.
+pub(super) fn sort(asked: &Asked) -> &str {
+    asked.param("sort").unwrap_or("active")
+}
+
+/// The list's parameters `asked` gives ([`LIST_KEYS`] with a value), for the links that keep
+/// them.
+pub(super) fn list_pairs(asked: &Asked) -> Vec<(&'static str, &str)> {
+    (LIST_KEYS.iter())
+        .filter_map(|k| asked.param(k).map(|v| (*k, v)))
+        .collect()
 }
 
 /// The session `id` names (of `?machine=`, else of any machine).

@@ -49,12 +49,50 @@ pub(super) fn layout(title: &str, tab: Tab, body: Markup) -> String {
                     }
                     button.theme #theme type="button" title="Light or dark"
                         aria-label="Switch between light and dark" { "◐" }
+                    button.keys #keys-button type="button" title="Keys (?)"
+                        aria-label="Keys" aria-haspopup="dialog" { "?" }
                 }
                 main { (body) }
+                (keys())
             }
         }
     }
     .into_string()
+}
+
+/// The keys every page answers, in the dialog `?` opens.
+fn keys() -> Markup {
+    let keys: [(&[&str], &str); 7] = [
+        (
+            &["j", "k"],
+            "Next, previous: a session in the list, or a message in the conversation",
+        ),
+        (
+            &["h", "l"],
+            "To the list, to the conversation: where j and k move (the one the focus or the last click is in; else the conversation)",
+        ),
+        (
+            &["Enter"],
+            "Open the session chosen in the list (it has the focus)",
+        ),
+        (&["/"], "To the search box"),
+        (&["g", "d"], "Home (the dashboard): g, then d"),
+        (&["?"], "These keys (Escape closes them)"),
+        (&["Ctrl-K"], "To the search box, from a field too"),
+    ];
+    html! {
+        dialog #keys aria-labelledby="keys-title" {
+            h2 #keys-title { "Keys" }
+            p.hint { "Not while typing in a field, and not with Ctrl, Alt or ⌘." }
+            dl.keys {
+                @for (names, what) in keys {
+                    dt { @for (i, k) in names.iter().enumerate() { @if i > 0 { " " } kbd { (k) } } }
+                    dd { (what) }
+                }
+            }
+            form method="dialog" { button type="submit" { "Close" } }
+        }
+    }
 }
 
 /// The page of a request refused, saying why.
@@ -123,6 +161,19 @@ pub(super) fn session_href(id: &str, machine_id: i64, machine: &str, rest: &str)
         0 => path,
         _ => href(&path, &[("machine", machine)]),
     }
+}
+
+/// The page of session `s` opened from the sessions list, keeping the list's parameters
+/// `keep` for the list shown beside it (its machine's name already given, when another's).
+pub(super) fn listed_href(
+    s: &crate::consumers::sessions::query::Session,
+    keep: &[(&str, &str)],
+) -> String {
+    let keep: Vec<(&str, &str)> = (keep.iter())
+        .filter(|(k, _)| s.machine_id == 0 || *k != "machine")
+        .copied()
+        .collect();
+    href(&session_href(&s.id, s.machine_id, &s.machine, ""), &keep)
 }
 
 /// The home directory, as every command finds it, for paths written `~/…`.

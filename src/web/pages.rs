@@ -2,8 +2,10 @@
 //! reaches a page only escaped, or as Markdown made safe (a conversation is written by
 //! [`crate::history::html`], as a shared file is).
 
-use super::filter::{LIST_KEYS, all_matching, find, session_filter, usage_window};
-use super::layout::{Tab, failed, home, href, layout, not_found, refused, segment, session_href};
+use super::filter::{Listed, find, list_pairs, listed, sort, usage_window};
+use super::layout::{
+    Tab, failed, home, href, layout, listed_href, not_found, refused, segment, session_href,
+};
 use super::tokens::{all_tokens, cost};
 use super::{Answer, Asked, Shared};
 use crate::agents::message::{Part, parse};
@@ -20,8 +22,6 @@ use indicatif::HumanCount;
 use maud::{Markup, PreEscaped, html};
 use tiny_http::{Method, StatusCode};
 
-/// Sessions a page of the list shows.
-const SESSIONS_PAGE: usize = 200;
 /// Messages a session page (or each part of it loaded as one scrolls) shows.
 const MESSAGES_PAGE: usize = 50;
 /// Search hits shown.
@@ -71,54 +71,44 @@ pub(crate) fn page(
 }
 
 fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
-    let mut filter = match session_filter(archive, asked)? {
-        Ok(filter) => filter,
+    let listed = match listed(archive, asked)? {
+        Ok(listed) => listed,
         Err(answer) => return Ok(answer),
     };
-    let sort = asked.param("sort").unwrap_or("active");
-    let asked_page: usize = asked
-        .param("page")
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(1);
-    // The index's own order and no filter that needs every session's files: one page is
-    // read, and the sessions counted. Else every session is read, filtered and sorted here.
-    let paged = sort == "active"
-        && asked.param("deleted").is_none()
-        && filter.since_ms.is_none()
-        && filter.until_ms.is_none();
-    let (total, page, shown) = if paged {
-        let total = query::sessions_count(archive, &filter)?;
-        let page = asked_page.clamp(1, total.div_ceil(SESSIONS_PAGE).max(1));
-        filter.limit = SESSIONS_PAGE;
-        filter.offset = (page - 1) * SESSIONS_PAGE;
-        (total, page, query::sessions(archive, &filter)?)
-    } else {
-        let mut list = all_matching(archive, asked, &filter, sort)?;
-        let total = list.len();
-        let page = asked_page.clamp(1, total.div_ceil(SESSIONS_PAGE).max(1));
-        let end = (page * SESSIONS_PAGE).min(total);
-        let shown = list.drain((page - 1) * SESSIONS_PAGE..end).collect();
-        (total, page, shown)
-    };
-    let pages = total.div_ceil(SESSIONS_PAGE).max(1);
+    if asked.param("fragment") == Some("pane") {
+        let open = asked.param("open").unwrap_or("");
+        let rows = super::list_pane::rows(&listed, asked, open);
+        return Ok(Answer::Html(StatusCode(200), rows.into_string()));
+    }
+    let Listed {
+        shown,
+        total,
+        page,
+        pages,
+        ..
+    } = &listed;
+    let (total, page, pages) = (*total, *page, *pages);
     let known = query::session_ids(archive)?;
-    let machines = shown.iter().any(|s| s.machine_id != 0) || filter.machine.is_some();
-    let kept: Vec<(&str, &str)> = LIST_KEYS
-        .iter()
-        .map(|k| (*k, asked.param(k).unwrap_or("")))
-        .collect();
+    let machines = shown.iter().any(|s| s.machine_id != 0) || listed.machine;
+    let keep = list_pairs(asked);
     let page_link = |n: usize| {
-        let mut pairs = kept.clone();
         let n = n.to_string();
+        let mut pairs = keep.clone();
         pairs.push(("page", &n));
         href("/sessions", &pairs)
     };
+    // A session's link names its page of the list, which the list beside it then shows.
+    let this = page.to_string();
+    let mut row_keep = keep.clone();
+    if page > 1 {
+        row_keep.push(("page", &this));
+    }
     let body = html! {
         h1 { "Sessions" }
-        (filters_form(asked, &query::harnesses(archive)?, sort))
+        (filters_form(asked, &query::harnesses(archive)?, sort(asked)))
         p.count { (HumanCount(total as u64)) @if total == 1 { " session" } @else { " sessions" } @if pages > 1 { ", page " (page) " of " (pages) } }
-        p.hint.download { a #sessions-csv href=(href("/sessions.csv", &kept)) download { "Download CSV" } " of every session these filters keep" }
-        (sessions_table(&shown, &known, machines))
+        p.hint.download { a #sessions-csv href=(href("/sessions.csv", &keep)) download { "Download CSV" } " of every session these filters keep" }
+        (sessions_table(shown, &known, machines, &row_keep))
         @if pages > 1 {
             nav.pages {
                 @if page > 1 { a href=(page_link(page - 1)) { "← newer" } }
@@ -133,7 +123,7 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
 }
 
 /// The sessions page's form: its filters and sort as asked.
-fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
+pub(super) fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
     let keep = |name: &str| asked.param(name).unwrap_or("").to_owned();
     let option = |value: &str, name: &str, current: &str| {
         html! { option value=(value) selected[value == current] { (name) } }
@@ -172,8 +162,14 @@ fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
 }
 
 /// The table of `shown` sessions (with a machine column when `machines`); `known` is every
-/// session id, sorted, for their short ids.
-fn sessions_table(shown: &[Session], known: &[String], machines: bool) -> Markup {
+/// session id, sorted, for their short ids. A session's link keeps the list's parameters
+/// `keep`, for the list beside it.
+fn sessions_table(
+    shown: &[Session],
+    known: &[String],
+    machines: bool,
+    keep: &[(&str, &str)],
+) -> Markup {
     let now = now_ms();
     let home = home();
     html! {
@@ -193,7 +189,7 @@ fn sessions_table(shown: &[Session], known: &[String], machines: bool) -> Markup
                         td.num { (s.messages) }
                         td.project { (tilde(s.project.as_deref().unwrap_or("-"), home)) }
                         td.title {
-                            a href=(session_href(&s.id, s.machine_id, &s.machine, "")) {
+                            a.session href=(listed_href(s, keep)) {
                                 (s.title.as_deref().unwrap_or("(untitled)"))
                             }
                             " " span.id { (short_id(&s.id, known)) }
@@ -317,6 +313,7 @@ fn session(shared: &Shared, archive: &mut Archive, asked: &Asked, id: &str) -> R
         }
         (conversation)
     };
+    let body = super::list_pane::beside(archive, asked, &s, body)?;
     Ok(Answer::Html(
         StatusCode(200),
         layout(&title, Tab::None, body),

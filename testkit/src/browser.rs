@@ -254,6 +254,33 @@ impl Browser {
         );
     }
 
+    /// Presses and releases each key of `keys` in turn, as a keyboard does, to the element
+    /// that has the focus. WebDriver's key codes name the keys that are no character
+    /// (`\u{E007}` Enter); a modifier among them (`\u{E008}` Shift, `\u{E009}` Control,
+    /// `\u{E00A}` Alt, `\u{E03D}` Meta) is held down from there to the end.
+    pub fn press(&self, keys: &str) {
+        let modifier = |k: char| ['\u{E008}', '\u{E009}', '\u{E00A}', '\u{E03D}'].contains(&k);
+        let held: Vec<char> = keys.chars().filter(|k| modifier(*k)).collect();
+        let mut actions: Vec<Value> = (keys.chars())
+            .flat_map(|k| {
+                let down = json!({"type": "keyDown", "value": k.to_string()});
+                let up = json!({"type": "keyUp", "value": k.to_string()});
+                if modifier(k) {
+                    vec![down]
+                } else {
+                    vec![down, up]
+                }
+            })
+            .collect();
+        actions.extend(
+            held.iter()
+                .map(|k| json!({"type": "keyUp", "value": k.to_string()})),
+        );
+        let body = json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]});
+        self.checked("POST", "/actions", Some(body));
+        self.checked("DELETE", "/actions", None);
+    }
+
     /// Runs `script` (a function body; `arguments` holds `args`) and returns what it returns.
     pub fn script(&self, script: &str, args: Value) -> Value {
         self.checked(

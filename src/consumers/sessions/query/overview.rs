@@ -170,14 +170,17 @@ pub(crate) fn local_offset_minutes(archive: &mut Archive) -> Result<i64> {
 /// Sessions `filter` lists that started in its window, by the weekday (0 Monday) and the
 /// hour of their start, in local time.
 pub(crate) fn starts(archive: &mut Archive, filter: &Filter) -> Result<[[i64; 24]; 7]> {
+    // Counted by quarter of an hour first, each quarter then taken to local time once: the
+    // conversion is most of the query's time, and every time zone's offset from UTC is a
+    // whole number of quarters, so a quarter lies in one local hour.
     let sql = format!(
-        "SELECT (CAST(strftime('%w', se.started_ms / 1000, 'unixepoch', 'localtime') AS INTEGER)
-                 + 6) % 7,
-            CAST(strftime('%H', se.started_ms / 1000, 'unixepoch', 'localtime') AS INTEGER),
-            count(*)
-         FROM sessions se {LISTED} {IN_WINDOW}
-           AND se.started_ms IS NOT NULL AND (:since IS NULL OR se.started_ms >= :since)
-         GROUP BY 1, 2"
+        "SELECT (CAST(strftime('%w', q * 900, 'unixepoch', 'localtime') AS INTEGER) + 6) % 7,
+            CAST(strftime('%H', q * 900, 'unixepoch', 'localtime') AS INTEGER),
+            n
+         FROM (SELECT se.started_ms / 900000 AS q, count(*) AS n
+               FROM sessions se {LISTED} {IN_WINDOW}
+                 AND se.started_ms IS NOT NULL AND (:since IS NULL OR se.started_ms >= :since)
+               GROUP BY 1)"
     );
     let result = (|| {
         let mut stmt = archive.connection().prepare(&sql)?;
@@ -188,7 +191,7 @@ pub(crate) fn starts(archive: &mut Archive, filter: &Filter) -> Result<[[i64; 24
     })();
     let mut grid = [[0; 24]; 7];
     for (day, hour, n) in archive.db(result)? {
-        grid[day.rem_euclid(7) as usize][hour.rem_euclid(24) as usize] = n;
+        grid[day.rem_euclid(7) as usize][hour.rem_euclid(24) as usize] += n;
     }
     Ok(grid)
 }
