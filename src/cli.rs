@@ -30,6 +30,8 @@ use crate::daemon::{run_live, run_once};
 use crate::engine::progress::ProgressShow;
 use crate::engine::seed;
 use crate::error::{Error, IoContext, Result, SystemContext};
+use crate::history::csv;
+use crate::history::html::share;
 use crate::history::restore::FileReport;
 use crate::history::{catch_up_index, find_session, indexed_archive};
 use crate::platform::home::process_env as env;
@@ -302,17 +304,12 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     let list = query::sessions(&mut archive, &filter)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let written = if args.json {
+        each_with_subagents(&mut archive, &list, |s| write_json_line(&mut out, s))
+    } else if args.csv {
         (|| {
-            for s in &list {
-                write_json_line(&mut out, s)?;
-                if s.subagents == 0 {
-                    continue;
-                }
-                for sub in query::subagents(&mut archive, s).map_err(io::Error::other)? {
-                    write_json_line(&mut out, &sub)?;
-                }
-            }
-            Ok(())
+            let mut table = csv::Table::new(&mut out, csv::SESSION_COLUMNS)?;
+            each_with_subagents(&mut archive, &list, |s| table.row(s))?;
+            table.finish().map(drop)
         })()
     } else {
         let home = crate::platform::home::home(&env).ok();
@@ -330,6 +327,24 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     stdout_result(written.and_then(|()| out.flush()))
 }
 
+/// Calls `write` on each session of `list`, each followed by its subagents.
+fn each_with_subagents(
+    archive: &mut Archive,
+    list: &[query::Session],
+    mut write: impl FnMut(&query::Session) -> io::Result<()>,
+) -> io::Result<()> {
+    for s in list {
+        write(s)?;
+        if s.subagents == 0 {
+            continue;
+        }
+        for sub in query::subagents(archive, s).map_err(io::Error::other)? {
+            write(&sub)?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn write_json_line(
     out: &mut impl Write,
     value: &impl serde::Serialize,
@@ -342,7 +357,7 @@ fn show(args: ShowArgs, settings: &Settings) -> Result<()> {
     use std::io::IsTerminal;
     let mut archive = indexed_archive(&settings.archive)?;
     let mut session = find_session(&mut archive, &args.session, &args.machine)?;
-    let redactor = redactor_if(args.redact, settings)?;
+    let redactor = redactor_if(args.redacts(), settings)?;
     let redactor = redactor.as_deref();
     if let Some(r) = redactor {
         session.redact(r);
@@ -397,6 +412,11 @@ fn write_show(
             None => Ok(()),
         };
         return stdout_result(written.and_then(|()| out.flush()));
+    }
+    if args.format == Format::Html {
+        let now = crate::platform::time::now_ms();
+        let html = share::shared_file(archive, session, args.subagents, redactor, now)?;
+        return stdout_result(out.write_all(html.as_bytes()).and_then(|()| out.flush()));
     }
     let mut sessions = vec![session.clone()];
     if args.subagents {
@@ -503,6 +523,13 @@ fn usage(args: UsageArgs, settings: &Settings) -> Result<()> {
         (|| {
             rows.iter().try_for_each(|r| write_json_line(&mut out, r))?;
             write_json_line(&mut out, &total.as_total())
+        })()
+    } else if args.csv {
+        (|| {
+            let mut table = csv::Table::new(&mut out, csv::USAGE_COLUMNS)?;
+            rows.iter().try_for_each(|r| table.row(r))?;
+            table.row(&total.as_total())?;
+            table.finish().map(drop)
         })()
     } else {
         crate::cli::usage::write_table(&mut out, args.by, &rows, &total)

@@ -1,10 +1,13 @@
 //! The session service: what every face (the command line, the web view, the MCP server)
 //! asks of the archive's sessions, written once beneath them: the archive opened with its
 //! session index up to date, a session found by id, a time given as "since", restoring a
-//! session (`restore`), the archive's status (`status`), and the short forms they all show
-//! (`display`). A face renders what these return in its own form, and calls no other face.
+//! session (`restore`), the archive's status (`status`), the short forms they all show
+//! (`display`), a conversation as HTML (`html`: the web view's and a shared file's) and a list
+//! as CSV (`csv`). A face renders what these return in its own form, and calls no other face.
 
+pub(crate) mod csv;
 pub(crate) mod display;
+pub(crate) mod html;
 pub(crate) mod marks;
 pub(crate) mod restore;
 pub(crate) mod status;

@@ -11,12 +11,12 @@
 //! and style only, and every asset is in the binary.
 
 mod charts;
+mod downloads;
 mod filter;
 mod home;
 mod layout;
 mod list_pane;
 mod live;
-mod markdown;
 mod pages;
 mod status;
 mod tokens;
@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     pub(crate) socket: PathBuf,
     pub(crate) roots: Vec<Root>,
     pub(crate) prices: Prices,
+    /// The `[redact]` rules a shared conversation is redacted with.
+    pub(crate) redactor: crate::config::RedactorSource,
     /// The token in the URL, then in the cookie.
     token: String,
     /// The token every form that acts carries.
@@ -102,6 +104,7 @@ pub(crate) fn start(settings: &Settings, listen: SocketAddr, check: bool) -> Res
         socket: settings.socket.clone(),
         roots: settings.roots.clone(),
         prices: Prices::with(&settings.prices),
+        redactor: settings.redactor.clone(),
         csrf: random_hex(32)?,
         cookie: format!("transcript_sync_{}", addr.port()),
         hosts: hosts(addr),

@@ -22,6 +22,7 @@ mod reused_inodes;
 mod seeding;
 mod service;
 mod sessions;
+mod share;
 mod ship;
 mod snapshots;
 mod supervision;

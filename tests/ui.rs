@@ -22,7 +22,7 @@ pub(crate) fn serve(env: &Env) -> WebView {
 }
 
 /// The `Cookie` header's value the token of `ui` is exchanged for.
-fn cookie(ui: &WebView) -> String {
+pub(crate) fn cookie(ui: &WebView) -> String {
     let (_, headers, _) = get(ui, &format!("/?token={}", ui.token()), &[]);
     let set = header(&headers, "set-cookie");
     set.split(';').next().unwrap().to_owned()
@@ -367,6 +367,60 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         tops.contains("<svg id=injected onload=window.pwned=7>"),
         "{tops}"
     );
+    // The file that shares the conversation, opened from disk: the same, and no script at
+    // all; its title (the prompt) is text in its <title> and heading.
+    let shared = env.dir.path().join("shared.html");
+    fs::write(&shared, stdout_of(&env, &["show", ID, "--format", "html"])).unwrap();
+    browser.goto(&format!("file://{}", shared.display()));
+    browser.wait_for("main");
+    browser.script(
+        "document.querySelectorAll('details').forEach(d => d.open = true)",
+        json!([]),
+    );
+    assert_eq!(browser.count("#injected, script, img, svg"), 0);
+    assert_eq!(browser.count("a[href^='javascript' i]"), 0);
+    assert_eq!(
+        browser.script("return window.pwned === undefined", json!([])),
+        true
+    );
+    assert!(
+        browser.text("h1").contains(attack),
+        "{}",
+        browser.text("h1")
+    );
+    let title = browser.script("return document.title", json!([]));
+    assert_eq!(title.as_str(), Some(attack));
+    let text = browser.text("main");
+    assert!(
+        text.contains("</pre><svg id=injected onload=alert(1)>"),
+        "{text}"
+    );
+    // The lists as CSV are downloads of text, never a page a browser renders.
+    let cookie = cookie(&ui);
+    for (csv, written) in [
+        ("/sessions.csv", "/w/<b id=injected>proj</b>"),
+        (
+            "/usage.csv?by=model&since=3650d",
+            "m-<img src=x id=injected",
+        ),
+    ] {
+        let (status, headers, body) = get(&ui, csv, &[("Cookie", &cookie)]);
+        assert_eq!(status, 200, "{csv}");
+        assert!(
+            header(&headers, "content-type").starts_with("text/csv"),
+            "{csv}"
+        );
+        assert!(
+            header(&headers, "content-disposition").starts_with("attachment"),
+            "{csv}"
+        );
+        assert_eq!(
+            header(&headers, "x-content-type-options"),
+            "nosniff",
+            "{csv}"
+        );
+        assert!(body.contains(written), "{csv}: {body}");
+    }
 }
 
 /// A plain HTTP client, which sends what it is given and follows no redirect.
@@ -379,7 +433,11 @@ fn http() -> ureq::Agent {
 }
 
 /// Status, headers of interest and body of a GET of `path` with `headers`.
-fn get(ui: &WebView, path: &str, headers: &[(&str, &str)]) -> (u16, Vec<(String, String)>, String) {
+pub(crate) fn get(
+    ui: &WebView,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, Vec<(String, String)>, String) {
     let mut request = http().get(format!("{}{path}", ui.base));
     for (name, value) in headers {
         request = request.header(*name, *value);
@@ -395,7 +453,7 @@ fn answer(mut r: ureq::http::Response<ureq::Body>) -> (u16, Vec<(String, String)
     (r.status().as_u16(), headers, body)
 }
 
-fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
+pub(crate) fn header<'a>(headers: &'a [(String, String)], name: &str) -> &'a str {
     (headers.iter())
         .find(|(k, _)| k.eq_ignore_ascii_case(name))
         .map_or("", |(_, v)| v.as_str())
@@ -986,6 +1044,12 @@ fn the_sessions_are_paged_each_once() {
         let all: Vec<String> = one.into_iter().chain(two).collect();
         let newest_first: Vec<String> = (0..205).rev().map(|i: i32| i.to_string()).collect();
         assert_eq!(all, newest_first, "{first} then {second}");
+    }
+    // The list's CSV holds every session the filters keep, not a page of them.
+    for csv in ["/sessions.csv", "/sessions.csv?deleted=hide&sort=title"] {
+        let body = get(&ui, csv, &[("Cookie", &cookie)]).2;
+        let rows = csv::Reader::from_reader(body.as_bytes()).records().count();
+        assert_eq!(rows, 205, "{csv}");
     }
 }
 

@@ -112,13 +112,16 @@ pub enum Command {
         holds the archive."
     )]
     Sessions(SessionsArgs),
-    /// Read one session: the conversation as text, Markdown, JSON, or its raw lines.
+    /// Read one session: the conversation as text, Markdown, JSON, HTML, or its raw lines.
     #[command(
         long_about = "Read one session, given its id or a unique prefix of it (at least 4 \
         characters; an ambiguous prefix exits 2 listing the candidates, an unknown one exits 1).\n\n\
         text: the conversation as a person reads it (who, when, the text; a tool call as one line \
         with its name and a short input; a tool result shortened, with its size). markdown: the \
         same as Markdown. json: one object per message, whole, after de-duplication and upserts. \
+        html: one file to share, read in any browser: the conversation as the web view shows it \
+        (tool output folded), its styles inline, no script and nothing fetched, every secret \
+        replaced as --redact does unless --no-redact. \
         raw: the session's transcript as archived: the lines of its latest generation, each with \
         its newline, byte for byte, or a file its agent rewrites whole as last kept. For an agent \
         that keeps a session in several files (a manifest beside the conversation), the \
@@ -798,6 +801,9 @@ pub(crate) enum Format {
     Json,
     /// The archived lines of the main transcript, byte for byte.
     Raw,
+    /// One HTML file to share: styles inline, no script, nothing fetched; redacted unless
+    /// --no-redact.
+    Html,
 }
 
 /// When output is styled.
@@ -819,8 +825,12 @@ pub struct SessionsArgs {
     #[command(flatten)]
     pub(crate) filter: SessionFilter,
     /// Print one JSON object per session instead of a table.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub(crate) json: bool,
+    /// Print CSV instead of a table: a header row, then a row per session in the columns of
+    /// --json (a list a line per item); text that begins as a formula gets a ' first.
+    #[arg(long)]
+    pub(crate) csv: bool,
 }
 
 impl Facts for SessionsArgs {
@@ -853,6 +863,9 @@ pub struct ShowArgs {
     /// Replace every secret with [REDACTED:<rule>], for sharing.
     #[arg(long)]
     pub(crate) redact: bool,
+    /// Keep the secrets in --format html, which replaces them by default.
+    #[arg(long, conflicts_with = "redact")]
+    pub(crate) no_redact: bool,
     /// Style the output (bold, dim, coloured matches): auto (on a terminal, unless NO_COLOR
     /// is set), always or never.
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
@@ -863,6 +876,11 @@ pub struct ShowArgs {
 }
 
 impl ShowArgs {
+    /// True when secrets are replaced: with --redact, or in HTML unless --no-redact.
+    pub(crate) fn redacts(&self) -> bool {
+        self.redact || (self.format == Format::Html && !self.no_redact)
+    }
+
     /// True when a session's file is printed as archived (`--format raw`, or `--file`).
     pub(crate) fn raw(&self) -> bool {
         self.format == Format::Raw || self.file.is_some()
@@ -876,7 +894,7 @@ impl Facts for ShowArgs {
 
     /// The redaction rules are the configuration's.
     fn needs_config_file(&self) -> bool {
-        self.redact
+        self.redacts()
     }
 }
 
@@ -906,8 +924,12 @@ pub struct UsageArgs {
     #[arg(long, value_name = "NAME", default_value = "all")]
     pub(crate) machine: String,
     /// Print one JSON object per row, then the total (`"of": null`), instead of a table.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub(crate) json: bool,
+    /// Print CSV instead of a table: a header row, a row per row of --json, then the total
+    /// (its `of` empty).
+    #[arg(long)]
+    pub(crate) csv: bool,
 }
 
 impl Facts for UsageArgs {

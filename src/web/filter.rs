@@ -1,12 +1,15 @@
-//! The sessions list as a request asks for it: its filters (agent, project, machine, model,
-//! a time or a local day), which the list and the home both read, its sort and its page,
-//! which the list page and the list beside a conversation both read.
+//! What a request asks for: the sessions list's filters (agent, project, machine, model, a
+//! time or a local day), which the list, its CSV and the home read, its sort and its page,
+//! which the list page and the list beside a conversation read; the session a path names;
+//! the usage page's window and grouping, which the page and its CSV read.
 
-use super::layout::bad_request;
+use super::layout::{bad_request, failed};
 use super::{Answer, Asked};
 use crate::archive::Archive;
 use crate::consumers::sessions::query::{self, Filter, Session};
+use crate::consumers::sessions::usage::By;
 use crate::error::{Error, Result};
+use tiny_http::StatusCode;
 
 /// The filters of the sessions page, or the answer to filters it cannot read: agent,
 /// project, machine and model; active since a time (`since`), started before one (`until`),
@@ -107,20 +110,7 @@ pub(super) fn listed(
         filter.offset = (page - 1) * SESSIONS_PAGE;
         (total, page, query::sessions(archive, &filter)?)
     } else {
-        let mut list = query::sessions(archive, &filter)?;
-        match asked.param("deleted") {
-            Some("only") => list.retain(|s| !s.on_disk),
-            Some("hide") => list.retain(|s| s.on_disk),
-            _ => {}
-        }
-        match sort(asked) {
-            "started" => list.sort_by_key(|s| std::cmp::Reverse(s.started)),
-            "messages" => list.sort_by_key(|s| std::cmp::Reverse(s.messages)),
-            "title" => {
-                list.sort_by_cached_key(|s| s.title.clone().unwrap_or_default().to_lowercase())
-            }
-            _ => {}
-        }
+        let mut list = all_matching(archive, asked, &filter)?;
         let total = list.len();
         let page = asked_page.clamp(1, total.div_ceil(SESSIONS_PAGE).max(1));
         let end = (page * SESSIONS_PAGE).min(total);
@@ -136,6 +126,28 @@ pub(super) fn listed(
     }))
 }
 
+/// Every session `filter` and the request's `deleted` keep, in the list's sort: the whole
+/// list a page of the sessions list is cut from.
+pub(super) fn all_matching(
+    archive: &mut Archive,
+    asked: &Asked,
+    filter: &Filter,
+) -> Result<Vec<Session>> {
+    let mut list = query::sessions(archive, filter)?;
+    match asked.param("deleted") {
+        Some("only") => list.retain(|s| !s.on_disk),
+        Some("hide") => list.retain(|s| s.on_disk),
+        _ => {}
+    }
+    match sort(asked) {
+        "started" => list.sort_by_key(|s| std::cmp::Reverse(s.started)),
+        "messages" => list.sort_by_key(|s| std::cmp::Reverse(s.messages)),
+        "title" => list.sort_by_cached_key(|s| s.title.clone().unwrap_or_default().to_lowercase()),
+        _ => {}
+    }
+    Ok(list)
+}
+
 /// The list's sort as asked: `active` (the default), `started`, `messages` or `title`.
 pub(super) fn sort(asked: &Asked) -> &str {
     asked.param("sort").unwrap_or("active")
@@ -147,4 +159,38 @@ pub(super) fn list_pairs(asked: &Asked) -> Vec<(&'static str, &str)> {
     (LIST_KEYS.iter())
         .filter_map(|k| asked.param(k).map(|v| (*k, v)))
         .collect()
+}
+
+/// The session `id` names (of `?machine=`, else of any machine).
+pub(super) fn find(
+    archive: &mut Archive,
+    asked: &Asked,
+    id: &str,
+) -> Result<std::result::Result<Session, Answer>> {
+    let machine = asked.param("machine").unwrap_or("all");
+    match crate::history::find_session(archive, id, machine) {
+        Ok(s) => Ok(Ok(s)),
+        Err(
+            e @ (Error::NoSuchSession { .. }
+            | Error::AmbiguousSession { .. }
+            | Error::NoSuchMachine { .. }),
+        ) => Ok(Err(Answer::Html(StatusCode(404), failed(&e.to_string())))),
+        Err(e) => Err(e),
+    }
+}
+
+/// The usage page's grouping (`by`, a day by default) and window (`since`, 30 days by
+/// default) as asked, with the time it starts; else the answer to what it cannot read.
+pub(super) fn usage_window(asked: &Asked) -> std::result::Result<(By, &str, &str, i64), Answer> {
+    let by_name = asked.param("by").unwrap_or("day");
+    let Ok(by) = <By as clap::ValueEnum>::from_str(by_name, false) else {
+        return Err(bad_request(&format!(
+            "by {by_name:?} is none of day, week, month, model, project, agent, machine, session"
+        )));
+    };
+    let since = asked.param("since").unwrap_or("30d");
+    match crate::history::parse_since(since) {
+        Ok(since_ms) => Ok((by, by_name, since, since_ms)),
+        Err(e) => Err(bad_request(&e)),
+    }
 }

@@ -1,23 +1,24 @@
 //! The pages, written with maud, which escapes every value put in them: a transcript's text
-//! reaches a page only escaped, or as Markdown made safe by [`markdown`].
+//! reaches a page only escaped, or as Markdown made safe (a conversation is written by
+//! [`crate::history::html`], as a shared file is).
 
-use super::filter::{Listed, list_pairs, listed, sort};
+use super::filter::{Listed, find, list_pairs, listed, sort, usage_window};
 use super::layout::{
-    Tab, bad_request, failed, home, href, layout, listed_href, not_found, refused, segment,
-    session_href,
+    Tab, failed, home, href, layout, listed_href, not_found, refused, segment, session_href,
 };
 use super::tokens::{all_tokens, cost};
-use super::{Answer, Asked, Shared, markdown};
-use crate::agents::message::{Part, Role, parse, prefix_of};
+use super::{Answer, Asked, Shared};
+use crate::agents::message::{Part, parse};
 use crate::archive::Archive;
 use crate::archive::marks::Marks;
 use crate::consumers::sessions::query::{self, Filter, MessageRecord, Session, format_time};
 use crate::consumers::sessions::usage::{self, By};
 use crate::error::{Error, Result};
 use crate::history::display::{ago, short_id, tilde};
+use crate::history::html::message;
 use crate::history::restore::{FileReport, Restored};
 use crate::platform::time::now_ms;
-use indicatif::{HumanBytes, HumanCount};
+use indicatif::HumanCount;
 use maud::{Markup, PreEscaped, html};
 use tiny_http::{Method, StatusCode};
 
@@ -25,8 +26,6 @@ use tiny_http::{Method, StatusCode};
 const MESSAGES_PAGE: usize = 50;
 /// Search hits shown.
 const HITS: usize = 100;
-/// The most of one part shown in the page: the raw download has all of it.
-const MAX_SHOWN: usize = 200 * 1024;
 /// The marks search puts around a match, before the snippet is escaped (characters of
 /// Unicode's private use area, which a transcript's text does not use for this).
 const MARKS: (&str, &str) = ("\u{E000}", "\u{E001}");
@@ -49,6 +48,11 @@ pub(crate) fn page(
     match (&asked.method, path) {
         (Method::Get, []) => super::home::page(shared, archive, asked),
         (Method::Get, ["sessions"]) => sessions(archive, asked),
+        (Method::Get, ["sessions.csv"]) => super::downloads::sessions_csv(archive, asked),
+        (Method::Get, ["usage.csv"]) => super::downloads::usage_csv(shared, archive, asked),
+        (Method::Get, ["s", id, "share.html"]) => {
+            super::downloads::share(shared, archive, asked, id)
+        }
         (Method::Get, ["search"]) => search(archive, asked),
         (Method::Get, ["s", id]) => session(shared, archive, asked, id),
         (Method::Post, ["s", id, "marks"]) => save_marks(archive, asked, id),
@@ -103,6 +107,7 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
         h1 { "Sessions" }
         (filters_form(asked, &query::harnesses(archive)?, sort(asked)))
         p.count { (HumanCount(total as u64)) @if total == 1 { " session" } @else { " sessions" } @if pages > 1 { ", page " (page) " of " (pages) } }
+        p.hint.download { a #sessions-csv href=(href("/sessions.csv", &keep)) download { "Download CSV" } " of every session these filters keep" }
         (sessions_table(shown, &known, machines, &row_keep))
         @if pages > 1 {
             nav.pages {
@@ -247,24 +252,6 @@ fn save_marks(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> 
     }
 }
 
-/// The session `id` names (of `?machine=`, else of any machine).
-fn find(
-    archive: &mut Archive,
-    asked: &Asked,
-    id: &str,
-) -> Result<std::result::Result<Session, Answer>> {
-    let machine = asked.param("machine").unwrap_or("all");
-    match crate::history::find_session(archive, id, machine) {
-        Ok(s) => Ok(Ok(s)),
-        Err(
-            e @ (Error::NoSuchSession { .. }
-            | Error::AmbiguousSession { .. }
-            | Error::NoSuchMachine { .. }),
-        ) => Ok(Err(Answer::Html(StatusCode(404), failed(&e.to_string())))),
-        Err(e) => Err(e),
-    }
-}
-
 fn session(shared: &Shared, archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answer> {
     let s = match find(archive, asked, id)? {
         Ok(s) => s,
@@ -304,6 +291,7 @@ fn session(shared: &Shared, archive: &mut Archive, asked: &Asked, id: &str) -> R
             }
             div.actions {
                 a.button href=(link("/raw")) download { "Download raw" }
+                a.button #share href=(link("/share.html")) download title="The conversation as one HTML file, secrets redacted" { "Download HTML" }
                 a.button href=(link("/restore")) { "Restore…" }
                 (marks_html(&s))
             }
@@ -418,185 +406,6 @@ fn more_messages(archive: &mut Archive, asked: &Asked, id: &str) -> Result<Answe
         }
     };
     Ok(Answer::Html(StatusCode(200), html.into_string()))
-}
-
-/// One message of a conversation: its role and time, then its parts.
-fn message(seq: i64, harness: &str, role: &str, at_ms: Option<i64>, record: &[u8]) -> Markup {
-    let parsed = parse(harness, record);
-    // The agent's key: a live record of a message already shown replaces it (an upsert) or
-    // is passed over (a copy), as the index keeps one.
-    let key = parsed.message.as_ref().and_then(|m| m.key.clone());
-    let upsert = parsed.message.as_ref().is_some_and(|m| m.upsert);
-    let parts = parsed
-        .message
-        .map(|m| m.parts)
-        .unwrap_or_else(|| vec![Part::Raw(String::from_utf8_lossy(record).into_owned())]);
-    let at = at_ms.or(parsed.at_ms);
-    if role == Role::Compact.as_str() {
-        return html! {
-            div.compact id=(format!("m-{seq}")) data-seq=(seq) tabindex="-1" {
-                span { "Compacted: what came before was summarised" }
-                @if !parts.is_empty() {
-                    details { summary { "The summary" } (parts_html(&parts, false)) }
-                }
-            }
-        };
-    }
-    let prose = role == "user" || role == "assistant";
-    html! {
-        // Focusable (not by Tab) for the keys that move between messages.
-        article class=(format!("msg role-{role}")) id=(format!("m-{seq}")) data-seq=(seq)
-            tabindex="-1" data-key=[key] data-upsert=[upsert.then_some("1")] {
-            div.who {
-                span.role { (role) }
-                @if let Some(at) = at { time datetime=(format_time(at)) { (format_time(at).replace('T', " ").trim_end_matches('Z')) } }
-                a.anchor href=(format!("#m-{seq}")) title="Link to this message" { "#" }
-            }
-            @if role == "system" {
-                details.system { summary { "System text" } (parts_html(&parts, false)) }
-            } @else {
-                (parts_html(&parts, prose))
-            }
-            (images_html(record))
-        }
-    }
-}
-
-/// The largest image a page shows inline.
-const MAX_IMAGE: usize = 8 << 20;
-
-/// The images a record holds inline (base64), shown as `data:` URLs, which run nothing:
-/// Anthropic's `{"type": "image", "source": {"type": "base64", "media_type", "data"}}`,
-/// Gemini's `{"inlineData": {"mimeType", "data"}}` and OpenAI's `data:image/…` URLs.
-fn images_html(record: &[u8]) -> Markup {
-    if memchr::memmem::find(record, b"base64").is_none() {
-        return html! {};
-    }
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(record) else {
-        return html! {};
-    };
-    let mut found = Vec::new();
-    images_in(&value, &mut found);
-    html! {
-        @for (kind, data) in &found {
-            // Base64 holds 3 bytes in 4 characters.
-            @let size = data.len() / 4 * 3;
-            @if size > MAX_IMAGE {
-                p.cut { "An image (" (kind) ", " (HumanBytes(size as u64)) ") not shown: the raw download has it" }
-            } @else {
-                img.attached src=(format!("data:{kind};base64,{data}")) alt="An image in the transcript" loading="lazy";
-            }
-        }
-    }
-}
-
-/// Each inline image of `value` (its type and base64 data), for the types a browser shows
-/// as pictures only.
-fn images_in<'a>(value: &'a serde_json::Value, found: &mut Vec<(&'a str, &'a str)>) {
-    use serde_json::Value;
-    let shown = |kind: &str| ["image/png", "image/jpeg", "image/gif", "image/webp"].contains(&kind);
-    let base64 = |data: &str| {
-        !data.is_empty() && (data.bytes()).all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
-    };
-    match value {
-        Value::Object(map) => {
-            let source = map
-                .get("source")
-                .filter(|_| map.get("type").and_then(Value::as_str) == Some("image"));
-            let pair = |o: &'a Value, kind: &str, data: &str| -> Option<(&'a str, &'a str)> {
-                Some((o.get(kind)?.as_str()?, o.get(data)?.as_str()?))
-            };
-            let image = (source.and_then(|s| pair(s, "media_type", "data"))).or_else(|| {
-                map.get("inlineData")
-                    .and_then(|d| pair(d, "mimeType", "data"))
-            });
-            if let Some((kind, data)) = image.filter(|(k, d)| shown(k) && base64(d)) {
-                found.push((kind, data));
-                return;
-            }
-            map.values().for_each(|v| images_in(v, found));
-        }
-        Value::Array(items) => items.iter().for_each(|v| images_in(v, found)),
-        Value::String(url) => {
-            let image = (url.strip_prefix("data:"))
-                .and_then(|rest| rest.split_once(";base64,"))
-                .filter(|(k, d)| shown(k) && base64(d));
-            if let Some(image) = image {
-                found.push(image);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// `text` cut to what a page shows, with a note of its whole size.
-fn shown(text: &str) -> (&str, Option<String>) {
-    let cut = prefix_of(text, MAX_SHOWN);
-    if cut.len() == text.len() {
-        return (text, None);
-    }
-    let note = format!(
-        "cut at {} of {}: the raw download holds it all",
-        HumanBytes(cut.len() as u64),
-        HumanBytes(text.len() as u64)
-    );
-    (cut, Some(note))
-}
-
-fn parts_html(parts: &[Part], prose: bool) -> Markup {
-    html! {
-        @for part in parts {
-            @match part {
-                Part::Text(t) if prose => {
-                    @let (t, cut) = shown(t);
-                    div.text { (PreEscaped(markdown::to_html(t))) }
-                    @if let Some(cut) = cut { p.cut { (cut) } }
-                }
-                Part::Text(t) => { (pre(t)) }
-                Part::Thinking(t) => {
-                    details.thinking {
-                        summary { "Thinking · " (HumanCount(t.chars().count() as u64)) " characters" }
-                        @let (t, cut) = shown(t);
-                        div.text { (PreEscaped(markdown::to_html(t))) }
-                        @if let Some(cut) = cut { p.cut { (cut) } }
-                    }
-                }
-                Part::ToolCall { name, input } => {
-                    details.tool-call {
-                        summary { span.tool { (name) } " " span.input { (crate::history::display::shorten(input, 120)) } }
-                        (pre(&pretty(input)))
-                    }
-                }
-                Part::ToolResult(t) => {
-                    details.tool-result {
-                        summary { "Result · " (HumanBytes(t.len() as u64)) " · " span.input { (crate::history::display::shorten(t, 100)) } }
-                        (pre(t))
-                    }
-                }
-                Part::Raw(t) => {
-                    details.raw { summary { "A record not read as a message" } (pre(t)) }
-                }
-            }
-        }
-    }
-}
-
-fn pre(text: &str) -> Markup {
-    let (text, cut) = shown(text);
-    html! {
-        pre { (text) }
-        @if let Some(cut) = cut { p.cut { (cut) } }
-    }
-}
-
-/// A tool call's input as indented JSON when it is JSON.
-fn pretty(input: &str) -> String {
-    match serde_json::from_str::<serde_json::Value>(input) {
-        Ok(v @ (serde_json::Value::Object(_) | serde_json::Value::Array(_))) => {
-            serde_json::to_string_pretty(&v).unwrap_or_else(|_| input.to_owned())
-        }
-        _ => input.to_owned(),
-    }
 }
 
 /// A record the daemon sent (its export envelope) as a message of a conversation; `None`
@@ -834,16 +643,9 @@ fn older_calls(shared: &Shared, archive: &mut Archive) -> Result<Option<(i64, St
 }
 
 fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<Answer> {
-    let by_name = asked.param("by").unwrap_or("day");
-    let Ok(by) = <By as clap::ValueEnum>::from_str(by_name, false) else {
-        return Ok(bad_request(&format!(
-            "by {by_name:?} is none of day, week, month, model, project, agent, machine, session"
-        )));
-    };
-    let since = asked.param("since").unwrap_or("30d");
-    let since_ms = match crate::history::parse_since(since) {
-        Ok(ms) => ms,
-        Err(e) => return Ok(bad_request(&e)),
+    let (by, by_name, since, since_ms) = match usage_window(asked) {
+        Ok(window) => window,
+        Err(answer) => return Ok(answer),
     };
     let request = usage::Request {
         since_ms: Some(since_ms),
@@ -862,6 +664,7 @@ fn usage_page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Result<A
             input type="hidden" name="by" value=(by_name);
             label { "Since " input type="text" name="since" value=(since) size="12"; }
             button type="submit" { "Show" }
+            a #usage-csv href=(href("/usage.csv", &[("by", by_name), ("since", since)])) download { "Download CSV" }
         }
         p.count { "Since " (format_time(since_ms)[..10].to_owned()) ": " (HumanCount(total.calls as u64)) " model calls, " (HumanCount(all_tokens(&total) as u64)) " tokens, " (cost(&total)) }
         @if let Some((calls, first)) = &older {
