@@ -138,10 +138,10 @@ fn a_shared_conversation_is_one_file_that_fetches_nothing_and_holds_no_secret() 
             "Emulation.setEmulatedMedia",
             json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
         );
-        crate::ui::screenshot(&browser, &format!("shared-{scheme}"));
         let violations = audit(&browser, &axe);
         assert!(violations.is_empty(), "{scheme}: {violations:#?}");
     }
+    crate::ui::screenshot(&browser, "shared");
 
     // The session page's link gives the same file, as a download.
     let ui = serve(&env);

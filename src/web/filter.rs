@@ -9,6 +9,7 @@ use crate::archive::Archive;
 use crate::consumers::sessions::query::{self, Filter, Session};
 use crate::consumers::sessions::usage::By;
 use crate::error::{Error, Result};
+use maud::{Markup, html};
 use tiny_http::StatusCode;
 
 /// The filters of the sessions page, or the answer to filters it cannot read: agent,
@@ -192,5 +193,44 @@ pub(super) fn usage_window(asked: &Asked) -> std::result::Result<(By, &str, &str
     match crate::history::parse_since(since) {
         Ok(since_ms) => Ok((by, by_name, since, since_ms)),
         Err(e) => Err(bad_request(&e)),
+    }
+}
+
+/// The sessions page's form: its filters and sort as asked.
+pub(super) fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
+    let keep = |name: &str| asked.param(name).unwrap_or("").to_owned();
+    let option = |value: &str, name: &str, current: &str| {
+        html! { option value=(value) selected[value == current] { (name) } }
+    };
+    html! {
+        form.filters method="get" action="/sessions" {
+            // What a link from the home set and the form does not show is kept as it is.
+            @for name in ["model", "until", "day"] {
+                @if let Some(value) = asked.param(name) { input type="hidden" name=(name) value=(value); }
+            }
+            label { "Agent " select name="agent" {
+                (option("", "any", &keep("agent")))
+                @for a in agents { (option(a, a, &keep("agent"))) }
+            } }
+            label { "Project " input type="text" name="project" value=(keep("project")) placeholder="any"; }
+            label { "Machine " input type="text" name="machine" value=(keep("machine")) placeholder="every" size="10"; }
+            label { "Active since " input type="text" name="since" value=(keep("since")) placeholder="7d, 2026-11-01" size="12"; }
+            label { input type="checkbox" name="starred" value="1" checked[keep("starred") == "1"]; " Starred" }
+            label { "Tag " input type="text" name="tag" value=(keep("tag")) placeholder="any" size="10"; }
+            @if let Some(day) = asked.param("day") { span.count { "Active on " (day) } }
+            @if let Some(model) = asked.param("model") { span.count { "Answered by " (model) } }
+            label { "Deleted " select name="deleted" {
+                (option("", "shown", &keep("deleted")))
+                (option("only", "only", &keep("deleted")))
+                (option("hide", "hidden", &keep("deleted")))
+            } }
+            label { "Sort " select name="sort" {
+                (option("active", "last active", sort))
+                (option("started", "started", sort))
+                (option("messages", "messages", sort))
+                (option("title", "title", sort))
+            } }
+            button type="submit" { "Filter" }
+        }
     }
 }

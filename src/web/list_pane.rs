@@ -57,7 +57,7 @@ fn pane(archive: &mut Archive, asked: &Asked, open: &Session) -> Result<Markup> 
             }
             details.pane-filters open[filtered] {
                 summary { "Filters and sort" }
-                (super::pages::filters_form(asked, &agents, sort(asked)))
+                (super::filter::filters_form(asked, &agents, sort(asked)))
             }
             ol.session-list #session-rows { (rows(&listed, asked, &open.id)) }
         }

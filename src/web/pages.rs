@@ -2,7 +2,7 @@
 //! reaches a page only escaped, or as Markdown made safe (a conversation is written by
 //! [`crate::history::html`], as a shared file is).
 
-use super::filter::{Listed, find, list_pairs, listed, sort, usage_window};
+use super::filter::{Listed, filters_form, find, list_pairs, listed, sort, usage_window};
 use super::layout::{
     Tab, failed, home, href, layout, listed_href, not_found, refused, segment, session_href,
 };
@@ -120,45 +120,6 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
         StatusCode(200),
         layout("Sessions", Tab::Sessions, body),
     ))
-}
-
-/// The sessions page's form: its filters and sort as asked.
-pub(super) fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
-    let keep = |name: &str| asked.param(name).unwrap_or("").to_owned();
-    let option = |value: &str, name: &str, current: &str| {
-        html! { option value=(value) selected[value == current] { (name) } }
-    };
-    html! {
-        form.filters method="get" action="/sessions" {
-            // What a link from the home set and the form does not show is kept as it is.
-            @for name in ["model", "until", "day"] {
-                @if let Some(value) = asked.param(name) { input type="hidden" name=(name) value=(value); }
-            }
-            label { "Agent " select name="agent" {
-                (option("", "any", &keep("agent")))
-                @for a in agents { (option(a, a, &keep("agent"))) }
-            } }
-            label { "Project " input type="text" name="project" value=(keep("project")) placeholder="any"; }
-            label { "Machine " input type="text" name="machine" value=(keep("machine")) placeholder="every" size="10"; }
-            label { "Active since " input type="text" name="since" value=(keep("since")) placeholder="7d, 2026-11-01" size="12"; }
-            label { input type="checkbox" name="starred" value="1" checked[keep("starred") == "1"]; " Starred" }
-            label { "Tag " input type="text" name="tag" value=(keep("tag")) placeholder="any" size="10"; }
-            @if let Some(day) = asked.param("day") { span.count { "Active on " (day) } }
-            @if let Some(model) = asked.param("model") { span.count { "Answered by " (model) } }
-            label { "Deleted " select name="deleted" {
-                (option("", "shown", &keep("deleted")))
-                (option("only", "only", &keep("deleted")))
-                (option("hide", "hidden", &keep("deleted")))
-            } }
-            label { "Sort " select name="sort" {
-                (option("active", "last active", sort))
-                (option("started", "started", sort))
-                (option("messages", "messages", sort))
-                (option("title", "title", sort))
-            } }
-            button type="submit" { "Filter" }
-        }
-    }
 }
 
 /// The table of `shown` sessions (with a machine column when `machines`); `known` is every
