@@ -6,9 +6,10 @@ use super::Archive;
 use crate::error::Result;
 use rusqlite::params;
 
-/// A session, as marks name it.
+/// A session's key in the marks: its machine, its watcher and the agent's id, as the
+/// session index names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Marked {
+pub struct SessionKey {
     /// Its machine in this archive: 0 for this one.
     pub machine: i64,
     /// Its watcher.
@@ -59,7 +60,7 @@ impl Archive {
     }
 
     /// The marks of `session`.
-    pub fn marks(&self, session: &Marked) -> Result<Marks> {
+    pub fn marks(&self, session: &SessionKey) -> Result<Marks> {
         self.marks_readable()?;
         let key = params![session.machine, session.harness, session.session];
         let found = self.rows(
@@ -96,7 +97,7 @@ mod tests {
             .unwrap();
         drop(conn);
         let archive = Archive::open_existing(&path).unwrap();
-        let session = Marked {
+        let session = SessionKey {
             machine: 0,
             harness: "codex".into(),
             session: "s".into(),

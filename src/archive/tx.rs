@@ -1,7 +1,7 @@
 //! One write transaction, [`Tx`]: where each [`Op`] is written.
 
 use super::codec::Codec;
-use super::marks::{MarkChange, Marked};
+use super::marks::{MarkChange, SessionKey};
 use super::{Archive, Op, RecordBatch, blob, snapshots};
 use crate::domain::fingerprint::Identity;
 use crate::domain::{Cursor, PrefixMark, Reject, SourceId};
@@ -300,7 +300,7 @@ impl Tx<'_> {
     }
 
     /// Changes a session's marks, and when they last changed.
-    fn mark(&self, s: &Marked, change: &MarkChange) -> Result<()> {
+    fn mark(&self, s: &SessionKey, change: &MarkChange) -> Result<()> {
         let run = |sql: &str, value: &dyn rusqlite::ToSql| {
             let args = params![s.machine, s.harness, s.session, value];
             self.db(self.tx.execute(sql, args)).map(drop)
