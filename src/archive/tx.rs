@@ -299,7 +299,7 @@ impl Tx<'_> {
         self.db(insert_event(&self.tx, source, kind, &blob(path), detail))
     }
 
-    /// Changes a session's marks, and when they last changed.
+    /// Changes a session's marks, when they last changed, and their place in `mark_changes`.
     fn mark(&self, s: &SessionKey, change: &MarkChange) -> Result<()> {
         let run = |sql: &str, value: &dyn rusqlite::ToSql| {
             let args = params![s.machine, s.harness, s.session, value];
@@ -310,6 +310,12 @@ impl Tx<'_> {
              ON CONFLICT DO UPDATE SET changed_ms = excluded.changed_ms",
             &now_ms(),
         )?;
+        // Made again, so that its seq is the newest: sinks ship the session's marks anew.
+        self.db(self.tx.execute(
+            "INSERT OR REPLACE INTO mark_changes (machine, harness, session, records_seq)
+             VALUES (?1, ?2, ?3, (SELECT coalesce(max(seq), 0) FROM records))",
+            params![s.machine, s.harness, s.session],
+        ))?;
         let this = "machine = ?1 AND harness = ?2 AND session = ?3";
         match change {
             MarkChange::Star(on) => run(&format!("UPDATE marks SET starred = ?4 WHERE {this}"), on),
