@@ -228,17 +228,15 @@ impl Destination for Redacting {
 
     fn deliver_marks(&mut self, marks: &[MarksNow]) -> std::result::Result<(), Failure> {
         // A note is the user's own text, and may hold a secret pasted into it.
-        let mut redacted = Vec::new();
+        let mut redacted = marks.to_vec();
         if self.records {
-            redacted = marks.to_vec();
-            for m in &mut redacted {
-                if let Some(note) = &mut m.marks.note {
-                    self.redactor.redact_text_in_place(note);
-                }
+            for note in redacted.iter_mut().filter_map(|m| m.marks.note.as_mut()) {
+                self.redactor.redact_text_in_place(note);
             }
         }
-        let marks = if self.records { &redacted } else { marks };
-        self.inner.deliver_marks(marks).map_err(|f| self.message(f))
+        self.inner
+            .deliver_marks(&redacted)
+            .map_err(|f| self.message(f))
     }
 
     fn idle(&mut self, shipped: i64) -> std::result::Result<bool, Failure> {

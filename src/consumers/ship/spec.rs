@@ -607,6 +607,12 @@ mod tests {
                 .unwrap_err()
                 .contains("token_file and token_env: only for http sinks")
         );
+        let mut m = t("mirror");
+        (m.dir, m.marks) = (Some("/m".into()), Some(true));
+        assert_eq!(
+            from_table(&m, &[], &builtin()).unwrap_err(),
+            "marks: only for postgres and http sinks"
+        );
         let mut bad = t("mirror");
         bad.name = "a b".into();
         assert!(
