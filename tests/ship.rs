@@ -197,7 +197,7 @@ fn an_empty_database_gets_the_schema_and_every_record_once() {
     env.run_once(&[]);
     assert_eq!(
         pg.psql("SELECT max(version) FROM transcript_sync.schema_version"),
-        ["3"]
+        ["4"]
     );
     assert_eq!(pg_counts(&pg), (50, 50));
     let machine = env.sql("SELECT value FROM state WHERE key = 'machine_id'");
