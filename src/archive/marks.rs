@@ -59,15 +59,21 @@ pub struct MarksNow {
 }
 
 /// Empty stand-ins for the two tables, for an archive of an earlier schema read without being
-/// upgraded: the session queries read them, and such an archive has no marks.
+/// upgraded: the session queries read them, and such an archive has no marks. They live in
+/// an in-memory database of the connection's own (`mode=memory` makes it writable on a
+/// read-only connection), attached: SQLite looks for a table named without its schema in
+/// `temp`, then `main`, then the attached ones, so the archive's own tables, once another
+/// process's migration has made them and the connection has read the archive since, are found
+/// in their place. Stand-ins in `temp` would hide them for as long as the connection lives.
 const STAND_INS: &str = "
-    CREATE TEMP TABLE IF NOT EXISTS marks (machine INTEGER, harness TEXT, session TEXT,
+    ATTACH 'file:no_marks?mode=memory' AS no_marks;
+    CREATE TABLE no_marks.marks (machine INTEGER, harness TEXT, session TEXT,
         starred INTEGER, note TEXT, changed_ms INTEGER);
-    CREATE TEMP TABLE IF NOT EXISTS tags (machine INTEGER, harness TEXT, session TEXT,
-        tag TEXT);";
+    CREATE TABLE no_marks.tags (machine INTEGER, harness TEXT, session TEXT, tag TEXT);";
 
 impl Archive {
-    /// Makes the marks readable on this connection, however old the archive's schema.
+    /// Makes the marks readable on this connection, however old the archive's schema: called
+    /// once, where the session index is attached.
     pub(crate) fn marks_readable(&self) -> Result<()> {
         if self.has_table("marks")? {
             return Ok(());
@@ -75,9 +81,9 @@ impl Archive {
         self.db(self.conn.execute_batch(STAND_INS))
     }
 
-    /// The marks of `session`.
+    /// The marks of `session`: on an archive of an earlier schema, once they are readable
+    /// ([`Archive::marks_readable`]).
     pub fn marks(&self, session: &SessionKey) -> Result<Marks> {
-        self.marks_readable()?;
         let key = params![session.machine, session.harness, session.session];
         let found = self.rows(
             "SELECT starred, note FROM marks WHERE machine = ?1 AND harness = ?2 AND session = ?3",
@@ -193,11 +199,33 @@ mod tests {
             .unwrap();
         drop(conn);
         let archive = Archive::open_existing(&path).unwrap();
-        let session = SessionKey {
-            machine: 0,
-            harness: "codex".into(),
-            session: "s".into(),
-        };
-        assert_eq!(archive.marks(&session).unwrap(), Marks::default());
+        archive.marks_readable().unwrap();
+        assert_eq!(archive.marks(&key("s")).unwrap(), Marks::default());
+    }
+
+    /// A connection opened on an archive of an earlier schema (a web view, an MCP server)
+    /// reads the marks once a daemon's migration has made their tables: the stand-ins do not
+    /// hide them.
+    #[test]
+    fn marks_made_after_another_process_migrated_the_archive_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.db");
+        drop(Archive::open(&path).unwrap());
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE mark_changes; DROP TABLE tags; DROP TABLE marks;
+             PRAGMA user_version = 10;",
+        )
+        .unwrap();
+        drop(conn);
+        let reader = Archive::open_existing(&path).unwrap();
+        reader.marks_readable().unwrap();
+        assert_eq!(reader.marks(&key("s")).unwrap(), Marks::default());
+        let mut writer = Archive::open(&path).unwrap();
+        mark(&mut writer, "s", vec![MarkChange::Star(true)]);
+        // SQLite reads a database's schema again at the first statement that reads it after
+        // the change: any read of the archive does (a session's records).
+        reader.last_seq().unwrap();
+        assert!(reader.marks(&key("s")).unwrap().starred);
     }
 }
