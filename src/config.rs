@@ -376,6 +376,7 @@ impl Settings {
                     batch_records: s.batch_records,
                     batch_bytes: s.batch_bytes,
                     redact: s.redact,
+                    marks: s.marks,
                     pull_interval: s.pull.map(|p| humantime::format_duration(p).to_string()),
                 })
                 .collect(),
@@ -652,6 +653,8 @@ struct SinkView {
     batch_records: usize,
     batch_bytes: u64,
     redact: bool,
+    /// Whether it ships the sessions' marks.
+    marks: bool,
     /// Set when the sink pulls the other machines' records.
     #[serde(skip_serializing_if = "Option::is_none")]
     pull_interval: Option<String>,

@@ -110,7 +110,7 @@ fn the_archive_is_wal_at_the_current_schema_and_a_newer_schema_is_refused() {
     let v: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .unwrap();
-    assert_eq!(v, 11);
+    assert_eq!(v, 12);
     let mode: String = conn
         .pragma_query_value(None, "journal_mode", |r| r.get(0))
         .unwrap();
@@ -145,7 +145,7 @@ fn an_archive_of_the_first_schema_is_migrated_and_keeps_its_records_and_rejects(
     env.write("s.jsonl", b"{\"new\":1}\n");
     env.run_once(&[]);
     assert_eq!(env.records(), vec![r#"{"old":1}"#, r#"{"new":1}"#]);
-    assert_eq!(env.sql("PRAGMA user_version"), vec!["11"]);
+    assert_eq!(env.sql("PRAGMA user_version"), vec!["12"]);
     // The upgrade counts what the records stored before it take: all of it, uncompressed.
     assert_eq!(
         env.sql("SELECT bytes || ' ' || stored FROM sources ORDER BY id"),
@@ -199,7 +199,7 @@ fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reje
          DROP TABLE machines; DROP TABLE pulls; DROP TABLE pulled_sessions; DROP INDEX sources_remote;
          ALTER TABLE sources DROP COLUMN machine; ALTER TABLE sources DROP COLUMN remote_id;
          DROP TABLE snapshots;
-         DROP TABLE tags; DROP TABLE marks;
+         DROP TABLE tags; DROP TABLE marks; DROP TABLE mark_changes;
          UPDATE cursors SET held_back = 6, held_back_prefix = CAST('{\"gone' AS BLOB)
              WHERE source_id = (SELECT id FROM sources WHERE gone = 1);
          PRAGMA user_version = 2;",
@@ -208,7 +208,7 @@ fn held_back_bytes_of_an_archive_of_the_second_schema_are_kept_and_become_a_reje
     drop(conn);
     env.write("s.jsonl", b"{\"b\":2}\n");
     env.run_once(&[]);
-    assert_eq!(env.sql("PRAGMA user_version"), vec!["11"]);
+    assert_eq!(env.sql("PRAGMA user_version"), vec!["12"]);
     assert_eq!(
         env.sql(
             "SELECT offset || ' ' || length || ' ' || CAST(raw AS TEXT) FROM rejects ORDER BY id"

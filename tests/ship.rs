@@ -143,7 +143,7 @@ fn config_check_validates_sink_tables() {
 
     env.write_config(
         "[[sink]]\nname = \"team\"\ntype = \"postgres\"\nurl = \"postgres://me@db.example/t\"\n\
-         password_file = \"/run/secrets/pg\"\nflush_interval = \"250ms\"\n",
+         password_file = \"/run/secrets/pg\"\nflush_interval = \"250ms\"\nmarks = true\n",
     );
     let out = check(&env);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -157,6 +157,7 @@ fn config_check_validates_sink_tables() {
         text.contains("redact = true"),
         "redacting by default: {text}"
     );
+    assert!(text.contains("marks = true"), "{text}");
     assert!(!text.contains("/run/secrets"), "{text}");
 }
 
@@ -197,7 +198,7 @@ fn an_empty_database_gets_the_schema_and_every_record_once() {
     env.run_once(&[]);
     assert_eq!(
         pg.psql("SELECT max(version) FROM transcript_sync.schema_version"),
-        ["3"]
+        ["4"]
     );
     assert_eq!(pg_counts(&pg), (50, 50));
     let machine = env.sql("SELECT value FROM state WHERE key = 'machine_id'");

@@ -575,12 +575,13 @@ fn a_store_of_schema_2_is_upgraded_and_pulled_whole() {
         "DROP INDEX transcript_sync.records_pull; DROP INDEX transcript_sync.sessions_updated;
          ALTER TABLE transcript_sync.records DROP COLUMN pull_id;
          ALTER TABLE transcript_sync.sessions DROP COLUMN git_remote;
-         DELETE FROM transcript_sync.schema_version WHERE version = 3",
+         DROP TABLE transcript_sync.marks;
+         DELETE FROM transcript_sync.schema_version WHERE version >= 3",
     );
     desktop.run_once();
     assert_eq!(
         pg.psql("SELECT max(version) FROM transcript_sync.schema_version"),
-        ["3"]
+        ["4"]
     );
     assert_eq!(
         raw(&desktop, SESSION, "laptop").as_bytes(),

@@ -1,6 +1,6 @@
 //! [`Op`]: the changes a commit is made of, each variant's contract what it writes.
 
-use super::marks::{MarkChange, Marked};
+use super::marks::{MarkChange, SessionKey};
 use super::{RecordBatch, StateKey};
 use crate::domain::fingerprint::Identity;
 use crate::domain::{Cursor, PrefixMark, Reject, SourceId};
@@ -105,7 +105,7 @@ pub enum Op {
     /// Changes a person's marks on a session (`marks`).
     Mark {
         /// The session.
-        session: Marked,
+        session: SessionKey,
         /// What changes.
         change: MarkChange,
     },

@@ -1,4 +1,4 @@
--- The archive's schema after every migration (schema_v1.sql to schema_v11.sql).
+-- The archive's schema after every migration (schema_v1.sql to schema_v12.sql).
 -- Written by the test schema_current_is_what_every_migration_makes; do not edit.
 
 CREATE TABLE consumers (
@@ -68,6 +68,17 @@ CREATE TABLE machines (
     uuid TEXT NOT NULL UNIQUE,
     host TEXT NOT NULL,
     first_pulled_ms INTEGER NOT NULL
+);
+
+CREATE TABLE mark_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    machine INTEGER NOT NULL,
+    harness TEXT NOT NULL,
+    session TEXT NOT NULL,
+    -- The archive's last record seq when the marks changed: a sink ships the change once it
+    -- has shipped the records up to it, so marks never reach a sink before their records.
+    records_seq INTEGER NOT NULL,
+    UNIQUE (machine, harness, session)
 );
 
 CREATE TABLE marks (

@@ -1,7 +1,7 @@
 //! One write transaction, [`Tx`]: where each [`Op`] is written.
 
 use super::codec::Codec;
-use super::marks::{MarkChange, Marked};
+use super::marks::{MarkChange, SessionKey};
 use super::{Archive, Op, RecordBatch, blob, snapshots};
 use crate::domain::fingerprint::Identity;
 use crate::domain::{Cursor, PrefixMark, Reject, SourceId};
@@ -299,8 +299,8 @@ impl Tx<'_> {
         self.db(insert_event(&self.tx, source, kind, &blob(path), detail))
     }
 
-    /// Changes a session's marks, and when they last changed.
-    fn mark(&self, s: &Marked, change: &MarkChange) -> Result<()> {
+    /// Changes a session's marks, when they last changed, and their place in `mark_changes`.
+    fn mark(&self, s: &SessionKey, change: &MarkChange) -> Result<()> {
         let run = |sql: &str, value: &dyn rusqlite::ToSql| {
             let args = params![s.machine, s.harness, s.session, value];
             self.db(self.tx.execute(sql, args)).map(drop)
@@ -310,6 +310,12 @@ impl Tx<'_> {
              ON CONFLICT DO UPDATE SET changed_ms = excluded.changed_ms",
             &now_ms(),
         )?;
+        // Made again, so that its seq is the newest: sinks ship the session's marks anew.
+        self.db(self.tx.execute(
+            "INSERT OR REPLACE INTO mark_changes (machine, harness, session, records_seq)
+             VALUES (?1, ?2, ?3, (SELECT coalesce(max(seq), 0) FROM records))",
+            params![s.machine, s.harness, s.session],
+        ))?;
         let this = "machine = ?1 AND harness = ?2 AND session = ?3";
         match change {
             MarkChange::Star(on) => run(&format!("UPDATE marks SET starred = ?4 WHERE {this}"), on),

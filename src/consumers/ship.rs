@@ -16,8 +16,15 @@
 //! - A batch refused for good is bisected down to the records at fault; each goes to
 //!   `dead_letters` with the destination's answer, and the sink moves on.
 //! - `run --once` ships too, and ends at the first failure that may pass, with an error.
+//!
+//! A sink with `marks = true` also follows the archive's order of mark changes from a place
+//! of its own ([`marks::MarksCursor`]), committed with its cursor: after each batch, and when
+//! idle, the sessions whose marks changed get their marks as they are now, once the records
+//! the archive held at the change are shipped. Shipped again after a crash, they are stored
+//! again as they are, which changes nothing.
 
 mod http;
+mod marks;
 mod mirror;
 mod postgres;
 pub(crate) mod pull;
@@ -27,6 +34,7 @@ pub use postgres::copy_text;
 pub(crate) use spec::{SinkSpec, SinkTable, Target, from_table as spec_from_table, parse_ship};
 
 use crate::archive::follow::{Follower, Hub, Start};
+use crate::archive::marks::MarksNow;
 use crate::archive::sinks::{DeadLetter, Shipped, sink_consumer};
 use crate::archive::wal_checkpoint::CommitSignal;
 use crate::archive::write_turn::WriteTurn;
@@ -106,6 +114,11 @@ pub(crate) trait Destination: Send {
     /// Delivers `batch` (records in `seq` order). `Ok` means the destination has stored every
     /// record of it (as durably as it promises); storing a record again must change nothing.
     fn deliver(&mut self, batch: &[ExportRow]) -> std::result::Result<(), Failure>;
+
+    /// Delivers the marks of the sessions in `marks` as they are now, in the order they
+    /// changed. `Ok` means the destination has stored them; storing them again must change
+    /// nothing. Only called for a sink with `marks = true`.
+    fn deliver_marks(&mut self, marks: &[MarksNow]) -> std::result::Result<(), Failure>;
 
     /// Called when no record waits, with the last `seq` shipped: work that follows the
     /// archive at its own pace (PostgreSQL ships the session index's rows). `Ok(true)` when
@@ -211,6 +224,19 @@ impl Destination for Redacting {
         let redacted = self.redacted(batch);
         let batch = redacted.as_deref().unwrap_or(batch);
         self.inner.deliver(batch).map_err(|f| self.message(f))
+    }
+
+    fn deliver_marks(&mut self, marks: &[MarksNow]) -> std::result::Result<(), Failure> {
+        // A note is the user's own text, and may hold a secret pasted into it.
+        let mut redacted = marks.to_vec();
+        if self.records {
+            for note in redacted.iter_mut().filter_map(|m| m.marks.note.as_mut()) {
+                self.redactor.redact_text_in_place(note);
+            }
+        }
+        self.inner
+            .deliver_marks(&redacted)
+            .map_err(|f| self.message(f))
     }
 
     fn idle(&mut self, shipped: i64) -> std::result::Result<bool, Failure> {
@@ -543,6 +569,8 @@ struct Shipper {
     outage: Option<Outage>,
     /// Failures of the destination's idle work in a row, and when to try it again.
     idle_failed: Option<(u32, Instant)>,
+    /// Where it is in the order of mark changes, when it ships marks.
+    marks: Option<marks::MarksCursor>,
 }
 
 impl Shipper {
@@ -551,7 +579,12 @@ impl Shipper {
         let machine = Machine::of(&archive)?;
         let destination = open_destination(spec, &machine, &ctx.wiring.db)?;
         register(&mut archive, spec)?;
+        let marks = match spec.marks {
+            true => Some(marks::MarksCursor::load(&archive, &spec.name)?),
+            false => None,
+        };
         Ok(Shipper {
+            marks,
             spec: spec.clone(),
             consumer: sink_consumer(&spec.name),
             archive,
@@ -579,19 +612,60 @@ impl Shipper {
             batch.retain(|row| !crate::archive::is_pulled(row.source));
             if taken == 0 {
                 if follower.ended() {
+                    if !self.ship_marks(&follower, ctx)? {
+                        return Ok(());
+                    }
                     return self.last_idle(&follower, ctx);
                 }
                 self.idle(&follower, ctx)?;
-                continue;
+            } else {
+                let mut dead = Vec::new();
+                if !batch.is_empty() && !self.settle(&batch, &mut dead, ctx, &follower)? {
+                    return Ok(());
+                }
+                let caught_up = follower.done() >= ctx.wiring.hub.published();
+                self.commit(follower.done(), &dead, caught_up, ctx)?;
             }
-            let mut dead = Vec::new();
-            if !batch.is_empty() && !self.settle(&batch, &mut dead, ctx, &follower)? {
+            if !self.ship_marks(&follower, ctx)? {
                 return Ok(());
             }
-            let caught_up = follower.done() >= ctx.wiring.hub.published();
-            self.commit(follower.done(), &dead, caught_up, ctx)?;
         }
         Ok(())
+    }
+
+    /// Ships the marks changed since the last time whose records are shipped (when the sink
+    /// ships marks), and commits its place after each delivery. False when the sink stopped
+    /// before they were delivered.
+    fn ship_marks(&mut self, follower: &Follower, ctx: &ShipContext) -> Result<bool> {
+        loop {
+            let Some(cursor) = &self.marks else {
+                return Ok(true);
+            };
+            let changed = cursor.next(&self.archive, follower.done(), self.spec.batch_records)?;
+            let Some(last) = changed.last().map(|c| c.seq) else {
+                return Ok(true);
+            };
+            // Marks on other machines' sessions, pulled into this archive, stay here.
+            let ours: Vec<MarksNow> = changed.into_iter().filter(|c| c.key.machine == 0).collect();
+            if !ours.is_empty() {
+                match self.until_settled(ctx, follower, |d| d.deliver_marks(&ours))? {
+                    None => return Ok(false),
+                    Some(Ok(())) => {}
+                    // Logged here: the answer may quote a note, and the sink's messages are
+                    // redacted.
+                    Some(Err(message)) => log::warn!(
+                        "sink {}: the marks of {} sessions were refused: {message}; they are sent again when they change",
+                        self.spec.name,
+                        ours.len()
+                    ),
+                }
+            }
+            if let Some(cursor) = &mut self.marks {
+                cursor.shipped(last);
+            }
+            let caught_up = follower.done() >= ctx.wiring.hub.published();
+            self.commit(follower.done(), &[], caught_up, ctx)?;
+        }
     }
 
     /// Lets the destination do what follows the archive at its own pace, and commits its
@@ -681,11 +755,27 @@ impl Shipper {
         ctx: &ShipContext,
         follower: &Follower,
     ) -> Result<bool> {
+        match self.until_settled(ctx, follower, |d| d.deliver(batch))? {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(message)) => self.bisect(batch, message, dead, ctx, follower),
+        }
+    }
+
+    /// Calls `deliver` until the destination has what it delivers or refuses it for good,
+    /// retrying failures that may pass: `Some(Err)` holds the refusal, `None` says the sink
+    /// stopped first.
+    fn until_settled(
+        &mut self,
+        ctx: &ShipContext,
+        follower: &Follower,
+        mut deliver: impl FnMut(&mut dyn Destination) -> std::result::Result<(), Failure>,
+    ) -> Result<Option<std::result::Result<(), String>>> {
         loop {
-            match self.destination.deliver(batch) {
+            match deliver(self.destination.as_mut()) {
                 Ok(()) => {
                     self.recovered()?;
-                    return Ok(true);
+                    return Ok(Some(Ok(())));
                 }
                 Err(Failure::Transient {
                     message,
@@ -699,12 +789,10 @@ impl Shipper {
                         });
                     }
                     if !ctx.pause(delay) {
-                        return Ok(false);
+                        return Ok(None);
                     }
                 }
-                Err(Failure::Refused { message }) => {
-                    return self.bisect(batch, message, dead, ctx, follower);
-                }
+                Err(Failure::Refused { message }) => return Ok(Some(Err(message))),
             }
         }
     }
@@ -812,7 +900,8 @@ impl Shipper {
         caught_up: bool,
         ctx: &ShipContext,
     ) -> Result<()> {
-        let state = self.destination.take_state();
+        let mut state = self.destination.take_state();
+        state.extend(self.marks.as_mut().and_then(marks::MarksCursor::take_state));
         let shipped = Shipped {
             name: &self.spec.name,
             seq,

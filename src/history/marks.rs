@@ -1,7 +1,7 @@
 //! A person's marks on a session (a star, tags, a note): checked, changed together, and read
 //! back, for every face.
 
-use crate::archive::marks::{MarkChange, Marked, Marks};
+use crate::archive::marks::{MarkChange, Marks, SessionKey};
 use crate::archive::{Archive, Commit, Op};
 use crate::consumers::sessions::query::Session;
 use crate::error::{Error, Result};
@@ -21,9 +21,9 @@ pub(crate) fn checked_tag(tag: &str) -> Result<String> {
     Ok(tag.to_owned())
 }
 
-/// The session as marks name it.
-pub(crate) fn marked(session: &Session) -> Marked {
-    Marked {
+/// The key of `session` in the archive's marks.
+pub(crate) fn session_key(session: &Session) -> SessionKey {
+    SessionKey {
         machine: session.machine_id,
         harness: session.harness.clone(),
         session: session.id.clone(),
@@ -32,7 +32,7 @@ pub(crate) fn marked(session: &Session) -> Marked {
 
 /// Makes `session`'s marks `marks`, in one commit: the changes from its marks now.
 pub(crate) fn replace(archive: &mut Archive, session: &Session, marks: Marks) -> Result<Marks> {
-    let now = archive.marks(&self::marked(session))?;
+    let now = archive.marks(&session_key(session))?;
     let mut changes = vec![MarkChange::Star(marks.starred)];
     let gone = now.tags.iter().filter(|t| !marks.tags.contains(t));
     changes.extend(gone.cloned().map(MarkChange::Untag));
@@ -53,14 +53,14 @@ pub(crate) fn change(
             checked_tag(tag)?;
         }
     }
-    let marked = marked(session);
+    let key = session_key(session);
     if !changes.is_empty() {
         let mut tx = Commit::default();
         for change in changes {
-            let session = marked.clone();
+            let session = key.clone();
             tx.push(Op::Mark { session, change });
         }
         archive.apply(&tx)?;
     }
-    archive.marks(&marked)
+    archive.marks(&key)
 }

@@ -196,7 +196,7 @@ fn an_archive_that_kept_its_index_inside_moves_it_to_a_file_of_its_own_and_finds
     let listed = stdout_of(&env, &["sessions", "--json"]);
     let conn = index_back_into_the_archive(&env, "stale text");
     conn.execute_batch(
-        "DROP TABLE tags; DROP TABLE marks; DROP TABLE snapshots; PRAGMA user_version = 8;",
+        "DROP TABLE tags; DROP TABLE marks; DROP TABLE mark_changes; DROP TABLE snapshots; PRAGMA user_version = 8;",
     )
     .unwrap();
     drop(conn);
@@ -210,7 +210,7 @@ fn an_archive_that_kept_its_index_inside_moves_it_to_a_file_of_its_own_and_finds
         stderr(&out)
     );
     assert_eq!(String::from_utf8(out.stdout).unwrap(), found);
-    assert_eq!(env.sql("PRAGMA user_version"), ["11"]);
+    assert_eq!(env.sql("PRAGMA user_version"), ["12"]);
     assert_eq!(env.sql(tables), ["0"]);
     assert_eq!(
         env.sql("SELECT count(*) FROM consumers WHERE name = 'index'"),
@@ -237,14 +237,14 @@ fn an_indexed_archive_of_schema_7_upgrades_and_lists_the_same_sessions() {
     conn.execute_batch(
         "DROP TABLE machines; DROP TABLE pulls; DROP TABLE pulled_sessions; DROP INDEX sources_remote;
          ALTER TABLE sources DROP COLUMN machine; ALTER TABLE sources DROP COLUMN remote_id;
-         DROP TABLE snapshots; DROP TABLE tags; DROP TABLE marks; PRAGMA user_version = 7;",
+         DROP TABLE snapshots; DROP TABLE tags; DROP TABLE marks; DROP TABLE mark_changes; PRAGMA user_version = 7;",
     )
     .unwrap();
     drop(conn);
     let out = cli(&env, &["sessions", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(String::from_utf8(out.stdout).unwrap(), listed);
-    assert_eq!(env.sql("PRAGMA user_version"), ["11"]);
+    assert_eq!(env.sql("PRAGMA user_version"), ["12"]);
     assert_eq!(env.sql("PRAGMA foreign_key_check"), Vec::<String>::new());
     assert_eq!(
         stdout_of(&env, &["search", "\"one cent\"", "--json"]),
@@ -267,7 +267,7 @@ fn an_archive_from_before_the_index_gets_it_on_upgrade_and_reindex_rebuilds_the_
          ALTER TABLE sources DROP COLUMN bytes; ALTER TABLE sources DROP COLUMN stored;
          DROP TABLE machines; DROP TABLE pulls; DROP TABLE pulled_sessions; DROP INDEX sources_remote;
          ALTER TABLE sources DROP COLUMN machine; ALTER TABLE sources DROP COLUMN remote_id;
-         DROP TABLE snapshots; DROP TABLE tags; DROP TABLE marks; PRAGMA user_version = 3;",
+         DROP TABLE snapshots; DROP TABLE tags; DROP TABLE marks; DROP TABLE mark_changes; PRAGMA user_version = 3;",
     )
     .unwrap();
     drop(conn);

@@ -15,6 +15,21 @@ use rusqlite::{Connection, OptionalExtension, params};
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+/// The SQL that keeps a session `se` only when it is starred, if `$starred` is true, and only
+/// when it has tag `$tag`, unless that is NULL: `$starred` and `$tag` are the parameters'
+/// names in the statement it goes into ([`LISTED`], search's `MATCHES`).
+macro_rules! marked_sql {
+    ($starred:literal, $tag:literal) => {
+        concat!(
+            "
+      AND (NOT ", $starred, " OR EXISTS (SELECT 1 FROM marks mk WHERE mk.starred
+            AND mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session))
+      AND (", $tag, " IS NULL OR EXISTS (SELECT 1 FROM tags t WHERE t.tag = ", $tag, "
+            AND t.machine = se.machine AND t.harness = se.harness AND t.session = se.session))"
+        )
+    };
+}
+
 mod export;
 pub(crate) mod overview;
 mod rank;
@@ -281,7 +296,8 @@ fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
 /// The `WHERE` of the sessions listed: top-level sessions (and subagents whose parent is not
 /// in the archive) of watcher `:harness`, project `:project`, machine `:machine` and model
 /// `:model` (each unless NULL), starred if `:starred`, tagged `:tag` unless NULL.
-const LISTED: &str = "
+const LISTED: &str = concat!(
+    "
     WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
             WHERE p.machine = se.machine AND p.harness = se.harness
               AND p.session = se.parent))
@@ -289,11 +305,9 @@ const LISTED: &str = "
       AND (:project IS NULL OR instr(lower(se.project), lower(:project)) > 0)
       AND (:machine IS NULL OR se.machine = :machine)
       AND (:model IS NULL OR EXISTS (SELECT 1 FROM session_models m
-            WHERE m.session = se.id AND m.model = :model))
-      AND (NOT :starred OR EXISTS (SELECT 1 FROM marks mk WHERE mk.starred
-            AND mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session))
-      AND (:tag IS NULL OR EXISTS (SELECT 1 FROM tags t WHERE t.tag = :tag
-            AND t.machine = se.machine AND t.harness = se.harness AND t.session = se.session))";
+            WHERE m.session = se.id AND m.model = :model))",
+    marked_sql!(":starred", ":tag")
+);
 
 impl Filter {
     /// The values of [`LISTED`]'s parameters.
@@ -333,7 +347,6 @@ pub(crate) fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Ses
 /// `until_ms` and the limit are not read): counted from the sessions alone.
 pub(crate) fn sessions_count(archive: &mut Archive, filter: &Filter) -> Result<usize> {
     let sql = format!("SELECT count(*) FROM sessions se {LISTED}");
-    archive.marks_readable()?;
     let result =
         (archive.connection()).query_row(&sql, filter.listed().as_slice(), |r| r.get::<_, i64>(0));
     archive.db(result).map(|n| n as usize)
@@ -351,7 +364,6 @@ pub(crate) fn subagents(archive: &mut Archive, parent: &Session) -> Result<Vec<S
 
 fn collect(archive: &mut Archive, sql: &str, args: impl rusqlite::Params) -> Result<Vec<Session>> {
     let names = MachineNames::of(archive)?;
-    archive.marks_readable()?;
     let result = (|| {
         let conn = archive.connection();
         let mut stmt = conn.prepare_cached(sql)?;

@@ -90,7 +90,9 @@ pub(crate) fn attach(archive: &Archive) -> Result<()> {
         drop(open_to_write(archive.path())?);
     }
     register_words(archive.records_reader().connection()).map_err(index_error(archive.path()))?;
-    archive.attach_read_only(&path_of(archive.path()), INDEX)
+    archive.attach_read_only(&path_of(archive.path()), INDEX)?;
+    // The session queries read the marks with the index's tables.
+    archive.marks_readable()
 }
 
 /// Registers the index's tokenizer (`words`) on `conn`, which every connection that reads or

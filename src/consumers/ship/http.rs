@@ -1,10 +1,12 @@
 //! The HTTP destination: each batch is one POST of NDJSON envelopes (gzip by default), with
 //! an `Idempotency-Key` derived from its first and last record's keys. A 2xx acknowledges the
-//! batch; 408, 429 and 5xx (and no answer) may pass; any other answer refuses it.
+//! batch; 408, 429 and 5xx (and no answer) may pass; any other answer refuses it. Marks go in
+//! batches of their own, one line per session (`{"machine":…,"host":…,"marks":{…}}`).
 
 use super::{Destination, Failure, Machine, SinkSpec, Target};
 use crate::archive::ExportRow;
 use crate::archive::envelope::Envelope;
+use crate::archive::marks::MarksNow;
 use crate::consumers::ship::spec::Secret;
 use crate::error::Result;
 use flate2::Compression;
@@ -63,6 +65,33 @@ impl Http {
         for row in batch {
             Envelope::of(row).write_shipped(&mut ndjson, &self.machine.id, &self.machine.host)?;
         }
+        self.encoded(ndjson)
+    }
+
+    /// The request body of `marks`: one line per session, gzipped when asked.
+    fn marks_body(&self, marks: &[MarksNow]) -> std::io::Result<Vec<u8>> {
+        let mut ndjson = Vec::new();
+        for m in marks {
+            let line = serde_json::json!({
+                "machine": self.machine.id,
+                "host": self.machine.host,
+                "marks": {
+                    "harness": m.key.harness,
+                    "session": m.key.session,
+                    "starred": m.marks.starred,
+                    "tags": m.marks.tags,
+                    "note": m.marks.note,
+                    "changed_ms": m.changed_ms,
+                },
+            });
+            serde_json::to_writer(&mut ndjson, &line)?;
+            ndjson.push(b'\n');
+        }
+        self.encoded(ndjson)
+    }
+
+    /// `ndjson`, gzipped when asked.
+    fn encoded(&self, ndjson: Vec<u8>) -> std::io::Result<Vec<u8>> {
         if !self.gzip {
             return Ok(ndjson);
         }
@@ -117,16 +146,19 @@ impl Http {
         let (first, last) = (&batch[0], &batch[batch.len() - 1]);
         format!("{}:{}-{}", self.machine.id, key(first), key(last))
     }
-}
 
-impl Destination for Http {
-    fn deliver(&mut self, batch: &[ExportRow]) -> std::result::Result<(), Failure> {
-        let body = self
-            .body(batch)
-            .map_err(|e| Failure::transient(format!("building the request body: {e}")))?;
+    /// POSTs `body` (or fails with the error that made no body) under the idempotency key
+    /// `key`.
+    fn post(
+        &mut self,
+        body: std::io::Result<Vec<u8>>,
+        key: String,
+    ) -> std::result::Result<(), Failure> {
+        let body =
+            body.map_err(|e| Failure::transient(format!("building the request body: {e}")))?;
         let mut request = (self.agent.post(&self.url))
             .header("Content-Type", "application/x-ndjson")
-            .header("Idempotency-Key", self.idempotency_key(batch));
+            .header("Idempotency-Key", key);
         if self.gzip {
             request = request.header("Content-Encoding", "gzip");
         }
@@ -141,6 +173,20 @@ impl Destination for Http {
             Ok(response) => self.answered(response),
             Err(e) => Err(Failure::transient(format!("HTTP {}: {e}", self.url))),
         }
+    }
+}
+
+impl Destination for Http {
+    fn deliver(&mut self, batch: &[ExportRow]) -> std::result::Result<(), Failure> {
+        let key = self.idempotency_key(batch);
+        self.post(self.body(batch), key)
+    }
+
+    fn deliver_marks(&mut self, marks: &[MarksNow]) -> std::result::Result<(), Failure> {
+        // The seqs of the changes: the same marks shipped again have the same key.
+        let (first, last) = (marks[0].seq, marks[marks.len() - 1].seq);
+        let key = format!("{}:marks:{first}-{last}", self.machine.id);
+        self.post(self.marks_body(marks), key)
     }
 
     fn kind(&self) -> &'static str {

@@ -12,6 +12,7 @@
 //! the next start was never committed, and is undone.
 
 use super::{Destination, Failure};
+use crate::archive::marks::MarksNow;
 use crate::archive::{Archive, ExportRow};
 use crate::consumers::redact::Redactor;
 use crate::error::{IoContext, Result, error_chain};
@@ -326,6 +327,14 @@ impl Mirror {
 }
 
 impl Destination for Mirror {
+    fn deliver_marks(&mut self, _: &[MarksNow]) -> std::result::Result<(), Failure> {
+        // Its configuration check refuses `marks` (see `spec`): a mirror holds transcripts
+        // byte for byte, and marks are in none of them.
+        Err(Failure::Refused {
+            message: "a mirror takes no marks".into(),
+        })
+    }
+
     fn deliver(&mut self, batch: &[ExportRow]) -> std::result::Result<(), Failure> {
         let Err(e) = self.write(batch) else {
             return Ok(());

@@ -3,6 +3,7 @@
 //! staging table and `INSERT … ON CONFLICT DO NOTHING`, one transaction per batch.
 
 use super::{Destination, Failure, Machine, SinkSpec, Target};
+use crate::archive::marks::MarksNow;
 use crate::archive::{Archive, ExportRow};
 use crate::consumers::redact::Redactor;
 use crate::consumers::sessions::{
@@ -30,7 +31,16 @@ const MIGRATIONS: &[&str] = &[
     include_str!("postgres_v1.sql"),
     include_str!("postgres_v2.sql"),
     include_str!("postgres_v3.sql"),
+    include_str!("postgres_v4.sql"),
 ];
+
+/// One session's marks, as they are now.
+const UPSERT_MARKS: &str = "INSERT INTO {schema}.marks (machine, harness, session, starred,
+         tags, note, updated_at)
+     VALUES ($1::text::uuid, $2, $3, $4, $5, $6, to_timestamp($7::bigint / 1000.0))
+     ON CONFLICT (machine, harness, session) DO UPDATE SET
+         starred = EXCLUDED.starred, tags = EXCLUDED.tags, note = EXCLUDED.note,
+         updated_at = EXCLUDED.updated_at";
 
 /// One session's row, as the machine's index has it now.
 const UPSERT_SESSION: &str = "INSERT INTO {schema}.sessions (machine, harness, session, parent,
@@ -221,6 +231,28 @@ impl Postgres {
             "SELECT pg_notify($1, $2)",
             &[&notify_channel(&self.schema), machine],
         )?;
+        tx.commit()
+    }
+
+    fn upsert_marks(&self, client: &mut Client, marks: &[MarksNow]) -> Result<(), postgres::Error> {
+        let mut tx = client.transaction()?;
+        let upsert = tx.prepare(&self.sql(UPSERT_MARKS))?;
+        for m in marks {
+            // PostgreSQL's text takes no NUL; a note may hold one.
+            let note = m.marks.note.as_ref().map(|n| n.replace('\0', ""));
+            tx.execute(
+                &upsert,
+                &[
+                    &self.machine.id,
+                    &m.key.harness,
+                    &m.key.session,
+                    &m.marks.starred,
+                    &m.marks.tags,
+                    &note,
+                    &m.changed_ms,
+                ],
+            )?;
+        }
         tx.commit()
     }
 
@@ -457,6 +489,17 @@ impl Destination for Postgres {
                 Err(failure)
             }
         }
+    }
+
+    fn deliver_marks(&mut self, marks: &[MarksNow]) -> Result<(), Failure> {
+        let mut client = self.client()?;
+        let failure =
+            (self.upsert_marks(&mut client, marks).as_ref().err()).map(|e| self.failure(e));
+        // After a refusal the transaction rolled back, and the connection is still good.
+        if !matches!(failure, Some(Failure::Transient { .. })) {
+            self.client = Some(client);
+        }
+        failure.map_or(Ok(()), Err)
     }
 
     fn idle(&mut self, shipped: i64) -> Result<bool, Failure> {

@@ -44,6 +44,8 @@ pub(crate) struct SinkSpec {
     /// For a PostgreSQL sink with `pull = true`: the other machines' records are pulled from
     /// it into this archive, at the latest this long after the last pull.
     pub pull: Option<Duration>,
+    /// Whether it ships the sessions' marks (star, tags, note) too, and every change of them.
+    pub marks: bool,
 }
 
 /// A sink's destination. Its `Debug` shows what `display` shows, and header names only:
@@ -198,6 +200,8 @@ pub(crate) struct SinkTable {
     pub pull: Option<bool>,
     /// The longest time between two pulls: `5s`…
     pub pull_interval: Option<String>,
+    /// Ship the sessions' marks, for `postgres` and `http`: off by default.
+    pub marks: Option<bool>,
 }
 
 /// The sink of table `t`, with mirror paths relative to `roots`. `Err` says what is wrong.
@@ -232,12 +236,13 @@ pub(crate) fn from_table(
             (false, Some(_)) => return Err("pull_interval: only with pull = true".into()),
             (false, None) => None,
         },
+        marks: t.marks.unwrap_or(false),
     })
 }
 
 /// Refuses a key given to a type it does not apply to, naming the types it does.
 fn check_keys(t: &SinkTable) -> std::result::Result<(), String> {
-    let keys: [(&str, bool, &[&str]); 9] = [
+    let keys: [(&str, bool, &[&str]); 10] = [
         ("url", t.url.is_some(), &["postgres", "http"]),
         ("dir", t.dir.is_some(), &["mirror"]),
         (
@@ -263,6 +268,8 @@ fn check_keys(t: &SinkTable) -> std::result::Result<(), String> {
             t.pull.is_some() || t.pull_interval.is_some(),
             &["postgres"],
         ),
+        // A mirror holds transcripts byte for byte, and marks are in none of them.
+        ("marks", t.marks.is_some(), &["postgres", "http"]),
     ];
     for (key, given, kinds) in keys {
         if given && !kinds.contains(&t.kind.as_str()) {
@@ -599,6 +606,12 @@ mod tests {
             from_table(&p, &[], &builtin())
                 .unwrap_err()
                 .contains("token_file and token_env: only for http sinks")
+        );
+        let mut m = t("mirror");
+        (m.dir, m.marks) = (Some("/m".into()), Some(true));
+        assert_eq!(
+            from_table(&m, &[], &builtin()).unwrap_err(),
+            "marks: only for postgres and http sinks"
         );
         let mut bad = t("mirror");
         bad.name = "a b".into();

@@ -35,7 +35,8 @@ const RANKED: i64 = 2_000;
 
 /// The `FROM` and `WHERE` of a search: matches of `?1`, filtered by harness (`?2`), project
 /// (`?3`), time (`?4`), machine (`?7`), a star (`?8`) and a tag (`?9`), from message `?5` on.
-const MATCHES: &str = "
+const MATCHES: &str = concat!(
+    "
     FROM message_text
     JOIN messages m ON m.id = message_text.rowid
     JOIN sessions se ON se.id = m.session
@@ -44,11 +45,9 @@ const MATCHES: &str = "
       AND (?3 IS NULL OR instr(lower(se.project), lower(?3)) > 0)
       AND (?4 IS NULL OR coalesce(m.at_ms, se.last_ms) >= ?4)
       AND message_text.rowid >= ?5
-      AND (?7 IS NULL OR se.machine = ?7)
-      AND (NOT ?8 OR EXISTS (SELECT 1 FROM marks mk WHERE mk.starred
-            AND mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session))
-      AND (?9 IS NULL OR EXISTS (SELECT 1 FROM tags t WHERE t.tag = ?9
-            AND t.machine = se.machine AND t.harness = se.harness AND t.session = se.session))";
+      AND (?7 IS NULL OR se.machine = ?7)",
+    marked_sql!("?8", "?9")
+);
 
 /// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
 /// parentheses; other punctuation is taken literally), best first as [`rank`] orders them;
@@ -66,7 +65,6 @@ pub(crate) fn search(
     redactor: Option<&Redactor>,
 ) -> Result<Vec<Hit>> {
     let path = archive.path().to_owned();
-    archive.marks_readable()?;
     let records = archive.records_reader();
     let conn = records.connection();
     let mut expand = |word: Word| match word {
