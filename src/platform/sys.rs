@@ -54,6 +54,21 @@ pub(crate) fn local_time_to_unix(
     (t != -1).then_some(i64::from(t))
 }
 
+/// How far this machine's time zone (`TZ`, else the system's) is ahead of UTC at Unix time
+/// `secs`, in seconds, as `localtime_r(3)` says (the zone's daylight saving time included);
+/// SQLite's `'localtime'` asks the same. `None` when it cannot say.
+#[allow(unsafe_code)] // localtime_r: rustix has no wrapper
+pub(crate) fn local_offset_at(secs: i64) -> Option<i64> {
+    let t = libc::time_t::try_from(secs).ok()?;
+    // SAFETY: an all-zero `tm` is a valid value (its pointer field, where there is one, null).
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid for the call; localtime_r writes `tm` only, and is
+    // safe to call from several threads at once.
+    let done = unsafe { libc::localtime_r(&t, &mut tm) };
+    #[allow(clippy::useless_conversion)] // tm_gmtoff is narrower than i64 on some targets
+    (!done.is_null()).then(|| i64::from(tm.tm_gmtoff))
+}
+
 /// Puts the calling thread in the batch scheduling class: it keeps its share of the cores (a
 /// nice of 0), but its wake-ups never preempt the thread running on a core; it waits for that
 /// thread to sleep or for its slice to end. Linux only (`SCHED_BATCH`: unlike `SCHED_IDLE`, an

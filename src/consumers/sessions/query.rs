@@ -31,6 +31,7 @@ macro_rules! marked_sql {
 }
 
 mod export;
+mod on_disk;
 pub(crate) mod overview;
 mod rank;
 mod search;
@@ -273,14 +274,6 @@ impl MachineNames {
     }
 }
 
-/// Whether a session of `files` is on disk: any of them exists, or (`live`: a source of it is
-/// not recorded as gone) is a session in an agent's database (`<database>/<session id>`),
-/// which is there while its database is and the daemon has not found it gone from it.
-fn on_disk(files: &[PathBuf], live: bool) -> bool {
-    let in_database = |f: &PathBuf| f.parent().is_some_and(std::path::Path::is_file);
-    files.iter().any(|f| f.exists() || (live && in_database(f)))
-}
-
 /// The paths of `group_concat(path, char(0))`, each once, in their order.
 fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
     let mut paths: Vec<PathBuf> = Vec::new();
@@ -370,8 +363,9 @@ fn collect(archive: &mut Archive, sql: &str, args: impl rusqlite::Params) -> Res
         let mut list = stmt
             .query_map(args, session_row)?
             .collect::<rusqlite::Result<Vec<_>>>()?;
-        for s in &mut list {
-            s.on_disk = on_disk(&s.files, s.live);
+        let on_disk = on_disk::on_disk_each(list.iter().map(|s| (s.files.as_slice(), s.live)));
+        for (s, on_disk) in list.iter_mut().zip(on_disk) {
+            s.on_disk = on_disk;
             s.machine = names.name(s.machine_id);
         }
         Ok(list)

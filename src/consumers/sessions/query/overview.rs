@@ -4,11 +4,11 @@
 //! in a window when it was active in it: its last activity at or after the window's start,
 //! its first before its end, as [`super::sessions`] lists them with the same [`Filter`].
 
-use super::{Filter, LISTED, MachineNames, on_disk, paths};
-use crate::archive::Archive;
+use super::{Filter, LISTED, MachineNames};
+use crate::archive::{Archive, path_from_blob};
 use crate::error::Result;
 use rusqlite::ToSql;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 /// The window of a [`Filter`] over the index's own times of a session (`sessions se`).
@@ -68,20 +68,65 @@ pub(crate) fn figures(archive: &mut Archive, filter: &Filter) -> Result<Figures>
 /// active, with how many were, in order. A session is active on each day from its first
 /// activity's to its last's.
 pub(crate) fn days(archive: &mut Archive, filter: &Filter) -> Result<Vec<(String, i64)>> {
-    // Each session's span of days, cut to the window, one row a day.
+    // Each session's first and last activity, cut to the window; their days are counted
+    // here, where each quarter hour is taken to local time once (SQLite's `'localtime'` for
+    // both ends of every session was most of the home's time).
     let sql = format!(
-        "WITH RECURSIVE span(day, last) AS (
-            SELECT date(max(se.started_ms, coalesce(:since, se.started_ms)) / 1000,
-                        'unixepoch', 'localtime'),
-                   date(min(se.last_ms, coalesce(:until - 1, se.last_ms)) / 1000,
-                        'unixepoch', 'localtime')
-            FROM sessions se {LISTED} {IN_WINDOW}
-              AND se.started_ms IS NOT NULL AND se.last_ms IS NOT NULL
-            UNION ALL
-            SELECT date(day, '+1 day'), last FROM span WHERE day < last)
-         SELECT day, count(*) FROM span GROUP BY day ORDER BY day"
+        "SELECT max(se.started_ms, coalesce(:since, se.started_ms)),
+                min(se.last_ms, coalesce(:until - 1, se.last_ms))
+         FROM sessions se {LISTED} {IN_WINDOW}
+           AND se.started_ms IS NOT NULL AND se.last_ms IS NOT NULL"
     );
-    pairs(archive, &sql, &scoped(filter))
+    let result = (|| {
+        let mut stmt = archive.connection().prepare(&sql)?;
+        let rows = stmt.query_map(scoped(filter).as_slice(), |r| Ok((r.get(0)?, r.get(1)?)))?;
+        rows.collect::<rusqlite::Result<Vec<(i64, i64)>>>()
+    })();
+    let mut local = LocalDays::default();
+    let mut active: BTreeMap<i64, i64> = BTreeMap::new();
+    for (first, last) in archive.db(result)? {
+        let (first, last) = (local.day(first), local.day(last));
+        // A session whose times are out of order is active on its first day.
+        for day in first..=last.max(first) {
+            *active.entry(day).or_default() += 1;
+        }
+    }
+    Ok((active.into_iter())
+        .map(|(day, n)| (date(day), n))
+        .collect())
+}
+
+/// The local days of Unix times in this machine's time zone (`TZ`, else the system's), its
+/// offset from UTC asked once for each quarter hour: every zone's offset is a whole number
+/// of quarter hours, and its changes come at quarter hours of UTC (but for a few zones'
+/// rules of past years, which changed a minute past midnight).
+#[derive(Default)]
+struct LocalDays(HashMap<i64, i64>);
+
+impl LocalDays {
+    /// The local day of Unix ms `ms`, in days since 1970-01-01.
+    fn day(&mut self, ms: i64) -> i64 {
+        let secs = ms.div_euclid(1000);
+        let quarter = secs.div_euclid(900);
+        let offset = *(self.0.entry(quarter)).or_insert_with(|| {
+            crate::platform::sys::local_offset_at(quarter * 900).unwrap_or_else(|| {
+                log::debug!(
+                    "no local time for Unix time {}; taken as UTC",
+                    quarter * 900
+                );
+                0
+            })
+        });
+        (secs + offset).div_euclid(86_400)
+    }
+}
+
+/// Day `day` since 1970-01-01 as `YYYY-MM-DD`.
+fn date(day: i64) -> String {
+    // humantime writes the years 1970 to 9999.
+    let secs = u64::try_from(day.clamp(0, 2_932_896) * 86_400).unwrap_or(0);
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    humantime::format_rfc3339_seconds(at).to_string()[..10].to_owned()
 }
 
 /// The rows of `sql`, a text and a count each.
@@ -171,8 +216,8 @@ pub(crate) fn local_offset_minutes(archive: &mut Archive) -> Result<i64> {
 /// hour of their start, in local time.
 pub(crate) fn starts(archive: &mut Archive, filter: &Filter) -> Result<[[i64; 24]; 7]> {
     // Counted by quarter of an hour first, each quarter then taken to local time once: the
-    // conversion is most of the query's time, and every time zone's offset from UTC is a
-    // whole number of quarters, so a quarter lies in one local hour.
+    // conversion is most of the query's time, and a quarter lies in one local hour (as in
+    // [`LocalDays`]: offsets are whole quarters, and change at quarters of UTC).
     let sql = format!(
         "SELECT (CAST(strftime('%w', q * 900, 'unixepoch', 'localtime') AS INTEGER) + 6) % 7,
             CAST(strftime('%H', q * 900, 'unixepoch', 'localtime') AS INTEGER),
@@ -329,21 +374,94 @@ pub(crate) fn shares(
 /// the rule the list marks them with: their files are read from the index in one query,
 /// and looked for on disk.
 pub(crate) fn deleted(archive: &mut Archive, filter: &Filter) -> Result<i64> {
+    // A row a file, in the order of the sessions' ids (the table's own), so that a session's
+    // files come together without a `GROUP BY` sorting them first.
     let sql = format!(
-        "SELECT group_concat(s.path, char(0)), coalesce(max(NOT s.gone), 0)
+        "SELECT se.id, s.path, coalesce(NOT s.gone, 0)
          FROM sessions se
          LEFT JOIN session_sources ss ON ss.session = se.id
          LEFT JOIN sources s ON s.id = ss.source_id
          {LISTED} {IN_WINDOW}
-         GROUP BY se.id"
+         ORDER BY se.id"
     );
     let result = (|| {
         let mut stmt = archive.connection().prepare(&sql)?;
-        let rows = stmt.query_map(scoped(filter).as_slice(), |r| {
-            let files: Vec<PathBuf> = paths(r.get_ref(0)?.as_bytes_or_null()?);
-            Ok(!on_disk(&files, r.get(1)?))
-        })?;
-        rows.collect::<rusqlite::Result<Vec<bool>>>()
+        let mut rows = stmt.query(scoped(filter).as_slice())?;
+        // Each session's id, files and whether a source of it is live.
+        let mut sessions: Vec<(i64, Vec<PathBuf>, bool)> = Vec::new();
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            if sessions.last().is_none_or(|(last, _, _)| *last != id) {
+                sessions.push((id, Vec::new(), false));
+            }
+            let (_, files, live) = sessions.last_mut().expect("a session was just pushed");
+            if let Some(path) = r.get_ref(1)?.as_bytes_or_null()? {
+                files.push(path_from_blob(path.to_vec()));
+            }
+            *live |= r.get::<_, bool>(2)?;
+        }
+        Ok(sessions)
     })();
-    Ok(archive.db(result)?.into_iter().filter(|gone| *gone).count() as i64)
+    let sessions = archive.db(result)?;
+    let on_disk =
+        super::on_disk::on_disk_each(sessions.iter().map(|(_, f, live)| (f.as_slice(), *live)));
+    Ok(on_disk.into_iter().filter(|on| !on).count() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// Set in the child processes of [`local_days_are_sqlites_in_zones_of_half_hours_and_summer_time`]
+    /// to the zone it runs in (`TZ` is read once per process).
+    const CHILD: &str = "TRANSCRIPT_SYNC_TEST_ZONE";
+
+    // The home's calendar and active days were counted by SQLite's `'localtime'`; counted
+    // here, each day must be the one SQLite gives, in zones whose offset is not a whole hour
+    // and changes for summer time (at 2:00 local in St John's, 2:00 in Lord Howe by half an
+    // hour, 1:00 UTC in Berlin).
+    #[test]
+    fn local_days_are_sqlites_in_zones_of_half_hours_and_summer_time() {
+        if let Some(zone) = std::env::var_os(CHILD) {
+            return days_as_sqlite_gives_them(&zone.to_string_lossy());
+        }
+        let name = "consumers::sessions::query::overview::tests::\
+                    local_days_are_sqlites_in_zones_of_half_hours_and_summer_time";
+        for zone in ["America/St_Johns", "Australia/Lord_Howe", "Europe/Berlin"] {
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", name, "--nocapture", "--test-threads", "1"])
+                .env("TZ", zone)
+                .env(CHILD, zone)
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{zone}:\n{said}");
+            assert!(said.contains("1 passed"), "{zone}:\n{said}");
+        }
+    }
+
+    /// Every 7 minutes and 13 seconds over two years, the day [`LocalDays`] gives is SQLite's.
+    fn days_as_sqlite_gives_them(zone: &str) {
+        let file = std::path::Path::new("/usr/share/zoneinfo").join(zone);
+        assert!(
+            file.exists(),
+            "{file:?} is missing: scripts/test installs tzdata"
+        );
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        let mut sqlite = conn
+            .prepare("SELECT date(?1 / 1000, 'unixepoch', 'localtime')")
+            .unwrap();
+        let mut local = LocalDays::default();
+        let (from, to) = (1_735_689_600_000_i64, 1_798_761_600_000_i64); // 2025 and 2026
+        let mut offsets = HashSet::new();
+        for ms in (from..to).step_by(433_000) {
+            let expected: String = sqlite.query_row([ms], |r| r.get(0)).unwrap();
+            assert_eq!(date(local.day(ms)), expected, "{zone}, Unix ms {ms}");
+            offsets.insert(local.0[&(ms.div_euclid(1000).div_euclid(900))]);
+        }
+        // Two offsets a year: the zone was read, and its summer time.
+        assert_eq!(offsets.len(), 2, "{zone}: {offsets:?}");
+    }
 }
