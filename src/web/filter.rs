@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 use maud::{Markup, html};
 use tiny_http::StatusCode;
 
-/// The filters of the sessions page, or the answer to filters it cannot read: agent,
-/// project, machine and model; active since a time (`since`), started before one (`until`),
+/// The filters of the sessions page, or the answer to filters it cannot read: the text its
+/// title, project or id holds (`q`), agent, project, machine and model; active since a time (`since`), started before one (`until`),
 /// or active on a local day (`day`, which sets both).
 pub(super) fn session_filter(
     archive: &mut Archive,
@@ -58,13 +58,18 @@ pub(super) fn session_filter(
         offset: 0,
         starred: asked.param("starred").is_some_and(|v| v == "1"),
         tag: asked.param("tag").map(str::to_owned),
+        text: asked
+            .param("q")
+            .map(str::trim)
+            .filter(|q| !q.is_empty())
+            .map(str::to_owned),
     }))
 }
 
 /// The sessions page's parameters, which its links keep.
-pub(super) const LIST_KEYS: [&str; 11] = [
-    "agent", "project", "machine", "model", "since", "until", "day", "deleted", "sort", "starred",
-    "tag",
+pub(super) const LIST_KEYS: [&str; 12] = [
+    "q", "agent", "project", "machine", "model", "since", "until", "day", "deleted", "sort",
+    "starred", "tag",
 ];
 
 /// The sessions a page of the list shows.
