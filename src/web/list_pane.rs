@@ -48,7 +48,8 @@ fn pane(archive: &mut Archive, asked: &Asked, open: &Session) -> Result<Markup> 
     };
     let agents = query::harnesses(archive)?;
     let keep = list_pairs(asked);
-    let filtered = keep.iter().any(|(k, _)| !matches!(*k, "sort" | "q"));
+    // The folded filters start open when one is set; the text has its box above them.
+    let filters_set = keep.iter().any(|(k, _)| !matches!(*k, "sort" | "q"));
     let found = href(
         "/sessions",
         &[("fragment", "pane-list"), ("open", &open.id)],
@@ -59,7 +60,7 @@ fn pane(archive: &mut Archive, asked: &Asked, open: &Session) -> Result<Markup> 
                 h2 { a href=(href("/sessions", &keep)) { "Sessions" } }
                 (count(&listed, asked))
             }
-            (super::filter::list_form(asked, &agents, sort(asked), Some(filtered), &found))
+            (super::filter::list_form(asked, &agents, sort(asked), Some(filters_set), &found))
             (rows_list(&listed, asked, &open.id))
         }
     })
