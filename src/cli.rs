@@ -300,7 +300,8 @@ fn rejects(args: RejectsArgs, db: &Path) -> Result<()> {
 
 fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     let mut archive = indexed_archive(db)?;
-    let filter = args.filter.filter(&mut archive)?;
+    let mut filter = args.filter.filter(&mut archive)?;
+    filter.text = args.grep;
     let list = query::sessions(&mut archive, &filter)?;
     let mut out = BufWriter::new(io::stdout().lock());
     let written = if args.json {

@@ -109,6 +109,7 @@ impl Server {
             offset: 0,
             starred: args.get("starred").and_then(Value::as_bool) == Some(true),
             tag: text("tag"),
+            text: None,
         })
     }
 

@@ -29,6 +29,7 @@ mod supervision;
 mod tail;
 mod team;
 mod ui;
+mod ui_find;
 mod ui_home;
 mod ui_panes;
 mod upgrade;

@@ -502,6 +502,59 @@ fn search_exits_1_when_nothing_matched_and_2_for_a_query_it_cannot_read() {
     }
 }
 
+/// `sessions --grep` keeps the sessions whose title, project or id holds the text: ASCII
+/// letters in any case, a CJK text as a substring of a prompt; a text that none holds lists
+/// none, as any filter that keeps nothing does (the header alone, exit 0).
+#[test]
+fn sessions_grep_keeps_those_whose_title_project_or_id_holds_the_text() {
+    let env = Env::new();
+    Home::write(&env);
+    let cjk = "9b2f4c1e-3d5a-4e6b-8c7d-1a2b3c4d5e6f";
+    let prompt = serde_json::json!({"type": "user", "uuid": "c1", "sessionId": cjk,
+        "cwd": "/w/账本", "timestamp": "2026-11-20T10:00:00.000Z",
+        "message": {"role": "user", "content": "修复发票合计的舍入问题"}});
+    let claude = env.dir.path().join("home/.claude/projects/-w-zhang");
+    put(
+        &claude.join(format!("{cjk}.jsonl")),
+        format!("{prompt}\n").as_bytes(),
+    );
+    archive_home(&env);
+    let ids = |text: &str| -> Vec<String> {
+        let list = json_lines(&env, &["sessions", "--grep", text, "--json"]);
+        (list.iter())
+            .map(|s| s["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The title, in another case; its subagent follows it, as --json lists subagents.
+    assert_eq!(ids("ROUNDING"), [CLAUDE_ID, "agent-b41c2d"]);
+    assert_eq!(ids("dry-RUN flag"), [CODEX_ID]);
+    // A substring of a CJK prompt, and of a CJK project.
+    assert_eq!(ids("发票合计"), [cjk]);
+    assert_eq!(ids("账本"), [cjk]);
+    // The id, in another case.
+    assert_eq!(ids("4F6C1D2E-8A9B"), [CURSOR_ID]);
+    // The project, with the other filters.
+    let ledger = json_lines(
+        &env,
+        &[
+            "sessions",
+            "--grep",
+            "LEDGER",
+            "--harness",
+            "claude-code",
+            "--json",
+        ],
+    );
+    let ledger: Vec<&str> = ledger.iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert_eq!(ledger, [CLAUDE_ID, "agent-b41c2d"]);
+    assert!(ids("nowhere at all").is_empty());
+    let none = cli(&env, &["sessions", "--grep", "nowhere at all"]);
+    assert_eq!(none.status.code(), Some(0), "{}", stderr(&none));
+    let table = String::from_utf8(none.stdout).unwrap();
+    assert_eq!(table.lines().count(), 1, "{table}");
+    assert!(table.starts_with("LAST ACTIVE"), "{table}");
+}
+
 /// A harness misspelt (`claude` for `claude-code`) listed nothing and exited 0, as if there
 /// were no such sessions; it is an error naming the harnesses there are.
 #[test]

@@ -298,6 +298,8 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         "/search?q=pwned".to_owned(),
         format!("/s/{ID}/restore"),
         "/usage?by=session&since=3650d".to_owned(),
+        format!("/sessions?q={}", urlencoding(FIND)),
+        format!("/s/{ID}?q={}", urlencoding(FIND)),
     ];
     for page in &pages {
         browser.goto(&format!("{}{page}", ui.base));
@@ -331,6 +333,23 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
             true
         );
     }
+    // The list's text comes back as the value of its box, in the page and beside a
+    // conversation, and typed in the box it is text too.
+    for page in [&pages[8], &pages[9]] {
+        browser.goto(&format!("{}{page}", ui.base));
+        let value = browser.script("return document.getElementById('list-q').value", json!([]));
+        assert_eq!(value, FIND, "{page}");
+    }
+    browser.goto(&format!("{}/sessions", ui.base));
+    browser.type_into("#list-q", &format!("w {FIND}"));
+    browser.wait_until("the list found nothing", |b| {
+        b.text("#list-count") == "0 sessions"
+    });
+    assert_eq!(browser.count("#injected, main img"), 0);
+    assert_eq!(
+        browser.script("return window.pwned === undefined", json!([])),
+        true
+    );
     // As text, it reads as written.
     browser.goto(&format!("{}/s/{ID}", ui.base));
     browser.script(
@@ -421,6 +440,14 @@ fn markup_in_a_transcript_is_shown_as_text_in_every_page() {
         );
         assert!(body.contains(written), "{csv}: {body}");
     }
+}
+
+/// A text for the list's box that would end its attribute and add an element.
+const FIND: &str = r#""><img src=x id=injected onerror="window.pwned=10">"#;
+
+/// `text` as a URL's query writes it.
+fn urlencoding(text: &str) -> String {
+    form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 /// A plain HTTP client, which sends what it is given and follows no redirect.

@@ -786,6 +786,8 @@ impl SessionFilter {
             offset: 0,
             starred: self.starred,
             tag: self.tag.clone(),
+            // `sessions --grep` sets it: `search` reads the text of the messages.
+            text: None,
         })
     }
 }
@@ -824,6 +826,11 @@ pub struct SessionsArgs {
     pub(crate) archive: ArchiveArg,
     #[command(flatten)]
     pub(crate) filter: SessionFilter,
+    /// Only sessions whose title (the agent's, else the first prompt), project or id contains
+    /// TEXT: plain text, not a pattern; ASCII letters match in any case, other characters as
+    /// they are.
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) grep: Option<String>,
     /// Print one JSON object per session instead of a table.
     #[arg(long, conflicts_with = "csv")]
     pub(crate) json: bool,

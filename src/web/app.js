@@ -207,6 +207,57 @@ function searchAsYouType() {
   input.setSelectionRange(end, end);
 }
 
+// The sessions list found as one types in its box: the list's part the server makes for the
+// form's fields (the form's data-found) put in place of the parts with the same ids, and the
+// address given the box's text, so that a reload or a link keeps it. A count that a screen
+// reader follows (role=status) is changed in place, so that it says the new one.
+function findAsYouType() {
+  const input = document.getElementById("list-q");
+  if (!input) return;
+  const form = input.form;
+  let timer = null;
+  let asked = 0;
+  const find = () => {
+    const url = new URL(form.dataset.found, location.href);
+    for (const [name, value] of new FormData(form)) {
+      if (value !== "") url.searchParams.set(name, value);
+    }
+    const n = ++asked;
+    fetchHtml(url.pathname + url.search).then((html) => {
+      if (n !== asked) return; // a later search is on its way
+      const made = document.createElement("template");
+      made.innerHTML = html;
+      for (const part of [...made.content.children]) {
+        const old = part.id && document.getElementById(part.id);
+        if (!old) continue;
+        if (old.getAttribute("role") === "status") old.textContent = part.textContent;
+        else old.replaceWith(part);
+      }
+      setup();
+      const here = new URL(location.href);
+      here.searchParams.delete("page");
+      if (input.value.trim()) here.searchParams.set("q", input.value);
+      else here.searchParams.delete("q");
+      history.replaceState(null, "", here.pathname + here.search + here.hash);
+    }, (e) => {
+      const count = document.getElementById("list-count");
+      if (count) count.textContent = e.message;
+    });
+  };
+  input.addEventListener("input", () => {
+    clearTimeout(timer);
+    timer = setTimeout(find, 150);
+  });
+  // Enter in the box finds at once, where it is (beside a conversation, sending the form
+  // would leave it for the sessions page); the form's button still sends the form.
+  input.addEventListener("keydown", (e) => {
+    if (e.key !== "Enter") return;
+    e.preventDefault();
+    clearTimeout(timer);
+    find();
+  });
+}
+
 // The theme: the system's, until the toggle chooses one, which this browser remembers.
 function theme() {
   const root = document.documentElement;
@@ -223,6 +274,12 @@ function theme() {
   });
 }
 theme();
+
+// The box that finds sessions in the list, where it is shown.
+function findBox() {
+  const box = document.getElementById("list-q");
+  if (box && shown(box)) { box.focus(); box.select(); }
+}
 
 function searchBox() {
   const box = document.getElementById("search") || document.getElementById("quick");
@@ -314,6 +371,7 @@ function onKey(e) {
     case "h": move("list", 0); break;
     case "l": move("conversation", 0); break;
     case "/": searchBox(); break;
+    case "f": findBox(); break;
     case "g": keys.g = Date.now(); break;
     case "d": if (afterG) location.href = "/"; else return; break;
     default: return;
@@ -372,6 +430,7 @@ function showOpen() {
 document.addEventListener("DOMContentLoaded", () => {
   setup();
   searchAsYouType();
+  findAsYouType();
   showOpen();
   const button = document.getElementById("keys-button");
   if (button) button.addEventListener("click", () => document.getElementById("keys").showModal());

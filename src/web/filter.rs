@@ -12,8 +12,8 @@ use crate::error::{Error, Result};
 use maud::{Markup, html};
 use tiny_http::StatusCode;
 
-/// The filters of the sessions page, or the answer to filters it cannot read: agent,
-/// project, machine and model; active since a time (`since`), started before one (`until`),
+/// The filters of the sessions page, or the answer to filters it cannot read: the text its
+/// title, project or id holds (`q`), agent, project, machine and model; active since a time (`since`), started before one (`until`),
 /// or active on a local day (`day`, which sets both).
 pub(super) fn session_filter(
     archive: &mut Archive,
@@ -58,13 +58,18 @@ pub(super) fn session_filter(
         offset: 0,
         starred: asked.param("starred").is_some_and(|v| v == "1"),
         tag: asked.param("tag").map(str::to_owned),
+        text: asked
+            .param("q")
+            .map(str::trim)
+            .filter(|q| !q.is_empty())
+            .map(str::to_owned),
     }))
 }
 
 /// The sessions page's parameters, which its links keep.
-pub(super) const LIST_KEYS: [&str; 11] = [
-    "agent", "project", "machine", "model", "since", "until", "day", "deleted", "sort", "starred",
-    "tag",
+pub(super) const LIST_KEYS: [&str; 12] = [
+    "q", "agent", "project", "machine", "model", "since", "until", "day", "deleted", "sort",
+    "starred", "tag",
 ];
 
 /// The sessions a page of the list shows.
@@ -196,14 +201,45 @@ pub(super) fn usage_window(asked: &Asked) -> std::result::Result<(By, &str, &str
     }
 }
 
-/// The sessions page's form: its filters and sort as asked.
-pub(super) fn filters_form(asked: &Asked, agents: &[String], sort: &str) -> Markup {
+/// The sessions list's form, as asked: a box that finds sessions by their title, project or
+/// id (`q`), then the filters and the sort, folded when `folded` says whether they start open
+/// (the list beside a conversation). `found` is the address of what the box's script puts in
+/// place of the list's part with the same ids as the box changes (`fragment=list` or
+/// `fragment=pane-list`, see [`super::pages`]); without script the box is a field of the form.
+pub(super) fn list_form(
+    asked: &Asked,
+    agents: &[String],
+    sort: &str,
+    folded: Option<bool>,
+    found: &str,
+) -> Markup {
+    html! {
+        form.list-form method="get" action="/sessions" data-found=(found) {
+            div.list-find {
+                label.visually-hidden for="list-q" { "Find sessions by title, project or id" }
+                input #list-q type="search" name="q" value=(asked.param("q").unwrap_or(""))
+                    placeholder="Find: title, project, id  (f)" autocomplete="off";
+            }
+            @match folded {
+                Some(open) => details.pane-filters open[open] {
+                    summary { "Filters and sort" }
+                    (filters(asked, agents, sort))
+                },
+                None => (filters(asked, agents, sort)),
+            }
+        }
+    }
+}
+
+/// The fields of the sessions list's filters and sort as asked, and the button that applies
+/// them.
+fn filters(asked: &Asked, agents: &[String], sort: &str) -> Markup {
     let keep = |name: &str| asked.param(name).unwrap_or("").to_owned();
     let option = |value: &str, name: &str, current: &str| {
         html! { option value=(value) selected[value == current] { (name) } }
     };
     html! {
-        form.filters method="get" action="/sessions" {
+        div.filters {
             // What a link from the home set and the form does not show is kept as it is.
             @for name in ["model", "until", "day"] {
                 @if let Some(value) = asked.param(name) { input type="hidden" name=(name) value=(value); }

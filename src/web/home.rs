@@ -70,7 +70,7 @@ pub(super) fn page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Res
         w => crate::history::parse_since(w).ok(),
     };
     filter.until_ms = None;
-    let kept = ["agent", "project", "machine"]
+    let kept = ["q", "agent", "project", "machine"]
         .into_iter()
         .filter_map(|k| asked.param(k).map(|v| (k, v)))
         .collect();

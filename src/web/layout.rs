@@ -62,7 +62,7 @@ pub(super) fn layout(title: &str, tab: Tab, body: Markup) -> String {
 
 /// The keys every page answers, in the dialog `?` opens.
 fn keys() -> Markup {
-    let keys: [(&[&str], &str); 7] = [
+    let keys: [(&[&str], &str); 8] = [
         (
             &["j", "k"],
             "Next, previous: a session in the list, or a message in the conversation",
@@ -76,6 +76,10 @@ fn keys() -> Markup {
             "Open the session chosen in the list (it has the focus)",
         ),
         (&["/"], "To the search box"),
+        (
+            &["f"],
+            "To the box that finds sessions in the list by title, project or id",
+        ),
         (&["g", "d"], "Home (the dashboard): g, then d"),
         (&["?"], "These keys (Escape closes them)"),
         (&["Ctrl-K"], "To the search box, from a field too"),

@@ -46,22 +46,45 @@ fn pane(archive: &mut Archive, asked: &Asked, open: &Session) -> Result<Markup> 
             });
         }
     };
-    let keep = list_pairs(asked);
     let agents = query::harnesses(archive)?;
-    let filtered = keep.iter().any(|(k, _)| *k != "sort");
+    let keep = list_pairs(asked);
+    // The folded filters start open when one is set; the text has its box above them.
+    let filters_set = keep.iter().any(|(k, _)| !matches!(*k, "sort" | "q"));
+    let found = href(
+        "/sessions",
+        &[("fragment", "pane-list"), ("open", &open.id)],
+    );
     Ok(html! {
         nav.list-pane #list-pane aria-label="Sessions" {
             div.pane-head {
                 h2 { a href=(href("/sessions", &keep)) { "Sessions" } }
-                span.count { (listed.total) " " @if filtered { "kept by the filters" } @else { "in all" } }
+                (count(&listed, asked))
             }
-            details.pane-filters open[filtered] {
-                summary { "Filters and sort" }
-                (super::filter::filters_form(asked, &agents, sort(asked)))
-            }
-            ol.session-list #session-rows { (rows(&listed, asked, &open.id)) }
+            (super::filter::list_form(asked, &agents, sort(asked), Some(filters_set), &found))
+            (rows_list(&listed, asked, &open.id))
         }
     })
+}
+
+/// What the list beside session `open` found (`listed`): how many (`#list-count`) and its rows
+/// (`#session-rows`); the parts of the pane its search box replaces.
+pub(super) fn found(listed: &Listed, asked: &Asked, open: &str) -> Markup {
+    html! { (count(listed, asked)) (rows_list(listed, asked, open)) }
+}
+
+/// How many sessions the list beside a conversation holds (`listed`'s).
+fn count(listed: &Listed, asked: &Asked) -> Markup {
+    let filtered = list_pairs(asked).iter().any(|(k, _)| *k != "sort");
+    html! {
+        span.count #list-count role="status" {
+            (listed.total) " " @if filtered { "kept by the filters" } @else { "in all" }
+        }
+    }
+}
+
+/// The list of `listed`'s rows beside session `open`.
+fn rows_list(listed: &Listed, asked: &Asked, open: &str) -> Markup {
+    html! { ol.session-list #session-rows { (rows(listed, asked, open)) } }
 }
 
 /// The pane's rows of `listed`, the open session (`open`) marked, with a link to the page

@@ -2,7 +2,7 @@
 //! reaches a page only escaped, or as Markdown made safe (a conversation is written by
 //! [`crate::history::html`], as a shared file is).
 
-use super::filter::{Listed, filters_form, find, list_pairs, listed, sort, usage_window};
+use super::filter::{Listed, find, list_form, list_pairs, listed, sort, usage_window};
 use super::layout::{
     Tab, failed, home, href, layout, listed_href, not_found, refused, segment, session_href,
 };
@@ -75,18 +75,39 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
         Ok(listed) => listed,
         Err(answer) => return Ok(answer),
     };
-    if asked.param("fragment") == Some("pane") {
-        let open = asked.param("open").unwrap_or("");
-        let rows = super::list_pane::rows(&listed, asked, open);
-        return Ok(Answer::Html(StatusCode(200), rows.into_string()));
+    let open = asked.param("open").unwrap_or("");
+    let fragment = match asked.param("fragment") {
+        Some("pane") => Some(super::list_pane::rows(&listed, asked, open)),
+        Some("pane-list") => Some(super::list_pane::found(&listed, asked, open)),
+        Some("list") => Some(found(archive, asked, &listed)?),
+        _ => None,
+    };
+    if let Some(fragment) = fragment {
+        return Ok(Answer::Html(StatusCode(200), fragment.into_string()));
     }
+    let agents = query::harnesses(archive)?;
+    let body = html! {
+        h1 { "Sessions" }
+        (list_form(asked, &agents, sort(asked), None, "/sessions?fragment=list"))
+        (found(archive, asked, &listed)?)
+    };
+    Ok(Answer::Html(
+        StatusCode(200),
+        layout("Sessions", Tab::Sessions, body),
+    ))
+}
+
+/// What the sessions page found (`listed`): how many (`#list-count`), then (`#list-found`) the
+/// link to them as CSV, the table of its page and the links to the pages beside it; the parts
+/// of the page its search box replaces.
+fn found(archive: &mut Archive, asked: &Asked, listed: &Listed) -> Result<Markup> {
     let Listed {
         shown,
         total,
         page,
         pages,
         ..
-    } = &listed;
+    } = listed;
     let (total, page, pages) = (*total, *page, *pages);
     let known = query::session_ids(archive)?;
     let machines = shown.iter().any(|s| s.machine_id != 0) || listed.machine;
@@ -103,23 +124,19 @@ fn sessions(archive: &mut Archive, asked: &Asked) -> Result<Answer> {
     if page > 1 {
         row_keep.push(("page", &this));
     }
-    let body = html! {
-        h1 { "Sessions" }
-        (filters_form(asked, &query::harnesses(archive)?, sort(asked)))
-        p.count { (HumanCount(total as u64)) @if total == 1 { " session" } @else { " sessions" } @if pages > 1 { ", page " (page) " of " (pages) } }
-        p.hint.download { a #sessions-csv href=(href("/sessions.csv", &keep)) download { "Download CSV" } " of every session these filters keep" }
-        (sessions_table(shown, &known, machines, &row_keep))
-        @if pages > 1 {
-            nav.pages {
-                @if page > 1 { a href=(page_link(page - 1)) { "← newer" } }
-                @if page < pages { a href=(page_link(page + 1)) { "older →" } }
+    Ok(html! {
+        p.count #list-count role="status" { (HumanCount(total as u64)) @if total == 1 { " session" } @else { " sessions" } @if pages > 1 { ", page " (page) " of " (pages) } }
+        div #list-found {
+            p.hint.download { a #sessions-csv href=(href("/sessions.csv", &keep)) download { "Download CSV" } " of every session these filters keep" }
+            (sessions_table(shown, &known, machines, &row_keep))
+            @if pages > 1 {
+                nav.pages {
+                    @if page > 1 { a href=(page_link(page - 1)) { "← newer" } }
+                    @if page < pages { a href=(page_link(page + 1)) { "older →" } }
+                }
             }
         }
-    };
-    Ok(Answer::Html(
-        StatusCode(200),
-        layout("Sessions", Tab::Sessions, body),
-    ))
+    })
 }
 
 /// The table of `shown` sessions (with a machine column when `machines`); `known` is every

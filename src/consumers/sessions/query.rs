@@ -63,6 +63,10 @@ pub(crate) struct Filter {
     pub starred: bool,
     /// Only those with this tag.
     pub tag: Option<String>,
+    /// Only those whose title (the agent's, else the first prompt), project or id contains
+    /// this text: ASCII letters in any case, every other character as it is (SQLite's
+    /// `lower` folds ASCII only; a CJK text has no case to fold).
+    pub text: Option<String>,
 }
 
 impl Filter {
@@ -288,7 +292,8 @@ fn paths(joined: Option<&[u8]>) -> Vec<PathBuf> {
 
 /// The `WHERE` of the sessions listed: top-level sessions (and subagents whose parent is not
 /// in the archive) of watcher `:harness`, project `:project`, machine `:machine` and model
-/// `:model` (each unless NULL), starred if `:starred`, tagged `:tag` unless NULL.
+/// `:model` (each unless NULL), starred if `:starred`, tagged `:tag` unless NULL, and whose
+/// title, project or id contains `:text` unless NULL.
 const LISTED: &str = concat!(
     "
     WHERE (se.parent IS NULL OR NOT EXISTS (SELECT 1 FROM sessions p
@@ -298,13 +303,17 @@ const LISTED: &str = concat!(
       AND (:project IS NULL OR instr(lower(se.project), lower(:project)) > 0)
       AND (:machine IS NULL OR se.machine = :machine)
       AND (:model IS NULL OR EXISTS (SELECT 1 FROM session_models m
-            WHERE m.session = se.id AND m.model = :model))",
+            WHERE m.session = se.id AND m.model = :model))
+      AND (:text IS NULL
+            OR instr(lower(coalesce(se.agent_title, se.first_prompt)), lower(:text)) > 0
+            OR instr(lower(se.project), lower(:text)) > 0
+            OR instr(lower(se.session), lower(:text)) > 0)",
     marked_sql!(":starred", ":tag")
 );
 
 impl Filter {
     /// The values of [`LISTED`]'s parameters.
-    fn listed(&self) -> [(&'static str, &dyn rusqlite::ToSql); 6] {
+    fn listed(&self) -> [(&'static str, &dyn rusqlite::ToSql); 7] {
         [
             (":harness", &self.harness),
             (":project", &self.project),
@@ -312,6 +321,7 @@ impl Filter {
             (":model", &self.model),
             (":starred", &self.starred),
             (":tag", &self.tag),
+            (":text", &self.text),
         ]
     }
 }

@@ -168,6 +168,7 @@ pub(crate) fn calendar(archive: &mut Archive, filter: &Filter) -> Result<Calenda
         model: filter.model.clone(),
         starred: filter.starred,
         tag: filter.tag.clone(),
+        text: filter.text.clone(),
         ..Filter::default()
     };
     let active: HashMap<String, i64> = days(archive, &year)?.into_iter().collect();
