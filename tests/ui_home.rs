@@ -211,6 +211,21 @@ fn the_homes_window_and_filters_change_its_figures_and_each_leads_to_its_session
     assert!(agents.contains("claude-code"), "{agents}");
     let models = browser.text("#share-model");
     assert!(models.contains("claude-sonnet-4-5"), "{models}");
+    // The longest: three prompts and answers over five minutes; every other took one.
+    let longest = browser.text("#top-duration tbody tr:first-child td.title a");
+    assert_eq!(longest, "day 40 session 2");
+    assert_eq!(
+        browser.count("#top-duration tbody tr"),
+        5,
+        "the five longest of six"
+    );
+    // alpha's five sessions, then beta's one.
+    let projects = browser.text("#share-project tbody");
+    let alpha = projects.find("/w/alpha").expect("alpha's share");
+    assert!(
+        projects.find("/w/beta").is_some_and(|beta| beta > alpha),
+        "{projects}"
+    );
     browser.click("#fig-sessions");
     browser.wait_for("table.sessions");
     assert_eq!(listed(&browser).len(), 6);

@@ -7,7 +7,7 @@ use super::layout::{self, Tab, bad_request, href, layout, session_href};
 use super::{Answer, Asked, Shared, charts};
 use crate::archive::Archive;
 use crate::consumers::sessions::query::Filter;
-use crate::consumers::sessions::query::overview::{self, Part, Rank, Ranked, Share};
+use crate::consumers::sessions::query::overview::{self, Listed, Part, Rank, Ranked, Share};
 use crate::consumers::sessions::usage;
 use crate::error::Result;
 use crate::history::display::tilde;
@@ -79,13 +79,14 @@ pub(super) fn page(shared: &Shared, archive: &mut Archive, asked: &Asked) -> Res
         filter,
         kept,
     };
+    let listed = overview::listed(archive, &scope.filter)?;
     let body = html! {
         h1 { "Home" }
         (controls(archive, asked, &scope)?)
-        (figures(shared, archive, &scope)?)
-        (activity(archive, &scope)?)
-        (tops(archive, &scope)?)
-        (shares(archive, &scope)?)
+        (figures(shared, archive, &scope, &listed)?)
+        (activity(archive, &scope, &listed)?)
+        (tops(archive, &scope, &listed)?)
+        (shares(archive, &scope, &listed)?)
     };
     Ok(Answer::Html(
         StatusCode(200),
@@ -130,8 +131,13 @@ fn figure(id: &str, value: String, label: &str, to: &str) -> Markup {
     }
 }
 
-fn figures(shared: &Shared, archive: &mut Archive, scope: &Scope) -> Result<Markup> {
-    let f = overview::figures(archive, &scope.filter)?;
+fn figures(
+    shared: &Shared,
+    archive: &mut Archive,
+    scope: &Scope,
+    listed: &Listed,
+) -> Result<Markup> {
+    let f = overview::figures(listed, &scope.filter);
     let deleted = overview::deleted(archive, &scope.filter)?;
     let request = usage::Request {
         since_ms: scope.filter.since_ms,
@@ -168,10 +174,10 @@ fn figures(shared: &Shared, archive: &mut Archive, scope: &Scope) -> Result<Mark
 }
 
 /// The calendar of the year and the hours of the window.
-fn activity(archive: &mut Archive, scope: &Scope) -> Result<Markup> {
+fn activity(archive: &mut Archive, scope: &Scope, listed: &Listed) -> Result<Markup> {
     let calendar = overview::calendar(archive, &scope.filter)?;
     let total: i64 = calendar.days.iter().map(|(_, n)| n).sum();
-    let grid = overview::starts(archive, &scope.filter)?;
+    let grid = overview::starts(listed, &scope.filter);
     let zone = zone(overview::local_offset_minutes(archive)?);
     let day_link = |day: &str| {
         let mut pairs = scope.kept.clone();
@@ -217,7 +223,7 @@ fn duration(ms: i64) -> String {
     }
 }
 
-fn tops(archive: &mut Archive, scope: &Scope) -> Result<Markup> {
+fn tops(archive: &mut Archive, scope: &Scope, listed: &Listed) -> Result<Markup> {
     let lists = [
         (Rank::Messages, "By messages", "top-messages"),
         (Rank::Duration, "By duration", "top-duration"),
@@ -226,7 +232,7 @@ fn tops(archive: &mut Archive, scope: &Scope) -> Result<Markup> {
     let home = layout::home();
     let mut tables = Vec::new();
     for (rank, name, id) in lists {
-        let top = overview::top(archive, &scope.filter, rank, TOP)?;
+        let top = overview::top(archive, listed, &scope.filter, rank, TOP)?;
         tables.push(top_table(&top, rank, name, id, home.as_deref()));
     }
     Ok(html! {
@@ -269,7 +275,7 @@ fn top_table(
     }
 }
 
-fn shares(archive: &mut Archive, scope: &Scope) -> Result<Markup> {
+fn shares(archive: &mut Archive, scope: &Scope, listed: &Listed) -> Result<Markup> {
     let parts = [
         (Part::Agent, "agent", "Agents"),
         (Part::Project, "project", "Projects"),
@@ -278,7 +284,7 @@ fn shares(archive: &mut Archive, scope: &Scope) -> Result<Markup> {
     let home = layout::home();
     let mut tables = Vec::new();
     for (part, key, name) in parts {
-        let rows = overview::shares(archive, &scope.filter, part, SHARES)?;
+        let rows = overview::shares(archive, listed, &scope.filter, part, SHARES)?;
         tables.push(share_table(scope, &rows, key, name, home.as_deref()));
     }
     Ok(html! {

@@ -1,9 +1,10 @@
-//! The sessions at a glance, counted in SQL over the session index: figures of a window, the
+//! The sessions at a glance, counted over the session index: figures of a window, the
 //! sessions active each day (in the local time of this machine), when they start (hour by
 //! weekday), the top sessions and the shares of each agent, project and model. A session is
 //! in a window when it was active in it: its last activity at or after the window's start,
 //! its first before its end, as [`super::sessions`] lists them with the same [`Filter`].
-
+//! The sessions are read once ([`listed`]) and counted here; what is in other tables (the
+//! models, the tokens, the files) is counted in SQL.
 use super::{Filter, LISTED, MachineNames};
 use crate::archive::{Archive, path_from_blob};
 use crate::error::Result;
@@ -41,40 +42,80 @@ pub(crate) struct Figures {
     pub active_days: i64,
 }
 
-/// The figures of the sessions `filter` lists.
-pub(crate) fn figures(archive: &mut Archive, filter: &Filter) -> Result<Figures> {
+/// The sessions a [`Filter`] lists, each read once for what the home counts of its own
+/// fields: one scan of the index's sessions, where a query for each count scanned them as
+/// many times (and sorted them for each `GROUP BY`).
+pub(crate) struct Listed {
+    sessions: Vec<ListedSession>,
+}
+
+struct ListedSession {
+    /// The index's id.
+    id: i64,
+    /// The agent's id for it.
+    session: String,
+    machine: i64,
+    harness: String,
+    project: Option<String>,
+    /// User and assistant messages.
+    messages: i64,
+    started_ms: Option<i64>,
+    last_ms: Option<i64>,
+}
+
+/// The sessions `filter` lists, in the index's order.
+pub(crate) fn listed(archive: &mut Archive, filter: &Filter) -> Result<Listed> {
     let sql = format!(
-        "SELECT count(*), coalesce(sum(se.user_messages + se.assistant_messages), 0),
-            count(DISTINCT se.project), count(DISTINCT se.harness)
+        "SELECT se.id, se.session, se.machine, se.harness, se.project,
+            se.user_messages + se.assistant_messages, se.started_ms, se.last_ms
          FROM sessions se {LISTED} {IN_WINDOW}"
     );
-    let result = archive
-        .connection()
-        .query_row(&sql, scoped(filter).as_slice(), |r| {
-            Ok(Figures {
-                sessions: r.get(0)?,
-                messages: r.get(1)?,
-                projects: r.get(2)?,
-                agents: r.get(3)?,
-                active_days: 0,
+    let result = (|| {
+        let mut stmt = archive.connection().prepare(&sql)?;
+        let rows = stmt.query_map(scoped(filter).as_slice(), |r| {
+            Ok(ListedSession {
+                id: r.get(0)?,
+                session: r.get(1)?,
+                machine: r.get(2)?,
+                harness: r.get(3)?,
+                project: r.get(4)?,
+                messages: r.get(5)?,
+                started_ms: r.get(6)?,
+                last_ms: r.get(7)?,
             })
-        });
-    let mut figures = archive.db(result)?;
-    figures.active_days = days(archive, filter)?.len() as i64;
-    Ok(figures)
+        })?;
+        rows.collect()
+    })();
+    Ok(Listed {
+        sessions: archive.db(result)?,
+    })
+}
+
+/// The figures of the sessions `listed` holds, those of `filter`'s window.
+pub(crate) fn figures(listed: &Listed, filter: &Filter) -> Figures {
+    let all = &listed.sessions;
+    let distinct = |of: &dyn Fn(&ListedSession) -> Option<&str>| {
+        all.iter()
+            .filter_map(of)
+            .collect::<std::collections::HashSet<_>>()
+            .len() as i64
+    };
+    let spans = (all.iter()).filter_map(|s| Some((s.started_ms?, s.last_ms?)));
+    Figures {
+        sessions: all.len() as i64,
+        messages: all.iter().map(|s| s.messages).sum(),
+        projects: distinct(&|s| s.project.as_deref()),
+        agents: distinct(&|s| Some(&s.harness)),
+        active_days: active_days(spans, filter).len() as i64,
+    }
 }
 
 /// Each local day (`YYYY-MM-DD`) of the window on which a session `filter` lists was
 /// active, with how many were, in order. A session is active on each day from its first
 /// activity's to its last's.
 pub(crate) fn days(archive: &mut Archive, filter: &Filter) -> Result<Vec<(String, i64)>> {
-    // Each session's first and last activity, cut to the window; their days are counted
-    // here, where each quarter hour is taken to local time once (SQLite's `'localtime'` for
-    // both ends of every session was most of the home's time).
     let sql = format!(
-        "SELECT max(se.started_ms, coalesce(:since, se.started_ms)),
-                min(se.last_ms, coalesce(:until - 1, se.last_ms))
-         FROM sessions se {LISTED} {IN_WINDOW}
+        "SELECT se.started_ms, se.last_ms FROM sessions se {LISTED} {IN_WINDOW}
            AND se.started_ms IS NOT NULL AND se.last_ms IS NOT NULL"
     );
     let result = (|| {
@@ -82,18 +123,29 @@ pub(crate) fn days(archive: &mut Archive, filter: &Filter) -> Result<Vec<(String
         let rows = stmt.query_map(scoped(filter).as_slice(), |r| Ok((r.get(0)?, r.get(1)?)))?;
         rows.collect::<rusqlite::Result<Vec<(i64, i64)>>>()
     })();
+    let active = active_days(archive.db(result)?.into_iter(), filter);
+    Ok((active.into_iter())
+        .map(|(day, n)| (date(day), n))
+        .collect())
+}
+
+/// The local days (since 1970-01-01) on which sessions of these first and last activities
+/// (Unix ms) were active, each cut to `filter`'s window, with how many were. Each day is
+/// counted here, where each quarter hour is taken to local time once: SQLite's
+/// `'localtime'` for both ends of every session was most of the home's time.
+fn active_days(spans: impl Iterator<Item = (i64, i64)>, filter: &Filter) -> BTreeMap<i64, i64> {
     let mut local = LocalDays::default();
     let mut active: BTreeMap<i64, i64> = BTreeMap::new();
-    for (first, last) in archive.db(result)? {
+    for (started, last) in spans {
+        let first = started.max(filter.since_ms.unwrap_or(started));
+        let last = last.min(filter.until_ms.map_or(last, |until| until - 1));
         let (first, last) = (local.day(first), local.day(last));
         // A session whose times are out of order is active on its first day.
         for day in first..=last.max(first) {
             *active.entry(day).or_default() += 1;
         }
     }
-    Ok((active.into_iter())
-        .map(|(day, n)| (date(day), n))
-        .collect())
+    active
 }
 
 /// The local days of Unix times in this machine's time zone (`TZ`, else the system's), its
@@ -106,6 +158,11 @@ struct LocalDays(HashMap<i64, i64>);
 impl LocalDays {
     /// The local day of Unix ms `ms`, in days since 1970-01-01.
     fn day(&mut self, ms: i64) -> i64 {
+        self.seconds(ms).div_euclid(86_400)
+    }
+
+    /// The local wall-clock time of Unix ms `ms`, in seconds since 1970-01-01 00:00 of it.
+    fn seconds(&mut self, ms: i64) -> i64 {
         let secs = ms.div_euclid(1000);
         let quarter = secs.div_euclid(900);
         let offset = *(self.0.entry(quarter)).or_insert_with(|| {
@@ -117,7 +174,7 @@ impl LocalDays {
                 0
             })
         });
-        (secs + offset).div_euclid(86_400)
+        secs + offset
     }
 }
 
@@ -213,33 +270,20 @@ pub(crate) fn local_offset_minutes(archive: &mut Archive) -> Result<i64> {
     archive.db(result)
 }
 
-/// Sessions `filter` lists that started in its window, by the weekday (0 Monday) and the
-/// hour of their start, in local time.
-pub(crate) fn starts(archive: &mut Archive, filter: &Filter) -> Result<[[i64; 24]; 7]> {
-    // Counted by quarter of an hour first, each quarter then taken to local time once: the
-    // conversion is most of the query's time, and a quarter lies in one local hour (as in
-    // [`LocalDays`]: offsets are whole quarters, and change at quarters of UTC).
-    let sql = format!(
-        "SELECT (CAST(strftime('%w', q * 900, 'unixepoch', 'localtime') AS INTEGER) + 6) % 7,
-            CAST(strftime('%H', q * 900, 'unixepoch', 'localtime') AS INTEGER),
-            n
-         FROM (SELECT se.started_ms / 900000 AS q, count(*) AS n
-               FROM sessions se {LISTED} {IN_WINDOW}
-                 AND se.started_ms IS NOT NULL AND (:since IS NULL OR se.started_ms >= :since)
-               GROUP BY 1)"
-    );
-    let result = (|| {
-        let mut stmt = archive.connection().prepare(&sql)?;
-        let rows = stmt.query_map(scoped(filter).as_slice(), |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get(2)?))
-        })?;
-        rows.collect::<rusqlite::Result<Vec<(i64, i64, i64)>>>()
-    })();
+/// Sessions `listed` holds that started in `filter`'s window, by the weekday (0 Monday) and
+/// the hour of their start, in local time.
+pub(crate) fn starts(listed: &Listed, filter: &Filter) -> [[i64; 24]; 7] {
+    let mut local = LocalDays::default();
     let mut grid = [[0; 24]; 7];
-    for (day, hour, n) in archive.db(result)? {
-        grid[day.rem_euclid(7) as usize][hour.rem_euclid(24) as usize] += n;
+    let started = (listed.sessions.iter()).filter_map(|s| s.started_ms);
+    for ms in started.filter(|ms| filter.since_ms.is_none_or(|since| *ms >= since)) {
+        let secs = local.seconds(ms);
+        // 1970-01-01 was a Thursday, the fourth day of a week from Monday.
+        let weekday = (secs.div_euclid(86_400) + 3).rem_euclid(7);
+        let hour = secs.rem_euclid(86_400) / 3600;
+        grid[weekday as usize][hour as usize] += 1;
     }
-    Ok(grid)
+    grid
 }
 
 /// What the top sessions are ranked by.
@@ -254,11 +298,12 @@ pub(crate) enum Rank {
 }
 
 impl Rank {
-    fn sql(self) -> &'static str {
+    /// What a session of `listed` has of it; `None` for tokens, which `listed` does not hold.
+    fn of(self, s: &ListedSession) -> Option<i64> {
         match self {
-            Rank::Messages => "se.user_messages + se.assistant_messages",
-            Rank::Duration => "se.last_ms - se.started_ms",
-            Rank::Tokens => "coalesce(u.tokens, 0)",
+            Rank::Messages => Some(s.messages),
+            Rank::Duration => Some(s.last_ms? - s.started_ms?),
+            Rank::Tokens => None,
         }
     }
 }
@@ -278,23 +323,57 @@ pub(crate) struct Ranked {
     pub value: i64,
 }
 
-/// The `n` sessions `filter` lists with the most of `rank`, most first.
+/// The `n` sessions of `listed` (those `filter` lists) with the most of `rank`, most first;
+/// of two with as much, the one the index has held longer.
 pub(crate) fn top(
     archive: &mut Archive,
+    listed: &Listed,
     filter: &Filter,
     rank: Rank,
     n: usize,
 ) -> Result<Vec<Ranked>> {
+    if rank == Rank::Tokens {
+        return top_by_tokens(archive, filter, n);
+    }
+    let mut ranked: Vec<(i64, &ListedSession)> = (listed.sessions.iter())
+        .filter_map(|s| Some((rank.of(s)?, s)))
+        .filter(|(value, _)| *value > 0)
+        .collect();
+    ranked.sort_unstable_by_key(|(value, s)| (std::cmp::Reverse(*value), s.id));
+    ranked.truncate(n);
+    let names = MachineNames::of(archive)?;
+    let result = (|| {
+        let mut title = (archive.connection()).prepare_cached(
+            "SELECT coalesce(agent_title, first_prompt) FROM sessions WHERE id = ?1",
+        )?;
+        (ranked.into_iter())
+            .map(|(value, s)| {
+                Ok(Ranked {
+                    id: s.session.clone(),
+                    machine_id: s.machine,
+                    machine: names.name(s.machine),
+                    harness: s.harness.clone(),
+                    title: title.query_row([s.id], |r| r.get(0))?,
+                    project: s.project.clone(),
+                    value,
+                })
+            })
+            .collect()
+    })();
+    archive.db(result)
+}
+
+/// The `n` sessions `filter` lists with the most tokens, most first.
+fn top_by_tokens(archive: &mut Archive, filter: &Filter, n: usize) -> Result<Vec<Ranked>> {
     // The tokens of every session at once: `usage` has no index by session.
     let sql = format!(
         "SELECT se.session, se.machine, se.harness, coalesce(se.agent_title, se.first_prompt),
-            se.project, {value} AS value
+            se.project, u.tokens
          FROM sessions se
-         LEFT JOIN (SELECT session, sum(input + output + cache_read + cache_write) AS tokens
-                    FROM usage GROUP BY session) u ON u.session = se.id
-         {LISTED} {IN_WINDOW} AND {value} > 0
-         ORDER BY value DESC, se.id LIMIT :n",
-        value = rank.sql()
+         JOIN (SELECT session, sum(input + output + cache_read + cache_write) AS tokens
+               FROM usage GROUP BY session) u ON u.session = se.id
+         {LISTED} {IN_WINDOW} AND u.tokens > 0
+         ORDER BY u.tokens DESC, se.id LIMIT :n"
     );
     let n = n as i64;
     let mut args = scoped(filter);
@@ -336,22 +415,46 @@ pub(crate) struct Share {
     pub messages: i64,
 }
 
-/// The `n` agents, projects or models with the most sessions `filter` lists, most first (a
-/// session answered by two models counts in each).
+/// The `n` agents, projects or models with the most sessions of `listed` (those `filter`
+/// lists), most first, then by messages and by name (a session answered by two models
+/// counts in each).
 pub(crate) fn shares(
     archive: &mut Archive,
+    listed: &Listed,
     filter: &Filter,
     part: Part,
     n: usize,
 ) -> Result<Vec<Share>> {
-    let (of, join) = match part {
-        Part::Agent => ("se.harness", ""),
-        Part::Project => ("coalesce(se.project, '')", ""),
-        Part::Model => ("sm.model", "JOIN session_models sm ON sm.session = se.id"),
+    let of: fn(&ListedSession) -> String = match part {
+        Part::Agent => |s| s.harness.clone(),
+        Part::Project => |s| s.project.clone().unwrap_or_default(),
+        Part::Model => return model_shares(archive, filter, n),
     };
+    let mut counted: HashMap<String, (i64, i64)> = HashMap::new();
+    for s in &listed.sessions {
+        let (sessions, messages) = counted.entry(of(s)).or_default();
+        *sessions += 1;
+        *messages += s.messages;
+    }
+    let mut shares: Vec<Share> = (counted.into_iter())
+        .map(|(of, (sessions, messages))| Share {
+            of,
+            sessions,
+            messages,
+        })
+        .collect();
+    shares.sort_unstable_by(|a, b| {
+        (b.sessions, b.messages, &a.of).cmp(&(a.sessions, a.messages, &b.of))
+    });
+    shares.truncate(n);
+    Ok(shares)
+}
+
+/// The `n` models that answered the most sessions `filter` lists, as [`shares`] orders them.
+fn model_shares(archive: &mut Archive, filter: &Filter, n: usize) -> Result<Vec<Share>> {
     let sql = format!(
-        "SELECT {of}, count(*), sum(se.user_messages + se.assistant_messages)
-         FROM sessions se {join} {LISTED} {IN_WINDOW}
+        "SELECT sm.model, count(*), sum(se.user_messages + se.assistant_messages)
+         FROM sessions se JOIN session_models sm ON sm.session = se.id {LISTED} {IN_WINDOW}
          GROUP BY 1 ORDER BY 2 DESC, 3 DESC, 1 LIMIT :n"
     );
     let n = n as i64;
