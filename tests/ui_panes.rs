@@ -96,6 +96,8 @@ fn a_session_opened_from_the_list_keeps_the_list_beside_it_on_a_wide_screen() {
         b.count(".list-pane a.session") == 205
     });
     assert_eq!(browser.count(".more-rows"), 0);
+    // The first page has no page before it, and a page loaded after it brings no link back.
+    assert_eq!(browser.count(".list-pane li.newer"), 0);
     let titles = browser.script(
         "return [...document.querySelectorAll('.list-pane a.session .title')].map(t => t.textContent)",
         json!([]),

@@ -82,21 +82,27 @@ fn count(listed: &Listed, asked: &Asked) -> Markup {
     }
 }
 
-/// The list of `listed`'s rows beside session `open`.
+/// The list of `listed`'s rows beside session `open`, with a link to the page before when it
+/// is not the first (the pages loaded as it scrolls come after it, without one).
 fn rows_list(listed: &Listed, asked: &Asked, open: &str) -> Markup {
-    html! { ol.session-list #session-rows { (rows(listed, asked, open)) } }
+    let before = (listed.page - 1).to_string();
+    let newer = href(
+        "/sessions",
+        &[&list_pairs(asked)[..], &[("page", &before)]].concat(),
+    );
+    html! {
+        ol.session-list #session-rows {
+            @if listed.page > 1 { li.newer { a href=(newer) { "← newer sessions" } } }
+            (rows(listed, asked, open))
+        }
+    }
 }
 
-/// The pane's rows of `listed`, the open session (`open`) marked, with a link to the page
-/// before when it is not the first, and past the last what loads the next page.
+/// The pane's rows of `listed`, the open session (`open`) marked, and past the last what
+/// loads the next page.
 pub(super) fn rows(listed: &Listed, asked: &Asked, open: &str) -> Markup {
     let keep = list_pairs(asked);
-    let (before, this, after) = (
-        (listed.page - 1).to_string(),
-        listed.page.to_string(),
-        (listed.page + 1).to_string(),
-    );
-    let newer = href("/sessions", &[&keep[..], &[("page", &before)]].concat());
+    let (this, after) = (listed.page.to_string(), (listed.page + 1).to_string());
     let more = [
         ("page", after.as_str()),
         ("fragment", "pane"),
@@ -111,7 +117,6 @@ pub(super) fn rows(listed: &Listed, asked: &Asked, open: &str) -> Markup {
     let now = now_ms();
     let home = home();
     html! {
-        @if listed.page > 1 { li.newer { a href=(newer) { "← newer sessions" } } }
         @for s in &listed.shown {
             @let home = home.as_deref().filter(|_| s.machine_id == 0);
             li {
