@@ -33,7 +33,7 @@ use crate::error::{Error, IoContext, Result, SystemContext};
 use crate::history::csv;
 use crate::history::html::share;
 use crate::history::restore::FileReport;
-use crate::history::{catch_up_index, find_session, indexed_archive};
+use crate::history::{catch_up_index, each_with_subagents, find_session, indexed_archive};
 use crate::platform::home::process_env as env;
 use crate::platform::logging;
 use crate::{mcp, web};
@@ -307,11 +307,7 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
     let written = if args.json {
         each_with_subagents(&mut archive, &list, |s| write_json_line(&mut out, s))
     } else if args.csv {
-        (|| {
-            let mut table = csv::Table::new(&mut out, csv::SESSION_COLUMNS)?;
-            each_with_subagents(&mut archive, &list, |s| table.row(s))?;
-            table.finish().map(drop)
-        })()
+        csv::write_sessions(&mut out, &mut archive, &list).map(drop)
     } else {
         let home = crate::platform::home::home(&env).ok();
         let width = crate::platform::sys::terminal_width();
@@ -326,24 +322,6 @@ fn sessions(args: SessionsArgs, db: &Path) -> Result<()> {
         )
     };
     stdout_result(written.and_then(|()| out.flush()))
-}
-
-/// Calls `write` on each session of `list`, each followed by its subagents.
-fn each_with_subagents(
-    archive: &mut Archive,
-    list: &[query::Session],
-    mut write: impl FnMut(&query::Session) -> io::Result<()>,
-) -> io::Result<()> {
-    for s in list {
-        write(s)?;
-        if s.subagents == 0 {
-            continue;
-        }
-        for sub in query::subagents(archive, s).map_err(io::Error::other)? {
-            write(&sub)?;
-        }
-    }
-    Ok(())
 }
 
 pub(crate) fn write_json_line(
@@ -526,12 +504,7 @@ fn usage(args: UsageArgs, settings: &Settings) -> Result<()> {
             write_json_line(&mut out, &total.as_total())
         })()
     } else if args.csv {
-        (|| {
-            let mut table = csv::Table::new(&mut out, csv::USAGE_COLUMNS)?;
-            rows.iter().try_for_each(|r| table.row(r))?;
-            table.row(&total.as_total())?;
-            table.finish().map(drop)
-        })()
+        csv::write_usage(&mut out, &rows, &total).map(drop)
     } else {
         crate::cli::usage::write_table(&mut out, args.by, &rows, &total)
     };

@@ -150,3 +150,24 @@ pub(crate) fn parse_since(text: &str) -> std::result::Result<i64, String> {
         format!("{text:?} is neither a duration (90m, 12h, 2d, 1w) nor a date (2026-11-01) or time (2026-11-01T09:00:00Z)")
     })
 }
+
+/// Calls `write` on each session of `list`, each followed by its subagents (as `sessions
+/// --json` and both faces' CSV list them). An error reading the subagents is `write`'s kind:
+/// an I/O error, the index's error inside it.
+pub(crate) fn each_with_subagents(
+    archive: &mut Archive,
+    list: &[crate::consumers::sessions::query::Session],
+    mut write: impl FnMut(&crate::consumers::sessions::query::Session) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    for s in list {
+        write(s)?;
+        if s.subagents == 0 {
+            continue;
+        }
+        let subagents = crate::consumers::sessions::query::subagents(archive, s);
+        for sub in subagents.map_err(std::io::Error::other)? {
+            write(&sub)?;
+        }
+    }
+    Ok(())
+}

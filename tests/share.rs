@@ -302,4 +302,18 @@ fn the_web_views_csv_follows_its_page() {
     let (_, rows) = read_csv(&body);
     assert_eq!(rows.len(), 1, "{body}");
     assert_eq!(rows[0][..2], ["", "0"], "{body}");
+
+    // A session with a subagent: the subagent's row follows its parent's, as in the CLI's.
+    let env = Env::new();
+    crate::util::copy_agent_fixture("kimi-cli-subagent", &env.dir.path().join("home"));
+    env.run_once_home();
+    let ui = serve(&env);
+    let cookie = crate::ui::cookie(&ui);
+    let body = get(&ui, "/sessions.csv", &[("Cookie", &cookie)]).2;
+    let cli = stdout_of(&env, &["sessions", "--csv"]);
+    assert_eq!(read_csv(&body), read_csv(&cli));
+    let (columns, rows) = read_csv(&body);
+    let parent = columns.iter().position(|c| c == "parent").unwrap();
+    assert_eq!(rows.len(), 2, "{body}");
+    assert_eq!(rows[1][parent], rows[0][0], "{body}");
 }

@@ -46,6 +46,29 @@ pub(crate) const USAGE_COLUMNS: &[&str] = &[
     "unpriced",
 ];
 
+/// `list`'s sessions as CSV into `out`, each followed by its subagents; `out` back.
+pub(crate) fn write_sessions<W: Write>(
+    out: W,
+    archive: &mut crate::archive::Archive,
+    list: &[crate::consumers::sessions::query::Session],
+) -> io::Result<W> {
+    let mut table = Table::new(out, SESSION_COLUMNS)?;
+    super::each_with_subagents(archive, list, |s| table.row(s))?;
+    table.finish()
+}
+
+/// Usage `rows`, then their `total` (its `of` empty), as CSV into `out`; `out` back.
+pub(crate) fn write_usage<W: Write>(
+    out: W,
+    rows: &[crate::consumers::sessions::usage::Row],
+    total: &crate::consumers::sessions::usage::Tokens,
+) -> io::Result<W> {
+    let mut table = Table::new(out, USAGE_COLUMNS)?;
+    rows.iter().try_for_each(|r| table.row(r))?;
+    table.row(&total.as_total())?;
+    table.finish()
+}
+
 /// A CSV table being written: its header is written when it is made.
 pub(crate) struct Table<W: Write> {
     writer: csv::Writer<W>,

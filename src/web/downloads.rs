@@ -8,7 +8,7 @@ use super::{Answer, Shared};
 use crate::archive::Archive;
 use crate::consumers::sessions::usage;
 use crate::error::{Error, Result};
-use crate::history::csv::{SESSION_COLUMNS, Table, USAGE_COLUMNS};
+use crate::history::csv;
 use crate::history::html::share::shared_file;
 use tiny_http::StatusCode;
 
@@ -48,7 +48,7 @@ pub(super) fn sessions_csv(archive: &mut Archive, asked: &super::Asked) -> Resul
         Err(answer) => return Ok(answer),
     };
     let list = all_matching(archive, asked, &filter)?;
-    let body = csv_of(SESSION_COLUMNS, |t| list.iter().try_for_each(|s| t.row(s)))?;
+    let body = csv_written(csv::write_sessions(Vec::new(), archive, &list))?;
     Ok(csv_file(body, "sessions.csv"))
 }
 
@@ -67,22 +67,12 @@ pub(super) fn usage_csv(
         ..usage::Request::default()
     };
     let (rows, total) = usage::usage(archive, by, &request, &shared.prices)?;
-    let body = csv_of(USAGE_COLUMNS, |t| {
-        rows.iter().try_for_each(|r| t.row(r))?;
-        t.row(&total.as_total())
-    })?;
+    let body = csv_written(csv::write_usage(Vec::new(), &rows, &total))?;
     Ok(csv_file(body, &format!("usage-by-{by_name}.csv")))
 }
 
-/// A table of `columns` whose rows `write` writes, in memory.
-fn csv_of(
-    columns: &'static [&'static str],
-    write: impl FnOnce(&mut Table<Vec<u8>>) -> std::io::Result<()>,
-) -> Result<Vec<u8>> {
-    let written = Table::new(Vec::new(), columns).and_then(|mut table| {
-        write(&mut table)?;
-        table.finish()
-    });
+/// A CSV written in memory, or the page's error.
+fn csv_written(written: std::io::Result<Vec<u8>>) -> Result<Vec<u8>> {
     written.map_err(|e| Error::Ui {
         reason: format!("the CSV could not be written: {e}"),
     })
