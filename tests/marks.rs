@@ -250,7 +250,9 @@ fn an_http_sink_gets_marks_only_when_it_asks_and_their_notes_redacted() {
     let note = format!("aws_access_key_id = {secret}");
     stdout_of(
         &env,
-        &["mark", &claude, "--star", "--tag", "infra", "--note", &note],
+        &[
+            "mark", &claude, "--star", "--tag", "infra", "--tag", secret, "--note", &note,
+        ],
     );
     let table = |name: &str, url: String, marks: &str| {
         format!("[[sink]]\nname = \"{name}\"\ntype = \"http\"\nurl = \"{url}\"\n{marks}")
@@ -275,9 +277,16 @@ fn an_http_sink_gets_marks_only_when_it_asks_and_their_notes_redacted() {
     assert_eq!(shipped.len(), 1, "{shipped:?}");
     let marks = &shipped[0]["marks"];
     assert_eq!(
-        (&marks["session"], &marks["starred"], &marks["tags"]),
-        (&json!(claude), &json!(true), &json!(["infra"]))
+        (&marks["session"], &marks["starred"]),
+        (&json!(claude), &json!(true))
     );
+    // A tag can hold a secret as a note can: both leave redacted.
+    let tags: Vec<&str> = (marks["tags"].as_array().unwrap().iter())
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(tags.len(), 2, "{tags:?}");
+    assert!(tags.contains(&"infra"), "{tags:?}");
+    assert!(tags.iter().any(|t| t.starts_with("[REDACTED")), "{tags:?}");
     let shipped_note = marks["note"].as_str().unwrap();
     assert!(
         shipped_note.starts_with("aws_access_key_id = [REDACTED"),
@@ -297,4 +306,39 @@ fn an_http_sink_gets_marks_only_when_it_asks_and_their_notes_redacted() {
 
     env.run_once_home();
     assert_eq!(marks_lines(&with).len(), 1, "nothing shipped again");
+}
+
+/// The marks lines of the bodies `collector` accepted.
+fn marks_lines(collector: &Collector) -> Vec<Value> {
+    (collector.bodies().iter())
+        .flat_map(|b| b.split(|c| *c == b'\n').filter(|l| !l.is_empty()))
+        .map(|l| serde_json::from_slice::<Value>(l).unwrap())
+        .filter(|v| v.get("marks").is_some())
+        .collect()
+}
+
+// A destination that refuses one session's marks still gets every other session's: the
+// refused batch is sent again a session at a time, and only the session refused by itself
+// is passed over, and said.
+#[test]
+fn marks_a_sink_refuses_for_one_session_hold_back_no_other() {
+    let collector = Collector::start(&[], Some("not-for-this-sink"));
+    let env = Env::new();
+    let [first, second] = two_sessions(&env);
+    stdout_of(&env, &["mark", &first, "--note", "not-for-this-sink"]);
+    stdout_of(&env, &["mark", &second, "--tag", "kept"]);
+    let url = collector.url();
+    sinks_config(
+        &env,
+        &format!("[[sink]]\nname = \"h\"\ntype = \"http\"\nurl = \"{url}\"\nmarks = true\n"),
+    );
+    let log = env.run_once_home();
+    let shipped = marks_lines(&collector);
+    assert_eq!(shipped.len(), 1, "{shipped:?}");
+    assert_eq!(shipped[0]["marks"]["session"], json!(second));
+    assert_eq!(shipped[0]["marks"]["tags"], json!(["kept"]));
+    assert!(
+        log.contains(&format!("the marks of session {first} were refused")),
+        "{log}"
+    );
 }

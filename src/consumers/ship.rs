@@ -227,11 +227,12 @@ impl Destination for Redacting {
     }
 
     fn deliver_marks(&mut self, marks: &[MarksNow]) -> std::result::Result<(), Failure> {
-        // A note is the user's own text, and may hold a secret pasted into it.
+        // A note and a tag are the user's own text, and may hold a secret pasted into them.
         let mut redacted = marks.to_vec();
         if self.records {
-            for note in redacted.iter_mut().filter_map(|m| m.marks.note.as_mut()) {
-                self.redactor.redact_text_in_place(note);
+            for marks in redacted.iter_mut().map(|m| &mut m.marks) {
+                let texts = marks.tags.iter_mut().chain(marks.note.as_mut());
+                texts.for_each(|text| self.redactor.redact_text_in_place(text));
             }
         }
         self.inner
@@ -647,24 +648,47 @@ impl Shipper {
             };
             // Marks on other machines' sessions, pulled into this archive, stay here.
             let ours: Vec<MarksNow> = changed.into_iter().filter(|c| c.key.machine == 0).collect();
-            if !ours.is_empty() {
-                match self.until_settled(ctx, follower, |d| d.deliver_marks(&ours))? {
-                    None => return Ok(false),
-                    Some(Ok(())) => {}
-                    // Logged here: the answer may quote a note, and the sink's messages are
-                    // redacted.
-                    Some(Err(message)) => log::warn!(
-                        "sink {}: the marks of {} sessions were refused: {message}; they are sent again when they change",
-                        self.spec.name,
-                        ours.len()
-                    ),
-                }
+            if !ours.is_empty() && !self.settle_marks(&ours, follower, ctx)? {
+                return Ok(false);
             }
             if let Some(cursor) = &mut self.marks {
                 cursor.shipped(last);
             }
             let caught_up = follower.done() >= ctx.wiring.hub.published();
             self.commit(follower.done(), &[], caught_up, ctx)?;
+        }
+    }
+
+    /// Delivers `marks` (retried while the destination fails for a while). When it refuses
+    /// them, each session's are sent alone, so that only those it refuses by themselves are
+    /// passed over (logged, and sent again when they next change). False when the sink
+    /// stopped before the destination had them.
+    fn settle_marks(
+        &mut self,
+        marks: &[MarksNow],
+        follower: &Follower,
+        ctx: &ShipContext,
+    ) -> Result<bool> {
+        match self.until_settled(ctx, follower, |d| d.deliver_marks(marks))? {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(_)) if marks.len() > 1 => {
+                for one in marks.chunks(1) {
+                    if !self.settle_marks(one, follower, ctx)? {
+                        return Ok(false);
+                    }
+                }
+                Ok(true)
+            }
+            // Logged here: the answer may quote a note, and the sink's messages are redacted.
+            Some(Err(message)) => {
+                log::warn!(
+                    "sink {}: the marks of session {} were refused: {message}; they are sent again when they change",
+                    self.spec.name,
+                    marks[0].key.session
+                );
+                Ok(true)
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 //! Where a sink with `marks = true` is in the archive's order of mark changes
 //! (`mark_changes`): the seq of the last change it shipped, kept in its state (`marks_seq`)
-//! and committed with its cursor, only after its destination has the marks.
+//! and committed with its cursor, only after its destination has the marks (or has refused,
+//! for good, those of a session sent alone: see `Shipper::settle_marks`).
 
 use crate::archive::Archive;
 use crate::archive::marks::MarksNow;
