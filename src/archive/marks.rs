@@ -177,13 +177,18 @@ mod tests {
         assert_eq!(first.len(), 2);
         assert_eq!((&first[0].key, first[0].marks.starred), (&key("a"), true));
         assert_eq!(first[1].marks.tags, ["x"]);
+        // Changed in the other order now: b first, then a, then b again.
+        mark(&mut archive, "b", vec![MarkChange::Tag("y".into())]);
         let unmarked = vec![MarkChange::Star(false), MarkChange::Note(None)];
         mark(&mut archive, "a", unmarked);
-        mark(&mut archive, "b", vec![MarkChange::Tag("y".into())]);
         mark(&mut archive, "b", vec![MarkChange::Untag("x".into())]);
         let after = archive.marks_changed_after(first[1].seq, 10).unwrap();
         let sessions: Vec<&str> = after.iter().map(|c| c.key.session.as_str()).collect();
-        assert_eq!(sessions, ["a", "b"]);
+        assert_eq!(
+            sessions,
+            ["a", "b"],
+            "each session once, at its last change"
+        );
         assert_eq!(after[0].marks, Marks::default());
         assert_eq!(after[1].marks.tags, ["y"]);
         assert_eq!(archive.marks_changed_after(0, 1).unwrap(), after[..1]);

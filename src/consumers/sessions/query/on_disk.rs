@@ -2,11 +2,9 @@
 //! while any of its files exists, or (while a source of it is not recorded as gone) while the
 //! agent's database it is a session of (`<database>/<session id>`) is there.
 //!
-//! One `stat` per file made this most of the time of a list of every session (10,000 files,
-//! each path walked from the root) and of the home's count of deleted sessions. A folder that
-//! holds many of the files asked about is read once instead, and its names looked up; a file
-//! alone in its folder is still asked for by itself, since reading a large folder for one
-//! name would cost more than its `stat`.
+//! A folder that holds many of the files asked about is read once and its names looked up,
+//! rather than each file's path walked by a `stat` of its own; a file alone in its folder is
+//! asked for by itself, since reading a large folder for one name costs more than its `stat`.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
@@ -158,12 +156,16 @@ mod tests {
 
     #[test]
     fn a_folder_that_cannot_be_read_leaves_each_file_to_be_asked_for() {
+        // Sessions of an agent's database: their "folder" is a file, which cannot be read
+        // as one, so each is asked for by itself (and is there while the database is).
         let dir = tempfile::tempdir().unwrap();
-        let files: Vec<PathBuf> = (0..10).map(|i| dir.path().join(format!("x/{i}"))).collect();
-        let sessions: Vec<(Vec<PathBuf>, bool)> =
-            files.iter().map(|f| (vec![f.clone()], true)).collect();
+        let db = dir.path().join("store.db");
+        fs::write(&db, "").unwrap();
+        let sessions: Vec<(Vec<PathBuf>, bool)> = (0..10)
+            .map(|i| (vec![db.join(format!("s{i}"))], true))
+            .collect();
         let (each, one_by_one) = both(&sessions);
         assert_eq!(each, one_by_one);
-        assert!(each.iter().all(|on| !on));
+        assert!(each.iter().all(|on| *on));
     }
 }

@@ -130,9 +130,8 @@ pub(crate) fn days(archive: &mut Archive, filter: &Filter) -> Result<Vec<(String
 }
 
 /// The local days (since 1970-01-01) on which sessions of these first and last activities
-/// (Unix ms) were active, each cut to `filter`'s window, with how many were. Each day is
-/// counted here, where each quarter hour is taken to local time once: SQLite's
-/// `'localtime'` for both ends of every session was most of the home's time.
+/// (Unix ms) were active, each cut to `filter`'s window, with how many were. Each quarter
+/// hour is taken to local time once ([`LocalDays`]), not each end of every session.
 fn active_days(spans: impl Iterator<Item = (i64, i64)>, filter: &Filter) -> BTreeMap<i64, i64> {
     let mut local = LocalDays::default();
     let mut active: BTreeMap<i64, i64> = BTreeMap::new();
