@@ -26,7 +26,8 @@ pub(crate) struct Conversation<'a> {
 /// The file that shares session `s` (and its subagents' conversations after its own, with
 /// `subagents`), read from `archive`, every secret replaced when a `redactor` is given, as
 /// exported at `exported_ms`. Every face that shares a session writes this file, so that
-/// the same session and options give the same bytes. `Err` when the archive cannot be read.
+/// the same session and options give the same file, but for the time of its export. `Err`
+/// when the archive cannot be read.
 pub(crate) fn shared_file(
     archive: &mut Archive,
     s: &Session,
