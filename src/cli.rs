@@ -397,21 +397,13 @@ fn write_show(
         let html = share::shared_file(archive, session, args.subagents, redactor, now)?;
         return stdout_result(out.write_all(html.as_bytes()).and_then(|()| out.flush()));
     }
-    let mut sessions = vec![session.clone()];
-    if args.subagents {
-        sessions.extend(query::subagents(archive, session)?);
-    }
-    for (i, s) in sessions.iter_mut().enumerate() {
-        let mut messages = query::messages(archive, s)?;
-        if let Some(r) = redactor {
-            s.redact(r);
-            messages.iter_mut().for_each(|m| m.redact(r));
-        }
+    let read = crate::history::conversations(archive, session, args.subagents, redactor)?;
+    for (i, (s, messages)) in read.iter().enumerate() {
         let written = match args.format {
-            Format::Json => show::write_messages_json(out, s, &messages),
+            Format::Json => show::write_messages_json(out, s, messages),
             _ if i > 0 => writeln!(out)
-                .and_then(|()| show::write_conversation(out, s, &messages, args.format, style)),
-            _ => show::write_conversation(out, s, &messages, args.format, style),
+                .and_then(|()| show::write_conversation(out, s, messages, args.format, style)),
+            _ => show::write_conversation(out, s, messages, args.format, style),
         };
         stdout_result(written)?;
     }

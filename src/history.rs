@@ -171,3 +171,34 @@ pub(crate) fn each_with_subagents(
     }
     Ok(())
 }
+
+/// Session `s`'s messages (then, with `subagents`, each subagent's after it), read from
+/// `archive`, every secret replaced in them and in the sessions' fields when a `redactor` is
+/// given: what `show` prints and a shared file holds. `Err` when the archive cannot be read.
+pub(crate) fn conversations(
+    archive: &mut Archive,
+    s: &crate::consumers::sessions::query::Session,
+    subagents: bool,
+    redactor: Option<&crate::consumers::redact::Redactor>,
+) -> Result<
+    Vec<(
+        crate::consumers::sessions::query::Session,
+        Vec<crate::consumers::sessions::query::MessageRecord>,
+    )>,
+> {
+    use crate::consumers::sessions::query;
+    let mut sessions = vec![s.clone()];
+    if subagents {
+        sessions.extend(query::subagents(archive, s)?);
+    }
+    let mut read = Vec::with_capacity(sessions.len());
+    for mut session in sessions {
+        let mut messages = query::messages(archive, &session)?;
+        if let Some(r) = redactor {
+            session.redact(r);
+            messages.iter_mut().for_each(|m| m.redact(r));
+        }
+        read.push((session, messages));
+    }
+    Ok(read)
+}

@@ -5,7 +5,7 @@
 use super::message;
 use crate::archive::Archive;
 use crate::consumers::redact::Redactor;
-use crate::consumers::sessions::query::{self, MessageRecord, Session, format_time};
+use crate::consumers::sessions::query::{MessageRecord, Session, format_time};
 use crate::error::Result;
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 
@@ -35,19 +35,7 @@ pub(crate) fn shared_file(
     redactor: Option<&Redactor>,
     exported_ms: i64,
 ) -> Result<String> {
-    let mut sessions = vec![s.clone()];
-    if subagents {
-        sessions.extend(query::subagents(archive, s)?);
-    }
-    let mut read = Vec::with_capacity(sessions.len());
-    for mut session in sessions {
-        let mut messages = query::messages(archive, &session)?;
-        if let Some(r) = redactor {
-            session.redact(r);
-            messages.iter_mut().for_each(|m| m.redact(r));
-        }
-        read.push((session, messages));
-    }
+    let read = crate::history::conversations(archive, s, subagents, redactor)?;
     let conversations: Vec<Conversation> = (read.iter())
         .map(|(session, messages)| Conversation { session, messages })
         .collect();
