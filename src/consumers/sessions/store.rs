@@ -87,13 +87,41 @@ fn when_free<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
 /// find its tables; the index is made first when there is none, or when its file is there but
 /// not made yet (a daemon that is starting has created it and not yet given it its schema).
 pub(crate) fn attach(archive: &Archive) -> Result<()> {
-    if made(archive.path())?.is_none() {
+    let at = index_error(archive.path());
+    register_words(archive.records_reader().connection()).map_err(&at)?;
+    let path = path_of(archive.path());
+    if !(path.exists() && attached_is_made(archive, &path)?) {
         drop(open_to_write(archive.path())?);
+        archive.attach_read_only(&path, INDEX)?;
     }
-    register_words(archive.records_reader().connection()).map_err(index_error(archive.path()))?;
-    archive.attach_read_only(&path_of(archive.path()), INDEX)?;
     // The session queries read the marks with the index's tables.
     archive.marks_readable()
+}
+
+/// Attaches the index file at `path` to `archive` and says whether it has this build's
+/// schema; detached again when it has not. Its version is read through the attachment, so a
+/// command opens the file once.
+fn attached_is_made(archive: &Archive, path: &Path) -> Result<bool> {
+    archive.attach_read_only(path, INDEX)?;
+    let records = archive.records_reader();
+    let conn = records.connection();
+    let at = index_error(archive.path());
+    let version: i64 =
+        (conn.pragma_query_value(Some(INDEX), "user_version", |r| r.get(0))).map_err(&at)?;
+    if version != VERSION {
+        conn.execute(&format!("DETACH {INDEX}"), []).map_err(&at)?;
+    }
+    Ok(version == VERSION)
+}
+
+/// The last seq the index attached to `archive` ([`attach`]) holds, read through the
+/// attachment.
+pub(crate) fn attached_done(archive: &Archive) -> Result<i64> {
+    let records = archive.records_reader();
+    let seq = records.connection().query_row(&format!("SELECT seq FROM {INDEX}.progress"), [], |r| r.get(0));
+    seq.optional()
+        .map_err(index_error(archive.path()))
+        .map(Option::unwrap_or_default)
 }
 
 /// Registers the index's tokenizer (`words`) on `conn`, which every connection that reads or
@@ -336,6 +364,11 @@ mod tests {
         );
         assert!(written.is_err(), "attached read-only");
         assert_eq!(done(&db).unwrap(), 0);
+        let mut writer = open_to_write(&db).unwrap();
+        let tx = writer.transaction().unwrap();
+        set_progress(&tx, 7).unwrap();
+        tx.commit().unwrap();
+        assert_eq!(attached_done(&archive).unwrap(), 7, "read through the attachment");
     }
 
     /// Without the planner's stability guarantee, SQLite prepares FTS5's own look-up of a
