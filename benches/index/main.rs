@@ -142,10 +142,6 @@ fn index_bytes(db: &Path) -> f64 {
     (size("-index") + size("-index-wal")) as f64
 }
 
-
-
-
-
 /// Runs `bin args --db db` under `home`, from spawn to exit; panics if it fails.
 fn run_secs(bin: &Path, home: &Path, db: &Path, args: &[&str]) -> f64 {
     let _ = Command::new("sync").status();

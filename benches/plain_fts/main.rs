@@ -70,7 +70,11 @@ const KINDS: &[Kind] = &[
     k("word of tool output", "Compiling", "Compiling"),
     k("word with punctuation", "Cargo.toml", "\"Cargo.toml\""),
     k("no such word", "zyzzyva", "zyzzyva"),
-    k("(OR) NOT", "(build OR test) NOT fails", "(build OR test) NOT fails"),
+    k(
+        "(OR) NOT",
+        "(build OR test) NOT fails",
+        "(build OR test) NOT fails",
+    ),
     k("Chinese word", "文件", "文件"),
     k("Japanese word", "ファイル", "ファイル"),
     k("Korean word", "파일", "파일"),

@@ -118,7 +118,8 @@ fn attached_is_made(archive: &Archive, path: &Path) -> Result<bool> {
 /// attachment.
 pub(crate) fn attached_done(archive: &Archive) -> Result<i64> {
     let records = archive.records_reader();
-    let seq = records.connection().query_row(&format!("SELECT seq FROM {INDEX}.progress"), [], |r| r.get(0));
+    let sql = format!("SELECT seq FROM {INDEX}.progress");
+    let seq = records.connection().query_row(&sql, [], |r| r.get(0));
     seq.optional()
         .map_err(index_error(archive.path()))
         .map(Option::unwrap_or_default)
@@ -368,7 +369,11 @@ mod tests {
         let tx = writer.transaction().unwrap();
         set_progress(&tx, 7).unwrap();
         tx.commit().unwrap();
-        assert_eq!(attached_done(&archive).unwrap(), 7, "read through the attachment");
+        assert_eq!(
+            attached_done(&archive).unwrap(),
+            7,
+            "read through the attachment"
+        );
     }
 
     /// Without the planner's stability guarantee, SQLite prepares FTS5's own look-up of a
