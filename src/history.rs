@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 pub(crate) fn indexed_archive(db: &Path) -> Result<Archive> {
     let archive = Archive::open_existing_to_write(db)?;
     sessions::store::attach(&archive)?;
-    let done = sessions::store::done(db)?;
+    let done = sessions::store::attached_done(&archive)?;
     let last = archive.last_seq()?;
     if done >= last {
         return Ok(archive);

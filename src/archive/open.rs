@@ -47,6 +47,51 @@ impl Archive {
     /// Opens an archive that must already exist, read-only (for `status` and `export`): a
     /// file that is not an archive is refused, never changed.
     pub fn open_existing(path: &Path) -> Result<Archive> {
+        let archive = Archive::open_read_only(path)?;
+        let version = archive.schema_version()?;
+        if version == 0 || !archive.has_table("sources")? {
+            return Err(Error::NotAnArchive {
+                path: path.to_owned(),
+            });
+        }
+        Ok(archive)
+    }
+
+    /// Opens an archive that must already exist, to write: refused as by
+    /// [`Archive::open_existing`] when it is missing or not an archive, else migrated.
+    pub fn open_existing_to_write(path: &Path) -> Result<Archive> {
+        // The version is read on a read-only connection (from the file's header: no schema
+        // is read), so that a file that is not a database of SQLite, or has no version, is
+        // never opened to write. The tables are checked on the connection kept, before it
+        // writes anything, so that the schema is read once.
+        let found = Archive::open_read_only(path)?.schema_version()?;
+        let not_an_archive = || Error::NotAnArchive {
+            path: path.to_owned(),
+        };
+        if found == 0 {
+            return Err(not_an_archive());
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX
+            | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(path, flags).at_archive(path)?;
+        let mut archive = Archive {
+            conn,
+            path: path.to_owned(),
+            codec: Codec::default(),
+        };
+        archive.db(archive.conn.busy_timeout(Duration::from_secs(10)))?;
+        if !archive.has_table("sources")? {
+            return Err(not_an_archive());
+        }
+        archive.configure(false)?;
+        archive.migrate()?;
+        Ok(archive)
+    }
+
+    /// A read-only connection to the file at `path`, which must exist and be readable; its
+    /// contents are not looked at.
+    fn open_read_only(path: &Path) -> Result<Archive> {
         let unreadable = |source| Error::ArchiveUnreadable {
             path: path.to_owned(),
             source,
@@ -75,20 +120,7 @@ impl Archive {
             codec: Codec::default(),
         };
         archive.db(archive.conn.busy_timeout(Duration::from_secs(10)))?;
-        let version = archive.schema_version()?;
-        if version == 0 || !archive.has_table("sources")? {
-            return Err(Error::NotAnArchive {
-                path: path.to_owned(),
-            });
-        }
         Ok(archive)
-    }
-
-    /// Opens an archive that must already exist, to write: refused as by
-    /// [`Archive::open_existing`] when it is missing or not an archive, else migrated.
-    pub fn open_existing_to_write(path: &Path) -> Result<Archive> {
-        drop(Archive::open_existing(path)?);
-        Archive::connect(path, false)
     }
 
     pub(super) fn schema_version(&self) -> Result<i64> {

@@ -272,3 +272,30 @@ fn a_cursor_row_that_cannot_be_a_cursor_makes_its_source_invalid_not_the_archive
     assert_eq!(rows[0].path, Path::new("/t/a.jsonl"));
     assert!(rows[1].invalid.is_none());
 }
+
+/// A read command opens the archive to write (to migrate it) and checks its tables on that
+/// connection: a database of another program, with a version of its own or none, is refused
+/// before anything is written to it.
+#[test]
+fn opening_to_write_refuses_another_programs_database_and_leaves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    for version in [0, 7] {
+        let other = dir.path().join(format!("other-{version}.db"));
+        let conn = rusqlite::Connection::open(&other).unwrap();
+        conn.execute_batch(&format!(
+            "CREATE TABLE mine (x); INSERT INTO mine VALUES (1); PRAGMA user_version = {version};"
+        ))
+        .unwrap();
+        drop(conn);
+        let before = std::fs::read(&other).unwrap();
+        let refused = Archive::open_existing_to_write(&other).err();
+        assert!(
+            matches!(refused, Some(crate::error::Error::NotAnArchive { .. })),
+            "version {version}: {refused:?}"
+        );
+        let after = std::fs::read(&other).unwrap();
+        assert!(after == before, "version {version}: the file was changed");
+        let wal = dir.path().join(format!("other-{version}.db-wal"));
+        assert!(!wal.exists(), "version {version}: made WAL");
+    }
+}

@@ -23,10 +23,10 @@ fn weight(role: Role) -> f64 {
     }
 }
 
-/// The `ORDER BY` of a search over `message_text`, its messages `m` and their sessions `se`:
-/// the best match first (FTS5's `bm25()` is negative, the lower the better, so a weight
-/// below 1 moves a message down), then the newest.
-pub(super) fn order_by() -> String {
+/// The score of a match of a search over `message_text` and its messages `m`, the lower the
+/// better: FTS5's `bm25()` (negative, the lower the better) weighed by who speaks, so that a
+/// weight below 1 moves a message down.
+pub(super) fn score() -> String {
     // Each ranked message's role is compared with these in turn: only the roles that do not
     // count whole, the tools' first (most messages are a tool's). Any other counts whole, a
     // role the index holds and `Role` does not name included (a NULL weight would sort its
@@ -35,19 +35,20 @@ pub(super) fn order_by() -> String {
         .filter(|r| weight(**r) != 1.0)
         .map(|r| format!(" WHEN '{}' THEN {:?}", r.as_str(), weight(*r)))
         .collect();
-    format!(
-        "bm25(message_text) * CASE m.role{whens} ELSE 1.0 END, \
-         coalesce(m.at_ms, se.last_ms) DESC"
-    )
+    format!("bm25(message_text) * CASE m.role{whens} ELSE 1.0 END")
 }
+
+/// The `ORDER BY` of ranked matches whose [`score`] is the column `score` and whose time is
+/// the column `at`: the best match first, then the newest.
+pub(super) const ORDER_BY: &str = "score, at DESC";
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn the_order_weighs_each_role_that_does_not_count_whole_and_tools_first() {
-        let order = order_by();
+    fn the_score_weighs_each_role_that_does_not_count_whole_and_tools_first() {
+        let order = score();
         for role in Role::ALL {
             let when = format!("WHEN '{}' THEN", role.as_str());
             assert_eq!(

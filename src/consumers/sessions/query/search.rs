@@ -112,107 +112,116 @@ fn ranked_hits(
     records: &Records,
     fts: &str,
     filter: &Filter,
-    (open, close): (&str, &str),
+    marks: (&str, &str),
     redactor: Option<&Redactor>,
     newest: i64,
 ) -> rusqlite::Result<Vec<Hit>> {
     let conn = records.connection();
-    let filters = (&filter.harness, &filter.project, filter.since_ms);
-    // The oldest of the `newest` matches: FTS5 walks its rowids backwards and stops.
-    let floor: i64 = conn
-        .prepare_cached(&format!(
-            "SELECT message_text.rowid {MATCHES} ORDER BY message_text.rowid DESC
-             LIMIT 1 OFFSET ?6"
-        ))?
-        .query_row(
-            params![
-                fts,
-                filters.0,
-                filters.1,
-                filters.2,
-                0,
-                newest - 1,
-                filter.machine,
-                filter.starred,
-                filter.tag
-            ],
-            |r| r.get(0),
-        )
-        .optional()?
-        .unwrap_or(0);
-    let limit = filter.sql_limit();
+    // The newest `newest` matches, scored as FTS5 walks its rowids backwards (it stops there),
+    // then ranked: the query is evaluated once.
     let mut stmt = conn.prepare_cached(&format!(
-        "SELECT message_text.rowid, se.session, se.harness, se.project,
-                coalesce(m.at_ms, se.last_ms), m.role, m.seq, se.machine
-         {MATCHES}
+        "SELECT session, harness, project, at, role, seq, machine FROM (
+             SELECT se.session, se.harness, se.project, coalesce(m.at_ms, se.last_ms) AS at,
+                    m.role, m.seq, se.machine, {} AS score
+             {MATCHES}
+             ORDER BY message_text.rowid DESC
+             LIMIT ?6)
          ORDER BY {}
-         LIMIT ?6",
-        rank::order_by()
+         LIMIT ?10",
+        rank::score(),
+        rank::ORDER_BY
     ))?;
     let args = params![
         fts,
-        filters.0,
-        filters.1,
-        filters.2,
-        floor,
-        limit,
+        filter.harness,
+        filter.project,
+        filter.since_ms,
+        0,
+        newest,
         filter.machine,
         filter.starred,
-        filter.tag
+        filter.tag,
+        filter.sql_limit()
     ];
     let ranked = stmt.query_map(args, |r| {
-        let hit = Hit {
-            session: r.get(1)?,
-            harness: r.get(2)?,
-            project: r.get(3)?,
-            timestamp: r.get(4)?,
-            role: r.get(5)?,
-            seq: r.get(6)?,
+        Ok(Hit {
+            session: r.get(0)?,
+            harness: r.get(1)?,
+            project: r.get(2)?,
+            timestamp: r.get(3)?,
+            role: r.get(4)?,
+            seq: r.get(5)?,
             // Named by `search`, from the archive's machines.
             machine: String::new(),
-            machine_id: r.get(7)?,
+            machine_id: r.get(6)?,
             snippet: String::new(),
-        };
-        Ok((r.get::<_, i64>(0)?, hit))
+        })
     })?;
-    let ranked = ranked.collect::<rusqlite::Result<Vec<_>>>()?;
-    // Snippets only for the hits kept: the index keeps no text, so each is made from its
-    // record, the text indexed again on its own in a table of this connection's.
+    let mut hits = ranked.collect::<rusqlite::Result<Vec<_>>>()?;
+    if hits.is_empty() {
+        return Ok(hits);
+    }
+    let snippets = snippets(records, fts, &hits, marks, redactor)?;
+    for (hit, snippet) in hits.iter_mut().zip(snippets) {
+        hit.snippet = snippet;
+    }
+    Ok(hits)
+}
+
+/// The snippet of each of `hits`, in order: the text around what `fts` matches in it. The
+/// index keeps no text, so each is made from its record: the hits' texts are indexed again,
+/// in one transaction, in a table of this connection's, asked for their snippets at once,
+/// and rolled back (the table is empty again for the next search).
+fn snippets(
+    records: &Records,
+    fts: &str,
+    hits: &[Hit],
+    (open, close): (&str, &str),
+    redactor: Option<&Redactor>,
+) -> rusqlite::Result<Vec<String>> {
+    let conn = records.connection();
     conn.execute_batch(&format!(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_text
              USING fts5 (body, tokenize = {});",
         words::tokenize_option(words::TOKENIZER)
     ))?;
-    let mut record = conn.prepare_cached(
+    let tx = conn.unchecked_transaction()?;
+    let mut insert =
+        tx.prepare_cached("INSERT INTO temp.snippet_text (rowid, body) VALUES (?1, ?2)")?;
+    for (i, hit) in hits.iter().enumerate() {
+        insert.execute(params![i as i64, hit_text(records, hit.seq, redactor)?])?;
+    }
+    let mut snippets = vec![String::new(); hits.len()];
+    let mut stmt = tx.prepare_cached(
+        "SELECT rowid, snippet(snippet_text, 0, ?2, ?3, '…', 24) FROM temp.snippet_text
+         WHERE snippet_text MATCH ?1",
+    )?;
+    let mut rows = stmt.query(params![fts, open, close])?;
+    while let Some(row) = rows.next()? {
+        let at = usize::try_from(row.get::<_, i64>(0)?).ok();
+        if let Some(slot) = at.and_then(|i| snippets.get_mut(i)) {
+            *slot = row.get::<_, String>(1)?.replace(['\n', '\r', '\t'], " ");
+        }
+    }
+    Ok(snippets)
+}
+
+/// The searchable text of the message whose record is `seq`, redacted by `redactor` if given
+/// (a secret cut by a snippet's edge would no longer be found); empty when the record is gone.
+fn hit_text(records: &Records, seq: i64, redactor: Option<&Redactor>) -> rusqlite::Result<String> {
+    let mut record = records.connection().prepare_cached(
         "SELECT s.harness, r.record FROM records r JOIN sources s ON s.id = r.source_id
          WHERE r.seq = ?1",
     )?;
-    let mut snippet = conn.prepare_cached(
-        "SELECT snippet(snippet_text, 0, ?2, ?3, '…', 24) FROM temp.snippet_text
-         WHERE snippet_text MATCH ?1",
-    )?;
-    let mut hits = Vec::with_capacity(ranked.len());
-    for (_, mut hit) in ranked {
-        let found = record.query_row([hit.seq], |r| {
-            let record = records.record(r, 1, hit.seq)?;
-            Ok(parse(&r.get::<_, String>(0)?, &indexed(&record)).message)
-        });
-        let body = found.optional()?.flatten().map(|m| body(&m.parts));
-        let body = match (body, redactor) {
-            (Some(body), Some(r)) => Some(r.redact_text(&body).into_owned()),
-            (body, _) => body,
-        };
-        conn.execute("DELETE FROM temp.snippet_text", [])?;
-        conn.execute(
-            "INSERT INTO temp.snippet_text (body) VALUES (?1)",
-            [body.unwrap_or_default()],
-        )?;
-        let text: Option<String> =
-            (snippet.query_row(params![fts, open, close], |r| r.get(0))).optional()?;
-        hit.snippet = text.unwrap_or_default().replace(['\n', '\r', '\t'], " ");
-        hits.push(hit);
-    }
-    Ok(hits)
+    let found = record.query_row([seq], |r| {
+        let record = records.record(r, 1, seq)?;
+        Ok(parse(&r.get::<_, String>(0)?, &indexed(&record)).message)
+    });
+    let text = found.optional()?.flatten().map(|m| body(&m.parts));
+    Ok(match (text, redactor) {
+        (Some(text), Some(r)) => r.redact_text(&text).into_owned(),
+        (text, _) => text.unwrap_or_default(),
+    })
 }
 
 /// One piece of a query as [`fts_query`] reads it, with the place (in characters, from 1)
@@ -566,6 +575,30 @@ mod tests {
         let records = archive.records_reader();
         let hits = ranked_hits(&records, "lock", &cursor, ("[", "]"), None, 3).unwrap();
         assert_eq!(hits[0].snippet, "[lock] [lock] [lock] [lock]");
+    }
+
+    /// The web view and the MCP server search many times on one connection: the texts a
+    /// search indexes for its snippets must not be there for the next one.
+    #[test]
+    fn each_search_on_one_connection_makes_the_snippets_of_its_own_hits() {
+        let messages: Vec<Message> = vec![
+            (1, "user", 1_000, "the lock file is stale"),
+            (1, "user", 2_000, "a lock again"),
+            (2, "user", 3_000, "zstd levels compared"),
+        ];
+        let (_dir, archive) = archive_of(&messages);
+        let records = archive.records_reader();
+        let all = Filter::default();
+        let snippets = |fts: &str| {
+            let hits = ranked_hits(&records, fts, &all, ("[", "]"), None, 10).unwrap();
+            hits.into_iter().map(|h| h.snippet).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            snippets("lock"),
+            ["a [lock] again", "the [lock] file is stale"]
+        );
+        assert_eq!(snippets("zstd"), ["[zstd] levels compared"]);
+        assert_eq!(snippets("lock OR zstd").len(), 3);
     }
 
     /// A person searches for the session where they asked; the test run that prints the
