@@ -1104,3 +1104,35 @@ fn ui_without_an_archive_names_the_missing_archive() {
     let stderr = stderr(&out);
     assert!(stderr.contains(&env.db.display().to_string()), "{stderr}");
 }
+
+/// The pages the other browser tests do not audit (search, usage, status, live, restore, the
+/// sessions table), each in light and dark: axe-core finds no serious or critical violation.
+#[test]
+fn every_other_page_passes_axe_in_light_and_dark() {
+    let env = Env::new();
+    crafted(&env, "Please list the **invoices** folder.", &[]);
+    env.run_once_home();
+    let ui = serve(&env);
+    let browser = Browser::start();
+    browser.goto(&ui.url);
+    let axe = crate::ui_home::axe_core();
+    for path in [
+        "/search?q=invoices".to_owned(),
+        "/usage?since=3650d".to_owned(),
+        "/status".to_owned(),
+        "/live".to_owned(),
+        format!("/s/{ID}/restore"),
+        "/sessions".to_owned(),
+    ] {
+        browser.goto(&format!("{}{path}", ui.base));
+        browser.wait_for("main");
+        for scheme in ["light", "dark"] {
+            browser.cdp(
+                "Emulation.setEmulatedMedia",
+                json!({"features": [{"name": "prefers-color-scheme", "value": scheme}]}),
+            );
+            let violations = crate::ui_home::audit(&browser, &axe);
+            assert!(violations.is_empty(), "{path}, {scheme}: {violations:#?}");
+        }
+    }
+}
