@@ -876,11 +876,9 @@ fn a_message_the_agent_rewrites_is_replaced_where_it_is_live() {
     daemon.terminate();
 }
 
-/// A long session opens with its first messages and loads the rest as it scrolls into
-/// view; opened at a message further on, it loads the earlier ones on request.
-#[test]
-fn a_long_session_loads_as_it_scrolls() {
-    let env = Env::new();
+/// The crafted session followed by 127 prompts, "follow-up number 0" to 126: past the
+/// first part of the conversation a page shows.
+pub(crate) fn long_session(env: &Env) {
     let extra: Vec<String> = (0..127)
         .map(|i| {
             let text = format!("follow-up number {i}");
@@ -892,7 +890,15 @@ fn a_long_session_loads_as_it_scrolls() {
             )
         })
         .collect();
-    crafted(&env, "a long one", &extra);
+    crafted(env, "a long one", &extra);
+}
+
+/// A long session opens with its first messages and loads the rest as it scrolls into
+/// view; opened at a message further on, it loads the earlier ones on request.
+#[test]
+fn a_long_session_loads_as_it_scrolls() {
+    let env = Env::new();
+    long_session(&env);
     env.run_once_home();
     let ui = serve(&env);
     let browser = Browser::start();

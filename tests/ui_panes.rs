@@ -3,7 +3,7 @@
 //! a time in a narrow one; j, k, Enter, h, `/`, `g d` and `?`; a link to a message far into a
 //! long conversation.
 
-use crate::ui::{ID, crafted, line, many_sessions, screenshot, serve};
+use crate::ui::{ID, long_session, many_sessions, screenshot, serve};
 use crate::ui_home::{audit, axe_core};
 use crate::util::{Env, stdout_of};
 use serde_json::{Value, json};
@@ -180,18 +180,7 @@ fn a_session_opened_from_the_list_keeps_the_list_beside_it_on_a_wide_screen() {
 #[test]
 fn a_link_to_a_message_far_into_a_conversation_opens_on_it() {
     let env = Env::new();
-    let extra: Vec<String> = (0..127)
-        .map(|i| {
-            let text = format!("follow-up number {i}");
-            line(
-                "user",
-                &format!("f{i}"),
-                10 + i % 40,
-                json!({"role": "user", "content": text}),
-            )
-        })
-        .collect();
-    crafted(&env, "a long one", &extra);
+    long_session(&env);
     env.run_once_home();
     let hits = stdout_of(&env, &["search", "\"follow-up number 120\"", "--json"]);
     let seq = serde_json::from_str::<Value>(hits.lines().next().unwrap()).unwrap()["seq"].clone();
