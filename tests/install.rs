@@ -368,23 +368,21 @@ impl Registry {
             .env("npm_config_update_notifier", "false");
         cmd
     }
+
+    /// `npm install -g transcript-sync` into a prefix of its own under `env`; the prefix.
+    fn install_globally(&self, env: &Env) -> PathBuf {
+        let prefix = env.dir.path().join("prefix");
+        let args = ["install", "-g", "--prefix", prefix.to_str().unwrap()];
+        ok(&mut self.npm(env, &[&args[..], &["transcript-sync"]].concat()));
+        prefix
+    }
 }
 
 #[test]
 fn the_npm_packages_install_globally_and_run_the_platforms_binary() {
     let env = Env::outside_tmp();
     let registry = Registry::start();
-    let prefix = env.dir.path().join("prefix");
-    ok(&mut registry.npm(
-        &env,
-        &[
-            "install",
-            "-g",
-            "--prefix",
-            prefix.to_str().unwrap(),
-            "transcript-sync",
-        ],
-    ));
+    let prefix = registry.install_globally(&env);
     let launcher = prefix.join("bin/transcript-sync");
     let exec = use_installed(&env, &launcher);
     // The unit runs the platform package's binary itself, not the launcher: a service manager
@@ -411,17 +409,7 @@ fn npx_runs_the_binary_without_installing_it() {
 fn the_npm_launcher_passes_on_the_binarys_exit_status() {
     let env = Env::outside_tmp();
     let registry = Registry::start();
-    let prefix = env.dir.path().join("prefix");
-    ok(&mut registry.npm(
-        &env,
-        &[
-            "install",
-            "-g",
-            "--prefix",
-            prefix.to_str().unwrap(),
-            "transcript-sync",
-        ],
-    ));
+    let prefix = registry.install_globally(&env);
     let out = env
         .command(prefix.join("bin/transcript-sync").to_str().unwrap())
         .args(["no-such-command"])
