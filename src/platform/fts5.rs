@@ -12,6 +12,8 @@ use std::ops::Range;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
+pub(crate) mod bm25;
+
 /// A piece of a text, as a [`Split`] gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Piece {

@@ -126,7 +126,8 @@ pub(crate) fn attached_done(archive: &Archive) -> Result<i64> {
 }
 
 /// Registers the index's tokenizer (`words`) on `conn`, which every connection that reads or
-/// writes the index's text needs, and keeps FTS5's own statements prepared (below).
+/// writes the index's text needs, and the search's ranking ([`BM25`]), and keeps FTS5's own
+/// statements prepared (below).
 pub(crate) fn register_words(conn: &Connection) -> rusqlite::Result<()> {
     // FTS5 finds a term in each segment with one statement of its own (`segid = ? AND term
     // <= ?`), bound again for every segment. SQLite prepares a statement again when a bound
@@ -134,8 +135,13 @@ pub(crate) fn register_words(conn: &Connection) -> rusqlite::Result<()> {
     // guarantee it looks at none, so a query over segments 1 and 2.. is not re-prepared at
     // every segment it moves between.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
-    crate::platform::fts5::register(conn, words::TOKENIZER, words::split)
+    crate::platform::fts5::register(conn, words::TOKENIZER, words::split)?;
+    crate::platform::fts5::bm25::register(conn, BM25)
 }
+
+/// The name of FTS5's `bm25()` told the rows of some terms (`platform::fts5::bm25`), on every
+/// connection to the index.
+pub(crate) const BM25: &str = "bm25_known";
 
 /// The last seq the index of the archive at `archive` holds: 0 when it has no index yet.
 pub(crate) fn done(archive: &Path) -> Result<i64> {

@@ -24,9 +24,10 @@ fn weight(role: Role) -> f64 {
 }
 
 /// The score of a match of a search over `message_text` and its messages `m`, the lower the
-/// better: FTS5's `bm25()` (negative, the lower the better) weighed by who speaks, so that a
-/// weight below 1 moves a message down.
-pub(super) fn score() -> String {
+/// better: FTS5's `bm25()` (negative, the lower the better; told the rows of the terms in the
+/// statement's parameter `known`, `store::BM25`) weighed by who speaks, so that a weight below
+/// 1 moves a message down.
+pub(super) fn score(known: &str) -> String {
     // Each ranked message's role is compared with these in turn: only the roles that do not
     // count whole, the tools' first (most messages are a tool's). Any other counts whole, a
     // role the index holds and `Role` does not name included (a NULL weight would sort its
@@ -35,7 +36,8 @@ pub(super) fn score() -> String {
         .filter(|r| weight(**r) != 1.0)
         .map(|r| format!(" WHEN '{}' THEN {:?}", r.as_str(), weight(*r)))
         .collect();
-    format!("bm25(message_text) * CASE m.role{whens} ELSE 1.0 END")
+    let bm25 = crate::consumers::sessions::store::BM25;
+    format!("{bm25}(message_text, {known}) * CASE m.role{whens} ELSE 1.0 END")
 }
 
 /// The `ORDER BY` of ranked matches whose [`score`] is the column `score` and whose time is
@@ -48,7 +50,7 @@ mod tests {
 
     #[test]
     fn the_score_weighs_each_role_that_does_not_count_whole_and_tools_first() {
-        let order = score();
+        let order = score("?1");
         for role in Role::ALL {
             let when = format!("WHEN '{}' THEN", role.as_str());
             assert_eq!(

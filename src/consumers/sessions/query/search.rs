@@ -3,6 +3,7 @@
 
 use super::rank;
 use super::*;
+use crate::platform::fts5::bm25;
 
 /// One search hit.
 #[derive(Debug, serde::Serialize)]
@@ -67,18 +68,28 @@ pub(crate) fn search(
     let path = archive.path().to_owned();
     let records = archive.records_reader();
     let conn = records.connection();
-    let mut expand = |word: Word| match word {
-        Word::Prefix(prefix) => prefix_terms(conn, prefix).unwrap_or_else(|e| {
-            log::warn!(
-                "cannot list the terms {prefix}* stands for ({e}); searching it as a prefix"
-            );
-            None
-        }),
-        Word::Whole(word) if stem => stem_terms(conn, word).unwrap_or_else(|e| {
-            log::warn!("cannot list the words of {word}'s stem ({e}); searching the word only");
-            None
-        }),
-        Word::Whole(_) => None,
+    // The terms a word or prefix stood for, with the rows of each, which ranking then need
+    // not count again.
+    let mut counted: Vec<Term> = Vec::new();
+    let mut expand = |word: Word| {
+        let terms = match word {
+            Word::Prefix(prefix) => prefix_terms(conn, prefix).unwrap_or_else(|e| {
+                log::warn!(
+                    "cannot list the terms {prefix}* stands for ({e}); searching it as a prefix"
+                );
+                None
+            }),
+            Word::Whole(word) if stem => stem_terms(conn, word).unwrap_or_else(|e| {
+                log::warn!("cannot list the words of {word}'s stem ({e}); searching the word only");
+                None
+            }),
+            Word::Whole(_) => None,
+        };
+        terms.map(|terms| {
+            let or = or_of(&terms);
+            counted.extend(terms);
+            or
+        })
     };
     if let Some(reason) = query_problem(query) {
         return Err(Error::SearchQuery {
@@ -88,8 +99,20 @@ pub(crate) fn search(
     }
     let fts = fts_query(query, &mut expand);
     log::debug!("search {query:?} as the FTS5 query {fts:?}");
+    // A prefix FTS5 expands itself (`pre*`) is one phrase whose only token is `pre`, which the
+    // ranking would take for the term `pre`: no counts are given beside one.
+    let known = (!fts.contains('*')).then(|| bm25::known(counted.iter().map(|(t, n)| (&**t, *n))));
     let names = MachineNames::of(archive)?;
-    let result = ranked_hits(&records, &fts, filter, marks, redactor, RANKED).map(|mut hits| {
+    let ranked = ranked_hits(
+        &records,
+        &fts,
+        known.as_deref(),
+        filter,
+        marks,
+        redactor,
+        RANKED,
+    );
+    let result = ranked.map(|mut hits| {
         for hit in &mut hits {
             hit.machine = names.name(hit.machine_id);
         }
@@ -108,9 +131,12 @@ pub(crate) fn search(
     })
 }
 
+/// The best of the newest `newest` matches of `fts`, with their snippets; `known` is the
+/// rows of some of its terms, as the ranking takes them ([`bm25::known`]).
 fn ranked_hits(
     records: &Records,
     fts: &str,
+    known: Option<&str>,
     filter: &Filter,
     marks: (&str, &str),
     redactor: Option<&Redactor>,
@@ -128,7 +154,7 @@ fn ranked_hits(
              LIMIT ?6)
          ORDER BY {}
          LIMIT ?10",
-        rank::score(),
+        rank::score("?11"),
         rank::ORDER_BY
     ))?;
     let args = params![
@@ -141,7 +167,8 @@ fn ranked_hits(
         filter.machine,
         filter.starred,
         filter.tag,
-        filter.sql_limit()
+        filter.sql_limit(),
+        known
     ];
     let ranked = stmt.query_map(args, |r| {
         Ok(Hit {
@@ -363,39 +390,42 @@ fn fts_word(word: &str, expand: &mut dyn FnMut(Word) -> Option<String>) -> Strin
     }
 }
 
-/// The indexed terms that start with `stem` (folded as the index folds text), as an OR of
-/// them, the [`PREFIX_TERMS`] commonest when there are more. FTS5 answers a prefix by merging
+/// An indexed term, with how many rows hold it.
+type Term = (String, i64);
+
+/// The indexed terms that start with `stem` (folded as the index folds text), with their rows,
+/// the [`PREFIX_TERMS`] commonest when there are more; the search takes an OR of them. FTS5 answers a prefix by merging
 /// the postings of all its terms before it returns a row; an OR of the same terms is merged
 /// as it is read, so that a search that keeps the newest matches stops early. `None` when
 /// `stem` is not one term, or no term starts with it.
-fn prefix_terms(conn: &Connection, stem: &str) -> rusqlite::Result<Option<String>> {
+fn prefix_terms(conn: &Connection, stem: &str) -> rusqlite::Result<Option<Vec<Term>>> {
     let Some(folded) = fold(conn, stem)? else {
         return Ok(None);
     };
     let mut stmt = conn.prepare_cached(
-        "SELECT term FROM message_vocab WHERE term >= ?1 AND term < ?2 ORDER BY doc DESC, term LIMIT ?3",
+        "SELECT term, doc FROM message_vocab WHERE term >= ?1 AND term < ?2
+         ORDER BY doc DESC, term LIMIT ?3",
     )?;
     let end = format!("{folded}\u{10FFFF}");
-    let rows = stmt.query_map(params![folded, end, PREFIX_TERMS as i64 + 1], |r| r.get(0))?;
-    let mut terms: Vec<String> = rows.collect::<rusqlite::Result<_>>()?;
+    let rows = stmt.query_map(params![folded, end, PREFIX_TERMS as i64 + 1], |r| {
+        Ok((r.get(0)?, r.get(1)?))
+    })?;
+    let mut terms: Vec<Term> = rows.collect::<rusqlite::Result<_>>()?;
     if terms.len() > PREFIX_TERMS {
         log::warn!(
             "{stem}* stands for more than {PREFIX_TERMS} terms; searching the {PREFIX_TERMS} commonest"
         );
         terms.truncate(PREFIX_TERMS);
     }
-    if terms.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(or_of(terms.iter().map(String::as_str))))
+    Ok((!terms.is_empty()).then_some(terms))
 }
 
-/// The indexed words that share `word`'s stem (`running`: run, runs, running), as an OR of
-/// them, the [`PREFIX_TERMS`] commonest when there are more; `None` when `word` is not one
+/// The indexed words that share `word`'s stem (`running`: run, runs, running), with their
+/// rows, the [`PREFIX_TERMS`] commonest when there are more; `None` when `word` is not one
 /// term or no other indexed word shares its stem. The stem is Porter's English one, taken
 /// from SQLite's own `porter` tokenizer; the index itself keeps words unstemmed, so a search
 /// without `--stem` finds exactly the word.
-fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<String>> {
+fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<Vec<Term>>> {
     let Some(folded) = fold(conn, word)? else {
         return Ok(None);
     };
@@ -412,12 +442,14 @@ fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<String>>
         return Ok(None);
     }
     let mut stmt = conn.prepare_cached(
-        "SELECT term FROM message_vocab WHERE term >= ?1 AND term < ?2 ORDER BY doc DESC, term",
+        "SELECT term, doc FROM message_vocab WHERE term >= ?1 AND term < ?2
+         ORDER BY doc DESC, term",
     )?;
     let end = format!("{common}\u{10FFFF}");
-    let rows = stmt.query_map(params![common, end], |r| r.get(0))?;
-    let candidates: Vec<String> = rows.collect::<rusqlite::Result<_>>()?;
-    let mut terms: Vec<&String> = (candidates.iter().zip(stems(conn, &candidates)?))
+    let rows = stmt.query_map(params![common, end], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let candidates: Vec<Term> = rows.collect::<rusqlite::Result<_>>()?;
+    let words: Vec<String> = candidates.iter().map(|(t, _)| t.clone()).collect();
+    let mut terms: Vec<Term> = (candidates.into_iter().zip(stems(conn, &words)?))
         .filter(|(_, s)| *s == stem)
         .map(|(t, _)| t)
         .collect();
@@ -427,10 +459,10 @@ fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<String>>
         );
         terms.truncate(PREFIX_TERMS);
     }
-    if !terms.iter().any(|t| **t != folded) {
+    if !terms.iter().any(|(t, _)| *t != folded) {
         return Ok(None);
     }
-    Ok(Some(or_of(terms.into_iter().map(String::as_str))))
+    Ok(Some(terms))
 }
 
 /// The Porter stem of each of `terms` (each one term, as the index folds them), in order.
@@ -460,9 +492,9 @@ fn stems(conn: &Connection, terms: &[String]) -> rusqlite::Result<Vec<String>> {
 }
 
 /// `terms` quoted, as an OR in parentheses.
-fn or_of<'a>(terms: impl Iterator<Item = &'a str>) -> String {
-    let quoted: Vec<String> = terms
-        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+fn or_of(terms: &[Term]) -> String {
+    let quoted: Vec<String> = (terms.iter())
+        .map(|(t, _)| format!("\"{}\"", t.replace('"', "\"\"")))
         .collect();
     format!("({})", quoted.join(" OR "))
 }
@@ -540,7 +572,7 @@ mod tests {
     /// The seqs of the hits of `fts` over `archive`, best first.
     fn ranked(archive: &Archive, fts: &str, filter: &Filter, newest: i64) -> Vec<i64> {
         let records = archive.records_reader();
-        let hits = ranked_hits(&records, fts, filter, ("[", "]"), None, newest).unwrap();
+        let hits = ranked_hits(&records, fts, None, filter, ("[", "]"), None, newest).unwrap();
         hits.iter().map(|h| h.seq).collect()
     }
 
@@ -573,7 +605,7 @@ mod tests {
             "the cut counts only what the filter keeps"
         );
         let records = archive.records_reader();
-        let hits = ranked_hits(&records, "lock", &cursor, ("[", "]"), None, 3).unwrap();
+        let hits = ranked_hits(&records, "lock", None, &cursor, ("[", "]"), None, 3).unwrap();
         assert_eq!(hits[0].snippet, "[lock] [lock] [lock] [lock]");
     }
 
@@ -590,7 +622,7 @@ mod tests {
         let records = archive.records_reader();
         let all = Filter::default();
         let snippets = |fts: &str| {
-            let hits = ranked_hits(&records, fts, &all, ("[", "]"), None, 10).unwrap();
+            let hits = ranked_hits(&records, fts, None, &all, ("[", "]"), None, 10).unwrap();
             hits.into_iter().map(|h| h.snippet).collect::<Vec<_>>()
         };
         assert_eq!(
@@ -682,10 +714,23 @@ mod tests {
 
     #[test]
     fn a_prefix_stands_for_the_terms_it_starts_folded_as_the_index_folds() {
-        let (_dir, index) = index_of(&[(1, "Résumé resume"), (2, "result"), (3, "other")]);
+        let (_dir, index) = index_of(&[
+            (1, "Résumé resume"),
+            (2, "result"),
+            (3, "other"),
+            (4, "resume"),
+        ]);
         let conn = &index;
         let expanded = prefix_terms(conn, "RÉS").unwrap().unwrap();
-        assert_eq!(expanded, r#"("result" OR "resume")"#);
+        let rows = |terms: &[(&str, i64)]| -> Vec<Term> {
+            terms.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+        };
+        assert_eq!(
+            expanded,
+            rows(&[("resume", 2), ("result", 1)]),
+            "with their rows"
+        );
+        assert_eq!(or_of(&expanded), r#"("resume" OR "result")"#);
         assert_eq!(prefix_terms(conn, "zz").unwrap(), None);
         assert_eq!(
             prefix_terms(conn, "a-b").unwrap(),
@@ -693,10 +738,10 @@ mod tests {
             "two terms are no prefix"
         );
         let query = fts_query("rés* AND other", &mut |w| match w {
-            Word::Prefix(p) => prefix_terms(conn, p).unwrap(),
+            Word::Prefix(p) => prefix_terms(conn, p).unwrap().map(|t| or_of(&t)),
             Word::Whole(_) => None,
         });
-        assert_eq!(query, r#"("result" OR "resume") AND other"#);
+        assert_eq!(query, r#"("resume" OR "result") AND other"#);
     }
 
     #[test]
@@ -712,19 +757,19 @@ mod tests {
         ]);
         let conn = &index;
         assert_eq!(
-            stem_terms(conn, "Fails").unwrap().unwrap(),
+            or_of(&stem_terms(conn, "Fails").unwrap().unwrap()),
             r#"("failed" OR "fail" OR "failing" OR "fails")"#,
             "commonest first; `failure` is another stem"
         );
         assert_eq!(
-            stem_terms(conn, "happy").unwrap().unwrap(),
+            or_of(&stem_terms(conn, "happy").unwrap().unwrap()),
             r#"("happiness" OR "happy")"#,
             "a stem that is not the word's start (happi)"
         );
         assert_eq!(stem_terms(conn, "failure").unwrap(), None, "alone");
         assert_eq!(stem_terms(conn, "a-b").unwrap(), None, "two terms");
         let query = fts_query(r#"fails AND "failed build" fail*"#, &mut |w| match w {
-            Word::Whole(w) => stem_terms(conn, w).unwrap(),
+            Word::Whole(w) => stem_terms(conn, w).unwrap().map(|t| or_of(&t)),
             Word::Prefix(_) => None,
         });
         assert_eq!(
