@@ -762,4 +762,110 @@ mod tests {
             [(p("/a"), vec![(1, 0), (3, 0)]), (p("/b"), vec![(5, 0)])]
         );
     }
+
+    /// An archive whose index holds Codex sessions `a` to `i`, listed in the order `d` (its
+    /// sources' last time 900), `h` (800), `c` and `b` (700: the later indexed first), `i`
+    /// (650), `a` (500), `g` (350: a subagent whose parent is not in the archive) and `e` (no
+    /// time). `b`, `d`, `e`, `g` and `i` lack times of their own, as a session whose records
+    /// carry none does: theirs are their sources' (a file's modification time, else when the
+    /// source was first and last archived). `f`, a subagent of `a`, is not listed.
+    fn archive_of_sessions() -> (tempfile::TempDir, Archive) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        let mut archive = Archive::open(&db).unwrap();
+        let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
+        index
+            .execute_batch(
+                "INSERT INTO sessions (id, harness, session, parent, started_ms, last_ms) VALUES
+                     (1, 'codex', 'a', NULL, 100, 500), (2, 'codex', 'b', NULL, NULL, NULL),
+                     (3, 'codex', 'c', NULL, 300, 700), (4, 'codex', 'd', NULL, NULL, NULL),
+                     (5, 'codex', 'e', NULL, NULL, NULL), (6, 'codex', 'f', 'a', 150, 450),
+                     (7, 'codex', 'g', 'z', NULL, NULL), (8, 'codex', 'h', NULL, 600, 800),
+                     (9, 'codex', 'i', NULL, NULL, 650);
+                 INSERT INTO session_sources (source_id, session) VALUES
+                     (1, 2), (2, 4), (3, 4), (4, 7), (5, 9);",
+            )
+            .unwrap();
+        archive
+            .connection()
+            .execute_batch(
+                "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms,
+                     last_archived_ms) VALUES
+                     (1, 1, 1, x'2f62', 'codex', 0, 0, 200, 700),
+                     (2, 1, 2, x'2f64', 'codex', 0, 0, 50, 60),
+                     (3, 1, 3, x'2f6432', 'codex', 0, 0, 10, 900),
+                     (4, 1, 4, x'2f67', 'codex', 0, 0, 250, 350),
+                     (5, 1, 5, x'2f69', 'codex', 0, 0, 20, 30);
+                 INSERT INTO cursors (source_id, offset, head_len, head_hash, tail_len, tail_hash,
+                     mtime_ns, held_back, held_back_prefix, updated_ms) VALUES
+                     (2, 0, 0, 0, 0, 0, 400000000, 0, x'', 0),
+                     (3, 0, 0, 0, 0, 0, NULL, 0, x'', 0);",
+            )
+            .unwrap();
+        crate::consumers::sessions::store::attach(&archive).unwrap();
+        (dir, archive)
+    }
+
+    /// The ids of `list`, in its order.
+    fn ids(list: &[Session]) -> Vec<&str> {
+        list.iter().map(|s| s.id.as_str()).collect()
+    }
+
+    // `sessions` chooses a page from the sessions' times alone, then reads its rows whole: a
+    // page must be a cut of the whole rows in their order and window, for sessions whose times
+    // are their sources' as for those with their own.
+    #[test]
+    fn pages_are_cut_from_the_whole_rows_in_their_order_and_window() {
+        let (_dir, mut archive) = archive_of_sessions();
+        let all = sessions(&mut archive, &Filter::default()).unwrap();
+        assert_eq!(ids(&all), ["d", "h", "c", "b", "i", "a", "g", "e"]);
+        let times: Vec<_> = all.iter().map(|s| (s.started, s.last_activity)).collect();
+        let both = |started, last| (Some(started), Some(last));
+        assert_eq!(
+            times,
+            [
+                both(10, 900),
+                both(600, 800),
+                both(300, 700),
+                both(200, 700),
+                both(20, 650),
+                both(100, 500),
+                both(250, 350),
+                (None, None)
+            ]
+        );
+        let windows = [
+            (None, None),
+            (Some(640), None),
+            (None, Some(150)),
+            (Some(640), Some(150)),
+        ];
+        for (since_ms, until_ms) in windows {
+            let in_window = |s: &&Session| {
+                since_ms.is_none_or(|t| s.last_activity.is_some_and(|l| l >= t))
+                    && until_ms.is_none_or(|t| s.started.is_some_and(|s| s < t))
+            };
+            let window: Vec<&str> = all.iter().filter(in_window).map(|s| &*s.id).collect();
+            for limit in 0..=3 {
+                // A limit of 0 lists all: one page.
+                let step = if limit == 0 { all.len() + 1 } else { limit };
+                let mut pages = Vec::new();
+                for offset in (0..=all.len()).step_by(step) {
+                    let filter = Filter {
+                        since_ms,
+                        until_ms,
+                        limit,
+                        offset,
+                        ..Filter::default()
+                    };
+                    let page = sessions(&mut archive, &filter).unwrap();
+                    pages.extend(page.into_iter().map(|s| s.id));
+                }
+                assert_eq!(
+                    pages, window,
+                    "{since_ms:?} to {until_ms:?}, {limit} a page"
+                );
+            }
+        }
+    }
 }
