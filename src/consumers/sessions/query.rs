@@ -174,46 +174,72 @@ fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<
     }
 }
 
-/// The columns of a [`Session`], from `sessions se` with what its sources say aggregated once
-/// for all sessions (`last` is the last activity), to be followed by its `WHERE`.
-const SESSION: &str = "
-    WITH files AS (
-        SELECT session, min(created) AS created, max(modified) AS modified,
-            sum(records) AS records, group_concat(path, char(0)) AS paths,
-            max(NOT gone) AS live
-        FROM (SELECT ss.session, s.records, s.path, s.gone,
-                coalesce(c.mtime_ns / 1000000, s.created_ms) AS created,
-                coalesce(c.mtime_ns / 1000000, s.last_archived_ms) AS modified
-              FROM session_sources ss JOIN sources s ON s.id = ss.source_id
-              LEFT JOIN cursors c ON c.source_id = s.id ORDER BY s.id)
-        GROUP BY session),
-    models AS (
-        SELECT session, group_concat(model, char(10)) AS models FROM session_models
-        GROUP BY session),
-    children AS (
-        SELECT machine, harness, parent, count(*) AS n FROM sessions WHERE parent IS NOT NULL
-        GROUP BY machine, harness, parent),
-    tagged AS (
-        SELECT machine, harness, session, group_concat(tag, char(10)) AS tags
-        FROM tags GROUP BY machine, harness, session)
+/// The `FROM` and `WHERE` of the sources of session `se` (`s`), each with its cursor (`c`).
+macro_rules! sources_of_se {
+    () => {
+        "session_sources ss JOIN sources s ON s.id = ss.source_id
+            LEFT JOIN cursors c ON c.source_id = s.id WHERE ss.session = se.id"
+    };
+}
+
+/// Session `se`'s first and last activity (Unix ms) as listed, the columns `started` and
+/// `last`: its records' own times, else its files' modification times (a pulled file's: when
+/// it was first and last archived). A session whose records have times reads no source.
+macro_rules! activity_sql {
+    () => {
+        concat!(
+            "coalesce(se.started_ms,
+            (SELECT min(coalesce(c.mtime_ns / 1000000, s.created_ms)) FROM ",
+            sources_of_se!(),
+            ")) AS started,
+        coalesce(se.last_ms,
+            (SELECT max(coalesce(c.mtime_ns / 1000000, s.last_archived_ms)) FROM ",
+            sources_of_se!(),
+            ")) AS last"
+        )
+    };
+}
+
+/// The columns of a [`Session`], from `sessions se` (`started` and `last` as `activity_sql!`
+/// gives them), with what its sources, models, subagents and tags say read for it alone: to
+/// be followed by its `WHERE`, which decides how many sessions are read.
+const SESSION: &str = concat!(
+    "
     SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
-        se.branch, coalesce(se.started_ms, f.created) AS started,
-        coalesce(se.last_ms, f.modified) AS last,
+        se.branch, ",
+    activity_sql!(),
+    ",
         se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
-        coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths,
-        se.machine, coalesce(se.git_remote, ps.git_remote), coalesce(f.live, 0),
-        coalesce(mk.starred, 0), t.tags, mk.note
+        coalesce((SELECT sum(s.records) FROM ",
+    sources_of_se!(),
+    "), 0),
+        (SELECT group_concat(model, char(10)) FROM session_models m WHERE m.session = se.id),
+        se.parent,
+        (SELECT count(*) FROM sessions k
+            WHERE k.machine = se.machine AND k.harness = se.harness AND k.parent = se.session),
+        (SELECT group_concat(path, char(0))
+            FROM (SELECT s.path FROM ",
+    sources_of_se!(),
+    " ORDER BY s.id)),
+        se.machine, coalesce(se.git_remote, ps.git_remote),
+        coalesce((SELECT max(NOT s.gone) FROM ",
+    sources_of_se!(),
+    "), 0),
+        coalesce(mk.starred, 0),
+        (SELECT group_concat(tag, char(10)) FROM tags t
+            WHERE t.machine = se.machine AND t.harness = se.harness AND t.session = se.session),
+        mk.note
     FROM sessions se
-    LEFT JOIN files f ON f.session = se.id
-    LEFT JOIN models m ON m.session = se.id
-    LEFT JOIN children c
-        ON c.machine = se.machine AND c.harness = se.harness AND c.parent = se.session
     LEFT JOIN pulled_sessions ps
         ON ps.machine = se.machine AND ps.harness = se.harness AND ps.session = se.session
     LEFT JOIN marks mk
-        ON mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session
-    LEFT JOIN tagged t
-        ON t.machine = se.machine AND t.harness = se.harness AND t.session = se.session";
+        ON mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session"
+);
+
+/// The order of the sessions list, over rows whose first column is the session's `id` and
+/// whose `last` is its last activity: the newest first, those without a time last, the
+/// later indexed first among those of one time.
+const NEWEST_FIRST: &str = "ORDER BY last IS NULL, last DESC, 1 DESC";
 
 fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
     let (user, assistant): (i64, i64) = (r.get(8)?, r.get(9)?);
@@ -327,13 +353,16 @@ impl Filter {
 }
 
 /// Top-level sessions (and subagents whose parent is not in the archive), newest activity
-/// first: of those active since `since_ms` and started before `until_ms`.
+/// first: of those active since `since_ms` and started before `until_ms`. The page is chosen
+/// from the sessions' times alone; only its sessions are then read whole.
 pub(crate) fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> {
     let sql = format!(
-        "SELECT * FROM ({SESSION} {LISTED})
-         WHERE (:since IS NULL OR last >= :since) AND (:until IS NULL OR started < :until)
-         ORDER BY last IS NULL, last DESC, 1 DESC
-         LIMIT :limit OFFSET :offset"
+        "WITH page AS (
+             SELECT id FROM (SELECT se.id, {activity} FROM sessions se {LISTED})
+             WHERE (:since IS NULL OR last >= :since) AND (:until IS NULL OR started < :until)
+             {NEWEST_FIRST} LIMIT :limit OFFSET :offset)
+         {SESSION} WHERE se.id IN page {NEWEST_FIRST}",
+        activity = activity_sql!()
     );
     let (limit, offset) = (filter.sql_limit(), filter.offset as i64);
     let mut args = filter.listed().to_vec();
