@@ -174,46 +174,72 @@ fn rfc3339<S: serde::Serializer>(ms: &Option<i64>, s: S) -> std::result::Result<
     }
 }
 
-/// The columns of a [`Session`], from `sessions se` with what its sources say aggregated once
-/// for all sessions (`last` is the last activity), to be followed by its `WHERE`.
-const SESSION: &str = "
-    WITH files AS (
-        SELECT session, min(created) AS created, max(modified) AS modified,
-            sum(records) AS records, group_concat(path, char(0)) AS paths,
-            max(NOT gone) AS live
-        FROM (SELECT ss.session, s.records, s.path, s.gone,
-                coalesce(c.mtime_ns / 1000000, s.created_ms) AS created,
-                coalesce(c.mtime_ns / 1000000, s.last_archived_ms) AS modified
-              FROM session_sources ss JOIN sources s ON s.id = ss.source_id
-              LEFT JOIN cursors c ON c.source_id = s.id ORDER BY s.id)
-        GROUP BY session),
-    models AS (
-        SELECT session, group_concat(model, char(10)) AS models FROM session_models
-        GROUP BY session),
-    children AS (
-        SELECT machine, harness, parent, count(*) AS n FROM sessions WHERE parent IS NOT NULL
-        GROUP BY machine, harness, parent),
-    tagged AS (
-        SELECT machine, harness, session, group_concat(tag, char(10)) AS tags
-        FROM tags GROUP BY machine, harness, session)
+/// The `FROM` and `WHERE` of the sources of session `se` (`s`), each with its cursor (`c`).
+macro_rules! sources_of_se {
+    () => {
+        "session_sources ss JOIN sources s ON s.id = ss.source_id
+            LEFT JOIN cursors c ON c.source_id = s.id WHERE ss.session = se.id"
+    };
+}
+
+/// Session `se`'s first and last activity (Unix ms) as listed, the columns `started` and
+/// `last`: its records' own times, else its files' modification times (a pulled file's: when
+/// it was first and last archived). A session whose records have times reads no source.
+macro_rules! activity_sql {
+    () => {
+        concat!(
+            "coalesce(se.started_ms,
+            (SELECT min(coalesce(c.mtime_ns / 1000000, s.created_ms)) FROM ",
+            sources_of_se!(),
+            ")) AS started,
+        coalesce(se.last_ms,
+            (SELECT max(coalesce(c.mtime_ns / 1000000, s.last_archived_ms)) FROM ",
+            sources_of_se!(),
+            ")) AS last"
+        )
+    };
+}
+
+/// The columns of a [`Session`], from `sessions se` (`started` and `last` as `activity_sql!`
+/// gives them), with what its sources, models, subagents and tags say read for it alone: to
+/// be followed by its `WHERE`, which decides how many sessions are read.
+const SESSION: &str = concat!(
+    "
     SELECT se.id, se.session, se.harness, se.project, coalesce(se.agent_title, se.first_prompt),
-        se.branch, coalesce(se.started_ms, f.created) AS started,
-        coalesce(se.last_ms, f.modified) AS last,
+        se.branch, ",
+    activity_sql!(),
+    ",
         se.user_messages, se.assistant_messages, se.compactions, se.unparsed,
-        coalesce(f.records, 0), m.models, se.parent, coalesce(c.n, 0), f.paths,
-        se.machine, coalesce(se.git_remote, ps.git_remote), coalesce(f.live, 0),
-        coalesce(mk.starred, 0), t.tags, mk.note
+        coalesce((SELECT sum(s.records) FROM ",
+    sources_of_se!(),
+    "), 0),
+        (SELECT group_concat(model, char(10)) FROM session_models m WHERE m.session = se.id),
+        se.parent,
+        (SELECT count(*) FROM sessions k
+            WHERE k.machine = se.machine AND k.harness = se.harness AND k.parent = se.session),
+        (SELECT group_concat(path, char(0))
+            FROM (SELECT s.path FROM ",
+    sources_of_se!(),
+    " ORDER BY s.id)),
+        se.machine, coalesce(se.git_remote, ps.git_remote),
+        coalesce((SELECT max(NOT s.gone) FROM ",
+    sources_of_se!(),
+    "), 0),
+        coalesce(mk.starred, 0),
+        (SELECT group_concat(tag, char(10)) FROM tags t
+            WHERE t.machine = se.machine AND t.harness = se.harness AND t.session = se.session),
+        mk.note
     FROM sessions se
-    LEFT JOIN files f ON f.session = se.id
-    LEFT JOIN models m ON m.session = se.id
-    LEFT JOIN children c
-        ON c.machine = se.machine AND c.harness = se.harness AND c.parent = se.session
     LEFT JOIN pulled_sessions ps
         ON ps.machine = se.machine AND ps.harness = se.harness AND ps.session = se.session
     LEFT JOIN marks mk
-        ON mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session
-    LEFT JOIN tagged t
-        ON t.machine = se.machine AND t.harness = se.harness AND t.session = se.session";
+        ON mk.machine = se.machine AND mk.harness = se.harness AND mk.session = se.session"
+);
+
+/// The order of the sessions list, over rows whose first column is the session's `id` and
+/// whose `last` is its last activity: the newest first, those without a time last, the
+/// later indexed first among those of one time.
+const NEWEST_FIRST: &str = "ORDER BY last IS NULL, last DESC, 1 DESC";
 
 fn session_row(r: &rusqlite::Row) -> rusqlite::Result<Session> {
     let (user, assistant): (i64, i64) = (r.get(8)?, r.get(9)?);
@@ -327,13 +353,16 @@ impl Filter {
 }
 
 /// Top-level sessions (and subagents whose parent is not in the archive), newest activity
-/// first: of those active since `since_ms` and started before `until_ms`.
+/// first: of those active since `since_ms` and started before `until_ms`. The page is chosen
+/// from the sessions' times alone; only its sessions are then read whole.
 pub(crate) fn sessions(archive: &mut Archive, filter: &Filter) -> Result<Vec<Session>> {
     let sql = format!(
-        "SELECT * FROM ({SESSION} {LISTED})
-         WHERE (:since IS NULL OR last >= :since) AND (:until IS NULL OR started < :until)
-         ORDER BY last IS NULL, last DESC, 1 DESC
-         LIMIT :limit OFFSET :offset"
+        "WITH page AS (
+             SELECT id FROM (SELECT se.id, {activity} FROM sessions se {LISTED})
+             WHERE (:since IS NULL OR last >= :since) AND (:until IS NULL OR started < :until)
+             {NEWEST_FIRST} LIMIT :limit OFFSET :offset)
+         {SESSION} WHERE se.id IN page {NEWEST_FIRST}",
+        activity = activity_sql!()
     );
     let (limit, offset) = (filter.sql_limit(), filter.offset as i64);
     let mut args = filter.listed().to_vec();
@@ -761,5 +790,111 @@ mod tests {
             pieces,
             [(p("/a"), vec![(1, 0), (3, 0)]), (p("/b"), vec![(5, 0)])]
         );
+    }
+
+    /// An archive whose index holds Codex sessions `a` to `i`, listed in the order `d` (its
+    /// sources' last time 900), `h` (800), `c` and `b` (700: the later indexed first), `i`
+    /// (650), `a` (500), `g` (350: a subagent whose parent is not in the archive) and `e` (no
+    /// time). `b`, `d`, `e`, `g` and `i` lack times of their own, as a session whose records
+    /// carry none does: theirs are their sources' (a file's modification time, else when the
+    /// source was first and last archived). `f`, a subagent of `a`, is not listed.
+    fn archive_of_sessions() -> (tempfile::TempDir, Archive) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("a.db");
+        let mut archive = Archive::open(&db).unwrap();
+        let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
+        index
+            .execute_batch(
+                "INSERT INTO sessions (id, harness, session, parent, started_ms, last_ms) VALUES
+                     (1, 'codex', 'a', NULL, 100, 500), (2, 'codex', 'b', NULL, NULL, NULL),
+                     (3, 'codex', 'c', NULL, 300, 700), (4, 'codex', 'd', NULL, NULL, NULL),
+                     (5, 'codex', 'e', NULL, NULL, NULL), (6, 'codex', 'f', 'a', 150, 450),
+                     (7, 'codex', 'g', 'z', NULL, NULL), (8, 'codex', 'h', NULL, 600, 800),
+                     (9, 'codex', 'i', NULL, NULL, 650);
+                 INSERT INTO session_sources (source_id, session) VALUES
+                     (1, 2), (2, 4), (3, 4), (4, 7), (5, 9);",
+            )
+            .unwrap();
+        archive
+            .connection()
+            .execute_batch(
+                "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms,
+                     last_archived_ms) VALUES
+                     (1, 1, 1, x'2f62', 'codex', 0, 0, 200, 700),
+                     (2, 1, 2, x'2f64', 'codex', 0, 0, 50, 60),
+                     (3, 1, 3, x'2f6432', 'codex', 0, 0, 10, 900),
+                     (4, 1, 4, x'2f67', 'codex', 0, 0, 250, 350),
+                     (5, 1, 5, x'2f69', 'codex', 0, 0, 20, 30);
+                 INSERT INTO cursors (source_id, offset, head_len, head_hash, tail_len, tail_hash,
+                     mtime_ns, held_back, held_back_prefix, updated_ms) VALUES
+                     (2, 0, 0, 0, 0, 0, 400000000, 0, x'', 0),
+                     (3, 0, 0, 0, 0, 0, NULL, 0, x'', 0);",
+            )
+            .unwrap();
+        crate::consumers::sessions::store::attach(&archive).unwrap();
+        (dir, archive)
+    }
+
+    /// The ids of `list`, in its order.
+    fn ids(list: &[Session]) -> Vec<&str> {
+        list.iter().map(|s| s.id.as_str()).collect()
+    }
+
+    // `sessions` chooses a page from the sessions' times alone, then reads its rows whole: a
+    // page must be a cut of the whole rows in their order and window, for sessions whose times
+    // are their sources' as for those with their own.
+    #[test]
+    fn pages_are_cut_from_the_whole_rows_in_their_order_and_window() {
+        let (_dir, mut archive) = archive_of_sessions();
+        let all = sessions(&mut archive, &Filter::default()).unwrap();
+        assert_eq!(ids(&all), ["d", "h", "c", "b", "i", "a", "g", "e"]);
+        let times: Vec<_> = all.iter().map(|s| (s.started, s.last_activity)).collect();
+        let both = |started, last| (Some(started), Some(last));
+        assert_eq!(
+            times,
+            [
+                both(10, 900),
+                both(600, 800),
+                both(300, 700),
+                both(200, 700),
+                both(20, 650),
+                both(100, 500),
+                both(250, 350),
+                (None, None)
+            ]
+        );
+        let windows = [
+            (None, None),
+            (Some(640), None),
+            (None, Some(150)),
+            (Some(640), Some(150)),
+        ];
+        for (since_ms, until_ms) in windows {
+            let in_window = |s: &&Session| {
+                since_ms.is_none_or(|t| s.last_activity.is_some_and(|l| l >= t))
+                    && until_ms.is_none_or(|t| s.started.is_some_and(|s| s < t))
+            };
+            let window: Vec<&str> = all.iter().filter(in_window).map(|s| &*s.id).collect();
+            for limit in 0..=3 {
+                // A limit of 0 lists all: one page.
+                let step = if limit == 0 { all.len() + 1 } else { limit };
+                let mut pages = Vec::new();
+                for offset in (0..=all.len()).step_by(step) {
+                    let filter = Filter {
+                        since_ms,
+                        until_ms,
+                        limit,
+                        offset,
+                        ..Filter::default()
+                    };
+                    let page = sessions(&mut archive, &filter).unwrap();
+                    pages.extend(page.into_iter().map(|s| s.id));
+                }
+                assert_eq!(
+                    pages, window,
+                    "{since_ms:?} to {until_ms:?}, {limit} a page"
+                );
+            }
+        }
     }
 }
