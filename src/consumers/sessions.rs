@@ -53,6 +53,16 @@ const GATHER: Duration = Duration::from_millis(200);
 const TRANSACTION_TIME: Duration = Duration::from_secs(2);
 const TRANSACTION_BYTES: usize = BATCH_BYTES;
 
+/// Once this many bytes of records have been indexed since the full-text index's segments were
+/// last merged (by this process), they are merged into one when the index next has nothing to
+/// do: at the end of a catch-up or a `run --once`, or when the daemon's index waits for
+/// records. A backfill leaves FTS5's own merging (`automerge`) with a dozen segments or more,
+/// and a query reads each of its terms in every segment: a prefix that stands for 256 terms
+/// (`re*`) took a third less time over one (BENCHMARKS.md). Merging rewrites the whole index,
+/// in about a tenth of the time it took to build (half a second for 54 MB): after a backfill,
+/// and after every such amount of live records (days of a heavy user's), not more often.
+const MERGE_AFTER: usize = 32 << 20;
+
 /// The searchable text of one message is cut at this many bytes.
 const BODY_LIMIT: usize = 1 << 20;
 
@@ -79,6 +89,8 @@ pub(crate) struct Indexer {
     archive: Archive,
     /// The session each source's records belong to, as decided.
     sessions: HashMap<SourceId, i64>,
+    /// Bytes of records indexed since the segments were merged ([`MERGE_AFTER`]).
+    unmerged: usize,
 }
 
 impl Indexer {
@@ -89,6 +101,7 @@ impl Indexer {
             conn: store::open_to_write(db)?,
             archive: Archive::open_existing(db)?,
             sessions: HashMap::new(),
+            unmerged: 0,
         })
     }
 
@@ -150,11 +163,31 @@ impl Indexer {
         })();
         let n = self.db(result)?;
         self.sessions.extend(decided);
+        self.unmerged += rows[..n].iter().map(|r| r.row.record.len()).sum::<usize>();
         Ok(n)
+    }
+
+    /// Merges the full-text index's segments into one if [`MERGE_AFTER`] bytes of records
+    /// have been indexed since they last were: FTS5's `optimize`, one transaction. Readers
+    /// read the index as it was meanwhile; a record to index waits for it.
+    pub(crate) fn merge_when_grown(&mut self) -> Result<()> {
+        if self.unmerged < MERGE_AFTER {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let optimize = "INSERT INTO message_text (message_text) VALUES ('optimize')";
+        self.db(self.conn.execute_batch(optimize))?;
+        self.unmerged = 0;
+        log::info!(
+            "session index: search segments merged into one in {} ms",
+            started.elapsed().as_millis()
+        );
+        Ok(())
     }
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
     /// pages; `progress(done, last)` is called after each page. Returns how many were indexed.
+    /// The segments are merged at the end when it indexed enough ([`MERGE_AFTER`]).
     ///
     /// The pages are read, cut and parsed on a thread of their own, a page ahead: on a machine
     /// with a core to spare, the index's thread only writes.
@@ -186,6 +219,7 @@ impl Indexer {
             }
             Ok(count)
         })
+        .and_then(|count| self.merge_when_grown().map(|()| count))
     }
 }
 
@@ -668,6 +702,7 @@ impl IndexFollower<'_> {
         let wait = |f: &Self| !f.yields || f.wait_out_backfill(LONGEST_BACKFILL_WAIT);
         while !self.stopping() && wait(self) {
             let Some(batch) = next_batch(&mut follower)? else {
+                share.merge_when_grown()?;
                 if follower.ended() {
                     return Ok(());
                 }
@@ -882,6 +917,54 @@ mod tests {
             data_rows < 20,
             "{data_rows} rows of segments for 200 messages"
         );
+    }
+
+    /// Segments are merged into one once enough was indexed since they last were, not before.
+    #[test]
+    fn the_search_segments_are_merged_into_one_once_enough_was_indexed() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("archive.db");
+        drop(Archive::open(&db).unwrap());
+        let mut indexer = Indexer::open(&db).unwrap();
+        (indexer.conn)
+            .execute_batch(
+                "INSERT INTO message_text (message_text, rank) VALUES ('automerge', 0);
+                 INSERT INTO message_text (message_text, rank) VALUES ('crisismerge', 2000);",
+            )
+            .unwrap();
+        let row = |seq: i64| {
+            ExportRow {
+            seq,
+            source: 1,
+            harness: "claude-code".into(),
+            path: "/h/.claude/projects/-h-app/5f1e.jsonl".into(),
+            generation: 0,
+            offset: seq as u64 * 100,
+            record: format!(
+                r#"{{"type":"user","uuid":"u{seq}","sessionId":"5f1e","message":{{"role":"user","content":"word{seq}"}}}}"#
+            )
+            .into_bytes(),
+        }
+        };
+        for seq in 1..=5 {
+            indexer.index(&ready([row(seq)])).unwrap();
+        }
+        let count = |indexer: &Indexer, sql: &str| -> i64 {
+            indexer.conn.query_row(sql, [], |r| r.get(0)).unwrap()
+        };
+        let segments = "SELECT count(DISTINCT segid) FROM message_text_idx";
+        assert_eq!(count(&indexer, segments), 5, "a segment a transaction");
+        indexer.merge_when_grown().unwrap();
+        assert_eq!(count(&indexer, segments), 5, "too little indexed to merge");
+        indexer.unmerged = MERGE_AFTER - 1;
+        indexer.index(&ready([row(6)])).unwrap();
+        indexer.merge_when_grown().unwrap();
+        assert_eq!(count(&indexer, segments), 1);
+        let hits = "SELECT count(*) FROM message_text WHERE message_text MATCH 'word3 OR word6'";
+        assert_eq!(count(&indexer, hits), 2);
+        indexer.index(&ready([row(7)])).unwrap();
+        indexer.merge_when_grown().unwrap();
+        assert_eq!(count(&indexer, segments), 2, "counted again from the merge");
     }
 
     /// A session's row is written once per transaction, from what its records said folded

@@ -137,6 +137,13 @@ impl Share {
         Ok(())
     }
 
+    /// [`Indexer::merge_when_grown`], on this thread.
+    pub(super) fn merge_when_grown(&mut self) -> Result<()> {
+        (self.indexer.as_mut())
+            .expect("the indexer is here between jobs")
+            .merge_when_grown()
+    }
+
     /// Runs `job` where [`Place`] says, and decides where the next goes; gives the job's rows
     /// back.
     fn run(&mut self, job: Job) -> (Vec<Ready>, Result<usize>) {
