@@ -31,8 +31,16 @@ pub(crate) struct Hit {
 }
 
 /// How many of the newest matching messages a search ranks: ranking scores every message it
-/// is given, and a word in most messages would make it score them all.
+/// is given, for each term of the query, and a word in most messages would make it score them
+/// all. A query of more than [`RANKED_TERMS`] terms (a short prefix stands for up to
+/// [`PREFIX_TERMS`]) ranks fewer in proportion, for the same work ([`ranked_of`]).
 const RANKED: i64 = 2_000;
+const RANKED_TERMS: usize = 32;
+
+/// How many of the newest matches a search ranks when its words stand for `terms` terms.
+fn ranked_of(terms: usize) -> i64 {
+    RANKED * RANKED_TERMS as i64 / terms.max(RANKED_TERMS) as i64
+}
 
 /// The `FROM` and `WHERE` of a search: matches of `?1`, filtered by harness (`?2`), project
 /// (`?3`), time (`?4`), machine (`?7`), a star (`?8`) and a tag (`?9`), from message `?5` on.
@@ -52,7 +60,7 @@ const MATCHES: &str = concat!(
 
 /// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
 /// parentheses; other punctuation is taken literally), best first as [`rank`] orders them;
-/// when more than [`RANKED`] match, the newest of them. Matches are marked with `open` and
+/// when more than [`RANKED`] match, the newest of them ([`ranked_of`]). Matches are marked with `open` and
 /// `close` in the snippet, which is made from the message redacted by `redactor`, if given
 /// (a secret cut by the snippet's edge would no longer be found).
 ///
@@ -110,7 +118,7 @@ pub(crate) fn search(
         filter,
         marks,
         redactor,
-        RANKED,
+        ranked_of(counted.len()),
     );
     let result = ranked.map(|mut hits| {
         for hit in &mut hits {
@@ -710,6 +718,14 @@ mod tests {
                 .unwrap();
         }
         (dir, index)
+    }
+
+    #[test]
+    fn a_query_of_many_terms_ranks_fewer_matches_for_the_same_work() {
+        assert_eq!(ranked_of(0), RANKED);
+        assert_eq!(ranked_of(RANKED_TERMS), RANKED);
+        assert_eq!(ranked_of(2 * RANKED_TERMS), RANKED / 2);
+        assert_eq!(ranked_of(PREFIX_TERMS), 250);
     }
 
     #[test]
