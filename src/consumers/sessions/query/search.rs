@@ -60,9 +60,9 @@ const MATCHES: &str = concat!(
 
 /// The messages matching `query` (FTS5 syntax: words, "phrases", prefix*, AND, OR, NOT,
 /// parentheses; other punctuation is taken literally), best first as [`rank`] orders them;
-/// when more than [`RANKED`] match, the newest of them ([`ranked_of`]). Matches are marked with `open` and
-/// `close` in the snippet, which is made from the message redacted by `redactor`, if given
-/// (a secret cut by the snippet's edge would no longer be found).
+/// when more than [`RANKED`] match, the newest of them ([`ranked_of`]). Matches are marked
+/// with `open` and `close` in the snippet, which is made from the message redacted by
+/// `redactor`, if given (a secret cut by the snippet's edge would no longer be found).
 ///
 /// With `stem`, a word stands for the indexed words of its stem as well (see [`stem_terms`]).
 pub(crate) fn search(
@@ -402,9 +402,10 @@ fn fts_word(word: &str, expand: &mut dyn FnMut(Word) -> Option<String>) -> Strin
 type Term = (String, i64);
 
 /// The indexed terms that start with `stem` (folded as the index folds text), with their rows,
-/// the [`PREFIX_TERMS`] commonest when there are more; the search takes an OR of them. FTS5 answers a prefix by merging
-/// the postings of all its terms before it returns a row; an OR of the same terms is merged
-/// as it is read, so that a search that keeps the newest matches stops early. `None` when
+/// the [`PREFIX_TERMS`] commonest when there are more; the search takes an OR of them. FTS5
+/// answers a prefix by merging the postings of all its terms before it returns a row; an OR
+/// of the same terms is merged as it is read, so that a search that keeps the newest matches
+/// stops early. `None` when
 /// `stem` is not one term, or no term starts with it.
 fn prefix_terms(conn: &Connection, stem: &str) -> rusqlite::Result<Option<Vec<Term>>> {
     let Some(folded) = fold(conn, stem)? else {
