@@ -46,7 +46,7 @@
 //!
 //! The types every stage shares (sources, cursors, records, rejects) live in `domain`, and
 //! system calls beyond std's in `platform::sys`, as safe calls on rustix; `platform::fts5`
-//! registers the session index's tokenizer through FTS5's C API. `unsafe` is denied
+//! registers the session index's tokenizer and ranking through FTS5's C API. `unsafe` is denied
 //! everywhere but in those two and in the SIMD code of `read::record`.
 #![warn(missing_docs)]
 #![deny(unsafe_code)]

@@ -1,5 +1,5 @@
-//! The platform under every stage: system calls beyond std's (`sys`), a tokenizer for SQLite's
-//! full-text index through its C API (`fts5`; these two are the only modules with `unsafe`
+//! The platform under every stage: system calls beyond std's (`sys`), a tokenizer and a
+//! ranking for SQLite's full-text index through its C API (`fts5`; these two are the only modules with `unsafe`
 //! outside the SIMD code), the home and XDG directories, log formatting, and the doorbell the
 //! daemon's threads wait on.
 

@@ -1,9 +1,10 @@
 //! A tokenizer of the project's own for SQLite's full-text index, through FTS5's C API (which
-//! rusqlite does not wrap; the only `unsafe` here is that API's). It wraps FTS5's built-in
+//! rusqlite does not wrap; the only `unsafe` here is that API's), and a ranking (`bm25`). It
+//! wraps FTS5's built-in
 //! `unicode61`: a [`Split`] function cuts the text into pieces, and each piece is either
 //! given to `unicode61` (with the arguments the table names, such as `remove_diacritics 2`)
 //! or is a term as it is. Offsets are the text's own, so snippets mark what was matched.
-#![allow(unsafe_code)] // FTS5's tokenizer API is C only: rusqlite has no wrapper for it
+#![allow(unsafe_code)] // FTS5's API is C only: rusqlite has no wrapper for it
 
 use rusqlite::Connection;
 use rusqlite::ffi;
@@ -112,7 +113,7 @@ fn fts5_api(conn: &Connection) -> rusqlite::Result<*mut ffi::fts5_api> {
 fn misuse(why: &str) -> rusqlite::Error {
     rusqlite::Error::SqliteFailure(
         ffi::Error::new(ffi::SQLITE_MISUSE),
-        Some(format!("fts5 tokenizer: {why}")),
+        Some(format!("fts5: {why}")),
     )
 }
 

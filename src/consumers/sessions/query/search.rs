@@ -32,12 +32,15 @@ pub(crate) struct Hit {
 
 /// How many of the newest matching messages a search ranks: ranking scores every message it
 /// is given, for each term of the query, and a word in most messages would make it score them
-/// all. A query of more than [`RANKED_TERMS`] terms (a short prefix stands for up to
-/// [`PREFIX_TERMS`]) ranks fewer in proportion, for the same work ([`ranked_of`]).
+/// all.
 const RANKED: i64 = 2_000;
+/// A query whose prefixes and stems stand for more terms than this (a short prefix stands for
+/// up to [`PREFIX_TERMS`]) ranks fewer than [`RANKED`], in proportion, for the same work
+/// ([`ranked_of`]).
 const RANKED_TERMS: usize = 32;
 
-/// How many of the newest matches a search ranks when its words stand for `terms` terms.
+/// How many of the newest matches a search ranks when its prefixes and stems stand for `terms`
+/// terms.
 fn ranked_of(terms: usize) -> i64 {
     RANKED * RANKED_TERMS as i64 / terms.max(RANKED_TERMS) as i64
 }
