@@ -54,14 +54,21 @@ const TRANSACTION_TIME: Duration = Duration::from_secs(2);
 const TRANSACTION_BYTES: usize = BATCH_BYTES;
 
 /// Once this many bytes of records have been indexed since the full-text index's segments were
-/// last merged (by this process), they are merged into one when the index next has nothing to
-/// do: at the end of a catch-up or a `run --once`, or when the daemon's index waits for
-/// records. A backfill leaves FTS5's own merging (`automerge`) with a dozen segments or more,
-/// and a query reads each of its terms in every segment: a prefix that stands for 256 terms
-/// (`re*`) took a third less time over one (BENCHMARKS.md). Merging rewrites the whole index,
-/// in about a tenth of the time it took to build (half a second for 54 MB): after a backfill,
-/// and after every such amount of live records (days of a heavy user's), not more often.
+/// last merged (by this process), and twice the index file's size, they are merged into one
+/// when the index next has nothing to do: at the end of a catch-up or a `run --once`, or when
+/// the daemon's index waits for records. A backfill leaves FTS5's own merging (`automerge`)
+/// with a dozen segments or more, and a query reads each of its terms in every segment: a
+/// prefix that stands for 256 terms (`re*`) took a fifth less time over one (BENCHMARKS.md).
+/// Merging rewrites the whole index, in about a tenth of the time it took to build (half a
+/// second for 54 MB): so after a backfill, and then each time the index has grown by about
+/// half, which keeps the bytes merging writes in proportion to those indexed.
 const MERGE_AFTER: usize = 32 << 20;
+
+/// Whether the segments are to be merged after `unmerged` bytes of records were indexed since
+/// they last were, the index file being of `index_bytes` ([`MERGE_AFTER`]).
+fn merge_due(unmerged: usize, index_bytes: i64) -> bool {
+    unmerged >= MERGE_AFTER && unmerged as i64 >= 2 * index_bytes
+}
 
 /// The searchable text of one message is cut at this many bytes.
 const BODY_LIMIT: usize = 1 << 20;
@@ -167,22 +174,34 @@ impl Indexer {
         Ok(n)
     }
 
-    /// Merges the full-text index's segments into one if [`MERGE_AFTER`] bytes of records
-    /// have been indexed since they last were: FTS5's `optimize`, one transaction. Readers
-    /// read the index as it was meanwhile; a record to index waits for it.
-    pub(crate) fn merge_when_grown(&mut self) -> Result<()> {
-        if self.unmerged < MERGE_AFTER {
-            return Ok(());
+    /// Merges the full-text index's segments into one if enough records have been indexed
+    /// since they last were ([`MERGE_AFTER`]): FTS5's `optimize`, one transaction, then the
+    /// write-ahead log it filled emptied when no reader holds it. Readers read the index as it
+    /// was meanwhile; a record to index waits for it. A merge that fails is logged and left
+    /// for the next time: the index is whole without it.
+    pub(crate) fn merge_when_grown(&mut self) {
+        if !merge_due(self.unmerged, 0) {
+            return;
         }
-        let started = Instant::now();
-        let optimize = "INSERT INTO message_text (message_text) VALUES ('optimize')";
-        self.db(self.conn.execute_batch(optimize))?;
+        let size = "SELECT page_count * page_size FROM pragma_page_count, pragma_page_size";
+        match self.conn.query_row(size, [], |r| r.get::<_, i64>(0)) {
+            Ok(bytes) if !merge_due(self.unmerged, bytes) => return,
+            Ok(_) => {}
+            Err(e) => log::warn!("session index: cannot read its size ({e}); merging"),
+        }
         self.unmerged = 0;
-        log::info!(
-            "session index: search segments merged into one in {} ms",
-            started.elapsed().as_millis()
-        );
-        Ok(())
+        let started = Instant::now();
+        let optimize = "INSERT INTO message_text (message_text) VALUES ('optimize');
+                        PRAGMA wal_checkpoint(TRUNCATE);";
+        match self.conn.execute_batch(optimize) {
+            Ok(()) => log::info!(
+                "session index: search segments merged into one in {} ms",
+                started.elapsed().as_millis()
+            ),
+            Err(e) => log::warn!(
+                "session index: cannot merge its search segments ({e}); searches read them all"
+            ),
+        }
     }
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
@@ -219,7 +238,7 @@ impl Indexer {
             }
             Ok(count)
         })
-        .and_then(|count| self.merge_when_grown().map(|()| count))
+        .inspect(|_| self.merge_when_grown())
     }
 }
 
@@ -702,7 +721,9 @@ impl IndexFollower<'_> {
         let wait = |f: &Self| !f.yields || f.wait_out_backfill(LONGEST_BACKFILL_WAIT);
         while !self.stopping() && wait(self) {
             let Some(batch) = next_batch(&mut follower)? else {
-                share.merge_when_grown()?;
+                if !self.stopping() {
+                    share.merge_when_grown();
+                }
                 if follower.ended() {
                     return Ok(());
                 }
@@ -954,17 +975,23 @@ mod tests {
         };
         let segments = "SELECT count(DISTINCT segid) FROM message_text_idx";
         assert_eq!(count(&indexer, segments), 5, "a segment a transaction");
-        indexer.merge_when_grown().unwrap();
+        indexer.merge_when_grown();
         assert_eq!(count(&indexer, segments), 5, "too little indexed to merge");
         indexer.unmerged = MERGE_AFTER - 1;
         indexer.index(&ready([row(6)])).unwrap();
-        indexer.merge_when_grown().unwrap();
+        indexer.merge_when_grown();
         assert_eq!(count(&indexer, segments), 1);
         let hits = "SELECT count(*) FROM message_text WHERE message_text MATCH 'word3 OR word6'";
         assert_eq!(count(&indexer, hits), 2);
         indexer.index(&ready([row(7)])).unwrap();
-        indexer.merge_when_grown().unwrap();
+        indexer.merge_when_grown();
         assert_eq!(count(&indexer, segments), 2, "counted again from the merge");
+        let gib: i64 = 1 << 30;
+        assert!(
+            !merge_due(MERGE_AFTER, gib / 2 + 1),
+            "less than twice the index's size"
+        );
+        assert!(merge_due(gib as usize, gib / 2));
     }
 
     /// A session's row is written once per transaction, from what its records said folded

@@ -17,6 +17,7 @@
 //!   machine.)
 //! - Where that wait cannot be read (no `/proc/thread-self/schedstat`: not Linux, or a kernel
 //!   without scheduler statistics), there is no helper: nothing would tell that it starves.
+//! - Merging the search segments after a backfill is done on the index's own thread too.
 //! - Reading and parsing the records to index is done on the index's own thread, before a
 //!   job is given out (a `reindex` reads and parses on a reader thread instead, a page ahead:
 //!   [`super::Indexer::catch_up`]).
@@ -137,11 +138,12 @@ impl Share {
         Ok(())
     }
 
-    /// [`Indexer::merge_when_grown`], on this thread.
-    pub(super) fn merge_when_grown(&mut self) -> Result<()> {
+    /// [`Indexer::merge_when_grown`], on the index's own thread: once after a backfill, and
+    /// rarely after (its time is a tenth of the index's build).
+    pub(super) fn merge_when_grown(&mut self) {
         (self.indexer.as_mut())
             .expect("the indexer is here between jobs")
-            .merge_when_grown()
+            .merge_when_grown();
     }
 
     /// Runs `job` where [`Place`] says, and decides where the next goes; gives the job's rows
