@@ -896,6 +896,30 @@ mod tests {
         assert!(!follower.wait_out_backfill(longest), "the daemon stops");
     }
 
+    /// Record `seq` of a Claude Code transcript of session `5f1e`, as the archive exports it.
+    fn claude_row(seq: i64, record: String) -> ExportRow {
+        ExportRow {
+            seq,
+            source: 1,
+            harness: "claude-code".into(),
+            path: "/h/.claude/projects/-h-app/5f1e.jsonl".into(),
+            generation: 0,
+            offset: seq as u64 * 1000,
+            record: record.into_bytes(),
+        }
+    }
+
+    /// Stops FTS5 merging `indexer`'s segments, so that every segment written stays to be
+    /// counted.
+    fn no_merges(indexer: &Indexer) {
+        (indexer.conn)
+            .execute_batch(
+                "INSERT INTO message_text (message_text, rank) VALUES ('automerge', 0);
+                 INSERT INTO message_text (message_text, rank) VALUES ('crisismerge', 2000);",
+            )
+            .unwrap();
+    }
+
     /// Pins why a transaction's text is inserted after its other statements: FTS5 writes
     /// what it holds as a new segment at every statement savepoint, and inserting a message
     /// opens one, so text inserted between messages made a segment (a leaf row at least) per
@@ -907,26 +931,13 @@ mod tests {
         drop(Archive::open(&db).unwrap());
         let mut indexer = Indexer::open(&db).unwrap();
         let rows: Vec<ExportRow> = (1..=200)
-            .map(|seq| ExportRow {
-                seq,
-                source: 1,
-                harness: "claude-code".into(),
-                path: "/h/.claude/projects/-h-app/5f1e.jsonl".into(),
-                generation: 0,
-                offset: seq as u64 * 100,
-                record: format!(
+            .map(|seq| {
+                claude_row(seq, format!(
                     r#"{{"type":"assistant","uuid":"u{seq}","cwd":"/h/app","gitBranch":"main","sessionId":"5f1e","timestamp":"2026-11-30T10:00:00.000Z","message":{{"model":"m1","content":"word{seq} and more"}}}}"#
-                )
-                .into_bytes(),
+                ))
             })
             .collect();
-        // No merges: every segment written stays to be counted.
-        (indexer.conn)
-            .execute_batch(
-                "INSERT INTO message_text (message_text, rank) VALUES ('automerge', 0);
-                 INSERT INTO message_text (message_text, rank) VALUES ('crisismerge', 2000);",
-            )
-            .unwrap();
+        no_merges(&indexer);
         let rows = ready(rows);
         assert_eq!(indexer.index_some(&rows).unwrap(), rows.len());
         let count = |sql: &str| -> i64 { indexer.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
@@ -947,25 +958,12 @@ mod tests {
         let db = dir.path().join("archive.db");
         drop(Archive::open(&db).unwrap());
         let mut indexer = Indexer::open(&db).unwrap();
-        (indexer.conn)
-            .execute_batch(
-                "INSERT INTO message_text (message_text, rank) VALUES ('automerge', 0);
-                 INSERT INTO message_text (message_text, rank) VALUES ('crisismerge', 2000);",
-            )
-            .unwrap();
+        no_merges(&indexer);
         let row = |seq: i64| {
-            ExportRow {
-            seq,
-            source: 1,
-            harness: "claude-code".into(),
-            path: "/h/.claude/projects/-h-app/5f1e.jsonl".into(),
-            generation: 0,
-            offset: seq as u64 * 100,
-            record: format!(
-                r#"{{"type":"user","uuid":"u{seq}","sessionId":"5f1e","message":{{"role":"user","content":"word{seq}"}}}}"#
-            )
-            .into_bytes(),
-        }
+            let content = format!("word{seq}");
+            let record = serde_json::json!({"type": "user", "uuid": format!("u{seq}"),
+                "sessionId": "5f1e", "message": {"role": "user", "content": content}});
+            claude_row(seq, record.to_string())
         };
         for seq in 1..=5 {
             indexer.index(&ready([row(seq)])).unwrap();
@@ -1010,15 +1008,7 @@ mod tests {
             r#"{"type":"assistant","uuid":"a3","sessionId":"5f1e","message":{"model":"m1","content":"again"}}"#,
         ];
         let rows = || {
-            let rows = records.iter().zip(1..).map(|(record, seq)| ExportRow {
-                seq,
-                source: 1,
-                harness: "claude-code".into(),
-                path: "/h/.claude/projects/-h-app/5f1e.jsonl".into(),
-                generation: 0,
-                offset: seq as u64 * 1000,
-                record: record.as_bytes().to_vec(),
-            });
+            let rows = (records.iter().zip(1..)).map(|(r, seq)| claude_row(seq, r.to_string()));
             ready(rows)
         };
         let sessions = |one_by_one: bool| {
