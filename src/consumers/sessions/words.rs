@@ -95,31 +95,53 @@ pub(crate) fn one_unspaced_character(word: &str) -> bool {
 /// Emits the run `run` of `text` as its overlapping pairs of characters, and (in the index)
 /// its last character at the last pair's place; false when `emit` said to stop.
 fn pairs(text: &str, run: Range<usize>, query: bool, emit: &mut dyn FnMut(Piece) -> bool) -> bool {
-    let units: Vec<Range<usize>> = (text[run.clone()].grapheme_indices(true))
-        .map(|(i, g)| run.start + i..run.start + i + g.len())
-        .collect();
-    if let [one] = &units[..] {
-        return emit(Piece::Token {
-            range: one.clone(),
-            colocated: false,
-        });
+    let part = &text[run.clone()];
+    let at = |(i, unit): (usize, &str)| run.start + i..run.start + i + unit.len();
+    // A run of ideographs, kana and Hangul syllables alone (most of Chinese, Japanese and
+    // Korean text) is a character a grapheme: no need to find where its graphemes end.
+    if part.chars().all(own_grapheme) {
+        let chars = part
+            .char_indices()
+            .map(|(i, c)| (i, &part[i..i + c.len_utf8()]));
+        emit_pairs(chars.map(at), query, emit)
+    } else {
+        emit_pairs(part.grapheme_indices(true).map(at), query, emit)
     }
-    for pair in units.windows(2) {
-        let range = pair[0].start..pair[1].end;
-        if !emit(Piece::Token {
-            range,
-            colocated: false,
-        }) {
+}
+
+/// Emits the overlapping pairs of `units` (the characters of a run, in order), and (in the
+/// index) the last at the last pair's place; a run of one character is that character alone.
+fn emit_pairs(
+    units: impl Iterator<Item = Range<usize>>,
+    query: bool,
+    emit: &mut dyn FnMut(Piece) -> bool,
+) -> bool {
+    let token = |range, colocated| Piece::Token { range, colocated };
+    let (mut before, mut count): (Option<Range<usize>>, usize) = (None, 0);
+    for unit in units {
+        if let Some(first) = before.replace(unit.clone())
+            && !emit(token(first.start..unit.end, false))
+        {
             return false;
         }
+        count += 1;
     }
-    match (query, units.last()) {
-        (false, Some(last)) => emit(Piece::Token {
-            range: last.clone(),
-            colocated: true,
-        }),
+    match before {
+        Some(one) if count == 1 => emit(token(one, false)),
+        Some(last) if !query => emit(token(last, true)),
         _ => true,
     }
+}
+
+/// True for a character that is a grapheme of its own beside any other such: an ideograph,
+/// kana (not the combining sound marks), or a Hangul syllable (not the jamo that join one).
+fn own_grapheme(c: char) -> bool {
+    matches!(c as u32,
+        0x3041..=0x3096 | 0x309D..=0x309F // Hiragana, but the combining marks
+        | 0x30A1..=0x30FA | 0x30FC..=0x30FF // Katakana
+        | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x3134F // Han
+        | 0xAC00..=0xD7A3 // Hangul syllables
+    )
 }
 
 /// True for a character of a script written without spaces between words (or, for Korean,
@@ -181,6 +203,38 @@ mod tests {
             true
         });
         pieces
+    }
+
+    /// `pairs` takes each character of a run of [`own_grapheme`] ones for a grapheme: true of
+    /// every such character beside every other (a sample of each block), as UAX #29 says.
+    #[test]
+    fn a_character_taken_for_a_grapheme_of_its_own_is_one() {
+        let ranges = [
+            0x3041..=0x309F,
+            0x30A1..=0x30FF,
+            0x3400..=0x4DBF,
+            0x4E00..=0x9FFF,
+            0xF900..=0xFAFF,
+            0x20000..=0x3134F,
+            0xAC00..=0xD7A3,
+        ];
+        let own: Vec<char> = (ranges.iter().cloned().flatten())
+            .filter_map(char::from_u32)
+            .filter(|c| own_grapheme(*c))
+            .collect();
+        assert!(own.len() > 90_000, "{}", own.len());
+        let others: Vec<char> = own.iter().step_by(4999).copied().collect();
+        for c in &own {
+            for d in &others {
+                let two = format!("{c}{d}{c}");
+                assert_eq!(two.graphemes(true).count(), 3, "{c:?} {d:?}");
+            }
+        }
+        // Those it leaves to the graphemes' rules do join the character before them.
+        for (text, joined) in [("か\u{3099}", 1), ("한\u{11A8}", 1), ("漢\u{FE00}", 1)] {
+            assert!(!text.chars().all(own_grapheme), "{text}");
+            assert_eq!(text.graphemes(true).count(), joined, "{text}");
+        }
     }
 
     #[test]
