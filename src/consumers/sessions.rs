@@ -180,6 +180,7 @@ impl Indexer {
     /// was meanwhile; a record to index waits for it. A merge that fails is logged and left
     /// for the next time: the index is whole without it.
     pub(crate) fn merge_when_grown(&mut self) {
+        // Before the index's size is read: this is asked each time the index waits.
         if !merge_due(self.unmerged, 0) {
             return;
         }

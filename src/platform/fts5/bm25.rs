@@ -164,7 +164,6 @@ unsafe fn query_of(
     let missing = ffi::SQLITE_MISUSE;
     // SAFETY: as the caller promises.
     unsafe {
-        let known = known_rows(known);
         let (mut rows, mut tokens): (i64, i64) = (0, 0);
         check(api.xRowCount.ok_or(missing)?(fts, &mut rows))?;
         check(api.xColumnTotalSize.ok_or(missing)?(fts, -1, &mut tokens))?;
@@ -178,6 +177,7 @@ unsafe fn query_of(
             query.idf[0] = Some(1.0);
             return Ok(query);
         }
+        let known = known_rows(known);
         for phrase in 0..phrases {
             if let Some(hits) = one_term(api, fts, phrase).and_then(|t| known.get(t)) {
                 query.idf[phrase as usize] = Some(query.idf(*hits));

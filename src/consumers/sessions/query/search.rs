@@ -408,21 +408,12 @@ type Term = (String, i64);
 /// the [`PREFIX_TERMS`] commonest when there are more; the search takes an OR of them. FTS5
 /// answers a prefix by merging the postings of all its terms before it returns a row; an OR
 /// of the same terms is merged as it is read, so that a search that keeps the newest matches
-/// stops early. `None` when
-/// `stem` is not one term, or no term starts with it.
+/// stops early. `None` when `stem` is not one term, or no term starts with it.
 fn prefix_terms(conn: &Connection, stem: &str) -> rusqlite::Result<Option<Vec<Term>>> {
     let Some(folded) = fold(conn, stem)? else {
         return Ok(None);
     };
-    let mut stmt = conn.prepare_cached(
-        "SELECT term, doc FROM message_vocab WHERE term >= ?1 AND term < ?2
-         ORDER BY doc DESC, term LIMIT ?3",
-    )?;
-    let end = format!("{folded}\u{10FFFF}");
-    let rows = stmt.query_map(params![folded, end, PREFIX_TERMS as i64 + 1], |r| {
-        Ok((r.get(0)?, r.get(1)?))
-    })?;
-    let mut terms: Vec<Term> = rows.collect::<rusqlite::Result<_>>()?;
+    let mut terms = terms_starting(conn, &folded, PREFIX_TERMS as i64 + 1)?;
     if terms.len() > PREFIX_TERMS {
         log::warn!(
             "{stem}* stands for more than {PREFIX_TERMS} terms; searching the {PREFIX_TERMS} commonest"
@@ -441,7 +432,7 @@ fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<Vec<Term
     let Some(folded) = fold(conn, word)? else {
         return Ok(None);
     };
-    let Some(stem) = stems(conn, std::slice::from_ref(&folded))?.pop() else {
+    let Some(stem) = stems(conn, &[folded.as_str()])?.pop() else {
         return Ok(None);
     };
     // Porter's stems are the word's start, bar a last letter changed (happy: happi): the
@@ -453,15 +444,10 @@ fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<Vec<Term
     if common.chars().count() < 2 {
         return Ok(None);
     }
-    let mut stmt = conn.prepare_cached(
-        "SELECT term, doc FROM message_vocab WHERE term >= ?1 AND term < ?2
-         ORDER BY doc DESC, term",
-    )?;
-    let end = format!("{common}\u{10FFFF}");
-    let rows = stmt.query_map(params![common, end], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    let candidates: Vec<Term> = rows.collect::<rusqlite::Result<_>>()?;
-    let words: Vec<String> = candidates.iter().map(|(t, _)| t.clone()).collect();
-    let mut terms: Vec<Term> = (candidates.into_iter().zip(stems(conn, &words)?))
+    let candidates = terms_starting(conn, &common, -1)?;
+    let words: Vec<&str> = candidates.iter().map(|(t, _)| t.as_str()).collect();
+    let stemmed = stems(conn, &words)?;
+    let mut terms: Vec<Term> = (candidates.into_iter().zip(stemmed))
         .filter(|(_, s)| *s == stem)
         .map(|(t, _)| t)
         .collect();
@@ -477,8 +463,20 @@ fn stem_terms(conn: &Connection, word: &str) -> rusqlite::Result<Option<Vec<Term
     Ok(Some(terms))
 }
 
+/// The indexed terms that start with `start`, with their rows, the commonest first (then in
+/// order), at most `limit` of them (-1: all).
+fn terms_starting(conn: &Connection, start: &str, limit: i64) -> rusqlite::Result<Vec<Term>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT term, doc FROM message_vocab WHERE term >= ?1 AND term < ?2
+         ORDER BY doc DESC, term LIMIT ?3",
+    )?;
+    let end = format!("{start}\u{10FFFF}");
+    let rows = stmt.query_map(params![start, end, limit], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}
+
 /// The Porter stem of each of `terms` (each one term, as the index folds them), in order.
-fn stems(conn: &Connection, terms: &[String]) -> rusqlite::Result<Vec<String>> {
+fn stems(conn: &Connection, terms: &[&str]) -> rusqlite::Result<Vec<String>> {
     conn.execute_batch(&format!(
         "CREATE VIRTUAL TABLE IF NOT EXISTS temp.stem
              USING fts5 (t, tokenize = {});
