@@ -192,9 +192,7 @@ impl Indexer {
         }
         self.unmerged = 0;
         let started = Instant::now();
-        let optimize = "INSERT INTO message_text (message_text) VALUES ('optimize');
-                        PRAGMA wal_checkpoint(TRUNCATE);";
-        match self.conn.execute_batch(optimize) {
+        match self.merge() {
             Ok(()) => log::info!(
                 "session index: search segments merged into one in {} ms",
                 started.elapsed().as_millis()
@@ -203,6 +201,17 @@ impl Indexer {
                 "session index: cannot merge its search segments ({e}); searches read them all"
             ),
         }
+    }
+
+    /// Merges the full-text index's segments into one, and empties the index's write-ahead log
+    /// when no reader holds it. The checkpoint names the index (`main`): unnamed, it would
+    /// checkpoint the archive too, through its read-only attachment, and fail on any page
+    /// the archive's log held.
+    fn merge(&mut self) -> rusqlite::Result<()> {
+        self.conn.execute_batch(
+            "INSERT INTO message_text (message_text) VALUES ('optimize');
+             PRAGMA main.wal_checkpoint(TRUNCATE);",
+        )
     }
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
@@ -991,6 +1000,38 @@ mod tests {
             "less than twice the index's size"
         );
         assert!(merge_due(gib as usize, gib / 2));
+    }
+
+    /// The merge empties the index's log and leaves the archive's alone: a checkpoint of
+    /// every attached file failed (a write through the archive's read-only handle) whenever
+    /// the archive's log held pages, as after a `run --once`.
+    #[test]
+    fn a_merge_checkpoints_the_index_not_the_archive_it_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("archive.db");
+        let mut archive = Archive::open(&db).unwrap();
+        archive
+            .connection()
+            .execute_batch(
+                "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
+                     VALUES (1, 1, 1, x'2f61', 'codex', 0, 0, 0);",
+            )
+            .unwrap();
+        let wal_bytes = |suffix: &str| {
+            let mut name = db.as_os_str().to_owned();
+            name.push(suffix);
+            std::fs::metadata(PathBuf::from(name)).unwrap().len()
+        };
+        assert!(wal_bytes("-wal") > 0, "the archive's log holds its pages");
+        let mut indexer = Indexer::open(&db).unwrap();
+        let record = r#"{"type":"user","uuid":"u1","sessionId":"5f1e","message":{"role":"user","content":"hello"}}"#;
+        indexer
+            .index(&ready([claude_row(1, record.into())]))
+            .unwrap();
+        assert!(wal_bytes("-index-wal") > 0);
+        indexer.merge().expect("merged and checkpointed");
+        assert_eq!(wal_bytes("-index-wal"), 0, "the index's log emptied");
+        assert!(wal_bytes("-wal") > 0, "the archive's left to its writer");
     }
 
     /// A session's row is written once per transaction, from what its records said folded
