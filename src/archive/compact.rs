@@ -90,9 +90,9 @@ impl Archive {
             progress("rewriting the file");
             self.db(self
                 .conn
-                .execute_batch("PRAGMA wal_checkpoint(TRUNCATE); VACUUM;"))?;
+                .execute_batch("PRAGMA main.wal_checkpoint(TRUNCATE); VACUUM;"))?;
         }
-        self.db(self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)"))?;
+        self.db(self.conn.execute_batch("PRAGMA main.wal_checkpoint(TRUNCATE)"))?;
         done.file_after = self.file_size()?;
         Ok(done)
     }

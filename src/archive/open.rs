@@ -178,7 +178,7 @@ impl Archive {
     /// still on an older snapshot, or a writer, may leave some for a later one), and how many
     /// frames it holds.
     pub fn checkpoint(&self) -> Result<(bool, i64)> {
-        let frames = (self.conn).query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        let frames = (self.conn).query_row("PRAGMA main.wal_checkpoint(PASSIVE)", [], |r| {
             Ok((
                 r.get::<_, i64>(0)?,
                 r.get::<_, i64>(1)?,
