@@ -92,7 +92,9 @@ impl Archive {
                 .conn
                 .execute_batch("PRAGMA main.wal_checkpoint(TRUNCATE); VACUUM;"))?;
         }
-        self.db(self.conn.execute_batch("PRAGMA main.wal_checkpoint(TRUNCATE)"))?;
+        self.db(self
+            .conn
+            .execute_batch("PRAGMA main.wal_checkpoint(TRUNCATE)"))?;
         done.file_after = self.file_size()?;
         Ok(done)
     }

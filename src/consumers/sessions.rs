@@ -38,6 +38,10 @@ use crate::agents::message::{
 /// At most this many records, or bytes of records, are taken from the archive at a time.
 const BATCH: usize = 2000;
 const BATCH_BYTES: usize = 8 << 20;
+/// A catch-up reads pages of up to this many records ([`BATCH_BYTES`] at most), each indexed
+/// in one transaction: a page of [`BATCH`] records (4 MB of real transcripts) wrote twice as
+/// many segments for a build to merge.
+const CATCH_UP_PAGE: usize = 20_000;
 /// How long records are gathered after the first, so that a steady stream of small commits
 /// (a thousand a second over many files) is indexed in a few transactions a second rather
 /// than one each: each index transaction writes many pages (sessions, messages, the full-text
@@ -98,18 +102,32 @@ pub(crate) struct Indexer {
     sessions: HashMap<SourceId, i64>,
     /// Bytes of records indexed since the segments were merged ([`MERGE_AFTER`]).
     unmerged: usize,
+    /// Whether the index is being built from nothing ([`store::Merging::Build`]): its segments
+    /// are merged into one when it first has nothing to do.
+    building: bool,
 }
 
 impl Indexer {
     /// An indexer of the archive at `db` (connections of its own), its index file made ready
     /// (`store::open_to_write`).
+    ///
+    /// An index that holds no record yet, or whose build from nothing was stopped before it
+    /// ended, is built with [`store::Merging::Build`].
     pub(crate) fn open(db: &Path) -> Result<Indexer> {
-        Ok(Indexer {
+        let mut indexer = Indexer {
             conn: store::open_to_write(db)?,
             archive: Archive::open_existing(db)?,
             sessions: HashMap::new(),
             unmerged: 0,
-        })
+            building: false,
+        };
+        let building = indexer.done()? == 0 || indexer.db(store::building(&indexer.conn))?;
+        if building {
+            let set = store::set_merging(&mut indexer.conn, store::Merging::Build);
+            indexer.db(set)?;
+        }
+        indexer.building = building;
+        Ok(indexer)
     }
 
     /// Maps a SQLite error to [`crate::error::Error::Index`] naming the index file.
@@ -179,7 +197,13 @@ impl Indexer {
     /// write-ahead log it filled emptied when no reader holds it. Readers read the index as it
     /// was meanwhile; a record to index waits for it. A merge that fails is logged and left
     /// for the next time: the index is whole without it.
+    ///
+    /// An index being built from nothing ends its build here instead: FTS5's merging is set
+    /// back as it is for following the archive, and the segments are merged into one.
     pub(crate) fn merge_when_grown(&mut self) {
+        if self.building {
+            return self.end_build();
+        }
         // Before the index's size is read: this is asked each time the index waits.
         if !merge_due(self.unmerged, 0) {
             return;
@@ -199,6 +223,28 @@ impl Indexer {
             ),
             Err(e) => log::warn!(
                 "session index: cannot merge its search segments ({e}); searches read them all"
+            ),
+        }
+    }
+
+    /// Ends a build from nothing ([`Indexer::merge_when_grown`]). Merging as it follows the
+    /// archive is set first, in a transaction of its own: a merge that fails leaves the
+    /// segments to it.
+    fn end_build(&mut self) {
+        if let Err(e) = store::set_merging(&mut self.conn, store::Merging::Follow) {
+            log::warn!("session index: cannot end its build ({e}); it is ended at the next pause");
+            return;
+        }
+        self.building = false;
+        self.unmerged = 0;
+        let started = Instant::now();
+        match self.merge() {
+            Ok(()) => log::info!(
+                "session index: built; its search segments merged into one in {} ms",
+                started.elapsed().as_millis()
+            ),
+            Err(e) => log::warn!(
+                "session index: built, but cannot merge its search segments ({e}); FTS5 merges them as it goes"
             ),
         }
     }
@@ -261,7 +307,7 @@ fn read_pages(
     pages: &crossbeam_channel::Sender<Result<Vec<Ready>>>,
 ) {
     while done < last {
-        let page = archive.records_page(done, last, BATCH, BATCH_BYTES as u64);
+        let page = archive.records_page(done, last, CATCH_UP_PAGE, BATCH_BYTES as u64);
         let page = page.map(|rows| {
             let rows = rows.into_iter().map(|mut row| {
                 if let std::borrow::Cow::Owned(cut) = indexed(&row.record) {
@@ -961,6 +1007,72 @@ mod tests {
         );
     }
 
+    /// A prompt of the Claude Code session of [`claude_row`], `word{seq}`, at `seq`.
+    fn prompt_row(seq: i64) -> ExportRow {
+        let content = format!("word{seq}");
+        let record = serde_json::json!({"type": "user", "uuid": format!("u{seq}"),
+            "sessionId": "5f1e", "message": {"role": "user", "content": content}});
+        claude_row(seq, record.to_string())
+    }
+
+    /// An index built from nothing writes a segment a transaction and merges none of them
+    /// (FTS5 would merge a level of sixteen), until it first has nothing to do, and then all
+    /// into one; a build stopped halfway goes on as one when the index is opened again; a
+    /// built index merges as FTS5 does.
+    #[test]
+    fn an_index_built_from_nothing_merges_its_segments_once_at_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("archive.db");
+        // The archive holds seqs as far as the index goes, or the index would be built again
+        // when it is opened (`store::make_ready`).
+        let mut archive = Archive::open(&db).unwrap();
+        let conn = archive.connection();
+        conn.execute(
+            "INSERT INTO sources (id, dev, ino, path, harness, generation, gone, created_ms)
+             VALUES (1, 1, 1, x'2f61', 'claude-code', 0, 0, 0)",
+            [],
+        )
+        .unwrap();
+        for seq in 1..=41 {
+            conn.execute(
+                "INSERT INTO records (seq, source_id, generation, offset, record)
+                 VALUES (?1, 1, 0, ?1, x'7b7d')",
+                [seq],
+            )
+            .unwrap();
+        }
+        drop(archive);
+        let count = |indexer: &Indexer, sql: &str| -> i64 {
+            indexer.conn.query_row(sql, [], |r| r.get(0)).unwrap()
+        };
+        let segments = "SELECT count(DISTINCT segid) FROM message_text_idx";
+        let mut indexer = Indexer::open(&db).unwrap();
+        for seq in 1..=20 {
+            indexer.index(&ready([prompt_row(seq)])).unwrap();
+        }
+        assert_eq!(count(&indexer, segments), 20, "none merged as it is built");
+        drop(indexer);
+        let mut indexer = Indexer::open(&db).unwrap();
+        assert!(indexer.building, "a build stopped halfway goes on");
+        indexer.index(&ready([prompt_row(21)])).unwrap();
+        assert_eq!(count(&indexer, segments), 21);
+        indexer.merge_when_grown();
+        assert_eq!(count(&indexer, segments), 1, "merged at the end");
+        let hits = "SELECT count(*) FROM message_text WHERE message_text MATCH 'word1 OR word21'";
+        assert_eq!(count(&indexer, hits), 2);
+        drop(indexer);
+        let mut indexer = Indexer::open(&db).unwrap();
+        assert!(!indexer.building, "built");
+        for seq in 22..=41 {
+            indexer.index(&ready([prompt_row(seq)])).unwrap();
+        }
+        let after = count(&indexer, segments);
+        assert!(
+            after < 20,
+            "{after} segments: merged as FTS5 does once built"
+        );
+    }
+
     /// Segments are merged into one once enough was indexed since they last were, not before.
     #[test]
     fn the_search_segments_are_merged_into_one_once_enough_was_indexed() {
@@ -968,13 +1080,10 @@ mod tests {
         let db = dir.path().join("archive.db");
         drop(Archive::open(&db).unwrap());
         let mut indexer = Indexer::open(&db).unwrap();
+        indexer.merge_when_grown();
+        assert!(!indexer.building, "a build of nothing ended");
         no_merges(&indexer);
-        let row = |seq: i64| {
-            let content = format!("word{seq}");
-            let record = serde_json::json!({"type": "user", "uuid": format!("u{seq}"),
-                "sessionId": "5f1e", "message": {"role": "user", "content": content}});
-            claude_row(seq, record.to_string())
-        };
+        let row = prompt_row;
         for seq in 1..=5 {
             indexer.index(&ready([row(seq)])).unwrap();
         }

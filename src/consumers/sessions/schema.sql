@@ -108,7 +108,8 @@ CREATE VIRTUAL TABLE message_text USING fts5 (
 -- Segments are merged by FTS5 itself (`automerge`, 4 by default): each transaction does merge
 -- work in proportion to the pages it wrote. (Version 2 merged in steps of 32 pages after each
 -- transaction instead, each a transaction of its own: slower to index and to follow live,
--- docs/benchmarks-log.md.)
+-- docs/benchmarks-log.md.) An index built from nothing merges none as it goes, and all into
+-- one at the end (`store::Merging`).
 -- Its terms, with how many messages hold each (a prefix search reads them).
 CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
 

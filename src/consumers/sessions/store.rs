@@ -183,6 +183,53 @@ pub(crate) fn set_progress(tx: &Connection, seq: i64) -> rusqlite::Result<()> {
         .map(drop)
 }
 
+/// How FTS5 merges the search segments the index's transactions write (its `automerge` and
+/// `crisismerge`, kept in the index file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Merging {
+    /// While the index follows the archive, FTS5's defaults: each transaction merges work in
+    /// proportion to the pages it wrote, once a level has four segments (`automerge` 4), and
+    /// all of a level's at once at sixteen (`crisismerge` 16); the terms of a transaction are
+    /// written out as a segment whenever they hold a megabyte (`hashsize`).
+    Follow,
+    /// While the index is built from nothing (a `reindex`, a first start, a new index version):
+    /// no merge as it goes (`automerge` 0), a level's segments merged only when it has 64
+    /// (`crisismerge`), and 16 MiB of terms held before they are written out (`hashsize`), so
+    /// that a transaction writes one segment. The segments are merged into one at the end.
+    /// Merging as it goes rewrote every posting three or four times over a build, and was a
+    /// fifth of its time (BENCHMARKS.md). The index is in this mode when its `automerge` is 0
+    /// ([`building`]), so a build stopped halfway goes on in it.
+    Build,
+}
+
+/// Sets how FTS5 merges the index's segments, in one transaction.
+pub(crate) fn set_merging(conn: &mut Connection, merging: Merging) -> rusqlite::Result<()> {
+    let (automerge, crisismerge, hashsize) = match merging {
+        Merging::Follow => (4, 16, 1 << 20),
+        Merging::Build => (0, 64, 16 << 20),
+    };
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let mut set =
+        tx.prepare("INSERT INTO main.message_text (message_text, rank) VALUES (?1, ?2)")?;
+    set.execute(rusqlite::params!["automerge", automerge])?;
+    set.execute(rusqlite::params!["crisismerge", crisismerge])?;
+    set.execute(rusqlite::params!["hashsize", hashsize])?;
+    drop(set);
+    tx.commit()
+}
+
+/// Whether the index is in [`Merging::Build`].
+pub(crate) fn building(conn: &Connection) -> rusqlite::Result<bool> {
+    let automerge: Option<i64> = conn
+        .query_row(
+            "SELECT v FROM main.message_text_config WHERE k = 'automerge'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    Ok(automerge == Some(0))
+}
+
 /// Gives the index file the schema, or empties it and gives it the schema again, as it needs;
 /// under the file's write lock, so that two processes opening it at once agree.
 fn make_ready(conn: &mut Connection, path: &Path) -> rusqlite::Result<()> {
