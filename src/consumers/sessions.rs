@@ -165,16 +165,17 @@ impl Indexer {
             let mut text = PendingText::default();
             let mut changes = SessionChanges::default();
             let (mut n, mut bytes) = (0, 0);
-            for Ready { row, parsed } in rows {
+            for ready in rows {
+                let row = &ready.row;
                 let session = match known.get(&row.source) {
                     Some(s) => *s,
                     None => {
-                        let s = session_of(&tx, row, parsed)?;
+                        let s = session_of(&tx, row, &ready.parsed)?;
                         decided.push((row.source, s));
                         s
                     }
                 };
-                apply(&tx, &mut text, &mut changes, session, row, parsed)?;
+                apply(&tx, &mut text, &mut changes, session, ready)?;
                 n += 1;
                 bytes += row.record.len();
                 if bytes >= TRANSACTION_BYTES || started.elapsed() >= TRANSACTION_TIME {
@@ -308,14 +309,14 @@ fn read_pages(
 ) {
     while done < last {
         let page = archive.records_page(done, last, CATCH_UP_PAGE, BATCH_BYTES as u64);
-        let page = page.map(|rows| {
+        let page = page.and_then(|rows| {
             let rows = rows.into_iter().map(|mut row| {
                 if let std::borrow::Cow::Owned(cut) = indexed(&row.record) {
                     row.record = cut;
                 }
                 row
             });
-            ready(rows)
+            ready(rows).map_err(store::index_error(archive.path()))
         });
         let next = match &page {
             Ok(rows) => rows.last().map(|r| r.row.seq),
@@ -331,17 +332,23 @@ fn read_pages(
     }
 }
 
-/// A record ready to index: cut (see [`indexed`]) and parsed.
+/// A record ready to index: cut (see [`indexed`]) and parsed, and its message's text cut into
+/// the terms the index takes (`words::terms_of`).
 pub(crate) struct Ready {
     row: ExportRow,
     parsed: Parsed,
+    terms: Option<String>,
 }
 
-/// Parses `rows`, given cut (see [`indexed`]).
-pub(crate) fn ready(rows: impl IntoIterator<Item = ExportRow>) -> Vec<Ready> {
-    let parse = |row: ExportRow| Ready {
-        parsed: parse(&row.harness, &row.record),
-        row,
+/// Parses `rows`, given cut (see [`indexed`]), and cuts their messages' text into terms.
+pub(crate) fn ready(rows: impl IntoIterator<Item = ExportRow>) -> rusqlite::Result<Vec<Ready>> {
+    let parse = |row: ExportRow| {
+        let parsed = parse(&row.harness, &row.record);
+        let terms = match &parsed.message {
+            Some(m) => Some(words::terms_of(&body(&m.parts))?),
+            None => None,
+        };
+        Ok(Ready { row, parsed, terms })
     };
     rows.into_iter().map(parse).collect()
 }
@@ -412,14 +419,14 @@ fn session_of(tx: &Connection, row: &ExportRow, parsed: &Parsed) -> rusqlite::Re
 /// Invariant: every statement that reads or deletes `message_text` rows runs after
 /// [`PendingText::write`].
 #[derive(Default)]
-struct PendingText {
-    /// The message's row, and its text to insert (`None`: its text to delete).
-    changes: Vec<(i64, Option<String>)>,
+struct PendingText<'a> {
+    /// The message's row, and the terms of its text to insert (`None`: its text to delete).
+    changes: Vec<(i64, Option<&'a str>)>,
 }
 
-impl PendingText {
-    fn insert(&mut self, id: i64, body: String) {
-        self.changes.push((id, Some(body)));
+impl<'a> PendingText<'a> {
+    fn insert(&mut self, id: i64, terms: &'a str) {
+        self.changes.push((id, Some(terms)));
     }
 
     fn delete(&mut self, id: i64) {
@@ -531,15 +538,15 @@ impl<'a> SessionChanges<'a> {
 /// gathers what it says of the session in `changes`.
 fn apply<'a>(
     tx: &Connection,
-    text: &mut PendingText,
+    text: &mut PendingText<'a>,
     changes: &mut SessionChanges<'a>,
     session: i64,
-    row: &ExportRow,
-    parsed: &'a Parsed,
+    ready: &'a Ready,
 ) -> rusqlite::Result<()> {
+    let Ready { row, parsed, terms } = ready;
     changes.add(session, parsed);
-    if let Some(message) = &parsed.message {
-        add_message(tx, text, session, row, parsed.at_ms, message)?;
+    if let (Some(message), Some(terms)) = (&parsed.message, terms) {
+        add_message(tx, text, session, row, parsed.at_ms, message, terms)?;
     }
     if let Some(usage) = &parsed.usage {
         add_usage(tx, session, row, parsed.at_ms, usage)?;
@@ -580,14 +587,15 @@ fn read_git_remote(tx: &Connection, session: i64) -> rusqlite::Result<()> {
 }
 
 /// Adds a message, or (for an upsert whose key is there) replaces it; a copy of a message
-/// already there is left out. Its text goes to `text`.
-fn add_message(
+/// already there is left out. The terms of its text go to `text`.
+fn add_message<'a>(
     tx: &Connection,
-    text: &mut PendingText,
+    text: &mut PendingText<'a>,
     session: i64,
     row: &ExportRow,
     at_ms: Option<i64>,
     message: &crate::agents::message::Message,
+    terms: &'a str,
 ) -> rusqlite::Result<()> {
     let place = place_key(row);
     let key = match (&message.key, message.copy) {
@@ -620,7 +628,7 @@ fn add_message(
     if message.upsert {
         text.delete(id);
     }
-    text.insert(id, body(&message.parts));
+    text.insert(id, terms);
     Ok(())
 }
 
@@ -788,7 +796,7 @@ impl IndexFollower<'_> {
             if !wait(self) {
                 break;
             }
-            share.index(ready(batch))?;
+            share.index(ready(batch).map_err(store::index_error(db))?)?;
             progress.update(follower.done(), self.hub.published());
         }
         let (done, published) = (follower.done(), self.hub.published());
@@ -994,7 +1002,7 @@ mod tests {
             })
             .collect();
         no_merges(&indexer);
-        let rows = ready(rows);
+        let rows = ready(rows).unwrap();
         assert_eq!(indexer.index_some(&rows).unwrap(), rows.len());
         let count = |sql: &str| -> i64 { indexer.conn.query_row(sql, [], |r| r.get(0)).unwrap() };
         assert_eq!(count("SELECT count(*) FROM messages"), 200);
@@ -1048,13 +1056,13 @@ mod tests {
         let segments = "SELECT count(DISTINCT segid) FROM message_text_idx";
         let mut indexer = Indexer::open(&db).unwrap();
         for seq in 1..=20 {
-            indexer.index(&ready([prompt_row(seq)])).unwrap();
+            indexer.index(&ready([prompt_row(seq)]).unwrap()).unwrap();
         }
         assert_eq!(count(&indexer, segments), 20, "none merged as it is built");
         drop(indexer);
         let mut indexer = Indexer::open(&db).unwrap();
         assert!(indexer.building, "a build stopped halfway goes on");
-        indexer.index(&ready([prompt_row(21)])).unwrap();
+        indexer.index(&ready([prompt_row(21)]).unwrap()).unwrap();
         assert_eq!(count(&indexer, segments), 21);
         indexer.merge_when_grown();
         assert_eq!(count(&indexer, segments), 1, "merged at the end");
@@ -1064,7 +1072,7 @@ mod tests {
         let mut indexer = Indexer::open(&db).unwrap();
         assert!(!indexer.building, "built");
         for seq in 22..=41 {
-            indexer.index(&ready([prompt_row(seq)])).unwrap();
+            indexer.index(&ready([prompt_row(seq)]).unwrap()).unwrap();
         }
         let after = count(&indexer, segments);
         assert!(
@@ -1085,7 +1093,7 @@ mod tests {
         no_merges(&indexer);
         let row = prompt_row;
         for seq in 1..=5 {
-            indexer.index(&ready([row(seq)])).unwrap();
+            indexer.index(&ready([row(seq)]).unwrap()).unwrap();
         }
         let count = |indexer: &Indexer, sql: &str| -> i64 {
             indexer.conn.query_row(sql, [], |r| r.get(0)).unwrap()
@@ -1095,12 +1103,12 @@ mod tests {
         indexer.merge_when_grown();
         assert_eq!(count(&indexer, segments), 5, "too little indexed to merge");
         indexer.unmerged = MERGE_AFTER - 1;
-        indexer.index(&ready([row(6)])).unwrap();
+        indexer.index(&ready([row(6)]).unwrap()).unwrap();
         indexer.merge_when_grown();
         assert_eq!(count(&indexer, segments), 1);
         let hits = "SELECT count(*) FROM message_text WHERE message_text MATCH 'word3 OR word6'";
         assert_eq!(count(&indexer, hits), 2);
-        indexer.index(&ready([row(7)])).unwrap();
+        indexer.index(&ready([row(7)]).unwrap()).unwrap();
         indexer.merge_when_grown();
         assert_eq!(count(&indexer, segments), 2, "counted again from the merge");
         let gib: i64 = 1 << 30;
@@ -1135,7 +1143,7 @@ mod tests {
         let mut indexer = Indexer::open(&db).unwrap();
         let record = r#"{"type":"user","uuid":"u1","sessionId":"5f1e","message":{"role":"user","content":"hello"}}"#;
         indexer
-            .index(&ready([claude_row(1, record.into())]))
+            .index(&ready([claude_row(1, record.into())]).unwrap())
             .unwrap();
         assert!(wal_bytes("-index-wal") > 0);
         indexer.merge().expect("merged and checkpointed");
@@ -1160,7 +1168,7 @@ mod tests {
         ];
         let rows = || {
             let rows = (records.iter().zip(1..)).map(|(r, seq)| claude_row(seq, r.to_string()));
-            ready(rows)
+            ready(rows).unwrap()
         };
         let sessions = |one_by_one: bool| {
             let dir = tempfile::tempdir().unwrap();

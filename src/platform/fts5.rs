@@ -38,6 +38,19 @@ pub(crate) type Split = fn(&str, bool, &mut dyn FnMut(Piece) -> bool);
 /// `tokenize = 'NAME ARGS'` passes ARGS to `unicode61`. Every connection that reads or
 /// writes such a table must have it registered first.
 pub(crate) fn register(conn: &Connection, name: &str, split: Split) -> rusqlite::Result<()> {
+    register_as(conn, name, split, false)
+}
+
+/// Registers the tokenizer `name` on `conn` for a table whose documents are given as their
+/// terms, made beforehand by [`Terms::of`] (of the same `split` and ARGS): it reads a
+/// document's terms as they are, and cuts a query as [`register`]'s does. The terms of a
+/// text are made on the thread that reads it, beside the one that inserts it. Offsets in such
+/// a document are the terms', so its table keeps no text to mark (`content = ''`).
+pub(crate) fn register_ready(conn: &Connection, name: &str, split: Split) -> rusqlite::Result<()> {
+    register_as(conn, name, split, true)
+}
+
+fn register_as(conn: &Connection, name: &str, split: Split, ready: bool) -> rusqlite::Result<()> {
     let api = fts5_api(conn)?;
     let name = CString::new(name).map_err(|_| misuse("a tokenizer name holds a NUL"))?;
     let mut tokenizer = ffi::fts5_tokenizer {
@@ -45,7 +58,7 @@ pub(crate) fn register(conn: &Connection, name: &str, split: Split) -> rusqlite:
         xDelete: Some(delete),
         xTokenize: Some(tokenize),
     };
-    let registration = Box::into_raw(Box::new(Registration { api, split }));
+    let registration = Box::into_raw(Box::new(Registration { api, split, ready }));
     // SAFETY: `api` is the connection's FTS5 API (checked non-null by `fts5_api`), valid for
     // the connection's life; FTS5 copies `tokenizer`, keeps `registration` until it calls
     // `drop_registration`, and gives it back to `create` as its first argument.
@@ -74,6 +87,8 @@ pub(crate) fn register(conn: &Connection, name: &str, split: Split) -> rusqlite:
 struct Registration {
     api: *mut ffi::fts5_api,
     split: Split,
+    /// Whether documents come as their terms ([`register_ready`]).
+    ready: bool,
 }
 
 /// One tokenizer instance, made for a table: `unicode61` made with the table's arguments.
@@ -81,6 +96,115 @@ struct Instance {
     inner: ffi::fts5_tokenizer,
     inner_instance: *mut ffi::Fts5Tokenizer,
     split: Split,
+    ready: bool,
+}
+
+/// The byte before each term in a text of terms ([`Terms::of`]): a term at the next place, or
+/// at the same place as the term before it. No term holds either byte: `unicode61` makes
+/// terms of the categories it is given, and a [`Split`]'s tokens are text it chose, never a
+/// control character (checked as the terms are made).
+const NEXT: u8 = 0x01;
+const COLOCATED: u8 = 0x02;
+
+/// The terms of texts, as a tokenizer registered with a [`Split`] and ARGS cuts a document,
+/// for a table whose tokenizer [`register_ready`] registered. An instance of the tokenizer of
+/// its own (found through an in-memory connection), used from one thread.
+pub(crate) struct Terms {
+    instance: *mut ffi::Fts5Tokenizer,
+    /// Where `unicode61` was found; kept while its instance is.
+    _conn: Connection,
+}
+
+impl Terms {
+    /// The terms of `split` over `unicode61` made with `args` (as a table's `tokenize` option
+    /// would give them, one word each).
+    pub(crate) fn new(split: Split, args: &[&str]) -> rusqlite::Result<Terms> {
+        let conn = Connection::open_in_memory()?;
+        let api = fts5_api(&conn)?;
+        let args: Vec<CString> = (args.iter())
+            .map(|a| CString::new(*a).map_err(|_| misuse("a tokenizer argument holds a NUL")))
+            .collect::<rusqlite::Result<_>>()?;
+        let mut arg_ptrs: Vec<*const c_char> = args.iter().map(|a| a.as_ptr()).collect();
+        let mut registration = Registration {
+            api,
+            split,
+            ready: false,
+        };
+        let mut instance = ptr::null_mut();
+        // SAFETY: `registration` outlives the call, which reads it only to find `unicode61`
+        // through `api` (the connection's, alive as long as `conn`); `arg_ptrs` points to
+        // `args`' strings, alive during the call, which `unicode61` copies what it keeps of.
+        let rc = unsafe {
+            create(
+                (&mut registration as *mut Registration).cast(),
+                arg_ptrs.as_mut_ptr(),
+                arg_ptrs.len() as c_int,
+                &mut instance,
+            )
+        };
+        if rc != ffi::SQLITE_OK {
+            return Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None));
+        }
+        Ok(Terms {
+            instance,
+            _conn: conn,
+        })
+    }
+
+    /// The terms of `text`, a document, each after the byte that says its place.
+    pub(crate) fn of(&mut self, text: &str) -> rusqlite::Result<String> {
+        let mut out: Vec<u8> = Vec::with_capacity(text.len() + text.len() / 4);
+        let n = c_int::try_from(text.len()).map_err(|_| misuse("a text of 2 GiB or more"))?;
+        // SAFETY: `instance` is the one `new` made, alive until `drop`; `text` holds `n`
+        // bytes; `collect` is given `out`, alive during the call.
+        let rc = unsafe {
+            tokenize(
+                self.instance,
+                (&mut out as *mut Vec<u8>).cast(),
+                ffi::FTS5_TOKENIZE_DOCUMENT,
+                text.as_ptr().cast(),
+                n,
+                Some(collect),
+            )
+        };
+        if rc != ffi::SQLITE_OK {
+            return Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None));
+        }
+        // `unicode61` writes its terms in UTF-8, and a split's are pieces of `text`.
+        String::from_utf8(out).map_err(|_| misuse("a term that is not UTF-8"))
+    }
+}
+
+impl Drop for Terms {
+    fn drop(&mut self) {
+        // SAFETY: the instance `create` made, deleted once.
+        unsafe { delete(self.instance) }
+    }
+}
+
+/// [`Terms::of`]'s callback: appends a term to the bytes at `out`.
+unsafe extern "C" fn collect(
+    out: *mut c_void,
+    tflags: c_int,
+    term: *const c_char,
+    n_term: c_int,
+    _start: c_int,
+    _end: c_int,
+) -> c_int {
+    // SAFETY: `out` is the `Vec` `Terms::of` passed, alive during the call; `term` holds
+    // `n_term` bytes, the tokenizer's, during this call.
+    let (out, term) = unsafe {
+        let term = match n_term {
+            n if n > 0 && !term.is_null() => std::slice::from_raw_parts(term.cast(), n as usize),
+            _ => &[][..],
+        };
+        (&mut *out.cast::<Vec<u8>>(), term)
+    };
+    debug_assert!(!term.iter().any(|b| *b == NEXT || *b == COLOCATED));
+    let colocated = tflags & ffi::FTS5_TOKEN_COLOCATED != 0;
+    out.push(if colocated { COLOCATED } else { NEXT });
+    out.extend_from_slice(term);
+    ffi::SQLITE_OK
 }
 
 /// The connection's FTS5 API, as SQLite hands it out: a pointer bound to `SELECT fts5(?1)`.
@@ -160,6 +284,7 @@ unsafe extern "C" fn create(
             inner,
             inner_instance,
             split: registration.split,
+            ready: registration.ready,
         };
         *out = Box::into_raw(Box::new(instance)).cast();
         ffi::SQLITE_OK
@@ -208,6 +333,9 @@ unsafe extern "C" fn tokenize(
         token,
         bytes,
     };
+    if instance.ready && flags & ffi::FTS5_TOKENIZE_DOCUMENT != 0 {
+        return call.ready();
+    }
     let Ok(text) = std::str::from_utf8(bytes) else {
         return call.words(0..bytes.len());
     };
@@ -260,6 +388,21 @@ impl Call<'_> {
                 range.end as c_int,
             )
         }
+    }
+
+    /// Gives FTS5 the terms of a text [`Terms::of`] made, each at the place its byte says;
+    /// bytes before the first such byte are no term.
+    fn ready(&self) -> c_int {
+        let starts = memchr::memchr2_iter(NEXT, COLOCATED, self.bytes);
+        let mut starts = starts.peekable();
+        while let Some(at) = starts.next() {
+            let end = starts.peek().copied().unwrap_or(self.bytes.len());
+            let rc = self.term(at + 1..end, self.bytes[at] == COLOCATED);
+            if rc != ffi::SQLITE_OK {
+                return rc;
+            }
+        }
+        ffi::SQLITE_OK
     }
 
     /// Has `unicode61` cut the bytes `range` into terms, given to FTS5 at their places in the

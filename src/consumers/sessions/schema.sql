@@ -96,14 +96,15 @@ CREATE INDEX usage_time ON usage (at_ms);
 -- The searchable text of each message (rowid = messages.id). It keeps no copy of the text
 -- (`content = ''`): the text is the records', and a search's snippets are made from them.
 -- `contentless_delete` lets a message's text be replaced or deleted. Its tokenizer, `words`, is
--- `unicode61` for scripts with spaces and pairs of characters for those without (`words.rs`):
--- every connection to this file registers it first. No prefix indexes: they
+-- `unicode61` for scripts with spaces and pairs of characters for those without (`words.rs`);
+-- a message is inserted as the terms it makes (`terms`, cut before the insert), and a query is
+-- cut by it: every connection to this file registers both first. No prefix indexes: they
 -- would add every token's postings twice more, for `pre*` queries that scan the terms instead.
 CREATE VIRTUAL TABLE message_text USING fts5 (
     body,
     content = '',
     contentless_delete = 1,
-    tokenize = 'words remove_diacritics 2 categories ''L* N* Co M*'''
+    tokenize = 'terms remove_diacritics 2 categories ''L* N* Co M*'''
 );
 -- Segments are merged by FTS5 itself (`automerge`, 4 by default): each transaction does merge
 -- work in proportion to the pages it wrote. (Version 2 merged in steps of 32 pages after each

@@ -20,7 +20,7 @@ use std::time::Duration;
 /// changes with the schema and with what the index derives from records (which sessions and
 /// messages there are), so that an index built by another build is built again.
 const SCHEMA: &str = include_str!("schema.sql");
-const VERSION: i64 = 5;
+const VERSION: i64 = 6;
 
 /// The name the index takes on an archive's connection.
 const INDEX: &str = "idx";
@@ -125,7 +125,7 @@ pub(crate) fn attached_done(archive: &Archive) -> Result<i64> {
         .map(Option::unwrap_or_default)
 }
 
-/// Registers the index's tokenizer (`words`) on `conn`, which every connection that reads or
+/// Registers the index's tokenizers (`words`, and `terms` over it) on `conn`, which every connection that reads or
 /// writes the index's text needs, and the search's ranking ([`BM25`]), and keeps FTS5's own
 /// statements prepared (below).
 pub(crate) fn register_words(conn: &Connection) -> rusqlite::Result<()> {
@@ -136,6 +136,7 @@ pub(crate) fn register_words(conn: &Connection) -> rusqlite::Result<()> {
     // every segment it moves between.
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     crate::platform::fts5::register(conn, words::TOKENIZER, words::split)?;
+    crate::platform::fts5::register_ready(conn, words::TERMS, words::split)?;
     crate::platform::fts5::bm25::register(conn, BM25)
 }
 

@@ -11,24 +11,53 @@
 //! (`池*`, see `query::fts_word`) finds it wherever it is: as the first of a pair, or last.
 //!
 //! Registered on each connection that reads or writes the index as the FTS5 tokenizer
-//! [`TOKENIZER`] (`platform::fts5`).
+//! [`TOKENIZER`] (`platform::fts5`), and as [`TERMS`], the index's own: a message is given it
+//! as its terms ([`terms_of`]), made on the thread that reads the records beside the one that
+//! writes the index.
 
-use crate::platform::fts5::Piece;
+use crate::platform::fts5::{Piece, Terms};
+use std::cell::RefCell;
 use std::ops::Range;
 use unicode_segmentation::UnicodeSegmentation;
 
-/// The tokenizer's name, as the index's schema and the snippet table name it.
+/// The tokenizer's name, as the snippet table names it.
 pub(crate) const TOKENIZER: &str = "words";
+
+/// The index's tokenizer, as its schema names it: a message is given as its terms
+/// ([`terms_of`]), a query is cut as [`TOKENIZER`] cuts it (`platform::fts5::register_ready`).
+pub(crate) const TERMS: &str = "terms";
 
 /// What `unicode61` is given under [`TOKENIZER`]: diacritics removed, and combining marks
 /// (`M*`) part of words, so that a word of Devanagari, Bengali or Tamil is one term with its
 /// vowel signs rather than pieces cut at each (Latin letters still lose theirs).
-const UNICODE61: &str = "remove_diacritics 2 categories 'L* N* Co M*'";
+const UNICODE61: [&str; 4] = ["remove_diacritics", "2", "categories", "L* N* Co M*"];
 
 /// The `tokenize` option, as SQL (quotes doubled), of a table whose text `over` (the index's
-/// [`TOKENIZER`], or `porter unicode61` for stems) cuts with [`UNICODE61`]'s arguments.
+/// [`TERMS`], the snippets' [`TOKENIZER`], or `porter unicode61` for stems) cuts with
+/// [`UNICODE61`]'s arguments.
 pub(crate) fn tokenize_option(over: &str) -> String {
-    format!("'{over} {}'", UNICODE61.replace('\'', "''"))
+    let args = UNICODE61.map(|a| match a.contains(' ') {
+        true => format!("''{a}''"),
+        false => a.to_owned(),
+    });
+    format!("'{over} {}'", args.join(" "))
+}
+
+thread_local! {
+    /// Each thread's instance of [`TOKENIZER`], made when it first cuts a message.
+    static THREAD_TERMS: RefCell<Option<Terms>> = const { RefCell::new(None) };
+}
+
+/// The terms of `text`, a message, as the index's [`TERMS`] takes them: what [`TOKENIZER`]
+/// makes of it.
+pub(crate) fn terms_of(text: &str) -> rusqlite::Result<String> {
+    THREAD_TERMS.with_borrow_mut(|terms| {
+        let terms = match terms {
+            Some(t) => t,
+            None => terms.insert(Terms::new(split, &UNICODE61)?),
+        };
+        terms.of(text)
+    })
 }
 
 /// Cuts `text` (a message to index, or with `query` a query) into what FTS5 makes terms of,
@@ -264,7 +293,70 @@ mod tests {
     #[test]
     fn the_index_schema_names_this_tokenizer() {
         let schema = include_str!("schema.sql");
-        assert!(schema.contains(&format!("tokenize = {}", tokenize_option(TOKENIZER))));
+        assert!(schema.contains(&format!("tokenize = {}", tokenize_option(TERMS))));
+    }
+
+    /// The index's terms of a message are the ones [`TOKENIZER`] makes of it, at the same
+    /// places (the last character of a run at its last pair's), and a query finds them as it
+    /// finds its own; the tables are of one connection, as the index's.
+    #[test]
+    fn a_message_given_as_its_terms_is_indexed_as_its_text_would_be() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        crate::consumers::sessions::store::register_words(&conn).unwrap();
+        for (name, over) in [("text", TOKENIZER), ("given", TERMS)] {
+            conn.execute_batch(&format!(
+                "CREATE VIRTUAL TABLE {name} USING fts5 (body, content = '', tokenize = {});
+                 CREATE VIRTUAL TABLE {name}_v USING fts5vocab ({name}, instance);",
+                tokenize_option(over)
+            ))
+            .unwrap();
+        }
+        let texts = [
+            "Café déjà vu: the cargo build failed, exit_code 101",
+            "连接池的内存泄漏 in src/pool.rs，トークンの有効期限",
+            "ฐานข้อมูลล่ม และ 결제를 다시 시도했습니다 Привет मेरा नाम",
+            "",
+            "一",
+        ];
+        for (id, text) in texts.iter().enumerate() {
+            let insert = |table: &str, body: &str| {
+                conn.execute(
+                    &format!("INSERT INTO {table} (rowid, body) VALUES (?1, ?2)"),
+                    rusqlite::params![id as i64 + 1, body],
+                )
+                .unwrap();
+            };
+            insert("text", text);
+            insert("given", &terms_of(text).unwrap());
+        }
+        let instances = |table: &str| -> Vec<(String, i64, i64)> {
+            let sql = format!("SELECT term, doc, offset FROM {table}_v ORDER BY doc, offset, term");
+            let mut stmt = conn.prepare(&sql).unwrap();
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)));
+            rows.unwrap().map(Result::unwrap).collect()
+        };
+        let given = instances("given");
+        assert!(given.len() > 40, "{given:?}");
+        assert_eq!(given, instances("text"));
+        for query in [
+            "内存",
+            "\"cargo build\"",
+            "有効期限",
+            "결제",
+            "데이",
+            "caf*",
+            "限",
+        ] {
+            let hits = |table: &str| -> Vec<i64> {
+                let sql =
+                    format!("SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid");
+                let mut stmt = conn.prepare(&sql).unwrap();
+                let rows = stmt.query_map([query], |r| r.get(0)).unwrap();
+                rows.map(Result::unwrap).collect()
+            };
+            assert_eq!(hits("given"), hits("text"), "{query}");
+            assert_eq!(hits("given").is_empty(), query == "데이", "{query}");
+        }
     }
 
     #[test]

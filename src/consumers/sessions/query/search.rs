@@ -561,10 +561,11 @@ mod tests {
                     params![id, session, role, at_ms],
                 )
                 .unwrap();
+            let terms = words::terms_of(body).unwrap();
             index
                 .execute(
                     "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
-                    params![id, body],
+                    params![id, terms],
                 )
                 .unwrap();
             let record = serde_json::json!({"type": "response_item", "payload": {
@@ -712,10 +713,11 @@ mod tests {
         drop(Archive::open(&db).unwrap());
         let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
         for (id, body) in bodies {
+            let terms = words::terms_of(body).unwrap();
             index
                 .execute(
                     "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
-                    params![id, body],
+                    params![id, terms],
                 )
                 .unwrap();
         }
