@@ -263,10 +263,11 @@ impl Indexer {
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
     /// pages; `progress(done, last)` is called after each page. Returns how many were indexed.
-    /// The segments are merged at the end when it indexed enough ([`MERGE_AFTER`]).
+    /// The segments are merged at the end when it indexed enough ([`MERGE_AFTER`]), or when
+    /// the index was being built from nothing.
     ///
-    /// The pages are read, cut and parsed on a thread of their own, a page ahead: on a machine
-    /// with a core to spare, the index's thread only writes.
+    /// The pages are read, cut, parsed and their text cut into terms on a thread of their own,
+    /// a page ahead: on a machine with a core to spare, the index's thread only writes.
     pub(crate) fn catch_up(&mut self, mut progress: impl FnMut(i64, i64)) -> Result<u64> {
         let last = self.archive.last_seq()?;
         let done = self.done()?;

@@ -156,7 +156,7 @@ fn index_back_into_the_archive(env: &Env, text: &str) -> rusqlite::Connection {
     let conn = rusqlite::Connection::open(&env.db).unwrap();
     // Those archives' index cut its text with SQLite's own unicode61.
     let schema = include_str!("../../src/consumers/sessions/schema.sql");
-    let words = "tokenize = 'words remove_diacritics 2 categories ''L* N* Co M*'''";
+    let words = "tokenize = 'terms remove_diacritics 2 categories ''L* N* Co M*'''";
     assert!(schema.contains(words), "the schema's tokenizer changed");
     let schema = schema.replace(words, "tokenize = 'unicode61 remove_diacritics 2'");
     conn.execute_batch(&schema).unwrap();

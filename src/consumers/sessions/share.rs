@@ -18,9 +18,9 @@
 //! - Where that wait cannot be read (no `/proc/thread-self/schedstat`: not Linux, or a kernel
 //!   without scheduler statistics), there is no helper: nothing would tell that it starves.
 //! - Merging the search segments after a backfill is done on the index's own thread too.
-//! - Reading and parsing the records to index is done on the index's own thread, before a
-//!   job is given out (a `reindex` reads and parses on a reader thread instead, a page ahead:
-//!   [`super::Indexer::catch_up`]).
+//! - Reading and parsing the records to index, and cutting their text into terms, is done on
+//!   the index's own thread, before a job is given out (a `reindex` does it on a reader
+//!   thread instead, a page ahead: [`super::Indexer::catch_up`]).
 
 use super::{Indexer, Ready};
 use crate::error::{Result, SystemContext};
