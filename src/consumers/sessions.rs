@@ -32,7 +32,7 @@ pub(crate) mod usage;
 pub(crate) mod words;
 
 use crate::agents::message::{
-    INDEXED_STRING, Parsed, Part, parse, prefix_of, with_long_strings_cut,
+    INDEXED_STRING, Parsed, Part, Role, parse, prefix_of, with_long_strings_cut,
 };
 
 /// At most this many records, or bytes of records, are taken from the archive at a time.
@@ -469,6 +469,8 @@ struct Change<'a> {
     first_ms: Option<i64>,
     last_ms: Option<i64>,
     models: Vec<&'a str>,
+    /// Messages added, by role: user, assistant, compact, unparsed.
+    added: [i64; 4],
 }
 
 impl<'a> SessionChanges<'a> {
@@ -496,6 +498,18 @@ impl<'a> SessionChanges<'a> {
         }
     }
 
+    /// Counts a message of `role` added to `session`.
+    fn added(&mut self, session: i64, role: Role) {
+        let c = self.changes.entry(session).or_default();
+        match role {
+            Role::User => c.added[0] += 1,
+            Role::Assistant => c.added[1] += 1,
+            Role::Compact => c.added[2] += 1,
+            Role::Unparsed => c.added[3] += 1,
+            _ => {}
+        }
+    }
+
     /// Writes what was gathered, and forgets it.
     fn write(&mut self, tx: &Connection) -> rusqlite::Result<()> {
         for (session, c) in self.changes.drain() {
@@ -508,7 +522,11 @@ impl<'a> SessionChanges<'a> {
                     title_rank = CASE WHEN ?4 IS NOT NULL AND ?5 >= title_rank THEN ?5 ELSE title_rank END,
                     first_prompt = coalesce(first_prompt, ?6),
                     started_ms = min(coalesce(started_ms, ?7), coalesce(?7, started_ms)),
-                    last_ms = max(coalesce(last_ms, ?8), coalesce(?8, last_ms))
+                    last_ms = max(coalesce(last_ms, ?8), coalesce(?8, last_ms)),
+                    user_messages = user_messages + ?9,
+                    assistant_messages = assistant_messages + ?10,
+                    compactions = compactions + ?11,
+                    unparsed = unparsed + ?12
                  WHERE id = ?1",
             )?
             .execute(params![
@@ -519,7 +537,11 @@ impl<'a> SessionChanges<'a> {
                 rank.unwrap_or(0),
                 c.prompt,
                 c.first_ms,
-                c.last_ms
+                c.last_ms,
+                c.added[0],
+                c.added[1],
+                c.added[2],
+                c.added[3]
             ])?;
             if c.project.is_some() {
                 read_git_remote(tx, session)?;
@@ -546,8 +568,10 @@ fn apply<'a>(
 ) -> rusqlite::Result<()> {
     let Ready { row, parsed, terms } = ready;
     changes.add(session, parsed);
-    if let (Some(message), Some(terms)) = (&parsed.message, terms) {
-        add_message(tx, text, session, row, parsed.at_ms, message, terms)?;
+    if let (Some(message), Some(terms)) = (&parsed.message, terms)
+        && add_message(tx, text, session, row, parsed.at_ms, message, terms)?
+    {
+        changes.added(session, message.role);
     }
     if let Some(usage) = &parsed.usage {
         add_usage(tx, session, row, parsed.at_ms, usage)?;
@@ -588,7 +612,8 @@ fn read_git_remote(tx: &Connection, session: i64) -> rusqlite::Result<()> {
 }
 
 /// Adds a message, or (for an upsert whose key is there) replaces it; a copy of a message
-/// already there is left out. The terms of its text go to `text`.
+/// already there is left out. The terms of its text go to `text`. True when it was added (not
+/// replaced, nor left out).
 fn add_message<'a>(
     tx: &Connection,
     text: &mut PendingText<'a>,
@@ -597,7 +622,7 @@ fn add_message<'a>(
     at_ms: Option<i64>,
     message: &crate::agents::message::Message,
     terms: &'a str,
-) -> rusqlite::Result<()> {
+) -> rusqlite::Result<bool> {
     let place = place_key(row);
     let key = match (&message.key, message.copy) {
         (Some(k), _) => k.clone(),
@@ -607,30 +632,34 @@ fn add_message<'a>(
     if let Some(copy) = message.copy
         && is_twin(tx, session, copy)?
     {
-        return Ok(());
+        return Ok(false);
     }
     let role = message.role.as_str();
+    // A message added has its `ord` and `seq` from this record; one replaced keeps the `ord`
+    // of its first copy, an earlier record's.
     let sql = if message.upsert {
         "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
          ON CONFLICT (session, key) DO UPDATE SET
             seq = excluded.seq, role = excluded.role, at_ms = coalesce(excluded.at_ms, at_ms)
-         RETURNING id"
+         RETURNING id, ord = seq"
     } else {
         "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
-         ON CONFLICT (session, key) DO NOTHING RETURNING id"
+         ON CONFLICT (session, key) DO NOTHING RETURNING id, ord = seq"
     };
-    let id: Option<i64> = tx
+    let written: Option<(i64, bool)> = tx
         .prepare_cached(sql)?
-        .query_row(params![session, key, row.seq, role, at_ms], |r| r.get(0))
+        .query_row(params![session, key, row.seq, role, at_ms], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .optional()?;
-    let Some(id) = id else {
-        return Ok(());
+    let Some((id, added)) = written else {
+        return Ok(false);
     };
-    if message.upsert {
+    if !added {
         text.delete(id);
     }
     text.insert(id, terms);
-    Ok(())
+    Ok(added)
 }
 
 /// The key of what a record holds when the agent gives it no id: the record's place.
@@ -972,6 +1001,75 @@ mod tests {
             offset: seq as u64 * 1000,
             record: record.into_bytes(),
         }
+    }
+
+    /// A session's counts are of the messages it holds: a copy left out and a message
+    /// replaced are not counted again, and one rewound is counted no more; a message replaced
+    /// is found by its new text only.
+    #[test]
+    fn a_sessions_counts_are_of_the_messages_it_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("archive.db");
+        drop(Archive::open(&db).unwrap());
+        let mut indexer = Indexer::open(&db).unwrap();
+        let gemini = |seq: i64, record: serde_json::Value| ExportRow {
+            seq,
+            source: 2,
+            harness: "gemini-cli".into(),
+            path: "/h/.gemini/tmp/ab12/chats/session-1.json".into(),
+            generation: 0,
+            offset: seq as u64 * 1000,
+            record: record.to_string().into_bytes(),
+        };
+        let at = "2026-11-30T10:00:00.000Z";
+        let rows = vec![
+            prompt_row(1),
+            prompt_row(2),
+            claude_row(3, prompt_row(1).record.iter().map(|b| *b as char).collect()),
+            gemini(4, serde_json::json!({"sessionId": "g1", "startTime": at})),
+            gemini(
+                5,
+                serde_json::json!({"id": "m1", "type": "user", "content": "first ask", "timestamp": at}),
+            ),
+            gemini(
+                6,
+                serde_json::json!({"id": "m2", "type": "gemini", "content": "draft answer", "timestamp": at}),
+            ),
+            gemini(
+                7,
+                serde_json::json!({"id": "m3", "type": "user", "content": "second ask", "timestamp": at}),
+            ),
+        ];
+        indexer.index(&ready(rows).unwrap()).unwrap();
+        let rows = vec![
+            gemini(
+                8,
+                serde_json::json!({"id": "m2", "type": "gemini", "content": "final answer", "timestamp": at}),
+            ),
+            gemini(9, serde_json::json!({"$rewindTo": "m3"})),
+        ];
+        indexer.index(&ready(rows).unwrap()).unwrap();
+        let counts: Vec<(String, i64, i64)> = (indexer.conn)
+            .prepare(
+                "SELECT harness, user_messages, assistant_messages FROM sessions ORDER BY harness",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let want = [("claude-code", 2, 0), ("gemini-cli", 1, 1)];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(h, u, a)| (h.to_string(), *u, *a))
+            .collect();
+        assert_eq!(counts, want);
+        let hits = |q: &str| -> i64 {
+            let sql = "SELECT count(*) FROM message_text WHERE message_text MATCH ?1";
+            indexer.conn.query_row(sql, [q], |r| r.get(0)).unwrap()
+        };
+        assert_eq!((hits("final"), hits("draft"), hits("answer")), (1, 0, 1));
+        assert_eq!((hits("second"), hits("word1")), (0, 1));
     }
 
     /// Stops FTS5 merging `indexer`'s segments, so that every segment written stays to be

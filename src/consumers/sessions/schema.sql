@@ -114,17 +114,9 @@ CREATE VIRTUAL TABLE message_text USING fts5 (
 -- Its terms, with how many messages hold each (a prefix search reads them).
 CREATE VIRTUAL TABLE message_vocab USING fts5vocab (message_text, row);
 
--- The session's counts and times follow its messages.
-CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN
-    UPDATE sessions SET
-        user_messages = user_messages + (NEW.role = 'user'),
-        assistant_messages = assistant_messages + (NEW.role = 'assistant'),
-        compactions = compactions + (NEW.role = 'compact'),
-        unparsed = unparsed + (NEW.role = 'unparsed'),
-        started_ms = min(coalesce(started_ms, NEW.at_ms), coalesce(NEW.at_ms, started_ms)),
-        last_ms = max(coalesce(last_ms, NEW.at_ms), coalesce(NEW.at_ms, last_ms))
-    WHERE id = NEW.session;
-END;
+-- The session's counts follow its messages: a message added is counted with the session's
+-- other changes of its transaction (`SessionChanges` in sessions.rs), which also take its
+-- time; a message removed, or whose role changes, is counted here.
 CREATE TRIGGER messages_removed AFTER DELETE ON messages BEGIN
     UPDATE sessions SET
         user_messages = user_messages - (OLD.role = 'user'),
