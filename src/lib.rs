@@ -98,9 +98,10 @@ pub use domain::{ReadLimits, StartAt};
 pub use engine::{Engine, EngineOptions, PassReport, Totals};
 pub use error::{Error, Result, error_chain};
 
-/// Registers the session index's tokenizer (`words`) on `conn`, for a program that opens the
-/// index's file (`<archive>-index`) with a connection of its own and reads its text: a query
-/// of `message_text` fails with "no such tokenizer: words" without it. `Err` is SQLite's.
+/// Registers the session index's tokenizers (`terms`, and `words` it cuts queries with) on
+/// `conn`, for a program that opens the index's file (`<archive>-index`) with a connection of
+/// its own and reads its text: a query of `message_text` fails with "no such tokenizer: terms"
+/// without them. `Err` is SQLite's.
 pub fn register_index_tokenizer(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     consumers::sessions::store::register_words(conn)
 }

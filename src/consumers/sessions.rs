@@ -52,16 +52,17 @@ const GATHER: Duration = Duration::from_millis(200);
 /// [`TRANSACTION_BYTES`]: each transaction flushes a new segment of the full-text index, which
 /// later merges write again, so fewer and larger ones index a backlog faster (a gigabyte of
 /// records in 41 s rather than 58 s, docs/benchmarks-log.md). Merging is FTS5's own
-/// (`automerge`): inside each transaction, work in proportion to the pages it wrote. A
-/// stopping daemon waits for the transaction in hand, so at most this long.
+/// (`automerge`): inside each transaction, work in proportion to the pages it wrote; none
+/// while the index is built from nothing ([`store::Merging`]). A stopping daemon waits for
+/// the transaction in hand, so at most this long.
 const TRANSACTION_TIME: Duration = Duration::from_secs(2);
 const TRANSACTION_BYTES: usize = BATCH_BYTES;
 
 /// Once this many bytes of records have been indexed since the full-text index's segments were
 /// last merged (by this process), and twice the index file's size, they are merged into one
 /// when the index next has nothing to do: at the end of a catch-up or a `run --once`, or when
-/// the daemon's index waits for records. A backfill leaves FTS5's own merging (`automerge`)
-/// with a dozen segments or more, and a query reads each of its terms in every segment: a
+/// the daemon's index waits for records. A backfill into an index already built leaves FTS5's
+/// own merging (`automerge`) with a dozen segments or more, and a query reads each of its terms in every segment: a
 /// prefix that stands for 256 terms (`re*`) took a fifth less time over one (BENCHMARKS.md).
 /// Merging rewrites the whole index, in about a tenth of the time it took to build (half a
 /// second for 54 MB): so after a backfill, and then each time the index has grown by about
@@ -121,12 +122,12 @@ impl Indexer {
             unmerged: 0,
             building: false,
         };
-        let building = indexer.done()? == 0 || indexer.db(store::building(&indexer.conn))?;
-        if building {
+        let building = indexer.db(store::building(&indexer.conn))?;
+        if !building && indexer.done()? == 0 {
             let set = store::set_merging(&mut indexer.conn, store::Merging::Build);
             indexer.db(set)?;
         }
-        indexer.building = building;
+        indexer.building = building || indexer.done()? == 0;
         Ok(indexer)
     }
 
@@ -272,6 +273,9 @@ impl Indexer {
         let last = self.archive.last_seq()?;
         let done = self.done()?;
         if done >= last {
+            // Nothing to index: a build from nothing that was stopped after its last
+            // transaction ends here.
+            self.merge_when_grown();
             return Ok(0);
         }
         let archive = Archive::open_existing(self.archive.path())?;
@@ -359,11 +363,8 @@ pub(crate) fn ready(rows: impl IntoIterator<Item = ExportRow>) -> rusqlite::Resu
 /// identified from the path and the first record, created if new.
 fn session_of(tx: &Connection, row: &ExportRow, parsed: &Parsed) -> rusqlite::Result<i64> {
     let known: Option<i64> = tx
-        .query_row(
-            "SELECT session FROM session_sources WHERE source_id = ?1",
-            [row.source],
-            |r| r.get(0),
-        )
+        .prepare_cached("SELECT session FROM session_sources WHERE source_id = ?1")?
+        .query_row([row.source], |r| r.get(0))
         .optional()?;
     if let Some(session) = known {
         return Ok(session);
@@ -379,34 +380,36 @@ fn session_of(tx: &Connection, row: &ExportRow, parsed: &Parsed) -> rusqlite::Re
     };
     let path = row.path.as_os_str().as_bytes();
     let same_path: Option<i64> = tx
-        .query_row(
+        .prepare_cached(
             "SELECT ss.session FROM session_sources ss JOIN sources s ON s.id = ss.source_id
              WHERE s.path = ?1 AND s.machine = ?2 ORDER BY ss.source_id DESC LIMIT 1",
-            params![path, machine],
-            |r| r.get(0),
-        )
+        )?
+        .query_row(params![path, machine], |r| r.get(0))
         .optional()?;
     let session = match same_path {
         Some(session) => session,
         None => {
             let id = crate::agents::identify(&row.harness, &row.path, parsed);
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO sessions (machine, harness, session, parent, project)
                  VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (machine, harness, session) DO NOTHING",
-                params![machine, row.harness, id.session, id.parent, id.project],
-            )?;
-            tx.query_row(
-                "SELECT id FROM sessions WHERE machine = ?1 AND harness = ?2 AND session = ?3",
-                params![machine, row.harness, id.session],
-                |r| r.get(0),
             )?
+            .execute(params![
+                machine,
+                row.harness,
+                id.session,
+                id.parent,
+                id.project
+            ])?;
+            tx.prepare_cached(
+                "SELECT id FROM sessions WHERE machine = ?1 AND harness = ?2 AND session = ?3",
+            )?
+            .query_row(params![machine, row.harness, id.session], |r| r.get(0))?
         }
     };
-    tx.execute(
-        "INSERT INTO session_sources (source_id, session) VALUES (?1, ?2)",
-        params![row.source, session],
-    )?;
+    tx.prepare_cached("INSERT INTO session_sources (source_id, session) VALUES (?1, ?2)")?
+        .execute(params![row.source, session])?;
     Ok(session)
 }
 
@@ -414,7 +417,7 @@ fn session_of(tx: &Connection, row: &ExportRow, parsed: &Parsed) -> rusqlite::Re
 ///
 /// FTS5 writes the terms it holds in memory to disk, as a new segment, at every statement
 /// savepoint of the transaction, and SQLite opens one for every statement that may write
-/// several rows or abort halfway (inserting a message: its unique key, its trigger). Text
+/// several rows or abort halfway (inserting a message: its unique key). Text
 /// inserted between such statements would make a segment per message, to be sorted, written
 /// and merged again; written after them, a transaction's text makes a few large ones.
 /// Invariant: every statement that reads or deletes `message_text` rows runs after
@@ -1122,16 +1125,11 @@ mod tests {
         claude_row(seq, record.to_string())
     }
 
-    /// An index built from nothing writes a segment a transaction and merges none of them
-    /// (FTS5 would merge a level of sixteen), until it first has nothing to do, and then all
-    /// into one; a build stopped halfway goes on as one when the index is opened again; a
-    /// built index merges as FTS5 does.
-    #[test]
-    fn an_index_built_from_nothing_merges_its_segments_once_at_the_end() {
+    /// An archive whose records are seqs 1 to `last` (each `{}`): an index of records up to
+    /// them is its own (`store::make_ready` builds again an index past the archive's end).
+    fn archive_of_seqs(last: i64) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("archive.db");
-        // The archive holds seqs as far as the index goes, or the index would be built again
-        // when it is opened (`store::make_ready`).
         let mut archive = Archive::open(&db).unwrap();
         let conn = archive.connection();
         conn.execute(
@@ -1140,7 +1138,7 @@ mod tests {
             [],
         )
         .unwrap();
-        for seq in 1..=41 {
+        for seq in 1..=last {
             conn.execute(
                 "INSERT INTO records (seq, source_id, generation, offset, record)
                  VALUES (?1, 1, 0, ?1, x'7b7d')",
@@ -1148,7 +1146,36 @@ mod tests {
             )
             .unwrap();
         }
-        drop(archive);
+        (dir, db)
+    }
+
+    /// A build stopped after its last transaction, before it had nothing to do, ends at the
+    /// next catch-up, which finds nothing to index.
+    #[test]
+    fn a_build_stopped_after_its_last_record_ends_at_the_next_catch_up() {
+        let (_dir, db) = archive_of_seqs(3);
+        let mut indexer = Indexer::open(&db).unwrap();
+        for seq in 1..=3 {
+            indexer.index(&ready([prompt_row(seq)]).unwrap()).unwrap();
+        }
+        drop(indexer);
+        let mut indexer = Indexer::open(&db).unwrap();
+        assert!(indexer.building);
+        assert_eq!(indexer.catch_up(|_, _| {}).unwrap(), 0);
+        assert!(!indexer.building);
+        assert!(!store::building(&indexer.conn).unwrap());
+        let segments = "SELECT count(DISTINCT segid) FROM message_text_idx";
+        let n: i64 = indexer.conn.query_row(segments, [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 1);
+    }
+
+    /// An index built from nothing writes a segment a transaction and merges none of them
+    /// (FTS5 would merge a level of sixteen), until it first has nothing to do, and then all
+    /// into one; a build stopped halfway goes on as one when the index is opened again; a
+    /// built index merges as FTS5 does.
+    #[test]
+    fn an_index_built_from_nothing_merges_its_segments_once_at_the_end() {
+        let (_dir, db) = archive_of_seqs(41);
         let count = |indexer: &Indexer, sql: &str| -> i64 {
             indexer.conn.query_row(sql, [], |r| r.get(0)).unwrap()
         };

@@ -178,6 +178,16 @@ fn index_back_into_the_archive(env: &Env, text: &str) -> rusqlite::Connection {
         [text],
     )
     .unwrap();
+    // Those archives counted a session's messages with a trigger (gone from the index's
+    // schema since), which schema 9 drops with the rest: made after the rows above, as it
+    // would count them again.
+    conn.execute_batch(
+        "CREATE TRIGGER messages_added AFTER INSERT ON messages BEGIN
+             UPDATE sessions SET user_messages = user_messages + (NEW.role = 'user')
+             WHERE id = NEW.session;
+         END;",
+    )
+    .unwrap();
     remove_index(env);
     conn
 }

@@ -95,10 +95,11 @@ CREATE INDEX usage_time ON usage (at_ms);
 
 -- The searchable text of each message (rowid = messages.id). It keeps no copy of the text
 -- (`content = ''`): the text is the records', and a search's snippets are made from them.
--- `contentless_delete` lets a message's text be replaced or deleted. Its tokenizer, `words`, is
--- `unicode61` for scripts with spaces and pairs of characters for those without (`words.rs`);
--- a message is inserted as the terms it makes (`terms`, cut before the insert), and a query is
--- cut by it: every connection to this file registers both first. No prefix indexes: they
+-- `contentless_delete` lets a message's text be replaced or deleted. Its text is cut by `words`:
+-- `unicode61` for scripts with spaces and pairs of characters for those without (`words.rs`).
+-- A message is inserted as the terms `words` makes of it, cut before the insert, which the
+-- table's own tokenizer (`terms`) only reads; a query is cut by `words`. Every connection to
+-- this file registers both first. No prefix indexes: they
 -- would add every token's postings twice more, for `pre*` queries that scan the terms instead.
 CREATE VIRTUAL TABLE message_text USING fts5 (
     body,

@@ -52,6 +52,9 @@ pub(crate) fn open_to_write(archive: &Path) -> Result<Connection> {
     let at = index_error(archive);
     let mut conn = Connection::open(&path).map_err(&at)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(&at)?;
+    // Every statement an index transaction runs stays prepared (rusqlite keeps 16 by
+    // default, fewer than the indexer uses, and one pushed out is prepared again).
+    conn.set_prepared_statement_cache_capacity(64);
     register_words(&conn).map_err(&at)?;
     // Turning WAL on takes the file to itself, and SQLite does not wait for another process
     // making the index at that moment (a daemon starting while a command makes it): it is
