@@ -342,7 +342,8 @@ fn read_pages(
 pub(crate) struct Ready {
     row: ExportRow,
     parsed: Parsed,
-    terms: Option<String>,
+    /// The terms, and how many places they take (`words::terms_of`).
+    terms: Option<(String, i64)>,
 }
 
 /// Parses `rows`, given cut (see [`indexed`]), and cuts their messages' text into terms.
@@ -571,7 +572,7 @@ fn apply<'a>(
 ) -> rusqlite::Result<()> {
     let Ready { row, parsed, terms } = ready;
     changes.add(session, parsed);
-    if let (Some(message), Some(terms)) = (&parsed.message, terms)
+    if let (Some(message), Some(terms)) = (&parsed.message, terms.as_ref())
         && add_message(tx, text, session, row, parsed.at_ms, message, terms)?
     {
         changes.added(session, message.role);
@@ -624,7 +625,7 @@ fn add_message<'a>(
     row: &ExportRow,
     at_ms: Option<i64>,
     message: &crate::agents::message::Message,
-    terms: &'a str,
+    (terms, places): &'a (String, i64),
 ) -> rusqlite::Result<bool> {
     let place = place_key(row);
     let key = match (&message.key, message.copy) {
@@ -641,17 +642,20 @@ fn add_message<'a>(
     // A message added has its `ord` and `seq` from this record; one replaced keeps the `ord`
     // of its first copy, an earlier record's.
     let sql = if message.upsert {
-        "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+        "INSERT INTO messages (session, key, ord, seq, role, at_ms, places)
+         VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
          ON CONFLICT (session, key) DO UPDATE SET
-            seq = excluded.seq, role = excluded.role, at_ms = coalesce(excluded.at_ms, at_ms)
+            seq = excluded.seq, role = excluded.role, at_ms = coalesce(excluded.at_ms, at_ms),
+            places = excluded.places
          RETURNING id, ord = seq"
     } else {
-        "INSERT INTO messages (session, key, ord, seq, role, at_ms) VALUES (?1, ?2, ?3, ?3, ?4, ?5)
+        "INSERT INTO messages (session, key, ord, seq, role, at_ms, places)
+         VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)
          ON CONFLICT (session, key) DO NOTHING RETURNING id, ord = seq"
     };
     let written: Option<(i64, bool)> = tx
         .prepare_cached(sql)?
-        .query_row(params![session, key, row.seq, role, at_ms], |r| {
+        .query_row(params![session, key, row.seq, role, at_ms, places], |r| {
             Ok((r.get(0)?, r.get(1)?))
         })
         .optional()?;

@@ -153,16 +153,20 @@ impl Terms {
         })
     }
 
-    /// The terms of `text`, a document, each after the byte that says its place.
-    pub(crate) fn of(&mut self, text: &str) -> rusqlite::Result<String> {
-        let mut out: Vec<u8> = Vec::with_capacity(text.len() + text.len() / 4);
+    /// The terms of `text`, a document, each after the byte that says its place; and how
+    /// many places they take, the document's size as FTS5 counts it.
+    pub(crate) fn of(&mut self, text: &str) -> rusqlite::Result<(String, i64)> {
+        let mut out = Collected {
+            terms: Vec::with_capacity(text.len() + text.len() / 4),
+            places: 0,
+        };
         let n = c_int::try_from(text.len()).map_err(|_| misuse("a text of 2 GiB or more"))?;
         // SAFETY: `instance` is the one `new` made, alive until `drop`; `text` holds `n`
         // bytes; `collect` is given `out`, alive during the call.
         let rc = unsafe {
             tokenize(
                 self.instance,
-                (&mut out as *mut Vec<u8>).cast(),
+                (&mut out as *mut Collected).cast(),
                 ffi::FTS5_TOKENIZE_DOCUMENT,
                 text.as_ptr().cast(),
                 n,
@@ -173,7 +177,8 @@ impl Terms {
             return Err(rusqlite::Error::SqliteFailure(ffi::Error::new(rc), None));
         }
         // `unicode61` writes its terms in UTF-8, and a split's are pieces of `text`.
-        String::from_utf8(out).map_err(|_| misuse("a term that is not UTF-8"))
+        let terms = String::from_utf8(out.terms).map_err(|_| misuse("a term that is not UTF-8"))?;
+        Ok((terms, out.places))
     }
 }
 
@@ -184,7 +189,15 @@ impl Drop for Terms {
     }
 }
 
-/// [`Terms::of`]'s callback: appends a term to the bytes at `out`.
+/// What [`Terms::of`] gathers.
+struct Collected {
+    terms: Vec<u8>,
+    /// Places taken: each term not colocated, and a first one that is (as FTS5 counts a
+    /// document's size).
+    places: i64,
+}
+
+/// [`Terms::of`]'s callback: appends a term to the [`Collected`] at `out`.
 unsafe extern "C" fn collect(
     out: *mut c_void,
     tflags: c_int,
@@ -193,22 +206,25 @@ unsafe extern "C" fn collect(
     _start: c_int,
     _end: c_int,
 ) -> c_int {
-    // SAFETY: `out` is the `Vec` `Terms::of` passed, alive during the call; `term` holds
-    // `n_term` bytes, the tokenizer's, during this call.
+    // SAFETY: `out` is the `Collected` `Terms::of` passed, alive during the call; `term`
+    // holds `n_term` bytes, the tokenizer's, during this call.
     let (out, term) = unsafe {
         let term = match n_term {
             n if n > 0 && !term.is_null() => std::slice::from_raw_parts(term.cast(), n as usize),
             _ => &[][..],
         };
-        (&mut *out.cast::<Vec<u8>>(), term)
+        (&mut *out.cast::<Collected>(), term)
     };
     // Checked in tests: a panic here could not unwind into SQLite.
     if cfg!(debug_assertions) && term.iter().any(|b| *b == NEXT || *b == COLOCATED) {
         return ffi::SQLITE_ERROR;
     }
     let colocated = tflags & ffi::FTS5_TOKEN_COLOCATED != 0;
-    out.push(if colocated { COLOCATED } else { NEXT });
-    out.extend_from_slice(term);
+    if !colocated || out.places == 0 {
+        out.places += 1;
+    }
+    out.terms.push(if colocated { COLOCATED } else { NEXT });
+    out.terms.extend_from_slice(term);
     ffi::SQLITE_OK
 }
 

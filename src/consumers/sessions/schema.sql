@@ -67,6 +67,9 @@ CREATE TABLE messages (
     seq INTEGER NOT NULL,
     role TEXT NOT NULL,
     at_ms INTEGER,
+    -- The size of its searchable text in `message_text`, in places, as FTS5 counts it: the
+    -- ranking reads it here, with the row, rather than look it up in FTS5's own sizes.
+    places INTEGER,
     UNIQUE (session, key)
 );
 CREATE INDEX messages_order ON messages (session, ord);

@@ -49,8 +49,8 @@ thread_local! {
 }
 
 /// The terms of `text`, a message, as the index's [`TERMS`] takes them: what [`TOKENIZER`]
-/// makes of it.
-pub(crate) fn terms_of(text: &str) -> rusqlite::Result<String> {
+/// makes of it; and its size in places, as FTS5 counts it (`platform::fts5::Terms::of`).
+pub(crate) fn terms_of(text: &str) -> rusqlite::Result<(String, i64)> {
     THREAD_TERMS.with_borrow_mut(|terms| {
         let terms = match terms {
             Some(t) => t,
@@ -327,7 +327,18 @@ mod tests {
                 .unwrap();
             };
             insert("text", text);
-            insert("given", &terms_of(text).unwrap());
+            let (terms, places) = terms_of(text).unwrap();
+            insert("given", &terms);
+            // FTS5's size of the text: a varint, one byte below 128.
+            let size: Vec<u8> = conn
+                .query_row(
+                    "SELECT sz FROM text_docsize WHERE id = ?1",
+                    [id as i64 + 1],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert!(size.len() == 1 && size[0] < 128, "{size:?}");
+            assert_eq!(places, i64::from(size[0]), "{text}");
         }
         let instances = |table: &str| -> Vec<(String, i64, i64)> {
             let sql = format!("SELECT term, doc, offset FROM {table}_v ORDER BY doc, offset, term");

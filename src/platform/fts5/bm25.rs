@@ -12,7 +12,9 @@
 //!
 //! With two phrases or more, and the rows `known` gives true, its scores are `bm25()`'s.
 //!
-//! `NAME(table, known)`: `known` is NULL or text of lines `term<TAB>rows`, each a term as the
+//! `NAME(table, known, size)`: `size`, when given and not NULL, is the row's size in tokens
+//! as FTS5 counts it (what `bm25()` reads from the table's sizes, one lookup per row, for a
+//! caller that keeps it beside the row). `known` is NULL or text of lines `term<TAB>rows`, each a term as the
 //! index holds it and the number of rows that hold it. A phrase whose only token is a term
 //! named there takes its rows from it: the caller gives none for a query with a prefix phrase
 //! (`pre*`, whose one token is `pre`), an initial-token phrase (`^`) or a column filter, which
@@ -82,7 +84,13 @@ unsafe extern "C" fn score(
             0 => ptr::null_mut(),
             _ => *values,
         };
-        match row_score(&*api, fts, known) {
+        let size = match n_values {
+            2.. if ffi::sqlite3_value_type(*values.add(1)) != ffi::SQLITE_NULL => {
+                Some(ffi::sqlite3_value_int64(*values.add(1)))
+            }
+            _ => None,
+        };
+        match row_score(&*api, fts, known, size) {
             Ok(score) => ffi::sqlite3_result_double(ctx, score),
             Err(rc) => ffi::sqlite3_result_error_code(ctx, rc),
         }
@@ -93,11 +101,12 @@ unsafe extern "C" fn score(
 ///
 /// # Safety
 /// `api` and `fts` are those FTS5 passed to an auxiliary function for the current row, and
-/// `known` is null or the function's second argument.
+/// `known` is null or the function's second argument; `size` its third, if given.
 unsafe fn row_score(
     api: &ffi::Fts5ExtensionApi,
     fts: *mut ffi::Fts5Context,
     known: *mut ffi::sqlite3_value,
+    size: Option<i64>,
 ) -> Result<f64, c_int> {
     let missing = ffi::SQLITE_MISUSE;
     let get_aux = api.xGetAuxdata.ok_or(missing)?;
@@ -117,9 +126,15 @@ unsafe fn row_score(
             query = made;
         }
         let query = &mut *query;
-        let mut tokens: c_int = 0;
-        check(column_size(fts, -1, &mut tokens))?;
-        let length = K1 * (1.0 - B + B * f64::from(tokens) / query.avgdl);
+        let tokens = match size {
+            Some(size) => size as f64,
+            None => {
+                let mut tokens: c_int = 0;
+                check(column_size(fts, -1, &mut tokens))?;
+                f64::from(tokens)
+            }
+        };
+        let length = K1 * (1.0 - B + B * tokens / query.avgdl);
         let mut score = 0.0;
         for phrase in 0..query.idf.len() {
             let mut iter = ffi::Fts5PhraseIter {
@@ -397,6 +412,38 @@ mod tests {
                     same(bm25, ours * idf),
                     "{query}, row {rowid}: {bm25} against {ours}"
                 );
+            }
+        }
+    }
+
+    /// A row's size given (as the caller keeps it) scores as the table's own, and is what the
+    /// score is made from.
+    #[test]
+    fn a_size_given_scores_as_the_size_the_table_keeps() {
+        let conn = table();
+        // The rows' words are single-spaced.
+        let words = "(length(body) - length(replace(body, ' ', '')) + (body != ''))";
+        for query in ["red", "blue OR \"cargo build\"", "re* AND filler"] {
+            let sql = format!(
+                "SELECT bm25_known(t, NULL), bm25_known(t, NULL, {words}),
+                        bm25_known(t, NULL, {words} + 5), bm25_known(t, NULL, NULL)
+                 FROM t WHERE t MATCH ?1"
+            );
+            let mut stmt = conn.prepare(&sql).unwrap();
+            let rows = stmt.query_map([query], |r| {
+                Ok((
+                    r.get::<_, f64>(0)?,
+                    r.get::<_, f64>(1)?,
+                    r.get::<_, f64>(2)?,
+                    r.get::<_, f64>(3)?,
+                ))
+            });
+            let rows: Vec<_> = rows.unwrap().map(Result::unwrap).collect();
+            assert!(rows.len() > 10, "{query}");
+            for (own, given, longer, null) in rows {
+                assert!((own - given).abs() < 1e-12, "{query}: {own} {given}");
+                assert_eq!(own, null, "{query}");
+                assert!(longer > given, "{query}: a longer row scores worse");
             }
         }
     }

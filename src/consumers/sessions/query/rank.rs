@@ -25,8 +25,8 @@ fn weight(role: Role) -> f64 {
 
 /// The score of a match of a search over `message_text` and its messages `m`, the lower the
 /// better: FTS5's `bm25()` (negative, the lower the better; told the rows of the terms in the
-/// statement's parameter `known`, `store::BM25`) weighed by who speaks, so that a weight below
-/// 1 moves a message down.
+/// statement's parameter `known`, and the message's size, `store::BM25`) weighed by who
+/// speaks, so that a weight below 1 moves a message down.
 pub(super) fn score(known: &str) -> String {
     // Each ranked message's role is compared with these in turn: only the roles that do not
     // count whole, the tools' first (most messages are a tool's). Any other counts whole, a
@@ -37,7 +37,7 @@ pub(super) fn score(known: &str) -> String {
         .map(|r| format!(" WHEN '{}' THEN {:?}", r.as_str(), weight(*r)))
         .collect();
     let bm25 = crate::consumers::sessions::store::BM25;
-    format!("{bm25}(message_text, {known}) * CASE m.role{whens} ELSE 1.0 END")
+    format!("{bm25}(message_text, {known}, m.places) * CASE m.role{whens} ELSE 1.0 END")
 }
 
 /// The `ORDER BY` of ranked matches whose [`score`] is the column `score` and whose time is

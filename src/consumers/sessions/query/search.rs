@@ -561,7 +561,7 @@ mod tests {
                     params![id, session, role, at_ms],
                 )
                 .unwrap();
-            let terms = words::terms_of(body).unwrap();
+            let (terms, _) = words::terms_of(body).unwrap();
             index
                 .execute(
                     "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
@@ -713,7 +713,7 @@ mod tests {
         drop(Archive::open(&db).unwrap());
         let index = crate::consumers::sessions::store::open_to_write(&db).unwrap();
         for (id, body) in bodies {
-            let terms = words::terms_of(body).unwrap();
+            let (terms, _) = words::terms_of(body).unwrap();
             index
                 .execute(
                     "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
