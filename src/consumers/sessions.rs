@@ -216,17 +216,7 @@ impl Indexer {
             Ok(_) => {}
             Err(e) => log::warn!("session index: cannot read its size ({e}); merging"),
         }
-        self.unmerged = 0;
-        let started = Instant::now();
-        match self.merge() {
-            Ok(()) => log::info!(
-                "session index: search segments merged into one in {} ms",
-                started.elapsed().as_millis()
-            ),
-            Err(e) => log::warn!(
-                "session index: cannot merge its search segments ({e}); searches read them all"
-            ),
-        }
+        self.merge_logged("search segments");
     }
 
     /// Ends a build from nothing ([`Indexer::merge_when_grown`]). Merging as it follows the
@@ -238,15 +228,21 @@ impl Indexer {
             return;
         }
         self.building = false;
+        self.merge_logged("built; its search segments");
+    }
+
+    /// [`Indexer::merge`], logged as `what` merged and how long it took, or why it failed
+    /// (the segments are then left as they are, and searched as they are).
+    fn merge_logged(&mut self, what: &str) {
         self.unmerged = 0;
         let started = Instant::now();
         match self.merge() {
             Ok(()) => log::info!(
-                "session index: built; its search segments merged into one in {} ms",
+                "session index: {what} merged into one in {} ms",
                 started.elapsed().as_millis()
             ),
             Err(e) => log::warn!(
-                "session index: built, but cannot merge its search segments ({e}); FTS5 merges them as it goes"
+                "session index: cannot merge its search segments ({e}); searches read them all"
             ),
         }
     }
