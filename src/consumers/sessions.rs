@@ -1073,6 +1073,21 @@ mod tests {
         };
         assert_eq!((hits("final"), hits("draft"), hits("answer")), (1, 0, 1));
         assert_eq!((hits("second"), hits("word1")), (0, 1));
+        // Each message's size, replaced with its text, is FTS5's (a varint, one byte here).
+        let sizes: Vec<(i64, Vec<u8>)> = (indexer.conn)
+            .prepare(
+                "SELECT m.places, d.sz FROM messages m JOIN message_text_docsize d ON d.id = m.id",
+            )
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(sizes.len(), 4);
+        for (places, size) in sizes {
+            assert_eq!(size.len(), 1);
+            assert_eq!(places, i64::from(size[0]));
+        }
     }
 
     /// Stops FTS5 merging `indexer`'s segments, so that every segment written stays to be

@@ -20,7 +20,7 @@ use std::time::Duration;
 /// changes with the schema and with what the index derives from records (which sessions and
 /// messages there are), so that an index built by another build is built again.
 const SCHEMA: &str = include_str!("schema.sql");
-const VERSION: i64 = 6;
+const VERSION: i64 = 7;
 
 /// The name the index takes on an archive's connection.
 const INDEX: &str = "idx";
@@ -499,7 +499,10 @@ mod tests {
         let index = open_to_write(&db).unwrap();
         let fresh = tables(&index);
         index
-            .execute_batch("CREATE TABLE later (x); PRAGMA user_version = 7;")
+            .execute_batch(&format!(
+                "CREATE TABLE later (x); PRAGMA user_version = {};",
+                VERSION + 1
+            ))
             .unwrap();
         set_progress(&index, 1).unwrap();
         drop(index);

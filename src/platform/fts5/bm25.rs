@@ -10,12 +10,13 @@
 //! - a query of one phrase is not counted at all: its IDF would scale every score alike, so
 //!   its scores are `bm25()`'s divided by that IDF, in the same order.
 //!
-//! With two phrases or more, and the rows `known` gives true, its scores are `bm25()`'s.
+//! With two phrases or more, and the rows `known` gives and the sizes `size` gives true, its
+//! scores are `bm25()`'s.
 //!
 //! `NAME(table, known, size)`: `size`, when given and not NULL, is the row's size in tokens
 //! as FTS5 counts it (what `bm25()` reads from the table's sizes, one lookup per row, for a
-//! caller that keeps it beside the row). `known` is NULL or text of lines `term<TAB>rows`, each a term as the
-//! index holds it and the number of rows that hold it. A phrase whose only token is a term
+//! caller that keeps it beside the row). `known` is NULL or text of lines `term<TAB>rows`,
+//! each a term as the index holds it and the number of rows that hold it. A phrase whose only token is a term
 //! named there takes its rows from it: the caller gives none for a query with a prefix phrase
 //! (`pre*`, whose one token is `pre`), an initial-token phrase (`^`) or a column filter, which
 //! count rows differently. Per statement the rows are read once, at its first call: two calls
@@ -69,7 +70,7 @@ impl Query {
     }
 }
 
-/// `NAME(table, known)`, for the row FTS5's cursor is on.
+/// `NAME(table, known, size)`, for the row FTS5's cursor is on.
 unsafe extern "C" fn score(
     api: *const ffi::Fts5ExtensionApi,
     fts: *mut ffi::Fts5Context,

@@ -554,14 +554,14 @@ mod tests {
         .unwrap();
         for (i, (session, role, at_ms, body)) in messages.iter().enumerate() {
             let id = i as i64 + 1;
+            let (terms, places) = words::terms_of(body).unwrap();
             index
                 .execute(
-                    "INSERT INTO messages (id, session, key, ord, seq, role, at_ms)
-                     VALUES (?1, ?2, ?1, ?1, ?1, ?3, ?4)",
-                    params![id, session, role, at_ms],
+                    "INSERT INTO messages (id, session, key, ord, seq, role, at_ms, places)
+                     VALUES (?1, ?2, ?1, ?1, ?1, ?3, ?4, ?5)",
+                    params![id, session, role, at_ms, places],
                 )
                 .unwrap();
-            let (terms, _) = words::terms_of(body).unwrap();
             index
                 .execute(
                     "INSERT INTO message_text (rowid, body) VALUES (?1, ?2)",
