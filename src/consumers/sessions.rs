@@ -62,8 +62,9 @@ const TRANSACTION_BYTES: usize = BATCH_BYTES;
 /// last merged (by this process), and twice the index file's size, they are merged into one
 /// when the index next has nothing to do: at the end of a catch-up or a `run --once`, or when
 /// the daemon's index waits for records. A backfill into an index already built leaves FTS5's
-/// own merging (`automerge`) with a dozen segments or more, and a query reads each of its terms in every segment: a
-/// prefix that stands for 256 terms (`re*`) took a fifth less time over one (BENCHMARKS.md).
+/// own merging (`automerge`) with a dozen segments or more, and a query reads each of its
+/// terms in every segment: a prefix that stands for 256 terms (`re*`) took a fifth less time
+/// over one (BENCHMARKS.md).
 /// Merging rewrites the whole index, in about a tenth of the time it took to build (half a
 /// second for 54 MB): so after a backfill, and then each time the index has grown by about
 /// half, which keeps the bytes merging writes in proportion to those indexed.
@@ -122,12 +123,13 @@ impl Indexer {
             unmerged: 0,
             building: false,
         };
+        let empty = indexer.done()? == 0;
         let building = indexer.db(store::building(&indexer.conn))?;
-        if !building && indexer.done()? == 0 {
+        if empty && !building {
             let set = store::set_merging(&mut indexer.conn, store::Merging::Build);
             indexer.db(set)?;
         }
-        indexer.building = building || indexer.done()? == 0;
+        indexer.building = building || empty;
         Ok(indexer)
     }
 

@@ -104,7 +104,7 @@ struct Instance {
 /// The byte before each term in a text of terms ([`Terms::of`]): a term at the next place, or
 /// at the same place as the term before it. No term holds either byte: `unicode61` makes
 /// terms of the categories it is given, and a [`Split`]'s tokens are text it chose, never a
-/// control character (checked as the terms are made).
+/// control character (checked in debug builds as the terms are made).
 const NEXT: u8 = 0x01;
 const COLOCATED: u8 = 0x02;
 

@@ -128,9 +128,9 @@ pub(crate) fn attached_done(archive: &Archive) -> Result<i64> {
         .map(Option::unwrap_or_default)
 }
 
-/// Registers the index's tokenizers (`words`, and `terms` over it) on `conn`, which every connection that reads or
-/// writes the index's text needs, and the search's ranking ([`BM25`]), and keeps FTS5's own
-/// statements prepared (below).
+/// Registers the index's tokenizers (`words`, and `terms` over it) on `conn`, which every
+/// connection that reads or writes the index's text needs, and the search's ranking
+/// ([`BM25`]), and keeps FTS5's own statements prepared (below).
 pub(crate) fn register_words(conn: &Connection) -> rusqlite::Result<()> {
     // FTS5 finds a term in each segment with one statement of its own (`segid = ? AND term
     // <= ?`), bound again for every segment. SQLite prepares a statement again when a bound

@@ -16,10 +16,10 @@
 //! `NAME(table, known, size)`: `size`, when given and not NULL, is the row's size in tokens
 //! as FTS5 counts it (what `bm25()` reads from the table's sizes, one lookup per row, for a
 //! caller that keeps it beside the row). `known` is NULL or text of lines `term<TAB>rows`,
-//! each a term as the index holds it and the number of rows that hold it. A phrase whose only token is a term
-//! named there takes its rows from it: the caller gives none for a query with a prefix phrase
-//! (`pre*`, whose one token is `pre`), an initial-token phrase (`^`) or a column filter, which
-//! count rows differently. Per statement the rows are read once, at its first call: two calls
+//! each a term as the index holds it and the number of rows that hold it. A phrase whose only
+//! token is a term named there takes its rows from it: the caller gives none for a query with
+//! a prefix phrase (`pre*`, whose one token is `pre`), an initial-token phrase (`^`) or a
+//! column filter, which count rows differently. Per statement the rows are read once, at its first call: two calls
 //! of the function in one statement share them (FTS5 keeps one auxiliary datum per function).
 
 use super::{fts5_api, misuse};
