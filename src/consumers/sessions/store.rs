@@ -200,9 +200,9 @@ pub(crate) enum Merging {
     /// no merge as it goes (`automerge` 0), a level's segments merged only when it has 64
     /// (`crisismerge`), and 16 MiB of terms held before they are written out (`hashsize`), so
     /// that a transaction writes one segment. The segments are merged into one at the end.
-    /// Merging as it goes rewrote every posting three or four times over a build, and was a
-    /// fifth of its time (BENCHMARKS.md). The index is in this mode when its `automerge` is 0
-    /// ([`building`]), so a build stopped halfway goes on in it.
+    /// Merging as it goes writes each posting again at every level of four segments, and took
+    /// 13 % of a `reindex`'s samples (BENCHMARKS.md). The index is in this mode when its
+    /// `automerge` is 0 ([`building`]), so a build stopped halfway goes on in it.
     Build,
 }
 
