@@ -59,9 +59,9 @@ const TRANSACTION_TIME: Duration = Duration::from_secs(2);
 const TRANSACTION_BYTES: usize = BATCH_BYTES;
 
 /// Once this many bytes of records have been indexed since the full-text index's segments were
-/// last merged (by this process), and twice the index file's size, they are merged into one
-/// when the index next has nothing to do: at the end of a catch-up or a `run --once`, or when
-/// the daemon's index waits for records. A backfill into an index already built leaves FTS5's
+/// last merged (by this process), and twice the index's size (its pages in use,
+/// [`live_bytes`]), they are merged into one when the index next has nothing to do: at the end
+/// of a catch-up or a `run --once`, or when the daemon's index waits for records. A backfill into an index already built leaves FTS5's
 /// own merging (`automerge`) with a dozen segments or more, and a query reads each of its
 /// terms in every segment: a prefix that stands for 256 terms (`re*`) took a fifth less time
 /// over one (BENCHMARKS.md).
@@ -71,9 +71,20 @@ const TRANSACTION_BYTES: usize = BATCH_BYTES;
 const MERGE_AFTER: usize = 32 << 20;
 
 /// Whether the segments are to be merged after `unmerged` bytes of records were indexed since
-/// they last were, the index file being of `index_bytes` ([`MERGE_AFTER`]).
+/// they last were, the index being of `index_bytes` ([`live_bytes`], [`MERGE_AFTER`]).
 fn merge_due(unmerged: usize, index_bytes: i64) -> bool {
     unmerged >= MERGE_AFTER && unmerged as i64 >= 2 * index_bytes
+}
+
+/// Bytes of the index file's pages in use: a merge leaves the pages of the segments it merged
+/// free in the file, for the index to fill again, and they are no index to merge.
+fn live_bytes(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row(
+        "SELECT (page_count - freelist_count) * page_size
+         FROM main.pragma_page_count, main.pragma_freelist_count, main.pragma_page_size",
+        [],
+        |r| r.get(0),
+    )
 }
 
 /// The searchable text of one message is cut at this many bytes.
@@ -212,8 +223,7 @@ impl Indexer {
         if !merge_due(self.unmerged, 0) {
             return;
         }
-        let size = "SELECT page_count * page_size FROM pragma_page_count, pragma_page_size";
-        match self.conn.query_row(size, [], |r| r.get::<_, i64>(0)) {
+        match live_bytes(&self.conn) {
             Ok(bytes) if !merge_due(self.unmerged, bytes) => return,
             Ok(_) => {}
             Err(e) => log::warn!("session index: cannot read its size ({e}); merging"),
@@ -1132,6 +1142,35 @@ mod tests {
             data_rows < 20,
             "{data_rows} rows of segments for 200 messages"
         );
+    }
+
+    /// The pages a merge leaves free are not counted as the index's size.
+    #[test]
+    fn the_size_a_merge_is_weighed_against_leaves_out_free_pages() {
+        let (_dir, db) = archive_of_seqs(400);
+        let mut indexer = Indexer::open(&db).unwrap();
+        let row = |seq: i64| {
+            let content = format!("word{seq} {}", "filler text ".repeat(200));
+            let record = serde_json::json!({"type": "user", "uuid": format!("u{seq}"),
+                "sessionId": "5f1e", "message": {"role": "user", "content": content}});
+            claude_row(seq, record.to_string())
+        };
+        for first in (1..=400).step_by(20) {
+            indexer
+                .index(&ready((first..first + 20).map(row)).unwrap())
+                .unwrap();
+        }
+        indexer.merge_when_grown();
+        let pragma = |name: &str| -> i64 {
+            (indexer.conn.pragma_query_value(None, name, |r| r.get(0))).unwrap()
+        };
+        let (pages, free, size) = (
+            pragma("page_count"),
+            pragma("freelist_count"),
+            pragma("page_size"),
+        );
+        assert!(free > 0, "the merge left pages free");
+        assert_eq!(live_bytes(&indexer.conn).unwrap(), (pages - free) * size);
     }
 
     /// A prompt of the Claude Code session of [`claude_row`], `word{seq}`, at `seq`.
