@@ -61,10 +61,10 @@ const TRANSACTION_BYTES: usize = BATCH_BYTES;
 /// Once this many bytes of records have been indexed since the full-text index's segments were
 /// last merged (by this process), and twice the index's size (its pages in use,
 /// [`live_bytes`]), they are merged into one when the index next has nothing to do: at the end
-/// of a catch-up or a `run --once`, or when the daemon's index waits for records. A backfill into an index already built leaves FTS5's
-/// own merging (`automerge`) with a dozen segments or more, and a query reads each of its
-/// terms in every segment: a prefix that stands for 256 terms (`re*`) took a fifth less time
-/// over one (BENCHMARKS.md).
+/// of a catch-up or a `run --once`, or when the daemon's index waits for records. A backfill
+/// into an index already built leaves FTS5's own merging (`automerge`) with a dozen segments
+/// or more, and a query reads each of its terms in every segment: a prefix that stands for 256
+/// terms (`re*`) took a fifth less time over one (BENCHMARKS.md).
 /// Merging rewrites the whole index, in about a tenth of the time it took to build (half a
 /// second for 54 MB): so after a backfill, and then each time the index has grown by about
 /// half, which keeps the bytes merging writes in proportion to those indexed.
@@ -1023,10 +1023,7 @@ mod tests {
     /// is found by its new text only.
     #[test]
     fn a_sessions_counts_are_of_the_messages_it_holds() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("archive.db");
-        drop(Archive::open(&db).unwrap());
-        let mut indexer = Indexer::open(&db).unwrap();
+        let (_dir, mut indexer) = new_indexer();
         let gemini = |seq: i64, record: serde_json::Value| ExportRow {
             seq,
             source: 2,
@@ -1040,7 +1037,11 @@ mod tests {
         let rows = vec![
             prompt_row(1),
             prompt_row(2),
-            claude_row(3, prompt_row(1).record.iter().map(|b| *b as char).collect()),
+            // Prompt 1 again: a copy, left out.
+            ExportRow {
+                seq: 3,
+                ..prompt_row(1)
+            },
             gemini(4, serde_json::json!({"sessionId": "g1", "startTime": at})),
             gemini(
                 5,
@@ -1119,10 +1120,7 @@ mod tests {
     /// message, each to be merged again, and indexing took 2–2.4 times as long.
     #[test]
     fn a_transaction_writes_its_messages_text_in_a_few_segments_not_one_each() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("archive.db");
-        drop(Archive::open(&db).unwrap());
-        let mut indexer = Indexer::open(&db).unwrap();
+        let (_dir, mut indexer) = new_indexer();
         let rows: Vec<ExportRow> = (1..=200)
             .map(|seq| {
                 claude_row(seq, format!(
@@ -1149,12 +1147,7 @@ mod tests {
     fn the_size_a_merge_is_weighed_against_leaves_out_free_pages() {
         let (_dir, db) = archive_of_seqs(400);
         let mut indexer = Indexer::open(&db).unwrap();
-        let row = |seq: i64| {
-            let content = format!("word{seq} {}", "filler text ".repeat(200));
-            let record = serde_json::json!({"type": "user", "uuid": format!("u{seq}"),
-                "sessionId": "5f1e", "message": {"role": "user", "content": content}});
-            claude_row(seq, record.to_string())
-        };
+        let row = |seq: i64| prompt_of(seq, &format!("word{seq} {}", "filler text ".repeat(200)));
         for first in (1..=400).step_by(20) {
             indexer
                 .index(&ready((first..first + 20).map(row)).unwrap())
@@ -1173,12 +1166,25 @@ mod tests {
         assert_eq!(live_bytes(&indexer.conn).unwrap(), (pages - free) * size);
     }
 
-    /// A prompt of the Claude Code session of [`claude_row`], `word{seq}`, at `seq`.
-    fn prompt_row(seq: i64) -> ExportRow {
-        let content = format!("word{seq}");
+    /// An indexer of a new, empty archive (in the directory returned).
+    fn new_indexer() -> (tempfile::TempDir, Indexer) {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("archive.db");
+        drop(Archive::open(&db).unwrap());
+        let indexer = Indexer::open(&db).unwrap();
+        (dir, indexer)
+    }
+
+    /// A prompt of the Claude Code session of [`claude_row`], `content`, at `seq`.
+    fn prompt_of(seq: i64, content: &str) -> ExportRow {
         let record = serde_json::json!({"type": "user", "uuid": format!("u{seq}"),
             "sessionId": "5f1e", "message": {"role": "user", "content": content}});
         claude_row(seq, record.to_string())
+    }
+
+    /// A prompt of the Claude Code session of [`claude_row`], `word{seq}`, at `seq`.
+    fn prompt_row(seq: i64) -> ExportRow {
+        prompt_of(seq, &format!("word{seq}"))
     }
 
     /// An archive whose records are seqs 1 to `last` (each `{}`): an index of records up to
@@ -1266,10 +1272,7 @@ mod tests {
     /// Segments are merged into one once enough was indexed since they last were, not before.
     #[test]
     fn the_search_segments_are_merged_into_one_once_enough_was_indexed() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("archive.db");
-        drop(Archive::open(&db).unwrap());
-        let mut indexer = Indexer::open(&db).unwrap();
+        let (_dir, mut indexer) = new_indexer();
         indexer.merge_when_grown();
         assert!(!indexer.building, "a build of nothing ended");
         no_merges(&indexer);
@@ -1323,9 +1326,8 @@ mod tests {
         };
         assert!(wal_bytes("-wal") > 0, "the archive's log holds its pages");
         let mut indexer = Indexer::open(&db).unwrap();
-        let record = r#"{"type":"user","uuid":"u1","sessionId":"5f1e","message":{"role":"user","content":"hello"}}"#;
         indexer
-            .index(&ready([claude_row(1, record.into())]).unwrap())
+            .index(&ready([prompt_of(1, "hello")]).unwrap())
             .unwrap();
         assert!(wal_bytes("-index-wal") > 0);
         indexer.merge().expect("merged and checkpointed");
@@ -1353,10 +1355,7 @@ mod tests {
             ready(rows).unwrap()
         };
         let sessions = |one_by_one: bool| {
-            let dir = tempfile::tempdir().unwrap();
-            let db = dir.path().join("archive.db");
-            drop(Archive::open(&db).unwrap());
-            let mut indexer = Indexer::open(&db).unwrap();
+            let (_dir, mut indexer) = new_indexer();
             let rows = rows();
             if one_by_one {
                 for row in rows.chunks(1) {

@@ -187,8 +187,8 @@ pub(crate) fn set_progress(tx: &Connection, seq: i64) -> rusqlite::Result<()> {
         .map(drop)
 }
 
-/// How FTS5 merges the search segments the index's transactions write (its `automerge` and
-/// `crisismerge`, kept in the index file).
+/// How FTS5 merges the search segments the index's transactions write (its `automerge`,
+/// `crisismerge` and `hashsize`, kept in the index file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Merging {
     /// While the index follows the archive, FTS5's defaults: each transaction merges work in
