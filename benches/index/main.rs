@@ -154,6 +154,23 @@ fn index_bytes(db: &Path) -> f64 {
 
 /// Runs `bin args --db db` under `home`, from spawn to exit; panics if it fails.
 fn run_secs(bin: &Path, home: &Path, db: &Path, args: &[&str]) -> f64 {
+    run_logged(bin, home, db, args, "warn").0
+}
+
+/// Runs `bin reindex --db db` under `home`: its seconds from spawn to exit, and the seconds
+/// its log says the merge of the search segments at the end took (0 without one).
+fn reindex_secs(bin: &Path, home: &Path, db: &Path) -> (f64, f64) {
+    let (secs, log) = run_logged(bin, home, db, &["reindex"], "info");
+    let merge_ms = log.lines().find_map(|line| {
+        let (_, after) = line.split_once("merged into one in ")?;
+        after.strip_suffix(" ms")?.parse::<f64>().ok()
+    });
+    (secs, merge_ms.unwrap_or(0.0) / 1000.0)
+}
+
+/// Runs `bin args --db db` under `home` logging at `level`: its seconds from spawn to exit, and
+/// its log; panics if it fails.
+fn run_logged(bin: &Path, home: &Path, db: &Path, args: &[&str], level: &str) -> (f64, String) {
     let _ = Command::new("sync").status();
     let start = Instant::now();
     let out = Command::new(bin)
@@ -161,43 +178,17 @@ fn run_secs(bin: &Path, home: &Path, db: &Path, args: &[&str]) -> f64 {
         .arg("--db")
         .arg(db)
         .env("HOME", home)
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", level)
         .output()
         .expect("starting transcript-sync");
     let secs = start.elapsed().as_secs_f64();
+    let log = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
-        "{} {args:?} failed:\n{}",
-        bin.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    secs
-}
-
-/// Runs `bin reindex --db db` under `home`: its seconds from spawn to exit, and the seconds
-/// its log says the merge of the search segments at the end took (0 without one).
-fn reindex_secs(bin: &Path, home: &Path, db: &Path) -> (f64, f64) {
-    let _ = Command::new("sync").status();
-    let start = Instant::now();
-    let out = Command::new(bin)
-        .args(["reindex", "--db"])
-        .arg(db)
-        .env("HOME", home)
-        .env("RUST_LOG", "info")
-        .output()
-        .expect("starting transcript-sync");
-    let secs = start.elapsed().as_secs_f64();
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{} reindex failed:\n{log}",
+        "{} {args:?} failed:\n{log}",
         bin.display()
     );
-    let merge_ms = log.lines().find_map(|line| {
-        let (_, after) = line.split_once("merged into one in ")?;
-        after.strip_suffix(" ms")?.parse::<f64>().ok()
-    });
-    (secs, merge_ms.unwrap_or(0.0) / 1000.0)
+    (secs, log)
 }
 
 /// Seconds to insert `texts` into a new contentless FTS5 table of the index's tokenizer, in
