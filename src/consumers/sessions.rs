@@ -76,8 +76,9 @@ fn merge_due(unmerged: usize, index_bytes: i64) -> bool {
     unmerged >= MERGE_AFTER && unmerged as i64 >= 2 * index_bytes
 }
 
-/// Bytes of the index file's pages in use: a merge leaves the pages of the segments it merged
-/// free in the file, for the index to fill again, and they are no index to merge.
+/// Bytes of the index file's pages in use: FTS5's own merges leave the pages of the segments
+/// they merged free in the file, for the index to fill again, and they are no index to merge
+/// (as does any merge in a file made by an earlier build, [`store::give_back_free_pages`]).
 fn live_bytes(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row(
         "SELECT (page_count - freelist_count) * page_size
@@ -135,6 +136,12 @@ impl Indexer {
             building: false,
         };
         let empty = indexer.done()? == 0;
+        if empty {
+            // An index file emptied to be built again keeps the pages its tables had, free,
+            // and may have been made without the setting that gives them back.
+            let given = store::give_back_free_pages(&indexer.conn);
+            indexer.db(given)?;
+        }
         let building = indexer.db(store::building(&indexer.conn))?;
         if empty && !building {
             let set = store::set_merging(&mut indexer.conn, store::Merging::Build);
@@ -249,9 +256,10 @@ impl Indexer {
         self.unmerged = 0;
         let started = Instant::now();
         match self.merge() {
-            Ok(()) => log::info!(
-                "session index: {what} merged into one in {} ms",
-                started.elapsed().as_millis()
+            Ok(given) => log::info!(
+                "session index: {what} merged into one in {} ms; {} given back",
+                started.elapsed().as_millis(),
+                crate::history::status::megabytes(given)
             ),
             Err(e) => log::warn!(
                 "session index: cannot merge its search segments ({e}); searches read them all"
@@ -259,15 +267,16 @@ impl Indexer {
         }
     }
 
-    /// Merges the full-text index's segments into one, and empties the index's write-ahead log
-    /// when no reader holds it. The checkpoint names the index (`main`): unnamed, it would
-    /// checkpoint the archive too, through its read-only attachment, and fail on any page
-    /// the archive's log held.
-    fn merge(&mut self) -> rusqlite::Result<()> {
-        self.conn.execute_batch(
-            "INSERT INTO message_text (message_text) VALUES ('optimize');
-             PRAGMA main.wal_checkpoint(TRUNCATE);",
-        )
+    /// Merges the full-text index's segments into one, gives the pages the merge freed back to
+    /// the filesystem (returns how many bytes, [`store::give_back_free_pages`]), and empties
+    /// the index's write-ahead log when no reader holds it. The checkpoint names the index
+    /// (`main`): unnamed, it would checkpoint the archive too, through its read-only
+    /// attachment, and fail on any page the archive's log held.
+    fn merge(&mut self) -> rusqlite::Result<u64> {
+        (self.conn).execute_batch("INSERT INTO message_text (message_text) VALUES ('optimize')")?;
+        let given = store::give_back_free_pages(&self.conn)?;
+        (self.conn).execute_batch("PRAGMA main.wal_checkpoint(TRUNCATE)")?;
+        Ok(given)
     }
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
@@ -1142,10 +1151,10 @@ mod tests {
         );
     }
 
-    /// The pages a merge leaves free are not counted as the index's size.
-    #[test]
-    fn the_size_a_merge_is_weighed_against_leaves_out_free_pages() {
-        let (_dir, db) = archive_of_seqs(400);
+    /// An index of 400 prompts of 2.4 kB each, indexed 20 a transaction, so that its segments
+    /// are many and a merge frees pages.
+    fn index_of_segments() -> (tempfile::TempDir, Indexer) {
+        let (dir, db) = archive_of_seqs(400);
         let mut indexer = Indexer::open(&db).unwrap();
         let row = |seq: i64| prompt_of(seq, &format!("word{seq} {}", "filler text ".repeat(200)));
         for first in (1..=400).step_by(20) {
@@ -1153,17 +1162,75 @@ mod tests {
                 .index(&ready((first..first + 20).map(row)).unwrap())
                 .unwrap();
         }
-        indexer.merge_when_grown();
-        let pragma = |name: &str| -> i64 {
-            (indexer.conn.pragma_query_value(None, name, |r| r.get(0))).unwrap()
-        };
-        let (pages, free, size) = (
-            pragma("page_count"),
-            pragma("freelist_count"),
-            pragma("page_size"),
-        );
+        (dir, indexer)
+    }
+
+    fn pragma(indexer: &Indexer, name: &str) -> i64 {
+        (indexer.conn.pragma_query_value(None, name, |r| r.get(0))).unwrap()
+    }
+
+    /// The pages FTS5's own merges leave free (those of the segments merged, until the index
+    /// fills them again) are not counted as the index's size.
+    #[test]
+    fn the_size_a_merge_is_weighed_against_leaves_out_free_pages() {
+        let (_dir, indexer) = index_of_segments();
+        (indexer.conn)
+            .execute_batch("INSERT INTO message_text (message_text) VALUES ('optimize')")
+            .unwrap();
+        let pages = pragma(&indexer, "page_count");
+        let free = pragma(&indexer, "freelist_count");
         assert!(free > 0, "the merge left pages free");
-        assert_eq!(live_bytes(&indexer.conn).unwrap(), (pages - free) * size);
+        let live = (pages - free) * pragma(&indexer, "page_size");
+        assert_eq!(live_bytes(&indexer.conn).unwrap(), live);
+    }
+
+    /// The index's merge gives the pages it freed back to the filesystem: the file is no
+    /// larger than the pages it uses.
+    #[test]
+    fn a_merge_gives_the_pages_it_freed_back() {
+        let (_dir, mut indexer) = index_of_segments();
+        let before = pragma(&indexer, "page_count");
+        let given = indexer.merge().unwrap();
+        assert_eq!(pragma(&indexer, "freelist_count"), 0);
+        let pages = pragma(&indexer, "page_count");
+        assert!(
+            pages < before,
+            "{pages} pages after the merge, {before} before"
+        );
+        let size = pragma(&indexer, "page_size");
+        // The merge's new segment took pages of its own before the file was cut.
+        assert!(
+            given > ((before - pages) * size) as u64,
+            "{given} bytes given back"
+        );
+        let file = std::fs::metadata(store::path_of(indexer.archive.path())).unwrap();
+        assert_eq!(file.len() as i64, pages * size, "the file cut short");
+    }
+
+    /// An index file made by a build that did not set it to give pages back is set to when
+    /// it is emptied to be built again, and, when it is not, at its next merge.
+    #[test]
+    fn an_index_file_made_without_giving_pages_back_is_set_to() {
+        let (_dir, db) = archive_of_seqs(400);
+        let old = rusqlite::Connection::open(store::path_of(&db)).unwrap();
+        old.execute_batch("PRAGMA auto_vacuum = NONE; CREATE TABLE earlier (x);")
+            .unwrap();
+        drop(old);
+        let mut indexer = Indexer::open(&db).unwrap();
+        assert_eq!(pragma(&indexer, "auto_vacuum"), 2, "set as it is emptied");
+        assert_eq!(pragma(&indexer, "freelist_count"), 0);
+
+        (indexer.conn)
+            .execute_batch("PRAGMA auto_vacuum = NONE; VACUUM;")
+            .unwrap();
+        assert_eq!(pragma(&indexer, "auto_vacuum"), 0);
+        for first in (1..=400).step_by(20) {
+            let rows = (first..first + 20).map(|seq| prompt_of(seq, &"filler ".repeat(400)));
+            indexer.index(&ready(rows).unwrap()).unwrap();
+        }
+        indexer.merge().unwrap();
+        assert_eq!(pragma(&indexer, "auto_vacuum"), 2, "set at the merge");
+        assert_eq!(pragma(&indexer, "freelist_count"), 0);
     }
 
     /// An indexer of a new, empty archive (in the directory returned).

@@ -59,6 +59,10 @@ pub(crate) fn open_to_write(archive: &Path) -> Result<Connection> {
     // Turning WAL on takes the file to itself, and SQLite does not wait for another process
     // making the index at that moment (a daemon starting while a command makes it): it is
     // tried again until the file is free.
+    // Before the file has a page: the setting is only taken by a file not made yet
+    // ([`give_back_free_pages`]).
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+        .map_err(&at)?;
     when_free(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(&at)?;
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(&at)?;
@@ -220,6 +224,31 @@ pub(crate) fn set_merging(conn: &mut Connection, merging: Merging) -> rusqlite::
     set.execute(rusqlite::params!["hashsize", hashsize])?;
     drop(set);
     tx.commit()
+}
+
+/// Gives the index file's free pages back to the filesystem, and returns how many bytes it
+/// gave. A merge of the search segments writes them into one new segment before it frees
+/// them, so that it leaves as many pages free as the full-text index holds: after the merge at
+/// the end of a 1 GiB build, 90 MB of a 292 MB file (BENCHMARKS.md). The index file moves its
+/// last pages into the free ones and is cut short (`auto_vacuum` INCREMENTAL, set as the file
+/// is made). A file made without it (by an earlier build) is rewritten once with it
+/// (`VACUUM`): at once when it is emptied to be built again, or at its next merge.
+pub(crate) fn give_back_free_pages(conn: &Connection) -> rusqlite::Result<u64> {
+    let pragma = |name: &str| -> rusqlite::Result<i64> {
+        conn.pragma_query_value(Some("main"), name, |r| r.get(0))
+    };
+    let before = pragma("page_count")?;
+    // 2 is INCREMENTAL.
+    if pragma("auto_vacuum")? == 2 {
+        // One page is moved at each step.
+        let mut vacuum = conn.prepare("PRAGMA main.incremental_vacuum")?;
+        let mut steps = vacuum.query([])?;
+        while steps.next()?.is_some() {}
+    } else {
+        conn.execute_batch("PRAGMA main.auto_vacuum = INCREMENTAL; VACUUM main;")?;
+    }
+    let given = (before - pragma("page_count")?) * pragma("page_size")?;
+    Ok(u64::try_from(given).unwrap_or(0))
 }
 
 /// Whether the index is in [`Merging::Build`].
