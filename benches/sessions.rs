@@ -8,7 +8,8 @@
 //! Every time is from spawn to exit, so process start and opening the archive are in it; the
 //! floor is `sessions --limit 1`. `SESSIONS_BASELINE_BIN=<binary>` archives the corpus again
 //! with another build and times each query with it too, right after this build's runs.
-//! Results: tables on stdout and `target/bench/sessions.md`.
+//! Results: tables on stdout and `target/bench/sessions.md`. `SESSIONS_KEEP=1` keeps the
+//! archives and their indexes in `target/bench/sessions-scratch/`.
 
 use rusqlite::{Connection, OpenFlags};
 use std::fmt::Write as _;
@@ -443,5 +444,10 @@ fn main() {
     println!("\n{md}");
     fs::write(bench.join("sessions.md"), &md).expect("writing sessions.md");
     println!("wrote {}", bench.join("sessions.md").display());
-    let _ = fs::remove_dir_all(&scratch);
+    // Kept on request, to look at the archives and indexes the queries were timed over.
+    if env::env_flag("SESSIONS_KEEP") {
+        println!("kept {}", scratch.display());
+    } else {
+        let _ = fs::remove_dir_all(&scratch);
+    }
 }
