@@ -163,7 +163,7 @@ fn reindex_secs(bin: &Path, home: &Path, db: &Path) -> (f64, f64) {
     let (secs, log) = run_logged(bin, home, db, &["reindex"], "info");
     let merge_ms = log.lines().find_map(|line| {
         let (_, after) = line.split_once("merged into one in ")?;
-        after.strip_suffix(" ms")?.parse::<f64>().ok()
+        after.split_once(" ms")?.0.parse::<f64>().ok()
     });
     (secs, merge_ms.unwrap_or(0.0) / 1000.0)
 }
