@@ -165,6 +165,12 @@ fn reindex_secs(bin: &Path, home: &Path, db: &Path) -> (f64, f64) {
         let (_, after) = line.split_once("merged into one in ")?;
         after.split_once(" ms")?.0.parse::<f64>().ok()
     });
+    if merge_ms.is_none() {
+        println!(
+            "no merge time in the log of {}: its searchable-at is its whole reindex",
+            bin.display()
+        );
+    }
     (secs, merge_ms.unwrap_or(0.0) / 1000.0)
 }
 
