@@ -183,6 +183,12 @@ fn unspaced(c: char) -> bool {
     if n < 0x0E00 || (0x2000..0x2E80).contains(&n) {
         return false;
     }
+    // Then the commonest of a text that has them, ideographs and kana, in two comparisons:
+    // the ranges below are tried one by one, and a Chinese or Japanese text took about 80
+    // instructions a character to reach them.
+    if (0x4E00..=0x9FFF).contains(&n) || (0x3040..=0x30FA).contains(&n) {
+        return true;
+    }
     matches!(c as u32,
         0x0E00..=0x0E4E | 0x0E50..=0x0E59 // Thai, but its punctuation ๏ ๚ ๛
         | 0x0E80..=0x0EFF // Lao
