@@ -50,6 +50,8 @@ use std::sync::Arc;
 /// Runs a parsed command line: loads the configuration, starts logging, runs the command.
 /// `Err` is fatal and names the path involved.
 pub fn execute(cli: Cli) -> Result<()> {
+    // Before any thread or connection: the binary calls this first.
+    crate::platform::sqlite::without_memory_statistics();
     // Generated from the argument definitions alone: no configuration, no archive.
     match &cli.command {
         Command::Completions(args) => return completions(args.shell),

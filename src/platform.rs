@@ -7,5 +7,6 @@ pub(crate) mod doorbell;
 pub(crate) mod fts5;
 pub(crate) mod home;
 pub(crate) mod logging;
+pub(crate) mod sqlite;
 pub(crate) mod sys;
 pub(crate) mod time;
