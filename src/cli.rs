@@ -48,10 +48,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Runs a parsed command line: loads the configuration, starts logging, runs the command.
-/// `Err` is fatal and names the path involved.
+/// `Err` is fatal and names the path involved. Called once, by the binary's `main`, before the
+/// process has opened a database or started a thread (it sets SQLite up for the process).
 pub fn execute(cli: Cli) -> Result<()> {
-    // Before any thread or connection: the binary calls this first.
-    crate::platform::sqlite::without_memory_statistics();
+    let memory_statistics_off = crate::platform::fts5::without_memory_statistics();
     // Generated from the argument definitions alone: no configuration, no archive.
     match &cli.command {
         Command::Completions(args) => return completions(args.shell),
@@ -67,6 +67,11 @@ pub fn execute(cli: Cli) -> Result<()> {
         _ => Settings::load(source.clone(), &flags, &env)?,
     };
     logging::init(settings.log_level);
+    if !memory_statistics_off {
+        log::debug!(
+            "SQLite was in use before this command set it up: its memory statistics are on"
+        );
+    }
     if settings.archive.is_dir() {
         return Err(Error::ArchiveIsDirectory {
             path: settings.archive,

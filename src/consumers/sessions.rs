@@ -77,8 +77,7 @@ fn merge_due(unmerged: usize, index_bytes: i64) -> bool {
 }
 
 /// Bytes of the index file's pages in use: FTS5's own merges leave the pages of the segments
-/// they merged free in the file, for the index to fill again, and they are no index to merge
-/// (as does any merge in a file made by an earlier build, [`store::give_back_free_pages`]).
+/// they merged free in the file, for the index to fill again, and they are no index to merge.
 fn live_bytes(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row(
         "SELECT (page_count - freelist_count) * page_size
@@ -139,8 +138,7 @@ impl Indexer {
         if empty {
             // An index file emptied to be built again keeps the pages its tables had, free,
             // and may have been made without the setting that gives them back.
-            let given = store::give_back_free_pages(&indexer.conn);
-            indexer.db(given)?;
+            indexer.give_back_logged();
         }
         let building = indexer.db(store::building(&indexer.conn))?;
         if empty && !building {
@@ -216,9 +214,10 @@ impl Indexer {
 
     /// Merges the full-text index's segments into one if enough records have been indexed
     /// since they last were ([`MERGE_AFTER`]): FTS5's `optimize`, one transaction, then the
-    /// write-ahead log it filled emptied when no reader holds it. Readers read the index as it
-    /// was meanwhile; a record to index waits for it. A merge that fails is logged and left
-    /// for the next time: the index is whole without it.
+    /// pages it freed given back and the write-ahead log it filled emptied when no reader
+    /// holds it ([`Indexer::merge`]). Readers read the index as it was meanwhile; a record to
+    /// index waits for it. A merge that fails is logged and left for the next time: the index
+    /// is whole without it.
     ///
     /// An index being built from nothing ends its build here instead: FTS5's merging is set
     /// back as it is for following the archive, and the segments are merged into one.
@@ -257,9 +256,9 @@ impl Indexer {
         let started = Instant::now();
         match self.merge() {
             Ok(given) => log::info!(
-                "session index: {what} merged into one in {} ms; {} given back",
+                "session index: {what} merged into one in {} ms; {:.1} MB of free pages given back",
                 started.elapsed().as_millis(),
-                crate::history::status::megabytes(given)
+                given as f64 / 1e6
             ),
             Err(e) => log::warn!(
                 "session index: cannot merge its search segments ({e}); searches read them all"
@@ -268,15 +267,29 @@ impl Indexer {
     }
 
     /// Merges the full-text index's segments into one, gives the pages the merge freed back to
-    /// the filesystem (returns how many bytes, [`store::give_back_free_pages`]), and empties
-    /// the index's write-ahead log when no reader holds it. The checkpoint names the index
-    /// (`main`): unnamed, it would checkpoint the archive too, through its read-only
-    /// attachment, and fail on any page the archive's log held.
+    /// the filesystem (returns how many bytes, [`Indexer::give_back_logged`]), and empties
+    /// the index's write-ahead log when no reader holds it (the file is cut short then). The
+    /// checkpoint names the index (`main`): unnamed, it would checkpoint the archive too,
+    /// through its read-only attachment, and fail on any page the archive's log held.
     fn merge(&mut self) -> rusqlite::Result<u64> {
         (self.conn).execute_batch("INSERT INTO message_text (message_text) VALUES ('optimize')")?;
-        let given = store::give_back_free_pages(&self.conn)?;
+        let given = self.give_back_logged();
         (self.conn).execute_batch("PRAGMA main.wal_checkpoint(TRUNCATE)")?;
         Ok(given)
+    }
+
+    /// Gives the index file's free pages back ([`store::give_back_free_pages`]) and returns
+    /// how many bytes, or logs why it could not (0): the index is whole either way, its file
+    /// only larger until the next merge tries again. Rewriting a file made by an earlier build
+    /// needs room for a copy of it.
+    fn give_back_logged(&self) -> u64 {
+        store::give_back_free_pages(&self.conn).unwrap_or_else(|e| {
+            log::warn!(
+                "session index {}: cannot give its free pages back ({e}); they stay in the file until its next merge",
+                store::path_of(self.archive.path()).display()
+            );
+            0
+        })
     }
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in

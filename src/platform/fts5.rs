@@ -5,7 +5,9 @@
 //! given to `unicode61` (with the arguments the table names, such as `remove_diacritics 2`)
 //! or is a term as it is. Offsets are the text's own, so snippets mark what was matched. The
 //! same tokenizer can also take documents as their terms, cut beforehand ([`register_ready`],
-//! [`Terms`]): their offsets are then the terms', for a table that keeps no text.
+//! [`Terms`]): their offsets are then the terms', for a table that keeps no text. And one
+//! setting of SQLite's for the whole process, through the same C API
+//! ([`without_memory_statistics`]).
 #![allow(unsafe_code)] // FTS5's API is C only: rusqlite has no wrapper for it
 
 use rusqlite::Connection;
@@ -16,6 +18,22 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::ptr;
 
 pub(crate) mod bm25;
+
+/// Turns off SQLite's count of the memory it holds (`SQLITE_CONFIG_MEMSTATUS`), which nothing
+/// here reads: with it on, each of SQLite's allocations and frees takes a process-wide mutex,
+/// and the full-text index allocates and frees for each term it writes and each row it reads
+/// (a search made 5 % fewer instructions without it, BENCHMARKS.md). Returns false when SQLite
+/// refused it, having been used already (the setting is then left as it was).
+///
+/// Called first, before the process opens any connection or starts a thread:
+/// `sqlite3_config` may not run beside any other call into SQLite.
+pub(crate) fn without_memory_statistics() -> bool {
+    // SAFETY: as the caller promises, no other call into SQLite runs meanwhile; the call's one
+    // variadic argument for this option is an int. After SQLite was initialized it is refused
+    // with SQLITE_MISUSE and changes nothing.
+    let rc = unsafe { ffi::sqlite3_config(ffi::SQLITE_CONFIG_MEMSTATUS, 0 as c_int) };
+    rc == ffi::SQLITE_OK
+}
 
 /// A piece of a text, as a [`Split`] gives it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -56,13 +56,13 @@ pub(crate) fn open_to_write(archive: &Path) -> Result<Connection> {
     // default, fewer than the indexer uses, and one pushed out is prepared again).
     conn.set_prepared_statement_cache_capacity(64);
     register_words(&conn).map_err(&at)?;
-    // Turning WAL on takes the file to itself, and SQLite does not wait for another process
-    // making the index at that moment (a daemon starting while a command makes it): it is
-    // tried again until the file is free.
     // Before the file has a page: the setting is only taken by a file not made yet
     // ([`give_back_free_pages`]).
     conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
         .map_err(&at)?;
+    // Turning WAL on takes the file to itself, and SQLite does not wait for another process
+    // making the index at that moment (a daemon starting while a command makes it): it is
+    // tried again until the file is free.
     when_free(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(&at)?;
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(&at)?;
@@ -520,6 +520,18 @@ mod tests {
         drop(index);
         let index = open_to_write(&db).unwrap();
         assert_eq!(progress(&index).unwrap(), 0, "another archive's index");
+    }
+
+    /// A new index file is made so that the pages its merges free can be given back
+    /// (`give_back_free_pages`), without a rewrite of it.
+    #[test]
+    fn a_new_index_file_can_give_its_free_pages_back() {
+        let (_dir, db) = archive();
+        let index = open_to_write(&db).unwrap();
+        let mode: i64 = index
+            .pragma_query_value(None, "auto_vacuum", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, 2, "INCREMENTAL");
     }
 
     #[test]

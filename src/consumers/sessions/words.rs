@@ -183,9 +183,8 @@ fn unspaced(c: char) -> bool {
     if n < 0x0E00 || (0x2000..0x2E80).contains(&n) {
         return false;
     }
-    // Then the commonest of a text that has them, ideographs and kana, in two comparisons:
-    // the ranges below are tried one by one, and a Chinese or Japanese text took about 80
-    // instructions a character to reach them.
+    // Then the commonest of a text that has them, ideographs and kana, in two comparisons,
+    // before the ranges below, which are tried one by one.
     if (0x4E00..=0x9FFF).contains(&n) || (0x3040..=0x30FA).contains(&n) {
         return true;
     }
