@@ -8,7 +8,7 @@
 //! [`Terms`]): their offsets are then the terms', for a table that keeps no text. And one
 //! setting of SQLite's for the whole process, through the same C API
 //! ([`without_memory_statistics`]).
-#![allow(unsafe_code)] // FTS5's API is C only: rusqlite has no wrapper for it
+#![allow(unsafe_code)] // FTS5's API and sqlite3_config are C only: rusqlite wraps neither
 
 use rusqlite::Connection;
 use rusqlite::ffi;
