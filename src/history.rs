@@ -15,7 +15,7 @@ pub(crate) mod status;
 use crate::archive::Archive;
 use crate::archive::lock::ArchiveLock;
 use crate::consumers::sessions::{
-    self,
+    self, CatchUp,
     query::{self, Found},
 };
 use crate::error::{Error, Result};
@@ -101,9 +101,19 @@ pub(crate) fn catch_up_index(db: &Path) -> Result<()> {
     let done = indexer.done()?;
     log::info!("indexing sessions from seq {done}");
     let bar = records_bar("indexing sessions", 0);
-    let indexed = indexer.catch_up(|at, last| {
-        bar.set_length((last - done).max(0) as u64);
-        bar.set_position((at - done).max(0) as u64);
+    let indexed = indexer.catch_up(|step| match step {
+        CatchUp::Indexed { at, last } => {
+            bar.set_length((last - done).max(0) as u64);
+            bar.set_position((at - done).max(0) as u64);
+        }
+        CatchUp::Merging => {
+            // No count to show: the bar makes way for a line that says what it waits for.
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            bar.set_message("indexing sessions: merging the search segments into one");
+        }
     })?;
     bar.finish_and_clear();
     log::info!("session index up to date: {indexed} records indexed");

@@ -222,8 +222,13 @@ impl Indexer {
     /// An index being built from nothing ends its build here instead: FTS5's merging is set
     /// back as it is for following the archive, and the segments are merged into one.
     pub(crate) fn merge_when_grown(&mut self) {
+        self.merge_when_grown_telling(|| {});
+    }
+
+    /// [`Indexer::merge_when_grown`], calling `starting` just before a merge starts.
+    fn merge_when_grown_telling(&mut self, starting: impl FnOnce()) {
         if self.building {
-            return self.end_build();
+            return self.end_build(starting);
         }
         // Before the index's size is read: this is asked each time the index waits.
         if !merge_due(self.unmerged, 0) {
@@ -234,18 +239,20 @@ impl Indexer {
             Ok(_) => {}
             Err(e) => log::warn!("session index: cannot read its size ({e}); merging"),
         }
+        starting();
         self.merge_logged("search segments");
     }
 
     /// Ends a build from nothing ([`Indexer::merge_when_grown`]). Merging as it follows the
     /// archive is set first, in a transaction of its own: a merge that fails leaves the
     /// segments to it.
-    fn end_build(&mut self) {
+    fn end_build(&mut self, starting: impl FnOnce()) {
         if let Err(e) = store::set_merging(&mut self.conn, store::Merging::Follow) {
             log::warn!("session index: cannot end its build ({e}); it is ended at the next pause");
             return;
         }
         self.building = false;
+        starting();
         self.merge_logged("built; its search segments");
     }
 
@@ -293,19 +300,19 @@ impl Indexer {
     }
 
     /// Indexes every record past [`Indexer::done`] up to the archive's last, reading them in
-    /// pages; `progress(done, last)` is called after each page. Returns how many were indexed.
+    /// pages; `progress` hears of each page, and of the merge. Returns how many were indexed.
     /// The segments are merged at the end when it indexed enough ([`MERGE_AFTER`]), or when
     /// the index was being built from nothing.
     ///
     /// The pages are read, cut, parsed and their text cut into terms on a thread of their own,
     /// a page ahead: on a machine with a core to spare, the index's thread only writes.
-    pub(crate) fn catch_up(&mut self, mut progress: impl FnMut(i64, i64)) -> Result<u64> {
+    pub(crate) fn catch_up(&mut self, mut progress: impl FnMut(CatchUp)) -> Result<u64> {
         let last = self.archive.last_seq()?;
         let done = self.done()?;
         if done >= last {
             // Nothing to index: a build from nothing that was stopped after its last
             // transaction ends here.
-            self.merge_when_grown();
+            self.merge_when_grown_telling(|| progress(CatchUp::Merging));
             return Ok(0);
         }
         let archive = Archive::open_existing(self.archive.path())?;
@@ -326,12 +333,22 @@ impl Indexer {
                 };
                 self.index(&page)?;
                 count += page.len() as u64;
-                progress(end, last);
+                progress(CatchUp::Indexed { at: end, last });
             }
             Ok(count)
         })
-        .inspect(|_| self.merge_when_grown())
+        .inspect(|_| self.merge_when_grown_telling(|| progress(CatchUp::Merging)))
     }
+}
+
+/// How far [`Indexer::catch_up`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CatchUp {
+    /// Records up to seq `at` are indexed, of those up to `last`.
+    Indexed { at: i64, last: i64 },
+    /// Every record is indexed, and the search segments are being merged into one: a second
+    /// or more on a large archive, with no record to count.
+    Merging,
 }
 
 /// Reads the records after `done` through `last` in pages, ready to index, into `pages`,
@@ -843,7 +860,7 @@ impl IndexFollower<'_> {
         let follower = Follower::start(hub, Archive::open(db)?, Start::After(after))?;
         let Some(mut follower) = follower.map(|f| f.shrinking(indexed)) else {
             // Closed already (the writer ended first): read what is left directly.
-            indexer.catch_up(|_, _| {})?;
+            indexer.catch_up(|_| {})?;
             return Ok(());
         };
         let mut share = share::Share::new(indexer);
@@ -1304,12 +1321,29 @@ mod tests {
         drop(indexer);
         let mut indexer = Indexer::open(&db).unwrap();
         assert!(indexer.building);
-        assert_eq!(indexer.catch_up(|_, _| {}).unwrap(), 0);
+        let mut heard = Vec::new();
+        assert_eq!(indexer.catch_up(|step| heard.push(step)).unwrap(), 0);
+        assert_eq!(heard, [CatchUp::Merging], "the merge is told");
         assert!(!indexer.building);
         assert!(!store::building(&indexer.conn).unwrap());
         let segments = "SELECT count(DISTINCT segid) FROM message_text_idx";
         let n: i64 = indexer.conn.query_row(segments, [], |r| r.get(0)).unwrap();
         assert_eq!(n, 1);
+    }
+
+    /// A catch-up tells how far it is after each page, and when it merges the segments: the
+    /// merge that ends a build, with no record to count, is not left to look like a stall.
+    #[test]
+    fn a_catch_up_tells_of_its_pages_and_of_its_merge() {
+        let (_dir, db) = archive_of_seqs(3);
+        let mut indexer = Indexer::open(&db).unwrap();
+        let mut heard = Vec::new();
+        assert_eq!(indexer.catch_up(|step| heard.push(step)).unwrap(), 3);
+        let indexed = CatchUp::Indexed { at: 3, last: 3 };
+        assert_eq!(heard, [indexed, CatchUp::Merging]);
+        heard.clear();
+        assert_eq!(indexer.catch_up(|step| heard.push(step)).unwrap(), 0);
+        assert!(heard.is_empty(), "no merge due: {heard:?}");
     }
 
     /// An index built from nothing writes a segment a transaction and merges none of them
