@@ -109,10 +109,12 @@ pub(crate) fn catch_up_index(db: &Path) -> Result<()> {
         CatchUp::Merging => {
             // No count to show: the bar makes way for a line that says what it waits for.
             bar.set_style(
-                indicatif::ProgressStyle::with_template("{msg}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                indicatif::ProgressStyle::with_template("{msg}").expect("the template is valid"),
             );
             bar.set_message("indexing sessions: merging the search segments into one");
+            // A bar is drawn at most every 50 ms, so a change right after the last page's
+            // would not show: it is drawn again every 100 ms until it is cleared.
+            bar.enable_steady_tick(Duration::from_millis(100));
         }
     })?;
     bar.finish_and_clear();
