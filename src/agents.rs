@@ -53,6 +53,7 @@ use crate::capture::harness::{
     self, Formats, GENERIC, Root, Watcher, listed_projects, root, watcher_home,
 };
 use crate::error::{Error, Result};
+use crate::read::record::Unread;
 use message::Parsed;
 use restore::Restore;
 use serde_json::{Map, Value};
@@ -70,6 +71,10 @@ pub(crate) struct Agent {
     /// What one of its records (a JSON object) says; `None` for a record that is not what
     /// its format promises.
     pub parse: fn(&Map<String, Value>) -> Option<Parsed>,
+    /// Members of its records that `parse` never reads, left out when a record is parsed for
+    /// it: only large ones are worth naming. A test reads each of its fixtures' records with
+    /// and without them (`an_agents_unread_members_change_nothing_it_reads`).
+    pub unread: &'static [Unread],
     /// Which session a new source of it (a file, or a session in its database) starts, given
     /// its first record.
     pub identify: fn(&Path, &Parsed) -> Identified,

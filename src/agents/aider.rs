@@ -38,6 +38,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[HISTORY],
     },
     parse: aider,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(resume),
     doctor: Some(Unwatched {

@@ -43,6 +43,7 @@ pub(crate) static AGENT: Agent = Agent {
         ],
     },
     parse,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(resume),
     doctor: Some(Unwatched {

@@ -18,6 +18,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/amp.toml"),
     formats: Formats::NONE,
     parse: amp,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(resume),
     doctor: None,

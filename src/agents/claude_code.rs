@@ -10,6 +10,7 @@ use super::message::*;
 use super::restore::{self, Restore, Resume};
 use super::session::{self, Identified};
 use crate::capture::harness::Formats;
+use crate::read::record::Unread;
 use serde_json::{Map, Value};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -20,6 +21,9 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/claude-code.toml"),
     formats: Formats::NONE,
     parse: claude,
+    // A tool's result as the tool gave it (a whole file, its edits), beside the one its message
+    // holds; a file-history snapshot's files.
+    unread: &[Unread::Member("toolUseResult"), Unread::Member("snapshot")],
     identify,
     restore: Restore {
         prefer_root: None,

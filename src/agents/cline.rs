@@ -19,6 +19,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/cline.toml"),
     formats: Formats::NONE,
     parse: cline,
+    unread: &[],
     identify: Identified::by_folder,
     restore: Restore::keeping_layout(resume),
     doctor: None,

@@ -21,6 +21,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/code-puppy.toml"),
     formats: Formats::NONE,
     parse,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(resume),
     doctor: None,

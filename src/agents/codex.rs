@@ -16,6 +16,7 @@ use super::message::*;
 use super::restore::{self, Restore, Resume};
 use super::session::{self};
 use crate::capture::harness::Formats;
+use crate::read::record::Unread;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -27,6 +28,17 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/codex.toml"),
     formats: Formats::NONE,
     parse: codex,
+    // The base prompt every rollout opens with, a reasoning item's encrypted content, and the
+    // rate limits a token count reports.
+    unread: &[Unread::Within(
+        "payload",
+        &[
+            Unread::Member("base_instructions"),
+            Unread::Member("instructions"),
+            Unread::Member("encrypted_content"),
+            Unread::Member("rate_limits"),
+        ],
+    )],
     identify: session::by_record_or_uuid,
     restore: Restore {
         prefer_root: Some("sessions"),

@@ -20,6 +20,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/continue.toml"),
     formats: Formats::NONE,
     parse,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(resume),
     doctor: None,

@@ -49,6 +49,7 @@ pub(crate) static AGENT: Agent = Agent {
         ],
     },
     parse: copilot_chat,
+    unread: &[],
     identify: in_workspace,
     // VS Code reopens a session from its chat history; it has no command to name.
     restore: Restore::keeping_layout(restore::no_resume),

@@ -14,6 +14,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/copilot-cli.toml"),
     formats: Formats::NONE,
     parse: copilot,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(resume),
     doctor: None,

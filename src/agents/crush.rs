@@ -35,6 +35,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[],
     },
     parse: crush,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,

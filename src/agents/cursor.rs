@@ -16,6 +16,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/cursor.toml"),
     formats: Formats::NONE,
     parse: cursor,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(resume),
     doctor: None,

@@ -51,6 +51,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[],
     },
     parse: cursor_editor,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,

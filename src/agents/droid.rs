@@ -13,6 +13,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/droid.toml"),
     formats: Formats::NONE,
     parse: droid,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(resume),
     doctor: None,

@@ -20,6 +20,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/gemini-cli.toml"),
     formats: Formats::NONE,
     parse: gemini,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(resume),
     doctor: None,

@@ -13,6 +13,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/generic.toml"),
     formats: Formats::NONE,
     parse: generic,
+    unread: &[],
     identify: Identified::by_stem,
     restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,

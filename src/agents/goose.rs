@@ -43,6 +43,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[jsonl::FORMAT],
     },
     parse: goose,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(resume),
     doctor: None,

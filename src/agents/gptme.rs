@@ -14,6 +14,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/gptme.toml"),
     formats: Formats::NONE,
     parse: gptme,
+    unread: &[],
     identify: Identified::by_folder,
     restore: Restore::keeping_layout(resume),
     doctor: None,

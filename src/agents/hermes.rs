@@ -34,6 +34,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[],
     },
     parse: hermes,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,

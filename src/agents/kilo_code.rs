@@ -16,6 +16,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[],
     },
     parse: opencode::opencode,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,

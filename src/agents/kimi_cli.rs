@@ -28,6 +28,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/kimi-cli.toml"),
     formats: Formats::NONE,
     parse: kimi,
+    unread: &[],
     identify,
     restore: Restore {
         relocate,

@@ -47,6 +47,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[],
     },
     parse: llm,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,

@@ -327,10 +327,11 @@ pub(super) fn is_high_surrogate(escape: &[u8]) -> bool {
 /// harness no agent has (an archive written by a newer release) is read as the generic agent
 /// reads (see [`super::of`]).
 pub(crate) fn parse(harness: &str, record: &[u8]) -> Parsed {
-    let Some(value) = parse_value(record) else {
+    let agent = super::of(harness);
+    let Some(value) = parse_value(record, agent.unread) else {
         return unparsed(record);
     };
-    let parsed = value.as_object().and_then(super::of(harness).parse);
+    let parsed = value.as_object().and_then(agent.parse);
     parsed.unwrap_or_else(|| unparsed(record))
 }
 
@@ -507,7 +508,8 @@ mod tests {
         record.splice(emoji..emoji + 4, br"\ud83d\ude00".iter().copied());
         for limit in 8..60 {
             let cut = with_long_strings_cut(&record, limit);
-            let value = parse_value(&cut).unwrap_or_else(|| panic!("{limit}: not JSON: {cut:?}"));
+            let value =
+                parse_value(&cut, &[]).unwrap_or_else(|| panic!("{limit}: not JSON: {cut:?}"));
             let kept = value["message"]["content"].as_str().unwrap();
             assert!(text.starts_with(kept), "{limit}: {kept:?}");
             assert!(!kept.contains('\u{fffd}'), "{limit}: {kept:?}");

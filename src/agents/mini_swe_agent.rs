@@ -23,6 +23,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/mini-swe-agent.toml"),
     formats: Formats::NONE,
     parse: mini,
+    unread: &[],
     identify,
     // It starts every run afresh: no command takes a trajectory back.
     restore: Restore::keeping_layout(no_resume),

@@ -21,6 +21,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/mistral-vibe.toml"),
     formats: Formats::NONE,
     parse: vibe,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(resume),
     doctor: None,

@@ -23,6 +23,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/open-interpreter.toml"),
     formats: Formats::NONE,
     parse,
+    unread: &[],
     identify: Identified::by_stem,
     restore: Restore::keeping_layout(resume),
     doctor: None,

@@ -34,6 +34,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[],
     },
     parse: openclaw,
+    unread: &[],
     identify: session::by_record_or_uuid,
     restore: Restore::keeping_layout(resume),
     doctor: None,

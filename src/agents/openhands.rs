@@ -24,6 +24,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/openhands.toml"),
     formats: Formats::NONE,
     parse: openhands,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(resume),
     doctor: None,

@@ -17,6 +17,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/pi.toml"),
     formats: Formats::NONE,
     parse: pi,
+    unread: &[],
     identify: session::by_record_or_uuid,
     restore: Restore::keeping_layout(resume),
     doctor: None,

@@ -14,6 +14,7 @@ pub(crate) static AGENT: Agent = Agent {
     watcher: include_str!("../../watchers/qwen-code.toml"),
     formats: Formats::NONE,
     parse: qwen,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(resume),
     doctor: None,

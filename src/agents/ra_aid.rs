@@ -40,6 +40,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[],
     },
     parse: ra_aid,
+    unread: &[],
     identify,
     restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,

@@ -40,6 +40,7 @@ pub(super) const fn reading_roos_tasks(name: &'static str, watcher: &'static str
             }],
         },
         parse: roo,
+        unread: &[],
         identify: Identified::by_folder,
         // The extension reopens a task from its history; it has no command to name.
         restore: Restore::keeping_layout(restore::no_resume),

@@ -570,3 +570,67 @@ fn an_agent_kept_elsewhere_on_macos_and_windows_is_read_there() {
         [PathBuf::from("/Users/u/AppData/Roaming/io.datasette.llm")]
     );
 }
+
+/// An agent's unread members (`Agent::unread`) are left out of its records without changing
+/// anything it reads from them: over every record of its fixtures (the real agent's files, and
+/// the hand-shaped ones), what it says is the same as from the whole record. Each member is
+/// met in them, so the check is made.
+#[test]
+fn an_agents_unread_members_change_nothing_it_reads() {
+    use crate::read::record::{Unread, parse_value};
+    /// Whether `whole`, an object, holds one of `unread`: each met is added to `met`.
+    fn meet(whole: &Value, unread: &'static [Unread], met: &mut Vec<&'static str>) {
+        for u in unread {
+            match u {
+                Unread::Member(key) if whole.get(key).is_some() => met.push(key),
+                Unread::Member(_) => {}
+                Unread::Within(key, inner) => whole.get(key).map_or((), |w| meet(w, inner, met)),
+            }
+        }
+    }
+    fn leaves(unread: &'static [Unread]) -> Vec<&'static str> {
+        let leaf = |u: &'static Unread| match u {
+            Unread::Member(key) => vec![*key],
+            Unread::Within(_, inner) => leaves(inner),
+        };
+        unread.iter().flat_map(leaf).collect()
+    }
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let with_unread: Vec<_> = AGENTS.iter().filter(|a| !a.unread.is_empty()).collect();
+    assert!(!with_unread.is_empty());
+    for agent in with_unread {
+        let mine = |name: &str| name == agent.name || name.starts_with(&format!("{}-", agent.name));
+        let stem = |p: &Path| p.file_stem().unwrap().to_string_lossy().into_owned();
+        let dirs = std::fs::read_dir(fixtures.join("agents"))
+            .unwrap()
+            .map(Result::unwrap);
+        let dirs = dirs.filter(|d| mine(&d.file_name().to_string_lossy()));
+        let theirs = dirs.flat_map(|d| walkdir::WalkDir::new(d.path()));
+        let theirs = theirs.map(|e| e.unwrap().into_path());
+        let shaped = std::fs::read_dir(fixtures.join("sessions")).unwrap();
+        let shaped = shaped.map(|e| e.unwrap().path()).filter(|p| mine(&stem(p)));
+        let files = (theirs.chain(shaped)).filter(|p| p.extension().is_some_and(|x| x == "jsonl"));
+        let (mut met, mut records) = (Vec::new(), 0);
+        for file in files {
+            let text = std::fs::read(&file).unwrap();
+            for (n, line) in text.split(|&b| b == b'\n').enumerate() {
+                let Some(whole) = parse_value(line, &[]) else {
+                    continue;
+                };
+                let without = parse_value(line, agent.unread).unwrap();
+                let said = |v: &Value| v.as_object().and_then(agent.parse);
+                let at = format!("{}:{}", file.display(), n + 1);
+                assert_eq!(said(&whole), said(&without), "{at}");
+                let mut left = Vec::new();
+                meet(&without, agent.unread, &mut left);
+                assert!(left.is_empty(), "{at}: {left:?} left in");
+                meet(&whole, agent.unread, &mut met);
+                records += 1;
+            }
+        }
+        assert!(records > 0, "{}: no fixture records", agent.name);
+        for leaf in leaves(agent.unread) {
+            assert!(met.contains(&leaf), "{}: no fixture has {leaf}", agent.name);
+        }
+    }
+}

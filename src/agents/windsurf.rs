@@ -26,6 +26,7 @@ pub(crate) static AGENT: Agent = Agent {
         }],
     },
     parse: windsurf,
+    unread: &[],
     identify: conversation,
     // Windsurf reopens a conversation from its history; it has no command to name.
     restore: Restore::keeping_layout(restore::no_resume),

@@ -31,6 +31,7 @@ pub(crate) static AGENT: Agent = Agent {
         documents: &[],
     },
     parse: zed,
+    unread: &[],
     identify: Identified::by_record,
     restore: Restore::keeping_layout(restore::no_resume),
     doctor: None,

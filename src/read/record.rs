@@ -1,6 +1,9 @@
 //! What counts as a record: one complete line holding one JSON value.
 
-use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{
+    Deserialize, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor,
+};
+use serde_json::Value;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -31,13 +34,101 @@ pub fn validate_slowly(record: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("invalid JSON: {e}"))
 }
 
-/// `record` as a JSON value, for readers of its fields (the session index, `show`): a lone
-/// surrogate escape, which serde_json refuses, reads as U+FFFD (and so does every surrogate
-/// escape of a record that has one). `None` for bytes that are not a record.
-pub(crate) fn parse_value(record: &[u8]) -> Option<serde_json::Value> {
-    serde_json::from_slice(record)
-        .or_else(|_| serde_json::from_slice(&with_surrogates_replaced(record)))
-        .ok()
+/// `record` as a JSON value, for readers of its fields (the session index, `show`), without its
+/// `unread` members: they are read past, not built. A lone surrogate escape, which serde_json
+/// refuses, reads as U+FFFD (and so does every surrogate escape of a record that has one).
+/// `None` for bytes that are not a record.
+///
+/// The record's UTF-8 is checked once, as a whole, so that serde_json need not check each
+/// string again.
+pub(crate) fn parse_value(record: &[u8], unread: &[Unread]) -> Option<Value> {
+    let parse = |bytes: &[u8]| {
+        let text = simdutf8::basic::from_utf8(bytes).ok()?;
+        let mut json = serde_json::Deserializer::from_str(text);
+        let value = Without(unread).deserialize(&mut json).ok()?;
+        json.end().ok().map(|()| value)
+    };
+    parse(record).or_else(|| parse(&with_surrogates_replaced(record)))
+}
+
+/// A member of a record's objects that its agent never reads, left out when the record is
+/// parsed ([`parse_value`]): a tool's full result beside the one the message holds, or
+/// an encrypted blob, can be most of a record.
+#[derive(Debug)]
+pub(crate) enum Unread {
+    /// The member with this key.
+    Member(&'static str),
+    /// These members of the object that is the value of the member with this key.
+    Within(&'static str, &'static [Unread]),
+}
+
+/// A JSON value without the `.0` members of its object.
+struct Without<'a>(&'a [Unread]);
+
+impl<'de> DeserializeSeed<'de> for Without<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        match self.0 {
+            [] => Value::deserialize(deserializer),
+            _ => deserializer.deserialize_any(self),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for Without<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let unread = self.0.iter().find_map(|u| match u {
+                Unread::Member(k) => (*k == key).then_some(None),
+                Unread::Within(k, inner) => (*k == key).then_some(Some(*inner)),
+            });
+            let value = match unread {
+                Some(None) => {
+                    map.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+                Some(Some(inner)) => map.next_value_seed(Without(inner))?,
+                None => map.next_value()?,
+            };
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// `bytes` with the four hex digits of every `\u` escape of a UTF-16 surrogate half (D800 to
@@ -159,6 +250,36 @@ impl<'de> Visitor<'de> for ValidVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The named members are left out where they are named, and nowhere else; the rest of the
+    /// record is read as serde_json reads it.
+    #[test]
+    fn unread_members_are_left_out_where_named() {
+        use serde_json::json;
+        const UNREAD: &[Unread] = &[
+            Unread::Member("big"),
+            Unread::Within("payload", &[Unread::Member("blob")]),
+        ];
+        let record = br#"{"big":{"deep":[1,2]},"keep":[{"big":1}],"payload":{"blob":"x","text":"\u00e9","n":-1.5,"u":18446744073709551615},"other":{"blob":null}}"#;
+        let read = json!({"keep":[{"big":1}],"payload":{"text":"é","n":-1.5,"u":u64::MAX},"other":{"blob":null}});
+        assert_eq!(parse_value(record, UNREAD), Some(read));
+        assert_eq!(
+            parse_value(record, &[]),
+            serde_json::from_slice(record).ok()
+        );
+        // A member named to be looked within that is no object is kept whole.
+        let text = br#"{"payload":"text","list":[true,false,null]}"#;
+        assert_eq!(parse_value(text, UNREAD), serde_json::from_slice(text).ok());
+        // A lone surrogate escape still reads as U+FFFD; what is not a record is none.
+        let lone = br#"{"payload":{"text":"a\ud83d","blob":1}}"#;
+        assert_eq!(
+            parse_value(lone, UNREAD),
+            Some(json!({"payload":{"text":"a\u{fffd}"}}))
+        );
+        for not_one in [&b"{\"a\":1} x"[..], b"{\"a\":\"\xff\"}", b"{\"big\":[1,}"] {
+            assert_eq!(parse_value(not_one, UNREAD), None, "{not_one:?}");
+        }
+    }
 
     #[test]
     fn accepts_every_kind_of_json_value() {
