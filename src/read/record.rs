@@ -270,7 +270,14 @@ mod tests {
         // A member named to be looked within that is no object is kept whole.
         let text = br#"{"payload":"text","list":[true,false,null]}"#;
         assert_eq!(parse_value(text, UNREAD), serde_json::from_slice(text).ok());
-        // A lone surrogate escape still reads as U+FFFD; what is not a record is none.
+        // A lone surrogate escape in a member left out is not read: the pairs in the rest stay
+        // whole, where reading it would have made every surrogate escape U+FFFD.
+        let cut_emoji = br#"{"big":"a\ud83d","payload":{"text":"\ud83d\ude00"}}"#;
+        assert_eq!(
+            parse_value(cut_emoji, UNREAD),
+            Some(json!({"payload":{"text":"😀"}}))
+        );
+        // One read still reads as U+FFFD; what is not a record is none.
         let lone = br#"{"payload":{"text":"a\ud83d","blob":1}}"#;
         assert_eq!(
             parse_value(lone, UNREAD),
