@@ -138,8 +138,8 @@ fn main() {
     let mut plain = Subject::new("plain FTS5 (`sqlite3`)");
     let mut plain_floor = Vec::new();
     for round in 0..=runs {
-        // The builds take turns at going first: the first after the shell's process runs with
-        // less of its own code in the caches, about a third of a millisecond a query here.
+        // The builds take turns at going first, so that neither always runs right after the
+        // shell's process.
         let order: Vec<usize> = match round % 2 {
             0 => (0..builds.len()).collect(),
             _ => (0..builds.len()).rev().collect(),
