@@ -581,10 +581,10 @@ fn an_agents_unread_members_change_nothing_it_reads() {
     /// Whether `whole`, an object, holds one of `unread`: each met is added to `met`.
     fn meet(whole: &Value, unread: &'static [Unread], met: &mut Vec<&'static str>) {
         for u in unread {
-            match u {
-                Unread::Member(key) if whole.get(key).is_some() => met.push(key),
-                Unread::Member(_) => {}
-                Unread::Within(key, inner) => whole.get(key).map_or((), |w| meet(w, inner, met)),
+            match (u, whole.get(u.key())) {
+                (Unread::Member(key), Some(_)) => met.push(key),
+                (Unread::Within(_, inner), Some(within)) => meet(within, inner, met),
+                (_, None) => {}
             }
         }
     }

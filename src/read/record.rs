@@ -62,6 +62,15 @@ pub(crate) enum Unread {
     Within(&'static str, &'static [Unread]),
 }
 
+impl Unread {
+    /// The key of the member it names.
+    pub(crate) fn key(&self) -> &'static str {
+        match self {
+            Unread::Member(key) | Unread::Within(key, _) => key,
+        }
+    }
+}
+
 /// A JSON value without the `.0` members of its object.
 struct Without<'a>(&'a [Unread]);
 
@@ -113,16 +122,12 @@ impl<'de> Visitor<'de> for Without<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let mut object = serde_json::Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            let unread = self.0.iter().find_map(|u| match u {
-                Unread::Member(k) => (*k == key).then_some(None),
-                Unread::Within(k, inner) => (*k == key).then_some(Some(*inner)),
-            });
-            let value = match unread {
-                Some(None) => {
+            let value = match self.0.iter().find(|u| u.key() == key) {
+                Some(Unread::Member(_)) => {
                     map.next_value::<IgnoredAny>()?;
                     continue;
                 }
-                Some(Some(inner)) => map.next_value_seed(Without(inner))?,
+                Some(Unread::Within(_, inner)) => map.next_value_seed(Without(inner))?,
                 None => map.next_value()?,
             };
             object.insert(key, value);
